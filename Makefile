@@ -1,0 +1,74 @@
+# ptsweep: every user-facing job is one make target; each installs what it needs first (make setup).
+# Overrides: any Hydra override via ARGS="model.width=512 optim.lr=3e-3"; PRESET=smoke|demo|paper.
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+VPY := $(VENV)/bin/python
+STAMP := $(VENV)/.ptsweep-installed
+PRESET ?= demo
+ARGS ?=
+export RAY_AUTH_MODE ?= disabled
+export RAY_USAGE_STATS_ENABLED ?= 0
+export TOKENIZERS_PARALLELISM ?= false
+
+.PHONY: setup test demo tune-small verify-transfer scaling-curves coord-check lr-transfer bench size train clean-runs help
+
+help:
+	@echo "make setup            create .venv and install ptsweep (CPU torch pinned)"
+	@echo "make test             run the test suite (installs first)"
+	@echo "make demo             toy-scale chain of the three sweeps on the embedded Shakespeare data -> runs/demo/report.md"
+	@echo "make tune-small       Optuna study of the 7 transferable HPs at width 256 (PRESET=$(PRESET))"
+	@echo "make verify-transfer  WIDTH=1536 [ALPHA= P= N= SEEDS=]: random-search check of the transferred config"
+	@echo "make scaling-curves   [SCALES=256,512 MODELS=pt,bert,ut SCALING=channels|rank|both]"
+	@echo "make coord-check      MODEL=pt|bert|ut: muP coordinate check with verdict"
+	@echo "make lr-transfer      LR-transfer study (muP vs SP)"
+	@echo "make bench            PT vs BERT vs UT speed/memory at matched size -> runs/bench/"
+
+$(STAMP): pyproject.toml
+	@test -x $(VPY) || $(PY) -m venv $(VENV)
+	$(VPY) -m pip install -q --upgrade pip
+	# torch first and pinned: the CPU wheel here; GPU users install their CUDA torch 2.13.0 before `make setup`.
+	$(VPY) -c "import torch" 2>/dev/null || $(VPY) -m pip install -q torch==2.13.0
+	$(VPY) -m pip install -q -e '.[dev]'
+	$(VPY) -m ptsweep.data fetch-shakespeare
+	@touch $(STAMP)
+
+setup: $(STAMP)
+
+test: setup
+	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 WANDB_MODE=disabled $(VPY) -m pytest -q $(PYTEST_ARGS); rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
+
+demo: setup
+	$(VPY) -m ptsweep demo preset=demo $(ARGS)
+
+tune-small: setup
+	$(VPY) -m ptsweep tune-small preset=$(PRESET) $(ARGS)
+
+verify-transfer: setup
+	$(VPY) -m ptsweep verify-transfer preset=$(PRESET) \
+	  $(if $(WIDTH),sweep.width=$(WIDTH)) $(if $(ALPHA),sweep.alpha=$(ALPHA)) $(if $(P),sweep.p=$(P)) \
+	  $(if $(N),sweep.n=$(N)) $(if $(SEEDS),sweep.seeds=$(SEEDS)) $(ARGS)
+
+scaling-curves: setup
+	$(VPY) -m ptsweep scaling-curves preset=$(PRESET) \
+	  $(if $(SCALES),'sweep.scales=[$(SCALES)]') $(if $(MODELS),'sweep.models=[$(MODELS)]') \
+	  $(if $(SCALING),sweep.scaling=$(SCALING)) $(ARGS)
+
+coord-check: setup
+	$(VPY) -m ptsweep coord-check preset=$(PRESET) model=$(or $(MODEL),pt) $(ARGS)
+
+lr-transfer: setup
+	$(VPY) -m ptsweep lr-transfer preset=$(PRESET) $(ARGS)
+
+bench: setup
+	$(VPY) bench/bench_models.py $(ARGS)
+
+size: setup
+	$(VPY) -m ptsweep size $(ARGS)
+
+train: setup
+	$(VPY) -m ptsweep train $(ARGS)
+
+clean-runs:
+	rm -rf runs/

@@ -1,0 +1,299 @@
+"""Figures of [S] (Figure 1: random-search verification; Figure 2: scaling vs BERT / UT) and the muP diagnostics.
+
+Every function takes data plus an output path, writes one PNG and returns the path. Figures are built on
+``matplotlib.figure.Figure`` with the Agg canvas directly: no pyplot, no global backend switch, no import-time side
+effects. Inputs are the tables made by :mod:`ptsweep.analysis.stats` / results tables of the sweeps; column names
+default to the dotted results names with plain fallbacks (``model.width`` or ``width``, ...).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .fits import coord_slopes, fit_power_law, predict
+from .stats import LOSS_COLS, LR_COLS, PARAM_COLS, WIDTH_COLS, pick_column
+
+__all__ = [
+    "plot_distance_vs_increase",
+    "plot_rank_curve",
+    "plot_scaling",
+    "plot_loss_vs_compute",
+    "plot_coord_check",
+    "plot_lr_transfer",
+]
+
+MODEL_COLS = ("model.name", "model", "kind")
+MODEL_LABELS = {"pt": "PT (muP, zero-shot transfer)", "bert": "BERT (tuned per scale)", "ut": "Universal Transformer"}
+
+
+def _figure(nrows: int = 1, ncols: int = 1, size: tuple[float, float] | None = None):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=size or (6.0 * ncols, 4.5 * nrows), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    return fig, axes
+
+
+def _save(fig, path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120, format="png")
+    return path
+
+
+def _log_ticks(ax, x: str = "eng", y: bool = True) -> None:
+    """Readable log-axis ticks (default minor labels overlap): x at 1-2-5 (``eng``: 20M, 50M) or powers of 2
+    (``pow2``: 64, 128, ...); y minor labels hidden when ``y``."""
+    from matplotlib.ticker import EngFormatter, LogLocator, NullFormatter, ScalarFormatter
+
+    if x == "eng":
+        ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.xaxis.set_major_formatter(EngFormatter(sep=""))
+    else:
+        ax.xaxis.set_major_locator(LogLocator(base=2))
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    if y:
+        ax.yaxis.set_minor_formatter(NullFormatter())
+
+
+def _band_pct(table: pd.DataFrame, noise_band: float | None) -> float:
+    band = table.attrs.get("noise_band", 0.0) if noise_band is None else noise_band
+    mean = table.attrs.get("base_mean")
+    if mean is None:
+        mean = float(table.loc[table["is_base"], "loss"].iloc[0])
+    return 100.0 * float(band) / float(mean) if band else 0.0
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Figure 1: random-search verification
+# --------------------------------------------------------------------------------------------------------------
+def plot_distance_vs_increase(table: pd.DataFrame, path, noise_band: float | None = None, title: str | None = None):
+    """[S] Figure 1(a): D(S', S) (x) vs relative eval-loss increase in % (y); base marked, noise band shaded.
+
+    ``table`` is :func:`~ptsweep.analysis.stats.rank_table`'s output; the band defaults to ``table.attrs``.
+    Failed (non-finite) points cannot be drawn and are counted in the legend.
+    """
+    fig, axes = _figure()
+    ax = axes[0, 0]
+    pts = table[~table["is_base"] & ~table["failed"]]
+    n_failed = int((~table["is_base"] & table["failed"]).sum())
+    band = _band_pct(table, noise_band)
+    if band > 0:
+        ax.axhspan(-band, band, color="0.85", zorder=0, label=f"seed-noise band (±{band:.2f} %)")
+    ax.axhline(0.0, color="0.4", lw=0.8, ls="--")
+    ax.scatter(pts["distance"], 100 * pts["rel_increase"], s=18, color="tab:blue",
+               label=f"perturbed points (n={len(pts)}" + (f", {n_failed} failed not shown)" if n_failed else ")"))
+    ax.scatter([0.0], [0.0], marker="*", s=220, color="red", zorder=5, label="base S (mean of seeds)")
+    ax.set_xlabel(r"distance $D(S', S)$ (relative, Euclidean)")
+    ax.set_ylabel("eval-loss increase vs base (%)")
+    ax.set_title(title or "Distance vs evaluation-loss increase")
+    ax.legend(loc="best", fontsize=8)
+    return _save(fig, path)
+
+
+def plot_rank_curve(table: pd.DataFrame, path, noise_band: float | None = None, title: str | None = None):
+    """[S] Figure 1(b): losses sorted ascending, relative increase (%) vs rank (1 = best); base as a red star."""
+    fig, axes = _figure()
+    ax = axes[0, 0]
+    ok = table[~table["failed"]]
+    base = table[table["is_base"]]
+    band = _band_pct(table, noise_band)
+    if band > 0:
+        ax.axhspan(-band, band, color="0.85", zorder=0, label=f"seed-noise band (±{band:.2f} %)")
+    ax.axhline(0.0, color="0.4", lw=0.8, ls="--")
+    ax.plot(ok["rank"], 100 * ok["rel_increase"], "-o", ms=3, color="tab:blue", label="all points, sorted")
+    ax.scatter(base["rank"], 100 * base["rel_increase"], marker="*", s=260, color="red", zorder=5,
+               label=f"base S (rank {int(base['rank'].iloc[0])} of {len(table)})")
+    n_failed = int(table["failed"].sum())
+    if n_failed:
+        ax.text(0.98, 0.02, f"{n_failed} failed run(s) ranked last, not drawn", transform=ax.transAxes,
+                ha="right", va="bottom", fontsize=8)
+    ax.set_xlabel("rank (1 = lowest eval loss)")
+    ax.set_ylabel("eval-loss increase vs base (%)")
+    ax.set_title(title or "Rank vs evaluation-loss increase")
+    ax.legend(loc="upper left", fontsize=8)
+    return _save(fig, path)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Figure 2: scaling comparison
+# --------------------------------------------------------------------------------------------------------------
+def _finite(df: pd.DataFrame, cols: Sequence[str]) -> pd.DataFrame:
+    mask = np.ones(len(df), dtype=bool)
+    for c in cols:
+        v = df[c].astype(float).to_numpy()
+        mask &= np.isfinite(v) & (v > 0)
+    return df[mask]
+
+
+def _loglog_by_model(ax, df, xcol, ycol, model_col, models, fits, fit_kw, xlabel):
+    colors = {"pt": "tab:red", "bert": "tab:blue", "ut": "tab:green"}
+    for i, m in enumerate(models):
+        g = _finite(df[df[model_col] == m], [xcol, ycol]).sort_values(xcol)
+        if g.empty:
+            continue
+        color = colors.get(str(m), f"C{i}")
+        ax.scatter(g[xcol], g[ycol], color=color, s=30, label=MODEL_LABELS.get(str(m), str(m)))
+        fit = (fits or {}).get(m)
+        if fit is None and g[xcol].nunique() >= 2:
+            fit = fit_power_law(g[xcol], g[ycol], **fit_kw)
+        if fit is not None:
+            xs = np.geomspace(g[xcol].min(), g[xcol].max(), 100)
+            lab = f"fit: {fit['a']:.3g} x^-{fit['b']:.3f}"
+            if fit.get("form") == "power_law_const":
+                lab = f"fit: {fit['c']:.3g} + {fit['a']:.3g} x^-{fit['b']:.3f}"
+            ax.plot(xs, predict(fit, xs), "--", color=color, lw=1.2, label=f"{lab} (R2={fit['r2']:.3f})")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    _log_ticks(ax, "eng", y=False)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("evaluation loss (MLM)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+
+
+def plot_scaling(
+    df: pd.DataFrame,
+    path,
+    pair: Sequence[str] = ("pt", "bert"),
+    x: str = "params",
+    fits: Mapping[str, Mapping] | None = None,
+    loss_col: str | None = None,
+    model_col: str | None = None,
+    with_const: bool = False,
+    title: str | None = None,
+):
+    """[S] Figure 2: log-log eval loss vs parameter count for the models in ``pair`` with fitted power laws.
+
+    ``x`` is ``"params"`` or ``"non_embedding_params"``. ``fits`` maps model -> :func:`fit_power_law` result; models
+    without one are fitted here (``with_const`` passed on). Non-finite (diverged) rows are skipped.
+    """
+    loss_col = loss_col or pick_column(df, *LOSS_COLS)
+    model_col = model_col or pick_column(df, *MODEL_COLS)
+    fig, axes = _figure()
+    ax = axes[0, 0]
+    _loglog_by_model(ax, df, x, loss_col, model_col, list(pair), fits, {"with_const": with_const},
+                     "non-embedding parameters" if x.startswith("non_emb") else "parameters")
+    names = " vs ".join(MODEL_LABELS.get(m, m).split(" (")[0] for m in pair)
+    ax.set_title(title or f"Scaling: {names}")
+    return _save(fig, path)
+
+
+def plot_loss_vs_compute(
+    df: pd.DataFrame,
+    path,
+    models: Sequence[str] | None = None,
+    loss_col: str | None = None,
+    model_col: str | None = None,
+    title: str | None = None,
+):
+    """Log-log eval loss vs training compute, FLOPs = flops_per_token * tokens, one series (+ fit) per model."""
+    loss_col = loss_col or pick_column(df, *LOSS_COLS)
+    model_col = model_col or pick_column(df, *MODEL_COLS)
+    d = df.copy()
+    d["train_flops"] = d["flops_per_token"].astype(float) * d["tokens"].astype(float)
+    models = list(models) if models is not None else sorted(d[model_col].dropna().unique().tolist())
+    fig, axes = _figure()
+    ax = axes[0, 0]
+    _loglog_by_model(ax, d, "train_flops", loss_col, model_col, models, None, {},
+                     "training FLOPs (flops/token x tokens)")
+    ax.set_title(title or "Evaluation loss vs training compute")
+    return _save(fig, path)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# muP diagnostics
+# --------------------------------------------------------------------------------------------------------------
+def plot_coord_check(df: pd.DataFrame, path, title: str | None = None):
+    """Coordinate check: mean |coordinate| vs width (log-log); a grid of panels, rows = quantity, cols = step.
+
+    ``df`` columns: quantity, width, step, value, parametrization (seeds averaged). One line per parametrization,
+    labelled with its fitted log-log slope (:func:`~ptsweep.analysis.fits.coord_slopes`); muP should be flat.
+    """
+    d = df[np.isfinite(df["value"].astype(float)) & (df["value"].astype(float) > 0)]
+    quantities = sorted(d["quantity"].unique().tolist())
+    steps = sorted(d["step"].unique().tolist())
+    pars = sorted(d["parametrization"].unique().tolist()) if "parametrization" in d.columns else [None]
+    slopes = coord_slopes(d)
+    fig, axes = _figure(len(quantities), len(steps), size=(3.2 * len(steps), 2.8 * len(quantities)))
+    for i, q in enumerate(quantities):
+        for j, s in enumerate(steps):
+            ax = axes[i, j]
+            for k, par in enumerate(pars):
+                g = d[(d["quantity"] == q) & (d["step"] == s)]
+                sl = slopes[(slopes["quantity"] == q) & (slopes["step"] == s)]
+                if par is not None:
+                    g = g[g["parametrization"] == par]
+                    sl = sl[sl["parametrization"] == par]
+                m = g.groupby("width")["value"].mean()
+                if m.empty:
+                    continue
+                slope = float(sl["slope"].iloc[0]) if len(sl) else float("nan")
+                lab = f"{par or 'value'} (slope {round(slope, 2) + 0.0:+.2f})"  # + 0.0: no "-0.00"
+                ax.plot(m.index, m.to_numpy(), "-o", ms=3, color=f"C{k}", label=lab)
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            _log_ticks(ax, "pow2")
+            ax.set_title(f"{q}, step {s}", fontsize=9)
+            ax.set_xlabel("width", fontsize=8)
+            ax.set_ylabel("mean |coordinate|", fontsize=8)
+            ax.tick_params(labelsize=7)
+            ax.legend(fontsize=6)
+    fig.suptitle(title or "Coordinate check: mean |coordinate| vs width (flat = muP-correct)")
+    return _save(fig, path)
+
+
+def plot_lr_transfer(
+    df: pd.DataFrame,
+    path,
+    lr_col: str | None = None,
+    width_col: str | None = None,
+    loss_col: str | None = None,
+    param_col: str | None = None,
+    title: str | None = None,
+):
+    """Validation loss vs LR (log x), one curve per width, one panel per parametrization; optimum per width marked.
+
+    Seeds at the same (width, lr) are averaged; diverged (non-finite) points are dropped (the curve ends there).
+    """
+    lr_col = lr_col or pick_column(df, *LR_COLS)
+    width_col = width_col or pick_column(df, *WIDTH_COLS)
+    loss_col = loss_col or pick_column(df, *LOSS_COLS)
+    d = df.copy()
+    if param_col is None:
+        param_col = next((c for c in PARAM_COLS if c in d.columns), None)
+    if param_col is None:
+        param_col = "_parametrization"
+        d[param_col] = "all"
+    d = d[np.isfinite(d[loss_col].astype(float))]
+    pars = sorted(d[param_col].unique().tolist())
+    fig, axes = _figure(1, max(len(pars), 1), size=(5.5 * max(len(pars), 1), 4.5))
+    for j, par in enumerate(pars):
+        ax = axes[0, j]
+        g = d[d[param_col] == par]
+        widths = sorted(g[width_col].unique().tolist())
+        cmap_vals = np.linspace(0.15, 0.9, max(len(widths), 1))
+        from matplotlib import colormaps
+
+        cmap = colormaps["viridis"]
+        for w, cv in zip(widths, cmap_vals):
+            m = g[g[width_col] == w].groupby(lr_col)[loss_col].mean().sort_index()
+            color = cmap(cv)
+            ax.plot(m.index, m.to_numpy(), "-o", ms=3, color=color, label=f"width {w}")
+            i = int(m.to_numpy().argmin())
+            ax.scatter([m.index[i]], [m.iloc[i]], marker="*", s=150, color=color, edgecolor="k", zorder=5)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("base learning rate (log2 scale)")
+        ax.set_ylabel("validation loss")
+        ax.set_title({"mup": "muP", "sp": "SP"}.get(str(par), str(par)))
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8, title="star = optimum", title_fontsize=8)
+    fig.suptitle(title or "Learning-rate transfer across widths")
+    return _save(fig, path)

@@ -1,0 +1,200 @@
+"""Command line: ``python -m ptsweep <command> [hydra overrides]`` (the only module that imports Hydra).
+
+Configs are composed with Hydra's compose API from ``conf/`` (``config.yaml`` + groups; ``preset=smoke|demo|paper``
+applies a ``# @package _global_`` override file), resolved with OmegaConf and validated into a
+:class:`ptsweep.config.RunConfig`. The compose API neither changes the working directory nor creates ``outputs/``.
+
+Errors a user can fix (a bad override, an unknown key, an impossible value, a missing corpus, a missing sweep
+module) print ONE line ``error: <message naming the key>`` to stderr and exit with status 2; ``--debug`` shows the
+traceback instead.
+
+Commands:
+    size             shape, parameter counts and FLOPs/token of a model (no data loading)
+    train            one training run; prints the final metrics and the run folder
+    tune-small ...   the sweeps, each ``ptsweep.sweeps.<module>.run(cfg) -> Path`` (dispatched by the SWEEPS table)
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import math
+import sys
+from pathlib import Path
+
+from ptsweep.config import ConfigError, RunConfig, from_dict
+
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+"""The shipped Hydra config tree (<repo>/conf)."""
+
+# command -> (module exposing ``run(cfg: RunConfig) -> Path``, one-line help). Explicit table, imported lazily.
+SWEEPS: dict[str, tuple[str, str]] = {
+    "tune-small": ("ptsweep.sweeps.tune_small", "Optuna (via Ray Tune) study of the 7 transferable HPs at the base width"),
+    "verify-transfer": ("ptsweep.sweeps.verify_transfer", "random-search check that the transferred config is top-p at sweep.width"),
+    "scaling-curves": ("ptsweep.sweeps.scaling_curves", "PT vs BERT vs UT loss over sweep.scales at matched parameter counts"),
+    "coord-check": ("ptsweep.sweeps.coord_check", "muP coordinate check (activation scales across widths) with a verdict"),
+    "lr-transfer": ("ptsweep.sweeps.lr_transfer", "optimal LR across widths, muP vs SP"),
+    "demo": ("ptsweep.sweeps.demo", "toy-scale chain of the three sweeps -> <out_dir>/demo/report.md"),
+}
+
+
+class CLIError(Exception):
+    """A user-fixable problem: reported as one line, exit status 2."""
+
+
+def _one_line(msg: str) -> str:
+    """Collapse a multi-line message (Hydra's) into one line."""
+    parts = [p.strip() for p in str(msg).splitlines() if p.strip()]
+    return "; ".join(parts) if parts else "unknown error"
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """Exception types that are the user's to fix (printed as one line). Optional modules are looked up lazily."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    errors: list[type[BaseException]] = [CLIError, ConfigError, HydraException, OmegaConfBaseException]
+    try:
+        from ptsweep.data import DataError
+
+        errors.append(DataError)
+    except ImportError:
+        pass
+    from ptsweep.tracking import TrackerError
+
+    errors.append(TrackerError)
+    return tuple(errors)
+
+
+def compose_dict(overrides: list[str]) -> dict:
+    """Compose ``conf/config.yaml`` with Hydra ``overrides`` and return the resolved plain dict."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.errors import ConfigCompositionException
+    from omegaconf import OmegaConf
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+        try:
+            cfg = hydra_compose(config_name="config", overrides=list(overrides))
+        except ConfigCompositionException as e:
+            # Hydra puts the useful part ("Key 'foo' is not in struct", "full_key: model.foo") in the cause.
+            cause = f" ({_one_line(e.__cause__)})" if e.__cause__ is not None else ""
+            raise CLIError(_one_line(str(e)) + cause) from e
+    return OmegaConf.to_container(cfg, resolve=True)
+
+
+def compose(overrides: list[str]) -> RunConfig:
+    """Compose + validate: Hydra overrides (``["preset=smoke", "model.width=128"]``) -> :class:`RunConfig`."""
+    return from_dict(compose_dict(overrides))
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Commands
+# --------------------------------------------------------------------------------------------------------------
+def _fmt_count(n: float) -> str:
+    for unit, scale in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.2f}{unit}"
+    return str(int(n))
+
+
+def cmd_size(cfg: RunConfig, vocab: int | None) -> int:
+    """Print the model's shape, parameter counts and training FLOPs/token (no data loading)."""
+    from ptsweep.models.sizing import describe
+
+    V = vocab or cfg.data.vocab_size
+    info = describe(cfg.model, V, cfg.data.seq_len, cfg.data.mask_prob)
+    m = cfg.model
+    if m.name == "pt":
+        shape = (f"PT  N={m.width} C={m.channels} r={m.rank} M={m.topics} K={m.n_classes} T={m.n_iters} "
+                 f"scaling={m.scaling} parametrization={m.parametrization}")
+    else:
+        shape = (f"{m.name.upper():<3} d={info['width']} heads={info['n_heads']} layers={info['n_layers']} "
+                 f"d_ff={info['d_ff']} parametrization={m.parametrization}")
+    print(shape)
+    print(f"vocab V={V}  seq_len={cfg.data.seq_len}")
+    print(f"params {_fmt_count(info['params'])} ({info['params']:,})  "
+          f"non-embedding {_fmt_count(info['non_embedding_params'])} ({info['non_embedding_params']:,})")
+    print(f"train FLOPs/token {info['flops_per_token']:.4g}")
+    return 0
+
+
+def _summary(metrics: dict) -> str:
+    keep = {k: v for k, v in metrics.items() if k not in ("history", "run_dir")}
+    for k, v in keep.items():
+        if isinstance(v, float):
+            keep[k] = v if math.isfinite(v) else str(v)
+            if isinstance(keep[k], float) and k not in ("tokens",):
+                keep[k] = float(f"{v:.6g}")
+    return json.dumps(keep, default=str)
+
+
+def cmd_train(cfg: RunConfig) -> int:
+    """Compose -> tracker -> ``train.run`` -> one-line summary + the run folder."""
+    from ptsweep import train
+    from ptsweep.tracking import make_tracker
+
+    tracker = make_tracker(cfg.tracker)
+    metrics = train.run(cfg, tracker)
+    print(_summary(metrics))
+    print(f"run dir: {metrics.get('run_dir', '')}")
+    return 0 if metrics.get("status") in ("ok", "stopped") else 1
+
+
+def cmd_sweep(command: str, cfg: RunConfig) -> int:
+    """Import ``ptsweep.sweeps.<module>`` lazily and call its ``run(cfg) -> Path``."""
+    module_name, _ = SWEEPS[command]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        if e.name and (module_name == e.name or module_name.startswith(e.name + ".")):
+            raise CLIError(f"command {command!r} is not available: module {module_name} is missing") from e
+        raise
+    out = module.run(cfg)
+    print(f"{command}: results in {out}")
+    return 0
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Entry point
+# --------------------------------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m ptsweep",
+        description="PT + muP hyperparameter-transfer experiments. Any config key can be overridden Hydra-style: "
+                    "model.width=512 optim.lr=3e-3 preset=smoke|demo|paper model=pt|bert|ut tracker=offline|online|disabled",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="<command>", required=True)
+
+    def add(name: str, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. model.width=512 preset=smoke")
+        p.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
+        return p
+
+    size = add("size", "print model shape, parameter counts and FLOPs/token (no data loading)")
+    size.add_argument("--vocab", type=int, default=None, help="vocabulary size (default: data.vocab_size)")
+    add("train", "one training run; prints final metrics and the run folder")
+    for name, (_, help_text) in SWEEPS.items():
+        add(name, help_text)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        cfg = compose(args.overrides)
+        if args.command == "size":
+            return cmd_size(cfg, args.vocab)
+        if args.command == "train":
+            return cmd_train(cfg)
+        return cmd_sweep(args.command, cfg)
+    except _user_errors() as e:
+        if args.debug:
+            raise
+        print(f"error: {_one_line(str(e))}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,552 @@
+"""Typed configuration schemas for ptsweep.
+
+Every hyperparameter has exactly one name: its dotted path here (``model.w_attn``, ``optim.lr``) is also the Hydra
+override, the Optuna parameter name, the Ray ``param_space`` key, the W&B config key and the results column.
+
+Hydra (in ``cli.py`` only) composes YAML from ``conf/``; :func:`from_dict` turns the composed dict into these
+dataclasses. Unknown keys and impossible values raise :class:`ConfigError` with a one-line message naming the key.
+Defaults follow ``pt-mup-spec.md`` ("Decisions already taken").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+
+# The seven transferable hyperparameters ([S] §3.1, spec §7/§10): base LR + six information weights.
+INFO_WEIGHTS = ("w_unary", "w_child", "w_head", "w_topic_z", "w_attn", "w_topic_g")
+TRANSFER_KEYS = ("optim.lr",) + tuple(f"model.{w}" for w in INFO_WEIGHTS)
+
+
+class ConfigError(ValueError):
+    """A config key is unknown or has an impossible value. The message names the dotted key."""
+
+
+def _require(cond: bool, key: str, msg: str) -> None:
+    if not cond:
+        raise ConfigError(f"{key}: {msg}")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Models
+# --------------------------------------------------------------------------------------------------------------
+@dataclass
+class PTConfig:
+    """Probabilistic Transformer encoder + MLM head (spec §3-§9)."""
+
+    name: Literal["pt"] = "pt"
+    width: int = 256
+    """N = dim_z, the number of labels of each Z_i: the model width."""
+    scaling: Literal["channels", "rank"] = "channels"
+    """Width-scaling paradigm ([S] §2.2): 'channels' grows C with N (r fixed), 'rank' grows r with N (C fixed)."""
+    parametrization: Literal["mup", "sp"] = "mup"
+    """'mup': [S] potentials/temperatures and Table-2 init/LR; 'sp': original PT (spec §6.3 table)."""
+    base_width: int = 256
+    """N0: the width at which the base shape (C0, r0) holds."""
+    base_channels: int = 4
+    """C0: channels at N0 (spec decision: base model C = 4)."""
+    base_rank: int = 64
+    """r0: rank of each ternary factor at N0."""
+    topic_ratio: int = 4
+    """M / N: number of topic labels per Z label (M = 4N by default)."""
+    dists: tuple[int, ...] = (2, 3, 4)
+    """Distance cut points (spec §4): classes [1,d1),[d1,d2),...,[dm,inf) per direction -> K = 2(m+1) = 8."""
+    n_iters: int = 4
+    """T: number of asynchronous MFVI iterations."""
+    w_unary: float = 1.0
+    """Information weight on the unary message S_w -> Z (spec §7, omega_S)."""
+    w_child: float = 1.0
+    """Information weight on the ternary child-side message (i picks j) -> Z (omega->)."""
+    w_head: float = 1.0
+    """Information weight on the ternary head-side (transposed) message -> Z (omega<-)."""
+    w_topic_z: float = 1.0
+    """Information weight on the binary message G -> Z (omega_GZ)."""
+    w_attn: float = 1.0
+    """Information weight on the attention logits Z -> H (omega_ZH)."""
+    w_topic_g: float = 1.0
+    """Information weight on the topic logits Z -> G (omega_ZG)."""
+    damping_h: float = 0.0
+    """beta_H: damping of H and G logits (0 = none, spec §3.2 step 3)."""
+    damping_z: float = 0.0
+    """beta_Z: damping of Z logits (0 = none, spec §3.2 step 6)."""
+    stepsize_h: float = 1.0
+    """alpha_H: step size mixing new H/G distributions with the previous ones (1 = plain update)."""
+    stepsize_z: float = 1.0
+    """alpha_Z: step size mixing new Q_z with the previous one (1 = plain update)."""
+    dropout: float = 0.0
+    """Dropout on H/G probabilities and on Z logits (spec §3.2 steps 4, 6); 0 for one-epoch pre-training."""
+    head_input: Literal["logits", "probs"] = "logits"
+    """What feeds the MLM head: final Z logits l^(T) (default) or a_Z * softmax(l^(T))."""
+    rms_eps: float = 1e-6
+    """epsilon of the head's RMSNorm."""
+    mask_value: float = -1e9
+    """Finite logit for forbidden heads (diagonal, pads); never -inf (spec §12.1)."""
+
+    @property
+    def n_classes(self) -> int:
+        """K: number of relative-distance classes."""
+        return 2 * (len(self.dists) + 1)
+
+    @property
+    def channels(self) -> int:
+        """C at this width."""
+        if self.scaling == "channels":
+            return self.base_channels * self.width // self.base_width
+        return self.base_channels
+
+    @property
+    def rank(self) -> int:
+        """r at this width."""
+        if self.scaling == "rank":
+            return self.base_rank * self.width // self.base_width
+        return self.base_rank
+
+    @property
+    def topics(self) -> int:
+        """M = topic_ratio * N."""
+        return self.topic_ratio * self.width
+
+    def validate(self) -> None:
+        _require(self.width > 0, "model.width", f"must be positive, got {self.width}")
+        _require(self.base_width > 0 and self.base_channels > 0 and self.base_rank > 0, "model.base_width",
+                 "base_width, base_channels and base_rank must be positive")
+        if self.scaling == "channels":
+            _require((self.base_channels * self.width) % self.base_width == 0, "model.width",
+                     f"{self.width} gives a fractional channel count C = {self.base_channels}*{self.width}/"
+                     f"{self.base_width}; use a multiple of {self.base_width // math.gcd(self.base_width, self.base_channels)}")
+        else:
+            _require((self.base_rank * self.width) % self.base_width == 0, "model.width",
+                     f"{self.width} gives a fractional rank r = {self.base_rank}*{self.width}/{self.base_width}; "
+                     f"use a multiple of {self.base_width // math.gcd(self.base_width, self.base_rank)}")
+        _require(self.channels >= 1 and self.rank >= 1, "model.width", f"{self.width} gives C={self.channels}, r={self.rank}")
+        _require(self.topic_ratio >= 1, "model.topic_ratio", "must be >= 1")
+        _require(list(self.dists) == sorted(set(self.dists)) and all(d >= 2 for d in self.dists), "model.dists",
+                 f"must be strictly increasing integers >= 2, got {list(self.dists)}")
+        _require(self.n_iters >= 1, "model.n_iters", "must be >= 1")
+        for w in INFO_WEIGHTS:
+            v = getattr(self, w)
+            _require(math.isfinite(v) and v > 0, f"model.{w}", f"information weights must be positive, got {v}")
+        _require(0.0 <= self.damping_h < 1.0, "model.damping_h", "must be in [0, 1)")
+        _require(0.0 <= self.damping_z < 1.0, "model.damping_z", "must be in [0, 1)")
+        _require(0.0 < self.stepsize_h <= 1.0, "model.stepsize_h", "must be in (0, 1]")
+        _require(0.0 < self.stepsize_z <= 1.0, "model.stepsize_z", "must be in (0, 1]")
+        _require(0.0 <= self.dropout < 1.0, "model.dropout", "must be in [0, 1)")
+
+
+@dataclass
+class BertConfig:
+    """BERT baseline (Hugging Face BertModel; spec §11): post-LN, GELU, d_ff = 4d, learned absolute positions."""
+
+    name: Literal["bert"] = "bert"
+    width: int = 256
+    """Hidden size d. For scaling runs it is chosen by ``models.sizing.match_width`` to match a PT width."""
+    n_layers: int = 4
+    """Number of (unshared) post-LN Transformer layers."""
+    n_heads: int = 0
+    """Attention heads; 0 = the sizing rule (``models.sizing.default_heads``)."""
+    max_positions: int = 512
+    """Size of the learned absolute position table."""
+    dropout: float = 0.0
+    """Hidden and attention dropout (0 for one-epoch pre-training)."""
+    parametrization: Literal["sp", "mup"] = "sp"
+    """Baselines are tuned per scale in SP; 'mup' exists for the coordinate check."""
+
+    def validate(self) -> None:
+        _require(self.width > 0, "model.width", f"must be positive, got {self.width}")
+        _require(self.n_layers >= 1, "model.n_layers", "must be >= 1")
+        _require(self.n_heads >= 0, "model.n_heads", "must be >= 0")
+        if self.n_heads:
+            _require(self.width % self.n_heads == 0, "model.n_heads", f"{self.n_heads} does not divide width {self.width}")
+        _require(0.0 <= self.dropout < 1.0, "model.dropout", "must be in [0, 1)")
+        _require(self.max_positions >= 1, "model.max_positions", "must be >= 1")
+
+
+@dataclass
+class UTConfig(BertConfig):
+    """Universal Transformer baseline: ONE shared post-LN BERT layer applied ``n_layers`` times, with a learned
+    timestep embedding added before each step; no ACT (spec §11)."""
+
+    name: Literal["ut"] = "ut"  # type: ignore[assignment]
+
+
+MODEL_SCHEMAS: dict[str, type] = {"pt": PTConfig, "bert": BertConfig, "ut": UTConfig}
+ModelConfig = Union[PTConfig, BertConfig, UTConfig]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Data, optimisation, training, tracking
+# --------------------------------------------------------------------------------------------------------------
+@dataclass
+class DataConfig:
+    """Corpus, tokenizer, packing and MLM masking (``ptsweep.data``)."""
+
+    name: Literal["shakespeare", "minipile", "local"] = "shakespeare"
+    """Corpus: embedded Shakespeare plays, MiniPile from the HF Hub, or the user's own files."""
+    files: list[str] = field(default_factory=list)
+    """data=local: text (.txt), .jsonl/.json or .parquet files; globs allowed."""
+    val_files: list[str] = field(default_factory=list)
+    """data=local: optional validation files; if empty, ``val_fraction`` of the documents are held out."""
+    text_field: str = "text"
+    """Column holding the text in json/parquet files."""
+    hf_dataset: str = "JeanKaddour/minipile"
+    """data=minipile: the HF dataset id."""
+    tokenizer: str = "bert-base-uncased"
+    """HF tokenizer name or local path; if unreachable, fall back to training a WordPiece (see ``tokenizer_fallback``)."""
+    tokenizer_fallback: bool = True
+    """Train a BERT-style lowercase WordPiece on the training split when ``tokenizer`` cannot be loaded."""
+    vocab_size: int = 30522
+    """Vocabulary size of the fallback WordPiece."""
+    seq_len: int = 128
+    """Tokens per packed block."""
+    val_fraction: float = 0.05
+    """Fraction of documents held out for validation when the corpus has no validation split."""
+    max_train_tokens: int = 0
+    """Cap on tokenised training tokens (0 = all); keeps toy runs cheap."""
+    max_val_blocks: int = 512
+    """Number of validation blocks (each with FIXED masks) used for evaluation."""
+    mask_prob: float = 0.15
+    """Fraction of tokens selected for MLM prediction."""
+    mask_replace_prob: float = 0.8
+    """Of the selected tokens: fraction replaced by [MASK]."""
+    random_replace_prob: float = 0.1
+    """Of the selected tokens: fraction replaced by a random token (the rest stay unchanged)."""
+    val_mask_seed: int = 1234
+    """Seed of the fixed validation masks: identical for every run and model."""
+    num_proc: int = 0
+    """Tokenisation processes (0 = min(8, cpu count))."""
+    cache_dir: str = "runs/cache"
+    """Where tokenizers and memory-mapped token arrays are cached (keyed by corpus and settings)."""
+
+    def validate(self) -> None:
+        _require(self.seq_len >= 8, "data.seq_len", f"must be >= 8, got {self.seq_len}")
+        _require(0.0 < self.val_fraction < 1.0, "data.val_fraction", "must be in (0, 1)")
+        _require(0.0 < self.mask_prob < 1.0, "data.mask_prob", "must be in (0, 1)")
+        _require(0.0 <= self.mask_replace_prob and 0.0 <= self.random_replace_prob
+                 and self.mask_replace_prob + self.random_replace_prob <= 1.0, "data.mask_replace_prob",
+                 "mask_replace_prob + random_replace_prob must be within [0, 1]")
+        _require(self.vocab_size >= 128, "data.vocab_size", f"must be >= 128, got {self.vocab_size}")
+        _require(self.max_train_tokens >= 0, "data.max_train_tokens", "must be >= 0")
+        _require(self.max_val_blocks >= 1, "data.max_val_blocks", "must be >= 1")
+        if self.name == "local":
+            _require(len(self.files) > 0, "data.files", "data=local needs data.files=[path,...]")
+
+
+@dataclass
+class OptimConfig:
+    """AdamW with one parameter group per muP role; the schedule multiplies each group's own LR multiplier."""
+
+    lr: float = 1e-2
+    """Base learning rate eta (one of the 7 transferred hyperparameters). Group LRs are eta * multiplier."""
+    betas: tuple[float, float] = (0.9, 0.98)
+    eps: float = 1e-8
+    weight_decay: float = 0.0
+    """Decoupled weight decay (torch AdamW: lr * wd per step, so it follows each group's LR)."""
+    grad_clip: float = 1.0
+    """Global gradient-norm clip (0 = off)."""
+    warmup_frac: float = 0.05
+    """Fraction of the token budget spent in linear warm-up."""
+    schedule: Literal["linear", "cosine", "constant"] = "linear"
+    """Decay after warm-up, down to ``min_lr_frac`` of the peak at the end of the budget."""
+    min_lr_frac: float = 0.1
+
+    def validate(self) -> None:
+        _require(math.isfinite(self.lr) and self.lr > 0, "optim.lr", f"must be positive, got {self.lr}")
+        _require(self.weight_decay >= 0, "optim.weight_decay", "must be >= 0")
+        _require(self.grad_clip >= 0, "optim.grad_clip", "must be >= 0")
+        _require(0.0 <= self.warmup_frac < 1.0, "optim.warmup_frac", "must be in [0, 1)")
+        _require(0.0 <= self.min_lr_frac <= 1.0, "optim.min_lr_frac", "must be in [0, 1]")
+        _require(all(0 <= b < 1 for b in self.betas), "optim.betas", "must be in [0, 1)")
+
+
+@dataclass
+class TrainConfig:
+    """Training loop (``ptsweep.train.run``)."""
+
+    tokens: float = 2e6
+    """Token budget (input tokens, i.e. steps * batch_size * seq_len)."""
+    batch_size: int = 16
+    eval_every: int = 0
+    """Evaluate every this many steps (0 = 10 evaluations over the run)."""
+    eval_batches: int = 0
+    """Validation batches per evaluation (0 = all fixed validation blocks)."""
+    log_every: int = 10
+    """Steps between metric logs."""
+    device: str = "auto"
+    """'auto' (cuda if available), 'cpu' or 'cuda[:i]'."""
+    precision: Literal["auto", "fp32", "bf16"] = "auto"
+    """'auto' = bf16 autocast on CUDA, fp32 on CPU."""
+    compile: bool = False
+    """torch.compile the model (off by default; 10-30 s compile on CPU)."""
+    threads: int = 0
+    """torch CPU threads (0 = leave torch's default)."""
+    checkpoint_every_s: float = 300.0
+    """Seconds between checkpoints (0 = only at the end)."""
+    resume: bool = False
+    """Continue from the run directory's last checkpoint (same data order)."""
+    progress: bool = True
+    """Show a tqdm progress bar."""
+    checkpoint: bool = True
+    """Write <run_dir>/checkpoint.pt (periodically and at the end); sweeps may turn it off to save disk."""
+    stop_after_steps: int = 0
+    """Stop (with a checkpoint) after this many optimizer steps of the run (0 = off): for interruption/resume tests."""
+
+    def validate(self) -> None:
+        _require(math.isfinite(self.tokens) and self.tokens > 0, "train.tokens", f"must be positive, got {self.tokens}")
+        _require(self.batch_size >= 1, "train.batch_size", "must be >= 1")
+        _require(self.eval_every >= 0, "train.eval_every", "must be >= 0")
+        _require(self.eval_batches >= 0, "train.eval_batches", "must be >= 0")
+        _require(self.log_every >= 1, "train.log_every", "must be >= 1")
+        _require(self.checkpoint_every_s >= 0, "train.checkpoint_every_s", "must be >= 0")
+        _require(self.stop_after_steps >= 0, "train.stop_after_steps", "must be >= 0")
+
+
+@dataclass
+class TrackerConfig:
+    """Where runs are recorded: always local files under ``out_dir``; W&B offline/online/disabled."""
+
+    mode: Literal["offline", "online", "disabled"] = "offline"
+    """W&B mode. 'online' needs WANDB_API_KEY in the environment (never written to any file)."""
+    project: str = "ptsweep"
+    entity: str = ""
+    group: str = ""
+    """W&B group (sweeps set it to the study name)."""
+    tags: list[str] = field(default_factory=list)
+
+    def validate(self) -> None:
+        pass
+
+
+@dataclass
+class RayConfig:
+    """How sweeps use Ray Tune. Local by default (127.0.0.1, no dashboard); RAY_ADDRESS or ``address`` joins a cluster."""
+
+    address: str = ""
+    """'' = start a local Ray on 127.0.0.1 (or use RAY_ADDRESS if set); 'auto' or host:port = existing cluster."""
+    num_cpus: int = 0
+    """CPUs for a local Ray (0 = all)."""
+    cpus_per_trial: float = 1.0
+    gpus_per_trial: float = 0.0
+    """GPU fraction per trial (e.g. 0.25 packs four small trials on one GPU)."""
+    max_concurrent: int = 0
+    """Trials running at once (0 = as many as resources allow)."""
+    object_store_memory: int = 256 * 1024**2
+    """Object store bytes for a local Ray."""
+    storage_path: str = ""
+    """Ray results storage ('' = <sweep dir>/ray); on a multi-node cluster a shared path (NFS, s3://...)."""
+
+    def validate(self) -> None:
+        _require(self.cpus_per_trial > 0, "ray.cpus_per_trial", "must be > 0")
+        _require(self.gpus_per_trial >= 0, "ray.gpus_per_trial", "must be >= 0")
+
+
+@dataclass
+class SweepConfig:
+    """Settings of the three sweeps and the muP studies (each field says which sweep reads it)."""
+
+    study: str = ""
+    """Study name: output folder runs/<study> and W&B group ('' = the sweep's default name)."""
+    # tune-small
+    num_samples: int = 32
+    """tune-small / scaling-curves LR search: trials Optuna proposes."""
+    search_seed: int = 0
+    """Seed of the Optuna TPE sampler and of the perturbations."""
+    lr_range: tuple[float, float] = (1e-3, 1e-1)
+    """Log-uniform range of optim.lr for PT."""
+    weight_range: tuple[float, float] = (0.25, 4.0)
+    """Log-uniform range of each information weight."""
+    asha_grace_frac: float = 0.25
+    """ASHA: minimum fraction of the budget before a trial can be stopped."""
+    asha_reduction: int = 3
+    """ASHA reduction factor (1 disables early stopping)."""
+    # verify-transfer
+    transfer_file: str = ""
+    """verify-transfer / scaling-curves: path to transfer.yaml ('' = runs/<tune study>/transfer.yaml)."""
+    width: int = 1536
+    """verify-transfer: the width the transferred config is checked at."""
+    alpha: float = 0.05
+    """verify-transfer: significance level."""
+    p: float = 0.05
+    """verify-transfer: top fraction the base point must lie in."""
+    n: int = 0
+    """verify-transfer: perturbed points to run (0 = n_required; may exceed it, e.g. the paper's 62)."""
+    perturb: float = 0.2
+    """verify-transfer: each coordinate is drawn uniformly in [(1-perturb) S_i, (1+perturb) S_i]."""
+    seeds: int = 3
+    """verify-transfer: seeds of the base point (noise band)."""
+    # scaling-curves
+    scales: list[int] = field(default_factory=lambda: [256, 512, 768, 1024])
+    """scaling-curves: PT widths; BERT/UT widths are matched by parameter count."""
+    models: list[str] = field(default_factory=lambda: ["pt", "bert", "ut"])
+    """scaling-curves: models to compare."""
+    scaling: Literal["channels", "rank", "both"] = "channels"
+    """scaling-curves: PT scaling paradigm(s)."""
+    baseline_lr_samples: int = 8
+    """scaling-curves: Optuna LR trials per baseline and scale."""
+    baseline_lr_range: tuple[float, float] = (1e-4, 3e-3)
+    """scaling-curves: log-uniform LR range for BERT/UT."""
+    baseline_search_frac: float = 1.0
+    """scaling-curves: fraction of the token budget used by each baseline LR-search trial."""
+
+    def validate(self) -> None:
+        _require(self.num_samples >= 1, "sweep.num_samples", "must be >= 1")
+        _require(0 < self.lr_range[0] < self.lr_range[1], "sweep.lr_range", "must be 0 < low < high")
+        _require(0 < self.weight_range[0] < self.weight_range[1], "sweep.weight_range", "must be 0 < low < high")
+        _require(0 < self.alpha < 1, "sweep.alpha", "must be in (0, 1)")
+        _require(0 < self.p < 1, "sweep.p", "must be in (0, 1)")
+        _require(self.n >= 0, "sweep.n", "must be >= 0")
+        _require(0 < self.perturb < 1, "sweep.perturb", "must be in (0, 1)")
+        _require(self.seeds >= 1, "sweep.seeds", "must be >= 1")
+        _require(len(self.scales) >= 1 and all(s > 0 for s in self.scales), "sweep.scales", "must be positive widths")
+        _require(set(self.models) <= set(MODEL_SCHEMAS) and len(self.models) >= 1, "sweep.models",
+                 f"must be a subset of {sorted(MODEL_SCHEMAS)}, got {self.models}")
+        _require(self.baseline_lr_samples >= 1, "sweep.baseline_lr_samples", "must be >= 1")
+        _require(0 < self.baseline_search_frac <= 1, "sweep.baseline_search_frac", "must be in (0, 1]")
+
+
+@dataclass
+class RunConfig:
+    """One training run: what ``train.run`` receives."""
+
+    model: Any = field(default_factory=PTConfig)
+    """A PTConfig, BertConfig or UTConfig, chosen by ``model.name``."""
+    data: DataConfig = field(default_factory=DataConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    tracker: TrackerConfig = field(default_factory=TrackerConfig)
+    ray: RayConfig = field(default_factory=RayConfig)
+    sweep: SweepConfig = field(default_factory=SweepConfig)
+    seed: int = 0
+    """Seed of init, data order and training masks."""
+    out_dir: str = "runs"
+    """Root of all outputs."""
+    run_name: str = ""
+    """Run folder name under <out_dir>/train ('' = derived from model, width and seed)."""
+    preset: str = ""
+    """Name of the preset that was applied (informational)."""
+
+    def validate(self) -> None:
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if hasattr(v, "validate"):
+                v.validate()
+
+
+# --------------------------------------------------------------------------------------------------------------
+# dict <-> dataclass
+# --------------------------------------------------------------------------------------------------------------
+def _build(cls: type, data: dict, prefix: str):
+    """Instantiate dataclass ``cls`` from ``data``, rejecting unknown keys and coercing simple types."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{prefix.rstrip('.') or '<root>'}: expected a mapping, got {type(data).__name__}")
+    hints = get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    for key in data:
+        if key not in names:
+            raise ConfigError(f"{prefix}{key}: unknown config key (valid keys: {', '.join(sorted(names))})")
+    kwargs = {}
+    for key, value in data.items():
+        kwargs[key] = _coerce(hints[key], value, f"{prefix}{key}")
+    return cls(**kwargs)
+
+
+def _coerce(tp, value, key: str):
+    origin = get_origin(tp)
+    if tp is Any:
+        return value
+    if dataclasses.is_dataclass(tp):
+        return _build(tp, value, key + ".")
+    if origin is Literal:
+        _require(value in get_args(tp), key, f"must be one of {list(get_args(tp))}, got {value!r}")
+        return value
+    if origin in (list, tuple):
+        _require(isinstance(value, (list, tuple)), key, f"expected a list, got {value!r}")
+        args = get_args(tp)
+        inner = args[0] if args else Any
+        items = [_coerce(inner, v, key) for v in value]
+        if origin is tuple and len(args) == 2 and args[1] is not Ellipsis:
+            items = [_coerce(a, v, key) for a, v in zip(args, value)]
+            _require(len(value) == len(args), key, f"expected {len(args)} values, got {len(value)}")
+        return tuple(items) if origin is tuple else items
+    if tp is bool:
+        _require(isinstance(value, bool), key, f"expected true/false, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        _require(isinstance(value, int) and not isinstance(value, bool), key, f"expected an integer, got {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
+                raise ConfigError(f"{key}: expected a number, got {value!r}") from None
+        _require(isinstance(value, (int, float)) and not isinstance(value, bool), key, f"expected a number, got {value!r}")
+        return float(value)
+    if tp is str:
+        _require(isinstance(value, str), key, f"expected a string, got {value!r}")
+        return value
+    return value
+
+
+def from_dict(data: dict) -> RunConfig:
+    """Build and validate a :class:`RunConfig` from a plain (Hydra-composed) dict.
+
+    The model section is parsed with the schema named by ``model.name`` (pt, bert, ut)."""
+    data = dict(data)
+    model = dict(data.pop("model", {}) or {})
+    name = model.get("name", "pt")
+    if name not in MODEL_SCHEMAS:
+        raise ConfigError(f"model.name: unknown model {name!r} (choose from {', '.join(MODEL_SCHEMAS)})")
+    cfg = _build(RunConfig, data, "")
+    cfg.model = _build(MODEL_SCHEMAS[name], model, "model.")
+    cfg.validate()
+    return cfg
+
+
+def to_dict(cfg) -> dict:
+    """Plain nested dict of a config dataclass (tuples become lists), for YAML/W&B/results tables."""
+
+    def conv(v):
+        if dataclasses.is_dataclass(v):
+            return {f.name: conv(getattr(v, f.name)) for f in dataclasses.fields(v)}
+        if isinstance(v, (list, tuple)):
+            return [conv(x) for x in v]
+        return v
+
+    return conv(cfg)
+
+
+def flatten(d: dict, prefix: str = "") -> dict:
+    """{'model': {'width': 64}} -> {'model.width': 64}: the one-name-per-hyperparameter view."""
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def with_overrides(cfg: RunConfig, overrides: dict[str, Any]) -> RunConfig:
+    """A copy of ``cfg`` with dotted-key overrides applied (``{'model.width': 512, 'optim.lr': 3e-3}``), re-validated.
+
+    Changing ``model.name`` switches the model schema; the other model keys must then exist in the new schema."""
+    data = to_dict(cfg)
+    for key, value in overrides.items():
+        node = data
+        parts = key.split(".")
+        for p in parts[:-1]:
+            if p not in node or not isinstance(node[p], dict):
+                raise ConfigError(f"{key}: unknown config key")
+            node = node[p]
+        node[parts[-1]] = value
+    if "model.name" in overrides:
+        schema = MODEL_SCHEMAS.get(data["model"]["name"])
+        if schema is not None:
+            valid = {f.name for f in dataclasses.fields(schema)}
+            data["model"] = {k: v for k, v in data["model"].items()
+                             if k in valid and (k in {o.split('.', 1)[1] for o in overrides if o.startswith('model.')} or k in ("name",))}
+    return from_dict(data)

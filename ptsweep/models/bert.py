@@ -1,0 +1,154 @@
+"""BERT baseline for the MLM comparison (spec §11), built from Hugging Face's BERT modules.
+
+Architecture (the standard BERT-base-style MLM model, no pooler, no NSP):
+
+    x = LN(word_emb[ids] + pos_emb[0..L-1] + type_emb[0])            # (B, L, d)   HF ``BertEmbeddings``
+    x = BertLayer_l(x, key_pad_mask)  for l = 1..n_layers               # post-LN, GELU, d_ff = 4d, HF ``BertLayer``
+    logits = LN(GELU(dense(h))) @ word_emb^T * logit_scale + b_out   # HF BertPredictionHeadTransform + tied decoder
+
+The pieces shared with the Universal Transformer (:mod:`ptsweep.models.ut`) live in :class:`MLMBackbone`:
+embeddings, MLM head, the key-padding mask, the HF config, and the muP role declaration. :class:`BertMLM` only adds
+``n_layers`` unshared ``BertLayer`` s. Attention runs through HF's ``sdpa`` interface (fast on CPU and GPU).
+
+muP roles (``ptsweep.parametrization``), declared in :func:`declare_roles` by module type right after construction:
+word/position/token-type embeddings -> input; LayerNorm weights -> gain; every bias (Linear, LayerNorm, decoder
+bias) -> bias; every Linear weight inside the layers and the head transform -> hidden. The decoder is *tied* to the
+word embedding (one parameter, role input). Under SP (the default; baselines are tuned per scale in SP) each
+parameter's ``sp_init`` re-applies Hugging Face's BERT init: weights N(0, 0.02^2), biases 0, LayerNorm gains 1.
+
+``parametrization="mup"`` exists only for the coordinate check. It changes, besides the role-based init/LR:
+  * attention scores are scaled by 1/head_dim instead of 1/sqrt(head_dim) (HF passes ``BertSelfAttention.scaling``
+    to the attention function, so we overwrite that attribute; SP keeps HF's value untouched);
+  * the tied decoder's logits are multiplied by 1/d (the muP readout multiplier for a shared embedding/readout, as
+    in ``mup.MuSharedReadout``): with an N(0, 1) table this gives the same O(1/sqrt(d)) logits at init as an untied
+    output layer with N(0, 1/d^2) init. In SP the multiplier is exactly 1.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import BertConfig as HFBertConfig
+from transformers.models.bert.modeling_bert import (BertEmbeddings, BertLayer, BertPredictionHeadTransform,
+                                                    BertSelfAttention)
+
+from ptsweep.config import BertConfig
+from ptsweep.parametrization import Role, declare, init_parameters
+
+HF_INIT_STD = 0.02
+"""Hugging Face BERT's ``initializer_range``: std of every weight matrix and embedding table under SP."""
+TYPE_VOCAB_SIZE = 2
+"""Token-type (segment) table rows, as in BERT; only row 0 is ever used (single-segment MLM)."""
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# SP init functions (Hugging Face's BERT init, applied per parameter)
+# ------------------------------------------------------------------------------------------------------------------
+def _sp_normal(p: torch.Tensor) -> None:
+    nn.init.normal_(p, 0.0, HF_INIT_STD)
+
+
+def _sp_zeros(p: torch.Tensor) -> None:
+    nn.init.zeros_(p)
+
+
+def _sp_ones(p: torch.Tensor) -> None:
+    nn.init.ones_(p)
+
+
+def declare_roles(module: nn.Module) -> None:
+    """Declare the muP role and SP init of every Linear / LayerNorm / Embedding parameter inside ``module``.
+
+    Linear weight -> hidden, Embedding weight -> input, LayerNorm weight -> gain, any bias -> bias. Parameters that are
+    not owned by one of these module types must be declared by the caller (``init_parameters`` raises otherwise)."""
+    for m in module.modules():
+        if isinstance(m, nn.Linear):
+            declare(m.weight, Role.HIDDEN, _sp_normal)
+        elif isinstance(m, nn.Embedding):
+            declare(m.weight, Role.INPUT, _sp_normal)
+        elif isinstance(m, nn.LayerNorm):
+            declare(m.weight, Role.GAIN, _sp_ones)
+        else:
+            continue
+        if getattr(m, "bias", None) is not None:
+            declare(m.bias, Role.BIAS, _sp_zeros)
+
+
+def hf_config(cfg: BertConfig, vocab_size: int) -> HFBertConfig:
+    """The Hugging Face config of one of our baselines (post-LN BERT layer, GELU, d_ff = 4d, sdpa attention)."""
+    from ptsweep.models.sizing import default_heads
+
+    d = cfg.width
+    return HFBertConfig(
+        vocab_size=vocab_size, hidden_size=d, num_hidden_layers=cfg.n_layers,
+        num_attention_heads=cfg.n_heads or default_heads(d), intermediate_size=4 * d, hidden_act="gelu",
+        hidden_dropout_prob=cfg.dropout, attention_probs_dropout_prob=cfg.dropout,
+        max_position_embeddings=cfg.max_positions, type_vocab_size=TYPE_VOCAB_SIZE,
+        initializer_range=HF_INIT_STD, layer_norm_eps=1e-12, pad_token_id=None,  # no row is special: pads are masked
+        attn_implementation="sdpa",
+    )
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Shared backbone: embeddings + MLM head (+ roles/init); subclasses add the layer stack in ``_layers``
+# ------------------------------------------------------------------------------------------------------------------
+class MLMBackbone(nn.Module):
+    """Embeddings, key-padding mask, MLM head and muP bookkeeping shared by :class:`BertMLM` and the UT.
+
+    Subclasses create their Transformer layers in ``__init__`` *before* calling :meth:`_finish_init`, and implement
+    :meth:`_layers_forward`."""
+
+    def __init__(self, cfg: BertConfig, vocab_size: int, max_len: int) -> None:
+        super().__init__()
+        if max_len > cfg.max_positions:
+            raise ValueError(f"model.max_positions={cfg.max_positions} is smaller than the sequence length {max_len}")
+        self.cfg = cfg
+        self.width = cfg.width
+        self.parametrization = cfg.parametrization
+        self.hf_config = hf_config(cfg, vocab_size)
+        self.embeddings = BertEmbeddings(self.hf_config)  # word + position + token type, LN, dropout
+        self.head_transform = BertPredictionHeadTransform(self.hf_config)  # dense -> GELU -> LN
+        self.decoder_bias = nn.Parameter(torch.zeros(vocab_size))  # (V,)
+        # muP readout multiplier of the tied decoder (module docstring); exactly 1 in SP.
+        self.logit_scale = 1.0 / cfg.width if cfg.parametrization == "mup" else 1.0
+
+    def _finish_init(self) -> None:
+        """Declare every role, apply the muP attention scale, and initialise (torch's global RNG)."""
+        declare_roles(self)
+        declare(self.decoder_bias, Role.BIAS, _sp_zeros)
+        if self.parametrization == "mup":
+            for m in self.modules():
+                if isinstance(m, BertSelfAttention):
+                    m.scaling = 1.0 / m.attention_head_size  # muP: 1/head_dim instead of 1/sqrt(head_dim)
+        init_parameters(self, self.width, self.parametrization)
+
+    def _layers_forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Contextual hidden states (B, L, d). ``attention_mask`` (B, L) bool, False at padding (masked as keys)."""
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids, dtype=torch.bool)
+        x = self.embeddings(input_ids=input_ids)  # (B, L, d)
+        mask = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, L): True = may attend (sdpa convention)
+        return self._layers_forward(x, mask)  # (B, L, d)
+
+    def head(self, hidden: torch.Tensor) -> torch.Tensor:
+        """MLM logits (n, V) for selected hidden states (n, d): transform, then the decoder tied to the word table."""
+        h = self.head_transform(hidden)  # (n, d)
+        return F.linear(h, self.embeddings.word_embeddings.weight) * self.logit_scale + self.decoder_bias  # (n, V)
+
+
+class BertMLM(MLMBackbone):
+    """BERT MLM baseline: ``cfg.n_layers`` unshared post-LN HF ``BertLayer`` s between the shared embeddings/head."""
+
+    def __init__(self, cfg: BertConfig, vocab_size: int, max_len: int = 512) -> None:
+        super().__init__(cfg, vocab_size, max_len)
+        self.layers = nn.ModuleList([BertLayer(self.hf_config, layer_idx=i) for i in range(cfg.n_layers)])
+        self._finish_init()
+
+    def _layers_forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            x = layer(x, mask)  # (B, L, d)
+        return x

@@ -1,0 +1,343 @@
+"""The Probabilistic Transformer (PT) encoder + MLM head, in SP and muP form ([PT] Wu & Tu 2023; [S] Kuang et al.).
+
+PT is a CRF over per-token labels Z_i in {1..N}, head selections H_i^(c) in {positions != i} for C channels and topic
+labels G_i in {1..M}; its mean-field variational inference (MFVI) is the "encoder". Spec references are to
+``shared/design/pt-mup-spec.md``; equation names to [S] (the scaling paper).
+
+One iteration t (async order, spec §6.3: H and G from the same Q_z, then Z):
+
+    P      = m * softmax(l^(t-1))                       (B, L, N)   pads zeroed        [spec §3.2 step 1]
+    P^     = a_Z * P                                                        (N*Q_z under muP, [S] eq. 7)
+    q, v   = U_{k,c}^T P^_i, V_{k,c}^T P^_j             (B, K, C, L, r)                 [spec §6.3 step 2]
+    A      = w_attn * s_H * <q_i^{k(i,j),c}, v_j^{k(i,j),c}>   (B, C, L, L)  F_c/r under muP [S] eq. 7
+    Q_h    = softmax_j(A masked on j = i and pads)                                       [step 3-4]
+    E      = w_topic_g * s_G * B P^_i                   (B, L, M)                          [step 5]
+    Q_g    = softmax(E); G^ = a_G * Q_g
+    l^(t)  = w_unary S_w + w_child sum_c,j Q_h[c,i,j] U v_j + w_head sum_c,j Q_h[c,j,i] V q_j + w_topic_z B^T G^
+
+The constants (a_Z, a_G, s_H, s_G) switch between SP (original PT: 1, 1, N, N) and muP ([S] + spec §6.2:
+N, M, 1/r, M/N). Distance classes k(i,j) (spec §4): for offset d = j - i, cut points (2, 3, 4) give classes
+{1},{2},{3},{>=4} per direction, K = 8; the diagonal belongs to no class. Single-offset classes are evaluated as
+banded (diagonal) products and only unbounded classes densely, so memory per iteration is O(B*C*L*L).
+
+Options beyond the plain update (all off by default): damping beta (mix logits), step size alpha (mix
+distributions), dropout on H/G probabilities and on Z logits (spec §3.2). The MLM head is
+``W_out RMSNorm_gamma(h) + b_out`` with h = l^(T) (spec §5), evaluated only where a label exists.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ptsweep.config import PTConfig
+from ptsweep.parametrization import Role, declare, init_parameters
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Shape, distance classes, size and cost
+# ----------------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DistanceClass:
+    """One relative-distance class: offsets d = j - i with sign ``direction`` and lo <= |d| < hi (hi=None: no bound)."""
+
+    direction: int
+    lo: int
+    hi: int | None
+
+    @property
+    def offsets(self) -> list[int] | None:
+        """Signed offsets of a bounded class; None for an unbounded (dense) class."""
+        if self.hi is None:
+            return None
+        return [self.direction * d for d in range(self.lo, self.hi)]
+
+    def contains(self, offset: torch.Tensor) -> torch.Tensor:
+        """Boolean mask of ``offset`` (any shape) falling into this class."""
+        mag = offset.abs()
+        inside = (torch.sign(offset) == self.direction) & (mag >= self.lo)
+        return inside if self.hi is None else inside & (mag < self.hi)
+
+
+def distance_classes(dists: tuple[int, ...]) -> list[DistanceClass]:
+    """Classes [1,d1),[d1,d2),...,[dm,inf) for d > 0 (k = 0..m) then the same for d < 0 (k = m+1..2m+1) (spec §4)."""
+    edges = [1, *dists]
+    bands = [(edges[i], edges[i + 1]) for i in range(len(dists))] + [(edges[-1], None)]
+    return [DistanceClass(s, lo, hi) for s in (+1, -1) for lo, hi in bands]
+
+
+def class_index(length: int, dists: tuple[int, ...]) -> torch.Tensor:
+    """kappa (L, L): class k(i, j) of the pair (child i, head j); -1 on the diagonal (no factor). Brute-force, for
+    tests and plots."""
+    offset = torch.arange(length)[None, :] - torch.arange(length)[:, None]  # (L, L): j - i
+    kappa = torch.full((length, length), -1, dtype=torch.long)
+    for k, cls in enumerate(distance_classes(dists)):
+        kappa[cls.contains(offset)] = k
+    return kappa
+
+
+def mirror_class(k: int, dists: tuple[int, ...]) -> int:
+    """The class of the opposite direction with the same distance band (used to test reversal symmetry)."""
+    half = len(dists) + 1
+    return (k + half) % (2 * half)
+
+
+def pt_param_count(cfg: PTConfig, vocab_size: int) -> dict[str, int]:
+    """P(N) = 2VN + V + N + 2KCrN + MN (spec §9): S and W_out; b_out; gamma; U and V; B.
+
+    non_embedding drops the vocabulary-sized tensors S, W_out and b_out."""
+    n, k, c, r, m = cfg.width, cfg.n_classes, cfg.channels, cfg.rank, cfg.topics
+    non_embedding = n + 2 * k * c * r * n + m * n
+    return {"total": 2 * vocab_size * n + vocab_size + non_embedding, "non_embedding": non_embedding}
+
+
+def pt_flops_per_token(cfg: PTConfig, vocab_size: int, seq_len: int, mask_prob: float = 0.15) -> float:
+    """Analytic forward+backward FLOPs per input token (backward = 2x forward; 1 multiply-add = 2 FLOPs).
+
+    Per MFVI iteration and token (multiply-adds): projections q, v for all K classes 2KCNr; projecting the two
+    message contexts back through U and V 2KCrN; attention scores + child and head messages 3CLr (each pair uses
+    one class); topic logits and topic message 2MN. Head: the decoder VN at the masked fraction only. Softmaxes,
+    norms and elementwise work are excluded."""
+    n, k, c, r, m = cfg.width, cfg.n_classes, cfg.channels, cfg.rank, cfg.topics
+    per_iter = 4 * k * c * n * r + 3 * c * seq_len * r + 2 * m * n
+    forward_macs = cfg.n_iters * per_iter + mask_prob * vocab_size * n
+    return 3.0 * 2.0 * forward_macs
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The model
+# ----------------------------------------------------------------------------------------------------------------
+@dataclass
+class MFVIConstants:
+    """Per-parametrization constants of the unified graph (spec §6.3 table)."""
+
+    a_z: float  # Q_z -> feature multiplier
+    a_g: float  # Q_g -> feature multiplier
+    s_h: float  # attention-logit scale
+    s_g: float  # topic-logit scale
+
+    @staticmethod
+    def of(cfg: PTConfig) -> MFVIConstants:
+        n, r, m = cfg.width, cfg.rank, cfg.topics
+        if cfg.parametrization == "mup":
+            # tau = N/r cancels in the Z and G updates, leaving N*Q_z, M*Q_g as features; H logits tau*N*<.> / 1
+            # = (N^2/r) P^T T P = (1/r) <U^T N P_i, V^T N P_j> ([S] App. A.3); G logits M/N * B(N Q_z) (spec §6.2).
+            return MFVIConstants(a_z=float(n), a_g=float(m), s_h=1.0 / r, s_g=m / n)
+        # original PT: lambda_Z = 1, lambda_H = 1/N (the code's F * d_model), topics reuse N (spec §3.3).
+        return MFVIConstants(a_z=1.0, a_g=1.0, s_h=float(n), s_g=float(n))
+
+
+def _sp_normal(std: float):
+    return lambda p: nn.init.normal_(p, 0.0, std)
+
+
+def _sp_uniform(bound: float):
+    return lambda p: nn.init.uniform_(p, -bound, bound)
+
+
+class ProbabilisticTransformer(nn.Module):
+    """PT encoder (MFVI over Z, H, G) + RMSNorm/decoder MLM head. See the module docstring for the update."""
+
+    def __init__(self, cfg: PTConfig, vocab_size: int):
+        super().__init__()
+        cfg.validate()
+        self.cfg = cfg
+        self.width = cfg.width
+        self.parametrization = cfg.parametrization
+        self.vocab_size = vocab_size
+        n, k, c, r, m, v = cfg.width, cfg.n_classes, cfg.channels, cfg.rank, cfg.topics, vocab_size
+        self.classes = distance_classes(cfg.dists)
+        self.const = MFVIConstants.of(cfg)
+
+        # Roles ([S] Table 1) and the original PT's SP init (spec §3.4, §8 last bullet) are declared at creation.
+        self.unary = declare(nn.Parameter(torch.empty(v, n)), Role.INPUT,
+                             _sp_uniform(math.sqrt(6.0 / (v + n))))          # S: (V, N), xavier-uniform under SP
+        self.U = declare(nn.Parameter(torch.empty(k, c, n, r)), Role.HIDDEN, _sp_normal(1 / math.sqrt(r)))
+        self.V = declare(nn.Parameter(torch.empty(k, c, n, r)), Role.HIDDEN, _sp_normal(1 / math.sqrt(r)))
+        self.B = declare(nn.Parameter(torch.empty(m, n)), Role.HIDDEN, _sp_normal(1 / math.sqrt(n)))
+        self.head_gain = declare(nn.Parameter(torch.empty(n)), Role.GAIN, nn.init.ones_)
+        self.head_weight = declare(nn.Parameter(torch.empty(v, n)), Role.OUTPUT, _sp_uniform(1 / math.sqrt(n)))
+        self.head_bias = declare(nn.Parameter(torch.empty(v)), Role.BIAS, _sp_uniform(1 / math.sqrt(n)))
+        init_parameters(self, n, cfg.parametrization)
+
+    # ------------------------------------------------------------------ single updates (pure in their inputs)
+    def features(self, q_z: torch.Tensor) -> torch.Tensor:
+        """P^ = a_Z * Q_z: distributions used as features ([S] eq. 7: Q_z <- N Q_z under muP). (B, L, N)"""
+        return self.const.a_z * q_z
+
+    def projections(self, p_hat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """q = U^T P^, v = V^T P^ for every class and channel: each (B, K, C, L, r).
+
+        One (B*L, N) x (N, 2*K*C*r) matmul for both (a batched einsum over (k, c) is 3-5x slower on CPU)."""
+        bsz, length, n = p_hat.shape
+        k, c, _, r = self.U.shape
+        weight = torch.cat([self.U, self.V], dim=-1).permute(2, 0, 1, 3).reshape(n, k * c * 2 * r)  # (N, K*C*2r)
+        qv = (p_hat.reshape(bsz * length, n) @ weight).view(bsz, length, k, c, 2 * r)
+        qv = qv.permute(0, 2, 3, 1, 4)  # (B, K, C, L, 2r)
+        return qv[..., :r], qv[..., r:]
+
+    def _pair_scores(self, q: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """F[b,c,i,j] = <q_i^{k(i,j),c}, v_j^{k(i,j),c}> (B, C, L, L); 0 on the diagonal. Banded for bounded classes."""
+        bsz, _, chans, length, _ = q.shape
+        scores = q.new_zeros(bsz, chans, length, length)
+        offset = self._offsets(length, q.device)
+        for k, cls in enumerate(self.classes):
+            if cls.offsets is None:  # unbounded class: one dense product, kept where the pair is in the class
+                dense = q[:, k] @ v[:, k].transpose(-1, -2)  # (B, C, L, L)
+                scores = scores + torch.where(cls.contains(offset), dense, 0.0)
+                continue
+            for d in cls.offsets:
+                if abs(d) >= length:
+                    continue
+                # pairs (i, i+d): <q_i, v_{i+d}>  -> diagonal d of scores
+                qi, vj = (q[:, k, :, : length - d], v[:, k, :, d:]) if d > 0 else (q[:, k, :, -d:], v[:, k, :, : length + d])
+                band = (qi * vj).sum(-1)  # (B, C, L-|d|)
+                scores = scores + torch.diag_embed(band, offset=d)
+        return scores
+
+    def _offsets(self, length: int, device) -> torch.Tensor:
+        pos = torch.arange(length, device=device)
+        return pos[None, :] - pos[:, None]  # (L, L): j - i
+
+    def valid_pairs(self, mask: torch.Tensor) -> torch.Tensor:
+        """(B, 1, L, L) True where child i and head j are both real tokens and j != i."""
+        length = mask.shape[1]
+        eye = torch.eye(length, dtype=torch.bool, device=mask.device)
+        return (mask[:, :, None] & mask[:, None, :] & ~eye)[:, None]
+
+    def attention_logits(self, q: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """A = w_attn * s_H * F (B, C, L, L), before masking (the ternary message to H, spec §6.3 step 3)."""
+        return (self.cfg.w_attn * self.const.s_h) * self._pair_scores(q, v)
+
+    def mask_logits(self, logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Forbid j = i and any pair with a pad, with a large finite negative (never -inf: spec §12.1)."""
+        return torch.where(self.valid_pairs(mask), logits, torch.full_like(logits, self.cfg.mask_value))
+
+    def topic_logits(self, p_hat: torch.Tensor) -> torch.Tensor:
+        """E = w_topic_g * s_G * B P^ (B, L, M): the binary message to G (spec §6.3 step 5)."""
+        return (self.cfg.w_topic_g * self.const.s_g) * (p_hat @ self.B.t())
+
+    def z_messages(self, input_ids: torch.Tensor, mask: torch.Tensor, q: torch.Tensor, v: torch.Tensor,
+                   q_h: torch.Tensor, g_hat: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The four messages into Z (each (B, L, N), unweighted; spec §6.3 step 6):
+        unary S_w; child side sum_c,j Q_h[c,i,j] U_{k(i,j),c} v_j; head side sum_c,j Q_h[c,j,i] V_{k(j,i),c} q_j;
+        topic B^T G^_i."""
+        length = q.shape[-2]
+        offset = self._offsets(length, q.device)
+        child_ctx, head_ctx = [], []  # per class: (B, C, L, r)
+        for k, cls in enumerate(self.classes):
+            if cls.offsets is None:
+                r_k = torch.where(cls.contains(offset), q_h, 0.0)  # (B, C, L, L) restricted to class k
+                child_ctx.append(r_k @ v[:, k])                    # sum_j R[i,j] v_j
+                head_ctx.append(r_k.transpose(-1, -2) @ q[:, k])   # sum_j R[j,i] q_j
+                continue
+            c_acc = q.new_zeros(q[:, k].shape)
+            h_acc = q.new_zeros(q[:, k].shape)
+            for d in cls.offsets:
+                if abs(d) >= length:
+                    continue
+                band = torch.diagonal(q_h, offset=d, dim1=-2, dim2=-1)[..., None]  # (B, C, L-|d|, 1): R[i, i+d]
+                if d > 0:  # child i = 0..L-d-1 takes head i+d
+                    c_acc = c_acc + F.pad(band * v[:, k, :, d:], (0, 0, 0, d))
+                    h_acc = h_acc + F.pad(band * q[:, k, :, : length - d], (0, 0, d, 0))
+                else:      # child i = -d..L-1 takes head i+d
+                    c_acc = c_acc + F.pad(band * v[:, k, :, : length + d], (0, 0, -d, 0))
+                    h_acc = h_acc + F.pad(band * q[:, k, :, -d:], (0, 0, 0, -d))
+            child_ctx.append(c_acc)
+            head_ctx.append(h_acc)
+        child = torch.einsum("bkclr,kcnr->bln", torch.stack(child_ctx, 1), self.U)  # (B, L, N)
+        head = torch.einsum("bkclr,kcnr->bln", torch.stack(head_ctx, 1), self.V)    # (B, L, N)
+        unary = self.unary[input_ids] * mask[..., None]                              # (B, L, N)
+        topic = g_hat @ self.B                                                       # (B, L, N)
+        return {"unary": unary, "child": child, "head": head, "topic": topic}
+
+    def combine_z(self, msgs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """New Z logits: the information-weighted sum of the four messages (B, L, N)."""
+        c = self.cfg
+        return (c.w_unary * msgs["unary"] + c.w_child * msgs["child"] + c.w_head * msgs["head"]
+                + c.w_topic_z * msgs["topic"])
+
+    # ------------------------------------------------------------------ full inference
+    def mfvi(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+             trace: list[dict] | None = None) -> torch.Tensor:
+        """Run ``n_iters`` async MFVI iterations; return the final Z logits l^(T) (B, L, N).
+
+        If ``trace`` is a list, one dict per iteration is appended with the distributions (q_z, q_h, q_g) and the
+        intermediates the coordinate check measures (z_logits, p_hat, q, v, attn_logits, topic_logits, msg_*)."""
+        c = self.cfg
+        mask = attention_mask.bool()
+        maskf = mask[..., None].to(self.unary.dtype)
+        logits = self.unary[input_ids] * maskf   # l^(0) = S_w: Q_z initialised from the unary only (spec §3.2)
+        attn_prev = topic_prev = None                        # damping memory (initial H/G logits: constant -> 0)
+        pz_prev = ph_prev = pg_prev = None                   # step-size memory
+        for t in range(c.n_iters):
+            # 1. normalise Z (fp32 softmax), optional step size, zero the pads
+            q_z = torch.softmax(logits.float(), dim=-1).to(logits.dtype)
+            if pz_prev is not None and c.stepsize_z < 1.0:
+                q_z = (1 - c.stepsize_z) * pz_prev + c.stepsize_z * q_z
+            q_z = q_z * maskf
+            pz_prev = q_z
+            p_hat = self.features(q_z)
+            q, v = self.projections(p_hat)
+            # 2-4. H: attention logits, damping, masks, softmax over heads j, step size, dropout
+            attn = self.attention_logits(q, v)
+            if attn_prev is not None and c.damping_h > 0:
+                attn = c.damping_h * attn_prev + (1 - c.damping_h) * attn
+            attn_prev = attn
+            q_h = torch.softmax(self.mask_logits(attn, mask).float(), dim=-1).to(attn.dtype)
+            if ph_prev is not None and c.stepsize_h < 1.0:
+                q_h = (1 - c.stepsize_h) * ph_prev + c.stepsize_h * q_h
+            q_h = F.dropout(q_h, c.dropout, self.training)
+            ph_prev = q_h
+            # 5. G: topic logits from the same Q_z
+            topic = self.topic_logits(p_hat)
+            if topic_prev is not None and c.damping_h > 0:
+                topic = c.damping_h * topic_prev + (1 - c.damping_h) * topic
+            topic_prev = topic
+            q_g = torch.softmax(topic.float(), dim=-1).to(topic.dtype)
+            if pg_prev is not None and c.stepsize_h < 1.0:
+                q_g = (1 - c.stepsize_h) * pg_prev + c.stepsize_h * q_g
+            q_g = F.dropout(q_g, c.dropout, self.training)
+            pg_prev = q_g
+            # 6. Z: weighted messages, damping, dropout on the logits
+            msgs = self.z_messages(input_ids, mask, q, v, q_h, self.const.a_g * q_g)
+            new = self.combine_z(msgs)
+            logits = new if c.damping_z == 0 else c.damping_z * logits + (1 - c.damping_z) * new
+            logits = F.dropout(logits, c.dropout, self.training)
+            if trace is not None:
+                trace.append({"q_z": q_z, "q_h": q_h, "q_g": q_g, "p_hat": p_hat, "q": q, "v": v,
+                              "attn_logits": attn, "topic_logits": topic, "z_logits": logits,
+                              **{f"msg_{name}": m for name, m in msgs.items()}})
+        return logits
+
+    # ------------------------------------------------------------------ MLM interface
+    def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+               trace: list[dict] | None = None) -> torch.Tensor:
+        """Encoder output h (B, L, N): l^(T) (default) or a_Z * softmax(l^(T)) (``head_input='probs'``)."""
+        logits = self.mfvi(input_ids, attention_mask, trace)
+        if self.cfg.head_input == "probs":
+            return self.features(torch.softmax(logits.float(), dim=-1).to(logits.dtype))
+        return logits
+
+    def head(self, hidden: torch.Tensor) -> torch.Tensor:
+        """logits = W_out RMSNorm_gamma(h) + b_out (spec §5), for the selected positions only: (n, N) -> (n, V)."""
+        h = hidden.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.cfg.rms_eps)
+        h = (h * self.head_gain).to(hidden.dtype)
+        return F.linear(h, self.head_weight, self.head_bias)
+
+    @torch.no_grad()
+    def inspect(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> list[dict]:
+        """Notebook API: per-iteration Q_z (B,L,N), Q_h (B,C,L,L), Q_g (B,L,M) and intermediates, in eval mode."""
+        was_training = self.training
+        self.eval()
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids, dtype=torch.bool)
+        trace: list[dict] = []
+        self.mfvi(input_ids, attention_mask, trace)
+        self.train(was_training)
+        return trace

@@ -1,0 +1,127 @@
+"""Every muP rule in one place: parameter roles -> init std and LR multiplier ([S] Tables 1-2, spec §8).
+
+A parameter gets its role where it is created (:func:`declare`), never from its name. The table below is the whole
+rule set; `build_optimizer` makes one AdamW group per (role, multiplier) and the LR schedule multiplies each group's
+``lr_mult`` (it never sets absolute LRs, which would silently undo muP).
+
+| role   | tensors in PT                   | muP init        | muP LR  | SP (original PT)                |
+|--------|---------------------------------|-----------------|---------|---------------------------------|
+| input  | unary S (V x N)                 | N(0, 1)         | eta     | declared ``sp_init``; LR eta    |
+| gain   | RMSNorm gamma of the MLM head   | 1               | eta     | 1; LR eta                       |
+| bias   | decoder bias b_out, all biases  | 0               | eta     | declared ``sp_init``; LR eta    |
+| hidden | U, V (K x C x N x r); B (M x N) | N(0, 1/N)       | eta / N | declared ``sp_init``; LR eta    |
+| output | decoder W_out (V x N)           | N(0, 1/N^2)     | eta / N | declared ``sp_init``; LR eta    |
+
+N is the model width (dim_z). "Output LR eta/N" follows [S] Table 2 (App. C's multiplier 1 is wrong without a 1/N
+forward multiplier; spec §8).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from enum import Enum
+
+import torch
+from torch import nn
+
+
+class Role(str, Enum):
+    """muP parameter group ([S] Table 1)."""
+
+    INPUT = "input"
+    GAIN = "gain"
+    BIAS = "bias"
+    HIDDEN = "hidden"
+    OUTPUT = "output"
+
+
+_ROLE_ATTR = "_ptsweep_role"
+_SP_INIT_ATTR = "_ptsweep_sp_init"
+
+
+def declare(param: nn.Parameter, role: Role, sp_init: Callable[[torch.Tensor], None] | None = None) -> nn.Parameter:
+    """Tag ``param`` with its muP ``role`` (and the in-place init used under SP). Returns the parameter."""
+    setattr(param, _ROLE_ATTR, Role(role))
+    setattr(param, _SP_INIT_ATTR, sp_init)
+    return param
+
+
+def role_of(param: nn.Parameter) -> Role:
+    """The role declared for ``param``; raises if it was never declared (every parameter must have one)."""
+    role = getattr(param, _ROLE_ATTR, None)
+    if role is None:
+        raise ValueError(f"parameter of shape {tuple(param.shape)} has no declared muP role")
+    return role
+
+
+def init_std(role: Role, width: int) -> float:
+    """muP init std for a role at width N ([S] Table 2). Gain (=1) and bias (=0) are constants, std 0."""
+    return {Role.INPUT: 1.0, Role.HIDDEN: 1.0 / math.sqrt(width), Role.OUTPUT: 1.0 / width,
+            Role.GAIN: 0.0, Role.BIAS: 0.0}[Role(role)]
+
+
+def lr_multiplier(role: Role, width: int, parametrization: str) -> float:
+    """LR multiplier of a role: muP gives hidden and output eta/N, the rest eta ([S] Table 2); SP gives 1 to all."""
+    if parametrization == "sp":
+        return 1.0
+    if parametrization != "mup":
+        raise ValueError(f"unknown parametrization {parametrization!r} (mup | sp)")
+    return 1.0 / width if Role(role) in (Role.HIDDEN, Role.OUTPUT) else 1.0
+
+
+@torch.no_grad()
+def init_parameters(module: nn.Module, width: int, parametrization: str,
+                    generator: torch.Generator | None = None) -> None:
+    """(Re-)initialise every parameter of ``module`` by its role (muP) or its declared SP init."""
+    for name, p in module.named_parameters():
+        role = role_of(p)
+        if parametrization == "sp":
+            sp_init = getattr(p, _SP_INIT_ATTR, None)
+            if sp_init is None:
+                raise ValueError(f"{name}: no SP init declared")
+            sp_init(p)
+            continue
+        if role is Role.GAIN:
+            p.fill_(1.0)
+        elif role is Role.BIAS:
+            p.zero_()
+        else:
+            p.normal_(0.0, init_std(role, width), generator=generator)
+
+
+def param_groups(module: nn.Module, width: int, parametrization: str, weight_decay: float = 0.0) -> list[dict]:
+    """One optimizer group per role, each carrying ``lr_mult`` (and ``role`` for logging).
+
+    Weight decay applies to matrices (input/hidden/output) but not to gains and biases."""
+    by_role: dict[Role, list[nn.Parameter]] = {}
+    for p in module.parameters():
+        if p.requires_grad:
+            by_role.setdefault(role_of(p), []).append(p)
+    groups = []
+    for role in Role:
+        if role not in by_role:
+            continue
+        groups.append({
+            "params": by_role[role],
+            "role": role.value,
+            "lr_mult": lr_multiplier(role, width, parametrization),
+            "weight_decay": 0.0 if role in (Role.GAIN, Role.BIAS) else weight_decay,
+        })
+    return groups
+
+
+def build_optimizer(module: nn.Module, width: int, parametrization: str, lr: float,
+                    betas: Iterable[float] = (0.9, 0.98), eps: float = 1e-8,
+                    weight_decay: float = 0.0) -> torch.optim.AdamW:
+    """AdamW with one group per role; each group's LR is ``lr * lr_mult`` (see :func:`set_lr`)."""
+    groups = param_groups(module, width, parametrization, weight_decay)
+    for g in groups:
+        g["lr"] = lr * g["lr_mult"]
+    return torch.optim.AdamW(groups, lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay)
+
+
+def set_lr(optimizer: torch.optim.Optimizer, base_lr: float, schedule_factor: float) -> None:
+    """Apply a schedule: every group gets ``base_lr * schedule_factor * lr_mult`` (never an absolute LR)."""
+    for g in optimizer.param_groups:
+        g["lr"] = base_lr * schedule_factor * g["lr_mult"]

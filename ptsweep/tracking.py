@@ -1,0 +1,271 @@
+"""Run tracking: an interface whose default writes local files; W&B is one implementation (imported lazily).
+
+Every run, whatever the tracker mode, leaves under its run folder::
+
+    <run_dir>/config.yaml     the resolved config (nested, as composed)
+    <run_dir>/history.jsonl   one JSON object per log call: {"step": ..., metric: value, ...}
+    <run_dir>/final.json      the final metrics (without the history)
+
+and appends ONE line to the results table ``<out_dir>/results.jsonl`` (``{"run_dir", "name", "group", "tags",
+"job_type", "finished_at", "config": {...}, "metrics": {...}}``). The line is written with a single ``os.write`` on an
+``O_APPEND`` descriptor, so concurrent runs (Ray trials) can share one table without locks. :func:`load_results`
+reads a table into a pandas DataFrame with one column per dotted config key (``model.width``, ``optim.lr``: the same
+names as the CLI overrides) plus the final metrics. Failed and diverged runs are kept (``status`` column).
+
+W&B (:class:`WandbTracker`): ``tracker.mode`` offline (default; files under ``<run_dir>/wandb/offline-run-*``, upload
+later with ``wandb sync``), online (needs ``WANDB_API_KEY`` in the environment; the key is never written anywhere by
+ptsweep) or disabled (W&B is not imported at all). Non-finite floats are written as JSON ``Infinity``/``NaN``, which
+Python's json module and pandas read back.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ptsweep.config import TrackerConfig, flatten
+
+RESULTS_FILE = "results.jsonl"
+
+
+class TrackerError(RuntimeError):
+    """A tracker cannot start (e.g. W&B online without an API key). One-line, user-fixable message."""
+
+
+def _jsonable(v: Any) -> Any:
+    """Plain JSON types: tensors / numpy scalars -> Python numbers, Paths -> str, tuples -> lists."""
+    if isinstance(v, Mapping):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, (bool, int, float, str)) or v is None:
+        return v
+    if isinstance(v, Path):
+        return str(v)
+    if hasattr(v, "item"):  # torch / numpy scalars
+        try:
+            return v.item()
+        except (ValueError, RuntimeError):
+            pass
+    if hasattr(v, "tolist"):
+        return v.tolist()
+    return str(v)
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(_jsonable(obj), separators=(",", ":"))
+
+
+def append_line(path: Path, line: str) -> None:
+    """Append one line with a single ``os.write`` on an O_APPEND descriptor (safe for concurrent writers)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = (line.rstrip("\n") + "\n").encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` via a temporary file + ``os.replace`` (never a half-written file)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+class Tracker:
+    """The tracker interface. This base records nothing; :class:`LocalTracker` is the default implementation.
+
+    ``train.run`` calls ``start`` once, ``log`` at log/eval steps and ``finish`` once (also for failed runs).
+    Sweep summary runs use ``job_type="summary"`` plus ``log_table`` / ``log_images``."""
+
+    run_dir: Path | None = None
+
+    def start(self, run_dir: Path, config: dict, name: str = "", group: str = "", tags: Sequence[str] = (),
+              job_type: str = "train") -> None:
+        """Begin a run recorded under ``run_dir`` with the resolved nested ``config``."""
+        self.run_dir = Path(run_dir)
+
+    def log(self, metrics: dict, step: int) -> None:
+        """Record a row of metrics at optimizer step ``step``."""
+
+    def finish(self, summary: dict) -> None:
+        """End the run with its final metrics (``status`` in ok | diverged | stopped | failed)."""
+
+    def log_table(self, name: str, df) -> None:
+        """Record a pandas DataFrame (e.g. a sweep's trial table)."""
+
+    def log_images(self, images: Mapping[str, str | Path]) -> None:
+        """Record image files, ``{name: path}`` (e.g. a sweep's plots)."""
+
+
+class LocalTracker(Tracker):
+    """Files under the run folder + one row per run in ``<out_dir>/results.jsonl`` (module docstring).
+
+    ``results_path`` overrides the table location (default: ``<config['out_dir']>/results.jsonl``). Rows are
+    written only for ``job_type="train"``."""
+
+    def __init__(self, results_path: str | Path | None = None) -> None:
+        self.results_path = Path(results_path) if results_path is not None else None
+        self.run_dir = None
+        self._config: dict = {}
+        self._meta: dict = {}
+        self._finished = True
+
+    # -- interface ---------------------------------------------------------------------------------------------
+    def start(self, run_dir: Path, config: dict, name: str = "", group: str = "", tags: Sequence[str] = (),
+              job_type: str = "train") -> None:
+        import yaml  # PyYAML (an omegaconf dependency); no Hydra here
+
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._config = _jsonable(dict(config))
+        self._meta = {"name": name or self.run_dir.name, "group": group, "tags": list(tags), "job_type": job_type}
+        write_atomic(self.run_dir / "config.yaml", yaml.safe_dump(self._config, sort_keys=False))
+        (self.run_dir / "history.jsonl").write_text("")  # a resumed run replays its history from the checkpoint
+        self._finished = False
+
+    def log(self, metrics: dict, step: int) -> None:
+        if self.run_dir is None:
+            return
+        append_line(self.run_dir / "history.jsonl", _dumps({"step": int(step), **metrics}))
+
+    def finish(self, summary: dict) -> None:
+        if self.run_dir is None or self._finished:
+            return
+        self._finished = True
+        final = {k: v for k, v in summary.items() if k != "history"}
+        write_atomic(self.run_dir / "final.json", json.dumps(_jsonable(final), indent=1))
+        if self._meta.get("job_type", "train") != "train":
+            return
+        row = {"run_dir": str(self.run_dir), **self._meta,
+               "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "config": self._config, "metrics": final}
+        append_line(self._results_file(), _dumps(row))
+
+    def log_table(self, name: str, df) -> None:
+        if self.run_dir is not None:
+            df.to_csv(self.run_dir / f"{name}.csv", index=False)
+
+    def log_images(self, images: Mapping[str, str | Path]) -> None:
+        """Copy images that are outside the run folder into ``<run_dir>/images/``."""
+        if self.run_dir is None:
+            return
+        for name, path in images.items():
+            path = Path(path)
+            if self.run_dir.resolve() not in path.resolve().parents:
+                dest = self.run_dir / "images" / f"{name}{path.suffix}"
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(path, dest)
+
+    # -- helpers -----------------------------------------------------------------------------------------------
+    def _results_file(self) -> Path:
+        if self.results_path is not None:
+            return self.results_path
+        out_dir = self._config.get("out_dir")
+        return (Path(out_dir) if out_dir else self.run_dir.parent) / RESULTS_FILE
+
+
+class WandbTracker(LocalTracker):
+    """:class:`LocalTracker` + Weights & Biases (offline by default). ``wandb`` is imported in :meth:`start` only."""
+
+    def __init__(self, tracker_cfg: TrackerConfig, results_path: str | Path | None = None) -> None:
+        super().__init__(results_path)
+        self.cfg = tracker_cfg
+        if tracker_cfg.mode == "online" and not os.environ.get("WANDB_API_KEY"):
+            raise TrackerError("tracker.mode=online needs WANDB_API_KEY in the environment "
+                               "(or use tracker=offline and `wandb sync` later)")
+        self._run = None
+
+    def start(self, run_dir: Path, config: dict, name: str = "", group: str = "", tags: Sequence[str] = (),
+              job_type: str = "train") -> None:
+        super().start(run_dir, config, name, group, tags, job_type)
+        import wandb
+
+        settings = wandb.Settings(silent=True, console="off", init_timeout=90, disable_git=True, save_code=False,
+                                  x_save_requirements=False, x_disable_stats=True, x_disable_machine_info=True)
+        self._run = wandb.init(
+            mode=self.cfg.mode, project=self.cfg.project, entity=self.cfg.entity or None,
+            name=self._meta["name"], group=group or self.cfg.group or None,
+            tags=list(tags) or list(self.cfg.tags) or None, job_type=job_type, dir=str(self.run_dir),
+            config=flatten(self._config), reinit="create_new", settings=settings,
+        )
+
+    def log(self, metrics: dict, step: int) -> None:
+        super().log(metrics, step)
+        if self._run is not None:
+            self._run.log(_jsonable(metrics), step=int(step))
+
+    def finish(self, summary: dict) -> None:
+        super().finish(summary)
+        if self._run is None:
+            return
+        run, self._run = self._run, None
+        run.summary.update(_jsonable({k: v for k, v in summary.items() if k != "history"}))
+        run.finish(exit_code=1 if summary.get("status") == "failed" else 0)
+
+    def log_table(self, name: str, df) -> None:
+        super().log_table(name, df)
+        if self._run is not None:
+            import wandb
+
+            self._run.log({name: wandb.Table(dataframe=df)})
+
+    def log_images(self, images: Mapping[str, str | Path]) -> None:
+        super().log_images(images)
+        if self._run is not None:
+            import wandb
+
+            self._run.log({name: wandb.Image(str(path)) for name, path in images.items()})
+
+
+def make_tracker(tracker_cfg: TrackerConfig, results_path: str | Path | None = None) -> Tracker:
+    """Local files always; W&B on top unless ``tracker.mode`` is 'disabled'."""
+    if tracker_cfg.mode == "disabled":
+        return LocalTracker(results_path)
+    return WandbTracker(tracker_cfg, results_path)
+
+
+def load_results(path: str | Path):
+    """Read a results table (``<out_dir>`` or the ``results.jsonl`` file) into a pandas DataFrame.
+
+    One row per finished run: run_dir, name, group, tags, job_type, finished_at, one column per dotted config key
+    (``model.width``, ``optim.lr``, ...) and the final metrics (``val_loss``, ``status``, ...). Lines that do not
+    parse (a writer killed mid-line) are skipped. An empty or missing table gives an empty DataFrame."""
+    import pandas as pd
+
+    path = Path(path)
+    if path.is_dir():
+        path = path / RESULTS_FILE
+    rows = []
+    if path.exists():
+        for line in path.read_text().splitlines():
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            config = flatten(rec.pop("config", {}) or {})
+            metrics = rec.pop("metrics", {}) or {}
+            row = {**rec, **{k: tuple(v) if isinstance(v, list) else v for k, v in config.items()}}
+            row.update(metrics)
+            if isinstance(row.get("tags"), list):
+                row["tags"] = tuple(row["tags"])
+            rows.append(row)
+    df = pd.DataFrame(rows)
+    for col in ("val_loss", "train_loss"):  # JSON null -> NaN; keep inf for diverged runs
+        if col in df:
+            df[col] = pd.to_numeric(df[col], errors="coerce")
+    return df
+
+
+def finite_or_inf(x: float) -> float:
+    """NaN -> inf (a diverged loss ranks last in every sort)."""
+    return x if not math.isnan(x) else math.inf

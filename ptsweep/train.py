@@ -1,0 +1,327 @@
+"""One MLM training run: ``run(cfg, tracker) -> final metrics`` (no Hydra, no W&B imports).
+
+Loop (one optimizer step per batch of ``train.batch_size`` blocks of ``data.seq_len`` tokens):
+
+    steps      = ceil(train.tokens / (batch_size * seq_len))
+    factor(s)  = (s + 1) / warmup            for s < warmup = round(optim.warmup_frac * steps)
+               = linear | cosine decay from 1 to optim.min_lr_frac over the remaining steps (constant: 1)
+    group lr   = optim.lr * factor(s) * group["lr_mult"]      (parametrization.set_lr: never an absolute LR)
+    loss       = models.mlm_loss (cross-entropy at the masked positions only)
+    update     = backward -> clip global grad norm (optim.grad_clip) -> AdamW step
+
+Precision: bf16 autocast on CUDA (``train.precision=auto``), fp32 on CPU. Evaluation: every ``train.eval_every``
+steps (0 = 10 evaluations per run), on the fixed-mask validation batches (``data.val_batches``), loss averaged over
+batches weighted by their number of targets; one evaluation before the first step gives ``val_loss_init``.
+
+Divergence: a non-finite training loss (checked at every log step, where the loss is read back anyway) or a
+non-finite validation loss ends the run with ``diverged=True``, ``val_loss=inf``, ``status="diverged"``; no exception.
+
+Checkpoints and resume: ``<run_dir>/checkpoint.pt`` holds model, optimizer, the next step, the RNG states (torch CPU
+and CUDA, numpy, random), the metric history and counters. It is written every ``train.checkpoint_every_s`` seconds,
+when ``train.stop_after_steps`` interrupts the run, and at the end; always via a temporary file + ``os.replace``.
+``train.resume=true`` loads it and continues: batches are a pure function of (seed, step) (``data.train_batch``) and
+the RNG state is restored, so a resumed run reproduces an uninterrupted one (to float rounding on CPU).
+
+Final metrics (also ``tracker.finish``): val_loss, val_loss_init, best_val_loss, train_loss (mean over the last log
+window), diverged, status (ok | diverged | stopped | failed), steps, tokens, tokens_per_s (training throughput of
+this process), params (counted on the model), non_embedding_params, flops_per_token (analytic, models.sizing),
+wall_s (all sessions of the run), device, run_dir, and history (the logged rows; kept out of the results table).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import sys
+import time
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+
+from ptsweep import data as data_mod
+from ptsweep.config import RunConfig, to_dict
+from ptsweep.models import build_model, mlm_loss
+from ptsweep.models.sizing import flops_per_token, param_count
+from ptsweep.parametrization import build_optimizer, set_lr
+
+CHECKPOINT = "checkpoint.pt"
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Small pieces (each testable on its own)
+# --------------------------------------------------------------------------------------------------------------
+def default_run_dir(cfg: RunConfig) -> Path:
+    """<out_dir>/train/<run_name or model-w<width>-s<seed>>."""
+    name = cfg.run_name or f"{cfg.model.name}-w{cfg.model.width}-s{cfg.seed}"
+    return Path(cfg.out_dir) / "train" / name
+
+
+def num_steps(cfg: RunConfig) -> int:
+    """ceil(train.tokens / (batch_size * seq_len))."""
+    return max(1, math.ceil(cfg.train.tokens / (cfg.train.batch_size * cfg.data.seq_len)))
+
+
+def lr_factor(step: int, total: int, warmup_frac: float, schedule: str, min_frac: float) -> float:
+    """Schedule factor of step ``step`` (0-based) in a run of ``total`` steps (module docstring)."""
+    warmup = round(warmup_frac * total)
+    if step < warmup:
+        return (step + 1) / warmup
+    if schedule == "constant":
+        return 1.0
+    progress = min(1.0, (step - warmup) / max(1, total - warmup - 1))
+    if schedule == "cosine":
+        return min_frac + (1.0 - min_frac) * 0.5 * (1.0 + math.cos(math.pi * progress))
+    return 1.0 - (1.0 - min_frac) * progress  # linear
+
+
+def resolve_device(spec: str) -> torch.device:
+    if spec == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(spec)
+
+
+def autocast_context(device: torch.device, precision: str):
+    """bf16 autocast on CUDA for precision auto/bf16; bf16 on CPU only when asked explicitly; else fp32."""
+    if precision == "bf16" or (precision == "auto" and device.type == "cuda"):
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    return nullcontext()
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)  # also seeds every CUDA device
+
+
+def rng_state() -> dict:
+    state = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    torch.set_rng_state(state["torch"])
+    np.random.set_state(state["numpy"])
+    random.setstate(state["python"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_checkpoint(path: Path, payload: dict) -> None:
+    """torch.save to a temporary file in the same folder, then os.replace (atomic on POSIX)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    torch.save(payload, tmp)
+    os.replace(tmp, path)
+
+
+def _to_device(batch: dict, device: torch.device) -> dict:
+    return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+
+
+@torch.no_grad()
+def evaluate(model, batches: list[dict], device: torch.device, precision: str) -> float:
+    """Validation loss: per-batch mean cross-entropy weighted by the batch's number of targets."""
+    was_training = model.training
+    model.eval()
+    total, count = 0.0, 0
+    for batch in batches:
+        b = _to_device(batch, device)
+        with autocast_context(device, precision):
+            loss, n = mlm_loss(model, b["input_ids"], b["attention_mask"], b["labels"])
+        total += float(loss) * n
+        count += n
+    model.train(was_training)
+    return total / max(count, 1)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The run
+# --------------------------------------------------------------------------------------------------------------
+def run(cfg: RunConfig, tracker, run_dir: Path | None = None,
+        report_fn: Callable[[dict], None] | None = None) -> dict:
+    """Train ``cfg`` and return the final metrics (module docstring). ``tracker``: a ``ptsweep.tracking.Tracker``
+    (start/log/finish are called here). ``report_fn(metrics)`` is called after every evaluation (Ray Tune)."""
+    t_start = time.perf_counter()
+    run_dir = Path(run_dir) if run_dir is not None else default_run_dir(cfg)
+    run_dir = run_dir.resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    tracker.start(run_dir, to_dict(cfg), name=run_dir.name, group=cfg.tracker.group, tags=cfg.tracker.tags)
+    try:
+        metrics = _train(cfg, tracker, run_dir, report_fn, t_start)
+    except BaseException as e:  # keep failed runs in the record, then re-raise
+        tracker.finish({"status": "failed", "diverged": False, "val_loss": math.inf,
+                        "error": f"{type(e).__name__}: {e}".splitlines()[0][:500], "run_dir": str(run_dir)})
+        raise
+    tracker.finish(metrics)
+    return metrics
+
+
+def _train(cfg: RunConfig, tracker, run_dir: Path, report_fn, t_start: float) -> dict:
+    tc, oc = cfg.train, cfg.optim
+    if tc.threads > 0:
+        torch.set_num_threads(tc.threads)
+    device = resolve_device(tc.device)
+    seed_everything(cfg.seed)
+
+    corpus = data_mod.prepare(cfg.data)
+    V = corpus.vocab_size
+    model = build_model(cfg.model, V, cfg.data.seq_len).to(device)
+    optimizer = build_optimizer(model, model.width, model.parametrization, oc.lr, betas=oc.betas, eps=oc.eps,
+                                weight_decay=oc.weight_decay)
+    if tc.compile:
+        model.encode = torch.compile(model.encode)  # the heavy part; the head is one matmul
+
+    steps = num_steps(cfg)
+    tokens_per_step = tc.batch_size * cfg.data.seq_len
+    eval_every = tc.eval_every or max(1, steps // 10)
+    val = data_mod.val_batches(corpus, cfg.data, tc.batch_size)
+    if tc.eval_batches:
+        val = val[: tc.eval_batches]
+    counts = param_count(cfg.model, V)
+    static = {
+        "params": int(sum(p.numel() for p in model.parameters())),
+        "non_embedding_params": int(counts["non_embedding"]),
+        "flops_per_token": float(flops_per_token(cfg.model, V, cfg.data.seq_len, cfg.data.mask_prob)),
+        "vocab_size": int(V),
+        "device": str(device),
+        "run_dir": str(run_dir),
+    }
+
+    # ---- state: fresh or from the checkpoint -------------------------------------------------------------------
+    ckpt_path = run_dir / CHECKPOINT
+    state = {"step": 0, "history": [], "wall_s": 0.0, "val_loss": math.nan, "val_loss_init": math.nan,
+             "best_val_loss": math.inf, "train_loss": math.nan}
+    if tc.resume and ckpt_path.exists():
+        ckpt = torch.load(ckpt_path, map_location=device, weights_only=False)
+        model.load_state_dict(ckpt["model"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+        state.update(ckpt["state"])
+        set_rng_state(ckpt["rng"])
+        for row in state["history"]:  # the tracker starts a fresh history file; replay what was kept
+            tracker.log({k: v for k, v in row.items() if k != "step"}, row["step"])
+    elif tc.resume:
+        print(f"train.resume: no checkpoint in {run_dir}, starting from step 0", file=sys.stderr)
+    wall_before = state["wall_s"]
+
+    def log(row: dict, step: int) -> None:
+        state["history"].append({"step": step, **row})
+        tracker.log(row, step)
+
+    def checkpoint() -> None:
+        if tc.checkpoint:
+            state["wall_s"] = wall_before + time.perf_counter() - t_start
+            save_checkpoint(ckpt_path, {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                                        "state": dict(state), "rng": rng_state(), "config": to_dict(cfg)})
+
+    def do_eval(step: int) -> float:
+        loss = evaluate(model, val, device, tc.precision)
+        state["val_loss"] = loss if math.isfinite(loss) else math.inf
+        state["best_val_loss"] = min(state["best_val_loss"], state["val_loss"])
+        log({"val_loss": state["val_loss"], "tokens": step * tokens_per_step}, step)
+        return loss
+
+    if state["step"] == 0 and math.isnan(state["val_loss_init"]):
+        state["val_loss_init"] = do_eval(0)
+
+    # ---- loop -------------------------------------------------------------------------------------------------
+    model.train()
+    diverged = not math.isfinite(state["val_loss_init"])
+    stopped = False
+    start_step = step = state["step"]
+    window_sum = torch.zeros((), device=device)
+    window_n = 0
+    t_train = 0.0  # seconds spent in training steps (throughput excludes evaluation)
+    last_ckpt = time.perf_counter()
+    reported = -1  # last step given to report_fn
+    bar = None
+    if tc.progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=steps, initial=start_step, desc=run_dir.name, unit="step", dynamic_ncols=True,
+                   file=sys.stderr, leave=False)
+    try:
+        while step < steps and not diverged:
+            t0 = time.perf_counter()
+            factor = lr_factor(step, steps, oc.warmup_frac, oc.schedule, oc.min_lr_frac)
+            set_lr(optimizer, oc.lr, factor)
+            b = _to_device(data_mod.train_batch(corpus, cfg.data, step, tc.batch_size, cfg.seed), device)
+            with autocast_context(device, tc.precision):
+                loss, _ = mlm_loss(model, b["input_ids"], b["attention_mask"], b["labels"])
+            loss.backward()
+            grad_norm = (torch.nn.utils.clip_grad_norm_(model.parameters(), oc.grad_clip) if oc.grad_clip > 0
+                         else None)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            window_sum += loss.detach().float()
+            window_n += 1
+            step += 1
+            state["step"] = step
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            t_train += time.perf_counter() - t0
+
+            if step % tc.log_every == 0 or step == steps:
+                train_loss = float(window_sum) / window_n
+                window_sum.zero_()
+                window_n = 0
+                state["train_loss"] = train_loss if math.isfinite(train_loss) else math.inf
+                tps = (step - start_step) * tokens_per_step / max(t_train, 1e-9)
+                row = {"train_loss": state["train_loss"], "tokens": step * tokens_per_step, "lr_factor": factor,
+                       "tokens_per_s": tps}
+                if grad_norm is not None:
+                    row["grad_norm"] = float(grad_norm)
+                for g in optimizer.param_groups:
+                    row[f"lr/{g.get('role', 'group')}"] = g["lr"]
+                log(row, step)
+                if bar is not None:
+                    bar.set_postfix(loss=f"{train_loss:.3f}", tok_s=f"{tps:,.0f}")
+                if not math.isfinite(train_loss):
+                    diverged = True
+                    break
+            if step % eval_every == 0 or step == steps:
+                if not math.isfinite(do_eval(step)):
+                    diverged = True
+                if report_fn is not None:
+                    report_fn({"val_loss": math.inf if diverged else state["val_loss"],
+                               "train_loss": state["train_loss"], "step": step, "tokens": step * tokens_per_step,
+                               "diverged": diverged})
+                    reported = step
+            if bar is not None:
+                bar.update(1)
+            if tc.stop_after_steps and step - start_step >= tc.stop_after_steps and step < steps:
+                stopped = True
+                break
+            if tc.checkpoint_every_s > 0 and time.perf_counter() - last_ckpt >= tc.checkpoint_every_s:
+                checkpoint()
+                last_ckpt = time.perf_counter()
+    finally:
+        if bar is not None:
+            bar.close()
+
+    if diverged:
+        state["val_loss"] = math.inf
+        if report_fn is not None and reported != step:
+            report_fn({"val_loss": math.inf, "train_loss": state["train_loss"], "step": step,
+                       "tokens": step * tokens_per_step, "diverged": True})
+    else:
+        checkpoint()  # at the end, or where stop_after_steps interrupted the run
+    status = "diverged" if diverged else ("stopped" if stopped else "ok")
+    return {
+        "val_loss": state["val_loss"],
+        "val_loss_init": state["val_loss_init"],
+        "best_val_loss": state["best_val_loss"],
+        "train_loss": state["train_loss"],
+        "diverged": diverged,
+        "status": status,
+        "steps": step,
+        "tokens": step * tokens_per_step,
+        "tokens_per_s": (step - start_step) * tokens_per_step / max(t_train, 1e-9),
+        **static,
+        "wall_s": wall_before + time.perf_counter() - t_start,
+        "history": state["history"],
+    }

@@ -1,0 +1,75 @@
+"""muP rules of [S] Table 2 (spec §8), measured on built models, and the exact parameter count (spec §9)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from ptsweep.config import PTConfig
+from ptsweep.models.pt import ProbabilisticTransformer, pt_param_count
+from ptsweep.parametrization import Role, build_optimizer, role_of, set_lr
+
+VOCAB = 64
+
+
+@pytest.mark.parametrize("scaling", ["channels", "rank"])
+@pytest.mark.parametrize("width", [64, 256, 1024])
+def test_mup_init_std_and_group_lrs_follow_table_2(width, scaling):
+    torch.manual_seed(0)
+    model = ProbabilisticTransformer(PTConfig(width=width, scaling=scaling), VOCAB)
+    expected_std = {"unary": 1.0, "U": width ** -0.5, "V": width ** -0.5, "B": width ** -0.5,
+                    "head_weight": 1.0 / width}
+    for name, std in expected_std.items():
+        measured = getattr(model, name).detach().std().item()
+        assert measured == pytest.approx(std, rel=0.05), name
+    assert torch.all(model.head_gain == 1) and torch.all(model.head_bias == 0)
+    # shape follows the paradigm: C r = C0 r0 N / N0 in both
+    cfg = model.cfg
+    assert cfg.channels * cfg.rank == 4 * 64 * width // 256
+    assert (cfg.rank == 64) if scaling == "channels" else (cfg.channels == 4)
+    eta = 0.01
+    opt = build_optimizer(model, model.width, "mup", lr=eta)
+    lr_by_role = {g["role"]: g["lr"] for g in opt.param_groups}
+    assert lr_by_role == pytest.approx({"input": eta, "gain": eta, "bias": eta, "hidden": eta / width,
+                                        "output": eta / width})
+    # the schedule multiplies each group's multiplier, never sets an absolute LR
+    set_lr(opt, eta, 0.5)
+    assert {g["role"]: g["lr"] for g in opt.param_groups} == pytest.approx(
+        {k: v * 0.5 for k, v in lr_by_role.items()})
+
+
+def test_every_pt_parameter_has_the_papers_role():
+    model = ProbabilisticTransformer(PTConfig(width=64), VOCAB)
+    roles = {name: role_of(p) for name, p in model.named_parameters()}
+    assert roles == {"unary": Role.INPUT, "U": Role.HIDDEN, "V": Role.HIDDEN, "B": Role.HIDDEN,
+                     "head_gain": Role.GAIN, "head_weight": Role.OUTPUT, "head_bias": Role.BIAS}
+
+
+def test_sp_uses_pytorch_style_init_and_one_lr():
+    torch.manual_seed(0)
+    width = 256
+    model = ProbabilisticTransformer(PTConfig(width=width, parametrization="sp"), 1000)
+    assert model.unary.std().item() == pytest.approx(math.sqrt(2.0 / (1000 + width)), rel=0.05)  # xavier
+    assert model.U.std().item() == pytest.approx(64 ** -0.5, rel=0.05)                         # N(0, 1/r)
+    assert model.head_weight.abs().max().item() <= width ** -0.5                               # U(+-1/sqrt N)
+    opt = build_optimizer(model, width, "sp", lr=3e-3)
+    assert all(g["lr"] == pytest.approx(3e-3) for g in opt.param_groups)
+
+
+@pytest.mark.parametrize("width,scaling,dists,ratio,vocab", [
+    (256, "channels", (2, 3, 4), 4, 30522), (64, "rank", (2, 3, 4), 4, 1000), (128, "channels", (), 1, 77),
+    (512, "rank", (3,), 2, 500), (96, "channels", (2, 5), 4, 123),
+])
+def test_parameter_count_formula(width, scaling, dists, ratio, vocab):
+    cfg = PTConfig(width=width, scaling=scaling, dists=dists, topic_ratio=ratio,
+                   base_width=32 if width % 32 == 0 and width < 256 else 256)
+    model = ProbabilisticTransformer(cfg, vocab)
+    assert pt_param_count(cfg, vocab)["total"] == sum(p.numel() for p in model.parameters())
+
+
+def test_base_model_is_about_17M_parameters():
+    counts = pt_param_count(PTConfig(width=256), 30522)
+    assert counts["total"] == 16_968_762  # 2VN + V + N + 2KCrN + MN with N=256, K=8, C=4, r=64, M=1024
+    assert counts["non_embedding"] == 256 + 2 * 8 * 4 * 64 * 256 + 1024 * 256

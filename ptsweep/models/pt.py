@@ -180,23 +180,45 @@ class ProbabilisticTransformer(nn.Module):
         qv = qv.permute(0, 2, 3, 1, 4)  # (B, K, C, L, 2r)
         return qv[..., :r], qv[..., r:]
 
+    def _near_index(self, length: int, device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
+        """Index tensors of the bounded ("near") classes, one column per signed offset d: class ks (nD,), head
+        column pos = i + d + w (L, nD) on a w-padded axis, and source row src = i - d + w (L, nD)."""
+        near = [(k, d) for k, cls in enumerate(self.classes) if cls.offsets is not None for d in cls.offsets]
+        w = max((abs(d) for _, d in near), default=0)
+        ks = torch.tensor([k for k, _ in near], dtype=torch.long, device=device)
+        ds = torch.tensor([d for _, d in near], dtype=torch.long, device=device)
+        i = torch.arange(length, device=device)[:, None]
+        return ks, i + ds + w, i - ds + w, w
+
+    def _near_gather(self, x: torch.Tensor, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """For x = q or v (B, K, C, L, r): x at the child i and at the head i + d, in the offset's class:
+        each (B, C, L, nD, r), zero where i + d falls outside the sequence."""
+        ks, pos, _, w = self._near_index(length, x.device)
+        xc = x.permute(0, 2, 3, 1, 4)                                      # (B, C, L, K, r)
+        at_child = xc[:, :, :, ks]                                         # (B, C, L, nD, r)
+        at_head = F.pad(xc, (0, 0, 0, 0, w, w))[:, :, pos, ks[None, :]]    # (B, C, L, nD, r)
+        return at_child, at_head
+
+    def _far_classes(self, length: int, device) -> list[tuple[int, torch.Tensor]]:
+        """(k, (L, L) membership mask) of each unbounded class; these are evaluated densely."""
+        offset = self._offsets(length, device)
+        return [(k, cls.contains(offset)) for k, cls in enumerate(self.classes) if cls.offsets is None]
+
     def _pair_scores(self, q: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        """F[b,c,i,j] = <q_i^{k(i,j),c}, v_j^{k(i,j),c}> (B, C, L, L); 0 on the diagonal. Banded for bounded classes."""
+        """F[b,c,i,j] = <q_i^{k(i,j),c}, v_j^{k(i,j),c}> (B, C, L, L); 0 on the diagonal.
+
+        Unbounded classes: one dense (L x L) product each, kept where the pair is in the class. Bounded classes:
+        one banded product over all their offsets at once, scattered onto the diagonals."""
         bsz, _, chans, length, _ = q.shape
         scores = q.new_zeros(bsz, chans, length, length)
-        offset = self._offsets(length, q.device)
-        for k, cls in enumerate(self.classes):
-            if cls.offsets is None:  # unbounded class: one dense product, kept where the pair is in the class
-                dense = q[:, k] @ v[:, k].transpose(-1, -2)  # (B, C, L, L)
-                scores = scores + torch.where(cls.contains(offset), dense, 0.0)
-                continue
-            for d in cls.offsets:
-                if abs(d) >= length:
-                    continue
-                # pairs (i, i+d): <q_i, v_{i+d}>  -> diagonal d of scores
-                qi, vj = (q[:, k, :, : length - d], v[:, k, :, d:]) if d > 0 else (q[:, k, :, -d:], v[:, k, :, : length + d])
-                band = (qi * vj).sum(-1)  # (B, C, L-|d|)
-                scores = scores + torch.diag_embed(band, offset=d)
+        for k, member in self._far_classes(length, q.device):
+            scores = scores + torch.where(member, q[:, k] @ v[:, k].transpose(-1, -2), 0.0)  # (B, C, L, L)
+        ks, pos, _, w = self._near_index(length, q.device)
+        if len(ks):
+            band = (self._near_gather(q, length)[0] * self._near_gather(v, length)[1]).sum(-1)  # (B,C,L,nD): F[i,i+d]
+            padded = q.new_zeros(bsz, chans, length, length + 2 * w)
+            padded = padded.scatter(-1, pos.expand(bsz, chans, -1, -1), band)                  # column i + d + w
+            scores = scores + padded[..., w: w + length]
         return scores
 
     def _offsets(self, length: int, device) -> torch.Tensor:
@@ -226,31 +248,31 @@ class ProbabilisticTransformer(nn.Module):
         """The four messages into Z (each (B, L, N), unweighted; spec §6.3 step 6):
         unary S_w; child side sum_c,j Q_h[c,i,j] U_{k(i,j),c} v_j; head side sum_c,j Q_h[c,j,i] V_{k(j,i),c} q_j;
         topic B^T G^_i."""
-        length = q.shape[-2]
-        offset = self._offsets(length, q.device)
-        child_ctx, head_ctx = [], []  # per class: (B, C, L, r)
-        for k, cls in enumerate(self.classes):
-            if cls.offsets is None:
-                r_k = torch.where(cls.contains(offset), q_h, 0.0)  # (B, C, L, L) restricted to class k
-                child_ctx.append(r_k @ v[:, k])                    # sum_j R[i,j] v_j
-                head_ctx.append(r_k.transpose(-1, -2) @ q[:, k])   # sum_j R[j,i] q_j
-                continue
-            c_acc = q.new_zeros(q[:, k].shape)
-            h_acc = q.new_zeros(q[:, k].shape)
-            for d in cls.offsets:
-                if abs(d) >= length:
-                    continue
-                band = torch.diagonal(q_h, offset=d, dim1=-2, dim2=-1)[..., None]  # (B, C, L-|d|, 1): R[i, i+d]
-                if d > 0:  # child i = 0..L-d-1 takes head i+d
-                    c_acc = c_acc + F.pad(band * v[:, k, :, d:], (0, 0, 0, d))
-                    h_acc = h_acc + F.pad(band * q[:, k, :, : length - d], (0, 0, d, 0))
-                else:      # child i = -d..L-1 takes head i+d
-                    c_acc = c_acc + F.pad(band * v[:, k, :, : length + d], (0, 0, -d, 0))
-                    h_acc = h_acc + F.pad(band * q[:, k, :, -d:], (0, 0, 0, -d))
-            child_ctx.append(c_acc)
-            head_ctx.append(h_acc)
-        child = torch.einsum("bkclr,kcnr->bln", torch.stack(child_ctx, 1), self.U)  # (B, L, N)
-        head = torch.einsum("bkclr,kcnr->bln", torch.stack(head_ctx, 1), self.V)    # (B, L, N)
+        bsz, n_cls, chans, length, rank = q.shape
+        child_ctx = q.new_zeros(bsz, chans, length, n_cls, rank)  # sum_j R[i,j] 1[k(i,j)=k] v_j^k   (B, C, L, K, r)
+        head_ctx = q.new_zeros(bsz, chans, length, n_cls, rank)   # sum_j R[j,i] 1[k(j,i)=k] q_j^k
+        for k, member in self._far_classes(length, q.device):
+            r_k = torch.where(member, q_h, 0.0)  # (B, C, L, L) restricted to class k
+            kk = torch.tensor([k], device=q.device)
+            child_ctx = child_ctx.index_add(3, kk, (r_k @ v[:, k])[:, :, :, None])
+            head_ctx = head_ctx.index_add(3, kk, (r_k.transpose(-1, -2) @ q[:, k])[:, :, :, None])
+        ks, pos, src, w = self._near_index(length, q.device)
+        if len(ks):
+            q_child, v_head = self._near_gather(q, length)[0], self._near_gather(v, length)[1]
+            band = F.pad(q_h, (w, w)).gather(-1, pos.expand(bsz, chans, -1, -1))[..., None]  # R[i,i+d] (B,C,L,nD,1)
+            child_ctx = child_ctx.index_add(3, ks, band * v_head)
+            # child j sends R[j, j+d] q_j to head i = j + d: shift the per-child terms by +d along L
+            sent = F.pad(band * q_child, (0, 0, 0, 0, w, w))                                 # (B, C, L+2w, nD, r)
+            cols = torch.arange(len(ks), device=q.device)[None, :]
+            head_ctx = head_ctx.index_add(3, ks, sent[:, :, src, cols])
+        # project back: ctx (B*L, K*C*r) x U (K*C*r, N), one flat matmul per direction (einsum over k, c is slower)
+        n = self.U.shape[2]
+
+        def back(ctx: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+            ctx = ctx.permute(0, 2, 3, 1, 4).reshape(bsz * length, -1)                  # (B*L, K*C*r)
+            return (ctx @ weight.transpose(-1, -2).reshape(-1, n)).view(bsz, length, n)  # (B, L, N)
+
+        child, head = back(child_ctx, self.U), back(head_ctx, self.V)
         unary = self.unary[input_ids] * mask[..., None]                              # (B, L, N)
         topic = g_hat @ self.B                                                       # (B, L, N)
         return {"unary": unary, "child": child, "head": head, "topic": topic}

@@ -20,6 +20,7 @@ import argparse
 import importlib
 import json
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -45,7 +46,12 @@ class CLIError(Exception):
 
 def _one_line(msg: str) -> str:
     """Collapse a multi-line message (Hydra's) into one line."""
-    parts = [p.strip() for p in str(msg).splitlines() if p.strip()]
+    msg = str(msg).split("Config search path:")[0]
+    m = re.search(r"Could not find '([^'/]+)/([^']+)'", msg)
+    if m and "Available options" in msg:  # a group option that does not exist: name the group and the options
+        options = msg.split("Available options", 1)[1].splitlines()[1:]
+        return f"{m.group(1)}={m.group(2)}: no such config (choose from {', '.join(o.strip() for o in options if o.strip())})"
+    parts = [p.strip() for p in msg.splitlines() if p.strip()]
     return "; ".join(parts) if parts else "unknown error"
 
 
@@ -79,8 +85,11 @@ def compose_dict(overrides: list[str]) -> dict:
             cfg = hydra_compose(config_name="config", overrides=list(overrides))
         except ConfigCompositionException as e:
             # Hydra puts the useful part ("Key 'foo' is not in struct", "full_key: model.foo") in the cause.
-            cause = f" ({_one_line(e.__cause__)})" if e.__cause__ is not None else ""
-            raise CLIError(_one_line(str(e)) + cause) from e
+            cause = _one_line(e.__cause__) if e.__cause__ is not None else ""
+            m = re.match(r"Could not override '([^']+)'", str(e))
+            if m and "not in struct" in cause:
+                raise CLIError(f"{m.group(1)}: unknown config key (to add a new key: +{m.group(1)}=...)") from e
+            raise CLIError(_one_line(str(e)) + (f" ({cause})" if cause else "")) from e
     return OmegaConf.to_container(cfg, resolve=True)
 
 
@@ -121,13 +130,13 @@ def cmd_size(cfg: RunConfig, vocab: int | None) -> int:
 
 
 def _summary(metrics: dict) -> str:
-    keep = {k: v for k, v in metrics.items() if k not in ("history", "run_dir")}
-    for k, v in keep.items():
+    """Final metrics as one JSON line (floats to 6 significant digits, inf/nan as strings; no history)."""
+    def fmt(v):
         if isinstance(v, float):
-            keep[k] = v if math.isfinite(v) else str(v)
-            if isinstance(keep[k], float) and k not in ("tokens",):
-                keep[k] = float(f"{v:.6g}")
-    return json.dumps(keep, default=str)
+            return float(f"{v:.6g}") if math.isfinite(v) else str(v)
+        return v
+
+    return json.dumps({k: fmt(v) for k, v in metrics.items() if k not in ("history", "run_dir")}, default=str)
 
 
 def cmd_train(cfg: RunConfig) -> int:

@@ -388,6 +388,38 @@ class SweepConfig:
     """scaling-curves: log-uniform LR range for BERT/UT."""
     baseline_search_frac: float = 1.0
     """scaling-curves: fraction of the token budget used by each baseline LR-search trial."""
+    # coord-check (ptsweep.sweeps.coord_check)
+    coord_widths: list[int] = field(default_factory=lambda: [64, 128, 256, 512, 1024])
+    """coord-check: widths to compare (PT with scaling=channels needs multiples of base_width / base_channels)."""
+    coord_seeds: int = 3
+    """coord-check: seeds per (parametrization, width); the statistic is averaged over them before fitting."""
+    coord_steps: int = 4
+    """coord-check: optimizer steps after init; sizes are measured at t = 0 (init) .. coord_steps."""
+    coord_lr: float = 3e-2
+    """coord-check: constant base LR of the steps (no warm-up, no clipping): large, so that mistakes show early."""
+    coord_batch_size: int = 0
+    """coord-check: blocks per training and measurement batch (0 = train.batch_size)."""
+    coord_tolerance: float = 0.25
+    """coord-check: muP passes when every checked log-log slope (size vs width) is within +-tolerance of 0."""
+    coord_parametrizations: list[str] = field(default_factory=lambda: ["mup", "sp"])
+    """coord-check: parametrizations measured side by side; the verdict is about 'mup'."""
+    strict: bool = False
+    """coord-check: exit with status 1 when the muP verdict fails (for CI / make)."""
+    # lr-transfer (ptsweep.sweeps.lr_transfer)
+    lr_widths: list[int] = field(default_factory=lambda: [128, 256, 512, 1024])
+    """lr-transfer: PT widths (smallest and largest define the drift)."""
+    lr_grid_range: tuple[float, float] = (1e-3, 1e-1)
+    """lr-transfer: lowest and highest base LR of the log-spaced grid."""
+    lr_grid_points: int = 9
+    """lr-transfer: number of LR grid points (log-spaced, both ends included)."""
+    lr_seeds: int = 1
+    """lr-transfer: seeds per grid point (losses are averaged before taking the optimum)."""
+    lr_parametrizations: list[str] = field(default_factory=lambda: ["mup", "sp"])
+    """lr-transfer: parametrizations compared."""
+    lr_weight_grid: list[float] = field(default_factory=lambda: [0.25, 0.5, 1.0, 2.0, 4.0])
+    """lr-transfer: grid of model.w_attn (at optim.lr) for the information-weight transfer study ([] = skip it)."""
+    keep_checkpoints: bool = False
+    """all sweeps: keep each finished trial's checkpoint.pt (off: deleted once the trial's ledger record is written)."""
 
     def validate(self) -> None:
         _require(self.num_samples >= 1, "sweep.num_samples", "must be >= 1")
@@ -403,6 +435,26 @@ class SweepConfig:
                  f"must be a subset of {sorted(MODEL_SCHEMAS)}, got {self.models}")
         _require(self.baseline_lr_samples >= 1, "sweep.baseline_lr_samples", "must be >= 1")
         _require(0 < self.baseline_search_frac <= 1, "sweep.baseline_search_frac", "must be in (0, 1]")
+        _require(len(self.coord_widths) >= 2 and all(w > 0 for w in self.coord_widths)
+                 and len(set(self.coord_widths)) == len(self.coord_widths), "sweep.coord_widths",
+                 f"need >= 2 distinct positive widths to fit a slope, got {self.coord_widths}")
+        _require(self.coord_seeds >= 1, "sweep.coord_seeds", "must be >= 1")
+        _require(self.coord_steps >= 0, "sweep.coord_steps", "must be >= 0")
+        _require(math.isfinite(self.coord_lr) and self.coord_lr > 0, "sweep.coord_lr", "must be positive")
+        _require(self.coord_batch_size >= 0, "sweep.coord_batch_size", "must be >= 0")
+        _require(0 < self.coord_tolerance < 1, "sweep.coord_tolerance", "must be in (0, 1)")
+        for key, pars in (("sweep.coord_parametrizations", self.coord_parametrizations),
+                          ("sweep.lr_parametrizations", self.lr_parametrizations)):
+            _require(len(pars) >= 1 and set(pars) <= {"mup", "sp"} and len(set(pars)) == len(pars), key,
+                     f"must be distinct values of mup | sp, got {pars}")
+        _require(len(self.lr_widths) >= 2 and all(w > 0 for w in self.lr_widths)
+                 and len(set(self.lr_widths)) == len(self.lr_widths), "sweep.lr_widths",
+                 f"need >= 2 distinct positive widths, got {self.lr_widths}")
+        _require(0 < self.lr_grid_range[0] < self.lr_grid_range[1], "sweep.lr_grid_range", "must be 0 < low < high")
+        _require(self.lr_grid_points >= 2, "sweep.lr_grid_points", "must be >= 2")
+        _require(self.lr_seeds >= 1, "sweep.lr_seeds", "must be >= 1")
+        _require(all(math.isfinite(w) and w > 0 for w in self.lr_weight_grid), "sweep.lr_weight_grid",
+                 f"information weights must be positive, got {self.lr_weight_grid}")
 
 
 @dataclass

@@ -21,7 +21,6 @@ Python's json module and pandas read back.
 from __future__ import annotations
 
 import json
-import math
 import os
 import shutil
 import time
@@ -265,7 +264,3 @@ def load_results(path: str | Path):
             df[col] = pd.to_numeric(df[col], errors="coerce")
     return df
 
-
-def finite_or_inf(x: float) -> float:
-    """NaN -> inf (a diverged loss ranks last in every sort)."""
-    return x if not math.isnan(x) else math.inf

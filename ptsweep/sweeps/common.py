@@ -1,0 +1,653 @@
+"""Shared machinery of the sweeps: Ray Tune runs every trial, Optuna proposes trials where a search is needed.
+
+Public API (used by tune_small, verify_transfer, scaling_curves, demo, coord_check, lr_transfer):
+
+    with ray_session(cfg.ray):                         # local Ray on 127.0.0.1 (or RAY_ADDRESS / ray.address)
+        df = run_trials(cfg, [{"optim.lr": 1e-3}, ...], study_dir, "final", tags=[...])   # fixed list
+        df = run_search(cfg, {"optim.lr": (1e-4, 1e-2)}, study_dir, "search", num_samples=8, seed=0)  # Optuna
+
+    study_name(cfg, "tune-small") / study_path(cfg, "tune-small")    runs/<study> (absolute)
+    sweep_tags(sweep, model_cfg)                                       W&B tags (sweep, model, width)
+    save_table(df, study_dir, "trials")                                trials.parquet + trials.csv
+    log_summary(cfg, study_dir, name, tables, images, summary)         one W&B summary run per sweep
+    git_commit(), write_json(path, obj), read_json(path)
+
+Each trial's config is the base RunConfig plus dotted overrides (``config.with_overrides``); the trainable calls
+``train.run`` with a tracker from ``cfg.tracker`` (one W&B run per trial, group = study, tags), so every trial also
+lands in the local results table ``<out_dir>/results.jsonl``.
+
+Ledger and resume. Every trial has a stable ``trial_key`` = [label-]sha1(resolved trial config minus bookkeeping keys
+such as out_dir, tracker, ray, sweep)[:10], and a folder ``<study>/trials/<trial_key>/`` holding ``trial.json``
+(written at start: key, label, overrides) and, once the trial is over, ``final.json`` (the ledger record: status
+ok | diverged | failed | early_stopped, error, val_loss and the other final metrics of ``train.run``; written
+atomically). A ledger entry means "finished, never run again":
+
+- fixed lists (``run_trials``): trials whose ``final.json`` exists are not submitted to Ray at all;
+- Optuna searches (``run_search``): an interrupted experiment is continued with ``Tuner.restore(...,
+  resume_unfinished=True, resume_errored=False)`` (Ray restores the OptunaSearch state); in addition the trainable
+  itself checks the ledger first and, when the trial already finished (killed after ``final.json`` but before Ray
+  saved its state), reports the recorded metrics instead of training again.
+
+Every actual start of training appends one line ``<time> start <trial_key>`` to ``<study>/trial_starts.log``
+(tests count these to prove nothing is re-run). A trial started again after being killed mid-run (no ledger record)
+resumes from its own last checkpoint (``train.checkpoint_every_s``; ``train.resume`` is set when one exists).
+
+Failures never kill a sweep: an exception inside a trial (bad override, OOM, ...) is caught in the trainable and
+recorded as status "failed" with its one-line error and val_loss = inf; a diverged run (``train.run`` returns
+diverged) is recorded as status "diverged" with val_loss = inf.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from ptsweep.config import TRANSFER_KEYS, ConfigError, RunConfig, flatten, to_dict, with_overrides
+
+__all__ = [
+    "SweepError",
+    "transfer_path",
+    "read_transfer",
+    "METRIC",
+    "MODE",
+    "ray_session",
+    "run_trials",
+    "run_search",
+    "study_name",
+    "study_path",
+    "sweep_tags",
+    "trial_key",
+    "read_ledger",
+    "save_table",
+    "log_summary",
+    "git_commit",
+    "write_json",
+    "read_json",
+    "optuna_study_from_table",
+]
+
+METRIC, MODE = "val_loss", "min"
+TRIAL_FIELD = "__trial__"
+"""param_space key that carries the trial key of a fixed-list trial (never a config key: no dot)."""
+STARTS_LOG = "trial_starts.log"
+# Keys that do not change what a trial computes: left out of the trial key (so e.g. a different out_dir, W&B mode
+# or Ray setting still finds the finished trials).
+_KEY_EXCLUDE_PREFIXES = ("tracker.", "ray.", "sweep.")
+_KEY_EXCLUDE = {"out_dir", "run_name", "preset", "data.cache_dir", "data.num_proc", "train.progress",
+                "train.threads", "train.resume", "train.checkpoint", "train.checkpoint_every_s", "train.device",
+                "train.stop_after_steps", "train.log_every"}
+# Final metrics copied from the ledger into result tables (in this order; history is never copied).
+TABLE_METRICS = ("val_loss", "status", "error", "steps", "tokens", "best_val_loss", "val_loss_init", "train_loss",
+                 "params", "non_embedding_params", "flops_per_token", "tokens_per_s", "wall_s", "device")
+
+
+class SweepError(ConfigError):
+    """A user-fixable sweep problem (e.g. transfer.yaml missing). A ConfigError, so the CLI prints one line."""
+
+
+TUNE_STUDY = "tune-small"
+"""Default study name of tune-small: where verify-transfer / scaling-curves look for transfer.yaml."""
+
+
+def transfer_path(cfg: RunConfig) -> Path:
+    """``sweep.transfer_file`` or ``<out_dir>/tune-small/transfer.yaml`` (absolute)."""
+    return Path(cfg.sweep.transfer_file or Path(cfg.out_dir) / TUNE_STUDY / "transfer.yaml").resolve()
+
+
+def read_transfer(cfg: RunConfig) -> tuple[dict[str, float], dict, Path]:
+    """(the 7 transferred values by dotted key, provenance, path) from transfer.yaml; SweepError if missing."""
+    import yaml
+
+    path = transfer_path(cfg)
+    if not path.exists():
+        raise SweepError(f"sweep.transfer_file: {path} not found - run `make tune-small` first "
+                         f"(or point sweep.transfer_file=... to a transfer.yaml)")
+    doc = yaml.safe_load(path.read_text()) or {}
+    values = doc.get("values", doc)
+    missing = [k for k in TRANSFER_KEYS if k not in values]
+    if missing:
+        raise SweepError(f"sweep.transfer_file: {path} lacks {', '.join(missing)}")
+    return {k: float(values[k]) for k in TRANSFER_KEYS}, dict(doc.get("provenance", {})), path
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Small helpers
+# --------------------------------------------------------------------------------------------------------------
+def _jsonable(v: Any) -> Any:
+    from ptsweep.tracking import _jsonable as tj
+
+    return tj(v)
+
+
+def write_json(path: Path, obj: Any) -> None:
+    """Atomic JSON write (temporary file + os.replace); non-finite floats as Infinity/NaN."""
+    from ptsweep.tracking import write_atomic
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, json.dumps(_jsonable(obj), indent=1))
+
+
+def read_json(path: Path) -> Any:
+    return json.loads(Path(path).read_text())
+
+
+def git_commit() -> str:
+    """``git rev-parse HEAD`` of the repository holding ptsweep, or "unknown"."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent, capture_output=True,
+                             text=True, timeout=10)
+        return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def study_name(cfg: RunConfig, default: str) -> str:
+    """``sweep.study`` or the sweep's default name (e.g. "tune-small")."""
+    return cfg.sweep.study or default
+
+
+def study_path(cfg: RunConfig, default: str) -> Path:
+    """Absolute ``<out_dir>/<study>``."""
+    return (Path(cfg.out_dir) / study_name(cfg, default)).resolve()
+
+
+def sweep_tags(sweep: str, model_cfg) -> list[str]:
+    """W&B tags of a trial: sweep, model and width."""
+    return [f"sweep={sweep}", f"model={model_cfg.name}", f"width={model_cfg.width}"]
+
+
+def _one_line(e: BaseException) -> str:
+    return (f"{type(e).__name__}: {e}".splitlines() or [type(e).__name__])[0][:500]
+
+
+def _finite_or_inf(x: Any) -> float:
+    try:
+        x = float(x)
+    except (TypeError, ValueError):
+        return math.inf
+    return x if math.isfinite(x) else math.inf
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Ray session
+# --------------------------------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def ray_session(ray_cfg):
+    """Connect to / start Ray for the duration of a sweep.
+
+    - Ray already initialised (e.g. a test fixture, or the demo chaining sweeps): reuse it, leave it running.
+    - ``ray.address`` or ``$RAY_ADDRESS`` set: join that cluster (its auth token must be in the environment).
+    - Otherwise: a local Ray on 127.0.0.1 only, no dashboard, ``num_cpus`` / ``object_store_memory`` from the config,
+      ``RAY_AUTH_MODE=disabled`` unless set; shut down on exit.
+    """
+    import ray
+
+    if ray.is_initialized():
+        yield
+        return
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    # Tune's automatic CSV/JSON/TensorBoard result loggers duplicate the ledger (and choke on val_loss = inf).
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+    address = ray_cfg.address or os.environ.get("RAY_ADDRESS", "")
+    # Trial workers inherit the environment; the repo root on PYTHONPATH lets them import ptsweep even when it is
+    # not installed (local clusters only; a remote cluster needs ptsweep installed on its nodes).
+    root = str(Path(__file__).resolve().parents[2])
+    if root not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
+    if address:
+        ray.init(address=address, ignore_reinit_error=True, log_to_driver=True)
+    else:
+        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+        ray.init(num_cpus=ray_cfg.num_cpus or None, object_store_memory=ray_cfg.object_store_memory or None,
+                 include_dashboard=False, _node_ip_address="127.0.0.1", ignore_reinit_error=True,
+                 log_to_driver=True)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Trial keys and the ledger
+# --------------------------------------------------------------------------------------------------------------
+def _norm(v: Any) -> Any:
+    if isinstance(v, float):
+        return repr(v)
+    if isinstance(v, (list, tuple)):
+        return [_norm(x) for x in v]
+    return v
+
+
+def trial_key(base: Mapping[str, Any], overrides: Mapping[str, Any], label: str = "") -> str:
+    """Stable key of a trial: ``[label-]`` + sha1 of the flattened base config (a nested dict from ``to_dict``)
+    with the overrides applied, leaving out bookkeeping keys (``_KEY_EXCLUDE``). Same computation, same key."""
+    flat = flatten(dict(base)) if any(isinstance(v, dict) for v in base.values()) else dict(base)
+    flat.update(overrides)
+    if "model.name" in overrides:  # switching models drops the other model's keys (as with_overrides does)
+        flat = {k: v for k, v in flat.items() if not k.startswith("model.") or k in overrides or k == "model.name"}
+    keep = {k: _norm(v) for k, v in sorted(flat.items())
+            if k not in _KEY_EXCLUDE and not k.startswith(_KEY_EXCLUDE_PREFIXES)}
+    digest = hashlib.sha1(json.dumps(keep, sort_keys=True).encode()).hexdigest()[:10]
+    return f"{label}-{digest}" if label else digest
+
+
+def trial_dir(study_dir: Path, key: str) -> Path:
+    return Path(study_dir) / "trials" / key
+
+
+def read_ledger(study_dir: Path, key: str) -> dict | None:
+    """The ledger record (``final.json``) of a finished trial, or None if it has not finished."""
+    path = trial_dir(study_dir, key) / "final.json"
+    if not path.exists():
+        return None
+    try:
+        rec = read_json(path)
+    except (OSError, json.JSONDecodeError):
+        return None
+    # train.run's tracker also writes final.json (without trial_key) just before the trainable's record: a record
+    # without trial_key is the tracker's, i.e. the process died in between; it still means "finished".
+    return rec if isinstance(rec, dict) and "status" in rec else None
+
+
+def _record(study_dir: Path, key: str, label: str, overrides: Mapping[str, Any], metrics: Mapping[str, Any]) -> dict:
+    rec = {"trial_key": key, "label": label, "overrides": dict(overrides),
+           **{k: v for k, v in metrics.items() if k != "history"},
+           "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    rec["val_loss"] = _finite_or_inf(rec.get("val_loss"))
+    rec.setdefault("error", "")
+    write_json(trial_dir(study_dir, key) / "final.json", rec)
+    return rec
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The trainable (runs inside a Ray worker)
+# --------------------------------------------------------------------------------------------------------------
+def _report_subset(m: Mapping[str, Any]) -> dict:
+    out = {"val_loss": _finite_or_inf(m.get("val_loss")), "tokens": float(m.get("tokens", 0) or 0),
+           "steps": int(m.get("step", m.get("steps", 0)) or 0)}
+    for k in ("status", "error", "trial_key", "train_loss", "best_val_loss"):
+        if k in m:
+            v = m[k]
+            out[k] = _finite_or_inf(v) if k in ("train_loss", "best_val_loss") else str(v)
+    return out
+
+
+def _trainable(config: dict, *, base: dict, fixed: dict, table: dict, study_dir: str, threads: int) -> None:
+    """Ray Tune function trainable: one ``train.run`` of base + overrides; never raises for a failed run."""
+    import torch
+    from ray import tune
+
+    from ptsweep import train
+    from ptsweep.config import from_dict
+    from ptsweep.tracking import make_tracker
+
+    study = Path(study_dir)
+    if TRIAL_FIELD in config:  # fixed list: the key was computed in the driver
+        key = config[TRIAL_FIELD]
+        label = table[key]["label"]
+        overrides = {**fixed, **table[key]["overrides"]}
+    else:  # Optuna: the proposed dotted params
+        label = table.get("__label__", "")
+        overrides = {**fixed, **{k: v for k, v in config.items() if "." in k}}
+        key = trial_key(base, overrides, label)
+
+    done = read_ledger(study, key)
+    if done is not None:  # finished before an interruption: report the record, do not train again
+        tune.report(_report_subset({**done, "trial_key": key}))
+        return
+
+    tdir = trial_dir(study, key)
+    tdir.mkdir(parents=True, exist_ok=True)
+    write_json(tdir / "trial.json", {"trial_key": key, "label": label, "overrides": overrides,
+                                     "started_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "pid": os.getpid()})
+    from ptsweep.tracking import append_line
+
+    append_line(study / STARTS_LOG, f"{time.strftime('%Y-%m-%dT%H:%M:%S')} start {key}")
+    if threads > 0:
+        torch.set_num_threads(threads)
+
+    last: dict = {}
+
+    def report_fn(m: dict) -> None:
+        last.update(m)
+        sub = _report_subset({**m, "trial_key": key})
+        write_json(tdir / "progress.json", sub)  # last reported metrics: the record of an ASHA-stopped trial
+        tune.report(sub)
+
+    try:
+        # continue from the trial's own checkpoint if an earlier attempt was killed mid-run
+        ckpt = tdir / train.CHECKPOINT
+        cfg = with_overrides(from_dict(base), {**overrides, "train.resume": ckpt.exists()})
+        tracker = make_tracker(cfg.tracker)
+        metrics = train.run(cfg, tracker, run_dir=tdir, report_fn=report_fn)
+        if metrics.get("diverged"):
+            metrics = {**metrics, "status": "diverged", "val_loss": math.inf,
+                       "error": metrics.get("error") or "diverged: non-finite loss"}
+    except SystemExit:  # Ray stops the trial at a report (ASHA early stop with synchronous reporting)
+        _record(study, key, label, overrides, {**last, "steps": last.get("step", 0), "status": "early_stopped"})
+        raise
+    except Exception as e:  # noqa: BLE001 - any failure is recorded, never propagated
+        metrics = {"status": "failed", "error": _one_line(e), "val_loss": math.inf,
+                   "steps": last.get("step", 0), "tokens": last.get("tokens", 0)}
+        print(f"[ptsweep] trial {key} failed: {metrics['error']}", file=sys.stderr)
+    rec = _record(study, key, label, overrides, metrics)
+    if rec.get("status") in ("ok", "diverged", "failed") and not base.get("sweep", {}).get("keep_checkpoints", False):
+        with contextlib.suppress(OSError):
+            (tdir / train.CHECKPOINT).unlink()
+    tune.report(_report_subset({**rec, "trial_key": key}))
+
+
+def _prepare_base(cfg: RunConfig, study_dir: Path, group: str, tags: Sequence[str]) -> RunConfig:
+    """Absolute paths (workers run elsewhere), per-trial threads, resumable trials, tracker group/tags."""
+    from ptsweep.data import resolve_path
+
+    threads = max(1, int(cfg.ray.cpus_per_trial))
+    return with_overrides(cfg, {
+        "out_dir": str(Path(cfg.out_dir).resolve()),
+        "data.cache_dir": str(resolve_path(cfg.data.cache_dir)),
+        "train.threads": threads,
+        "train.progress": False,
+        "tracker.group": group,
+        "tracker.tags": list(tags),
+    })
+
+
+def _warm_data(cfg: RunConfig) -> int:
+    """Tokenise/cache the corpus once in the driver (trials then only open the cache); returns the vocab size."""
+    from ptsweep import data as data_mod
+
+    return int(data_mod.prepare(cfg.data).vocab_size)
+
+
+def _trainable_with_resources(cfg: RunConfig, base: dict, fixed: dict, table: dict, study_dir: Path):
+    from ray import tune
+
+    fn = tune.with_parameters(_trainable, base=base, fixed=dict(fixed), table=table, study_dir=str(study_dir),
+                              threads=max(1, int(cfg.ray.cpus_per_trial)))
+    return tune.with_resources(fn, {"cpu": cfg.ray.cpus_per_trial, "gpu": cfg.ray.gpus_per_trial})
+
+
+def _storage(cfg: RunConfig, study_dir: Path) -> str:
+    return cfg.ray.storage_path or str(Path(study_dir) / "ray")
+
+
+def _progress_callback(name: str, total: int):
+    from ray.tune import Callback
+
+    class _Progress(Callback):
+        """One line per finished trial (Ray's own progress table is off)."""
+
+        def __init__(self) -> None:
+            self.n = 0
+
+        def on_trial_complete(self, iteration, trials, trial, **info):
+            self.n += 1
+            r = trial.last_result or {}
+            print(f"[{name}] trial {r.get('trial_key', trial.trial_id)} {r.get('status', 'done')} "
+                  f"val_loss={r.get('val_loss', float('nan')):.4f} ({self.n}/{total})", file=sys.stderr, flush=True)
+
+        def on_trial_error(self, iteration, trials, trial, **info):
+            self.n += 1
+            print(f"[{name}] trial {trial.trial_id} errored ({self.n}/{total})", file=sys.stderr, flush=True)
+
+    return _Progress()
+
+
+def _ray_run_config(cfg: RunConfig, study_dir: Path, name: str, total: int):
+    from ray import tune
+
+    return tune.RunConfig(name=name, storage_path=_storage(cfg, study_dir), verbose=0,
+                          failure_config=tune.FailureConfig(max_failures=0),
+                          callbacks=[_progress_callback(name, total)])
+
+
+def _fit(tuner):
+    """``tuner.fit()`` without the warning about result files (Tune's file loggers are off: the ledger is the
+    record)."""
+    import logging
+
+    log = logging.getLogger("ray.tune.analysis.experiment_analysis")
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        return tuner.fit()
+    finally:
+        log.setLevel(level)
+
+
+def _short_dirname(trial) -> str:
+    return f"trial_{trial.trial_id}"
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Fixed list of trials
+# --------------------------------------------------------------------------------------------------------------
+def run_trials(cfg: RunConfig, trials: Sequence[Mapping[str, Any]], study_dir: Path, experiment_name: str, *,
+               labels: Sequence[str] | None = None, tags: Sequence[str] = (), group: str | None = None) -> "pd.DataFrame":
+    """Run a fixed list of trials (each = ``cfg`` + dotted overrides) on Ray Tune; resumable.
+
+    Args:
+        cfg: the composed base RunConfig (its ``ray`` section sets resources and concurrency).
+        trials: one dict of dotted overrides per trial, e.g. ``{"optim.lr": 3e-3, "seed": 1}``.
+        study_dir: ``runs/<study>`` (ledger in ``<study_dir>/trials``, Ray state in ``<study_dir>/ray``).
+        experiment_name: Ray experiment name (a timestamp is appended: each invocation is a fresh experiment).
+        labels: optional readable prefix of each trial key (e.g. "base-s1", "p007").
+        tags: W&B tags of every trial; group: W&B group (default: the study folder name).
+
+    Trials with a ledger entry are not run again. Returns one row per trial, in input order: trial_key, label,
+    the override columns (dotted), then ``TABLE_METRICS`` (val_loss = inf for failed/diverged runs)."""
+    import pandas as pd
+
+    study_dir = Path(study_dir).resolve()
+    labels = list(labels) if labels is not None else [""] * len(trials)
+    if len(labels) != len(trials):
+        raise ValueError("labels and trials differ in length")
+    group = group or study_dir.name
+    base_cfg = _prepare_base(cfg, study_dir, group, tags)
+    base = to_dict(base_cfg)
+    keys = [trial_key(base, ov, lab) for ov, lab in zip(trials, labels)]
+    if len(set(keys)) != len(keys):
+        raise ValueError("two trials have identical configs (same trial key); give them different seeds or labels")
+    table = {k: {"overrides": dict(ov), "label": lab} for k, ov, lab in zip(keys, trials, labels)}
+    pending = [k for k in keys if read_ledger(study_dir, k) is None]
+    n_done = len(keys) - len(pending)
+    print(f"[{study_dir.name}/{experiment_name}] {len(keys)} trials: {n_done} already finished (ledger), "
+          f"{len(pending)} to run", file=sys.stderr, flush=True)
+
+    errors: dict[str, str] = {}
+    if pending:
+        from ray import tune
+
+        _warm_data(base_cfg)
+        fn = _trainable_with_resources(base_cfg, base, {}, table, study_dir)
+        tuner = tune.Tuner(
+            fn,
+            param_space={TRIAL_FIELD: tune.grid_search(pending)},
+            tune_config=tune.TuneConfig(num_samples=1, max_concurrent_trials=cfg.ray.max_concurrent or None,
+                                        reuse_actors=False, trial_dirname_creator=_short_dirname),
+            run_config=_ray_run_config(cfg, study_dir, f"{experiment_name}-{time.strftime('%Y%m%d-%H%M%S')}",
+                                       len(pending)),
+        )
+        grid = _fit(tuner)
+        for r in grid:
+            if r.error is not None and r.config:
+                errors[r.config.get(TRIAL_FIELD, "")] = _one_line(r.error)
+
+    rows = []
+    for k in keys:
+        rec = read_ledger(study_dir, k)
+        row = {"trial_key": k, "label": table[k]["label"], **table[k]["overrides"]}
+        if rec is None:  # the worker died without a record (e.g. killed by the OS)
+            rec = {"status": "failed", "val_loss": math.inf,
+                   "error": errors.get(k, "no ledger record: the trial's worker died")}
+        row.update({m: rec.get(m) for m in TABLE_METRICS})
+        row["val_loss"] = _finite_or_inf(row["val_loss"])
+        row["error"] = row["error"] or ""
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Optuna-driven search
+# --------------------------------------------------------------------------------------------------------------
+def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_dir: Path, experiment_name: str, *,
+               num_samples: int, seed: int = 0, fixed: Mapping[str, Any] | None = None, label: str = "",
+               asha: Mapping[str, float] | None = None, tags: Sequence[str] = (),
+               group: str | None = None) -> "pd.DataFrame":
+    """Optuna TPE (seeded) proposes ``num_samples`` trials over ``space``; Ray Tune runs them; resumable.
+
+    Args:
+        space: dotted key -> (low, high), each sampled log-uniformly (the Optuna param name IS the dotted key).
+        fixed: overrides applied to every trial (e.g. ``{"model.name": "bert", "model.width": 192}``).
+        label: prefix of the trial keys (e.g. "bert-w192") - lets several searches share one study folder.
+        asha: ``{"grace_frac": 0.25, "reduction": 3}`` -> ASHA on val_loss with time = tokens (None or reduction <= 1:
+            no early stopping, every trial runs its full budget).
+        experiment_name: the Ray experiment; if ``<storage>/<experiment_name>`` can be restored, it is continued
+            (``Tuner.restore(..., resume_unfinished=True, resume_errored=False)``) instead of starting over.
+
+    Returns one row per trial: trial_id, trial_key, the dotted params, then ``TABLE_METRICS`` (status
+    "early_stopped" for trials ASHA stopped, with their last reported val_loss)."""
+    import optuna
+    import pandas as pd
+    from ray import tune
+    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
+    from ray.tune.search.optuna import OptunaSearch
+
+    study_dir = Path(study_dir).resolve()
+    fixed = dict(fixed or {})
+    group = group or study_dir.name
+    base_cfg = _prepare_base(cfg, study_dir, group, tags)
+    base = to_dict(base_cfg)
+    trial_cfg0 = with_overrides(base_cfg, fixed)  # validates the fixed overrides in the driver
+    _warm_data(trial_cfg0)
+    fn = _trainable_with_resources(base_cfg, base, fixed, {"__label__": label}, study_dir)
+
+    from ptsweep.train import num_steps
+
+    budget = float(num_steps(trial_cfg0) * trial_cfg0.train.batch_size * trial_cfg0.data.seq_len)
+    if asha and asha.get("reduction", 1) > 1:
+        # max_t just above the budget: ASHA stops a trial that reaches max_t at once, which would cut off the
+        # final report (and the ledger record) of trials that ran their whole budget.
+        scheduler = ASHAScheduler(time_attr="tokens", max_t=budget + 1.0,
+                                  grace_period=max(1.0, float(asha.get("grace_frac", 0.25)) * budget),
+                                  reduction_factor=float(asha["reduction"]))
+    else:
+        scheduler = FIFOScheduler()
+    exp_path = Path(_storage(cfg, study_dir)) / experiment_name
+    run_config = _ray_run_config(cfg, study_dir, experiment_name, num_samples)
+    if tune.Tuner.can_restore(str(exp_path)):
+        print(f"[{study_dir.name}/{experiment_name}] resuming the interrupted search in {exp_path}", file=sys.stderr,
+              flush=True)
+        tuner = tune.Tuner.restore(str(exp_path), trainable=fn, resume_unfinished=True, resume_errored=False,
+                                   restart_errored=False)
+    else:
+        dists = {k: optuna.distributions.FloatDistribution(float(lo), float(hi), log=True)
+                 for k, (lo, hi) in space.items()}
+        searcher = OptunaSearch(space=dists, metric=METRIC, mode=MODE, seed=seed)
+        tuner = tune.Tuner(
+            fn,
+            tune_config=tune.TuneConfig(search_alg=searcher, scheduler=scheduler, num_samples=num_samples,
+                                        metric=METRIC, mode=MODE,
+                                        max_concurrent_trials=cfg.ray.max_concurrent or None, reuse_actors=False,
+                                        trial_dirname_creator=_short_dirname),
+            run_config=run_config,
+        )
+    grid = _fit(tuner)
+
+    rows = []
+    for r in grid:
+        params = {k: v for k, v in (r.config or {}).items() if "." in k}
+        if not params:
+            continue
+        key = trial_key(base, {**fixed, **params}, label)
+        rec = read_ledger(study_dir, key)
+        row = {"trial_id": Path(r.path).name.removeprefix("trial_") if r.path else "", "trial_key": key, **params}
+        if rec is not None:
+            row.update({m: rec.get(m) for m in TABLE_METRICS})
+        elif r.error is not None:
+            row.update(status="failed", error=_one_line(r.error), val_loss=math.inf)
+        else:  # stopped by ASHA before the end of its budget: its last reported metrics
+            prog = trial_dir(study_dir, key) / "progress.json"
+            last = read_json(prog) if prog.exists() else {}
+            row.update({m: last.get(m) for m in TABLE_METRICS}, status="early_stopped", error="")
+        row["val_loss"] = _finite_or_inf(row.get("val_loss"))
+        row["error"] = row.get("error") or ""
+        rows.append(row)
+    return pd.DataFrame(rows)  # in Ray's trial order (= the order Optuna proposed them)
+
+
+def optuna_study_from_table(df, space: Mapping[str, tuple[float, float]], study_name: str = "ptsweep"):
+    """Rebuild an in-memory Optuna study from a trials table (for optuna.visualization): status ok -> COMPLETE,
+    early_stopped -> PRUNED, failed/diverged -> FAIL."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    dists = {k: optuna.distributions.FloatDistribution(float(lo), float(hi), log=True) for k, (lo, hi) in space.items()}
+    study = optuna.create_study(study_name=study_name, direction="minimize")
+    for _, row in df.iterrows():
+        params = {k: float(row[k]) for k in space}
+        status, loss = row.get("status"), float(row.get("val_loss", math.inf))
+        if status == "ok" and math.isfinite(loss):
+            t = optuna.trial.create_trial(params=params, distributions=dists, value=loss)
+        elif status == "early_stopped":
+            inter = {int(row.get("tokens") or 0): loss} if math.isfinite(loss) else {}
+            t = optuna.trial.create_trial(params=params, distributions=dists, state=optuna.trial.TrialState.PRUNED,
+                                          intermediate_values=inter)
+        else:
+            t = optuna.trial.create_trial(params=params, distributions=dists, state=optuna.trial.TrialState.FAIL)
+        study.add_trial(t)
+    return study
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Outputs
+# --------------------------------------------------------------------------------------------------------------
+def save_table(df, study_dir: Path, name: str) -> tuple[Path, Path]:
+    """``<study_dir>/<name>.parquet`` + ``.csv`` (object columns stringified for parquet)."""
+    study_dir = Path(study_dir)
+    study_dir.mkdir(parents=True, exist_ok=True)
+    pq, csv = study_dir / f"{name}.parquet", study_dir / f"{name}.csv"
+    df.to_csv(csv, index=False)
+    d = df.copy()
+    for c in d.columns:
+        if d[c].dtype == object:
+            d[c] = d[c].map(lambda v: v if v is None or isinstance(v, str) else json.dumps(_jsonable(v)))
+    d.to_parquet(pq, index=False)
+    return pq, csv
+
+
+def log_summary(cfg: RunConfig, study_dir: Path, name: str, tables: Mapping[str, Any] | None = None,
+                images: Mapping[str, str | Path] | None = None, summary: Mapping[str, Any] | None = None,
+                tags: Iterable[str] = ()) -> str:
+    """One W&B summary run per sweep (job_type="summary", group = study) with the tables (wandb.Table) and plots
+    (wandb.Image). Only when ``tracker.mode != disabled``; wandb is imported lazily by the tracker. Never fails the
+    sweep: returns "" on success, or a one-line note of what went wrong / why it was skipped."""
+    if cfg.tracker.mode == "disabled":
+        return "tracker.mode=disabled: no W&B summary run"
+    try:
+        from ptsweep.tracking import make_tracker
+
+        tracker = make_tracker(cfg.tracker)
+        run_dir = Path(study_dir) / "wandb_summary"
+        tracker.start(run_dir, to_dict(cfg), name=f"{Path(study_dir).name}-summary", group=Path(study_dir).name,
+                      tags=list(tags), job_type="summary")
+        for tname, df in (tables or {}).items():
+            tracker.log_table(tname, df)
+        if images:
+            tracker.log_images({k: str(v) for k, v in images.items() if Path(v).exists()})
+        tracker.finish({**(summary or {}), "status": "ok"})
+        note = ""
+        if cfg.tracker.mode == "online":
+            note = "W&B report creation skipped (optional); the summary run holds the table and plots"
+        return note
+    except Exception as e:  # noqa: BLE001
+        return f"W&B summary run failed: {_one_line(e)}"

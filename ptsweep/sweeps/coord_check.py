@@ -1,0 +1,332 @@
+"""muP coordinate check (Yang et al. 2022, "Tensor Programs V", §D / microsoft/mup ``coord_check``) for PT, BERT, UT.
+
+For each parametrization (``sweep.coord_parametrizations``: muP and SP side by side), width (``sweep.coord_widths``)
+and seed (``sweep.coord_seeds``) the model is built, then trained for ``sweep.coord_steps`` AdamW steps at a large
+constant base LR (``sweep.coord_lr``; no warm-up, no clipping, no weight decay: only the parametrization's init and
+per-role LR multipliers act) on real MLM batches (``data.train_batch``). Before the first step (t = 0, init) and after
+every step t the model runs on ONE fixed measurement batch (the first validation batch, fixed masks) and every
+intermediate x is reduced to two numbers:
+
+    value = mean_i |x_t[i]|            the size of the activation (muP: Theta(1) in width)
+    delta = mean_i |x_t[i] - x_0[i]|   the size of its change since init (muP: Theta(1); SP: grows with width)
+
+Intermediates (``quantity``, ``iteration``):
+  PT   per MFVI iteration t = 1..T (trace of ``ProbabilisticTransformer.mfvi``): z_logits, p_hat (= a_Z Q_z; its mean
+       |.| is identically 1 under muP, so p_hat_rms = sqrt(mean p_hat^2) is recorded too: it grows with width when
+       Q_z concentrates), g_hat_rms (a_G Q_g, same reason), q, v, attn_logits (valid pairs only), topic_logits,
+       msg_unary, msg_child, msg_head, msg_topic. Iteration 0 (no MFVI iteration): encoder_out (h at the labelled
+       positions), head_norm (RMSNorm output times gain) and output_logits.
+  BERT/UT per layer application l = 1..n_layers (forward hooks on the HF modules; for UT the one shared layer fires
+       n_layers times): attn_context (BertSelfAttention output), attn_out (attention output dense, before its LN),
+       ffn_act (GELU output), ffn_out (FFN output dense, before LN), hidden (layer output). Iteration 0: embeddings,
+       head_transform, output_logits.
+
+Slopes: ``analysis.fits.coord_slopes`` fits log(size) vs log(width) per (parametrization, quantity, iteration, step)
+after averaging seeds, for ``value`` and for ``delta`` (t >= 1). Verdict (muP only): every slope must lie in
+[-tol, +tol] (``sweep.coord_tolerance``), except that the value of a quantity muP makes vanish at init on purpose
+(:data:`EXPECTED_VANISHING`, e.g. the output logits) only must not grow (slope <= +tol); its delta is checked
+two-sidedly like every other (see experiments/coord-check/README.md).
+
+Outputs, under ``<out_dir>/<study or coord-check>/<model>/``: ``coords.csv`` (every measurement), ``slopes.csv``,
+``summary.json`` (slopes, verdict, worst quantity, settings) and PNGs (``analysis.plots.plot_coord_check``, one per
+iteration and statistic, SP next to muP in every panel). With ``sweep.strict=true`` a failed verdict raises
+``SystemExit(1)`` after everything is written. Runs in-process (no Ray): the check is a few seconds per width.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ptsweep import data as data_mod
+from ptsweep.analysis.fits import coord_slopes
+from ptsweep.config import PTConfig, RunConfig, to_dict, with_overrides
+from ptsweep.models import IGNORE_INDEX, build_model, mlm_loss
+from ptsweep.parametrization import build_optimizer
+
+GROUPS = ("parametrization", "quantity", "iteration", "step")
+
+EXPECTED_VANISHING: dict[str, set[str]] = {
+    # muP readouts are initialised to vanish: W_out ~ N(0, 1/N^2) (PT, [S] Table 2) and the 1/d readout multiplier
+    # (BERT/UT) give output logits of size N^(-1/2) at init. The updates (delta) must still be Theta(1).
+    "pt": {"output_logits"},
+    "bert": {"output_logits"},
+    "ut": {"output_logits"},
+}
+"""Per model: quantities whose value may shrink with width under muP (init part vanishes; checked one-sidedly)."""
+
+EXPECTED_VANISHING_RANK = {"attn_logits"}
+"""PT with scaling=rank: <q, v>/r is O(r^(-1/2)) at init (spec §6.4, as in muP Transformers): value checked one-sidedly."""
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Measuring one model
+# --------------------------------------------------------------------------------------------------------------
+def _size(x: torch.Tensor) -> float:
+    return float(x.detach().float().abs().mean())
+
+
+def _pt_activations(model, batch: dict) -> dict[tuple[str, int], torch.Tensor]:
+    """Every PT intermediate on ``batch`` (eval mode, no grad): {(quantity, iteration): tensor}."""
+    ids, mask, labels = batch["input_ids"], batch["attention_mask"], batch["labels"]
+    trace: list[dict] = []
+    hidden = model.mfvi(ids, mask, trace)  # (B, L, N)
+    if model.cfg.head_input == "probs":
+        hidden = model.features(torch.softmax(hidden.float(), dim=-1).to(hidden.dtype))
+    valid = model.valid_pairs(mask.bool())  # (B, 1, L, L)
+    out: dict[tuple[str, int], torch.Tensor] = {}
+    for t, rec in enumerate(trace, start=1):
+        for name in ("z_logits", "p_hat", "q", "v", "topic_logits", "msg_unary", "msg_child", "msg_head",
+                     "msg_topic"):
+            out[(name, t)] = rec[name]
+        out[("attn_logits", t)] = rec["attn_logits"].masked_select(valid.expand_as(rec["attn_logits"]))
+        out[("p_hat_rms", t)] = rec["p_hat"]
+        out[("g_hat_rms", t)] = model.const.a_g * rec["q_g"]
+    sel = hidden[labels != IGNORE_INDEX]  # (n, N)
+    h = sel.float()
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + model.cfg.rms_eps) * model.head_gain
+    out[("encoder_out", 0)] = sel
+    out[("head_norm", 0)] = h
+    out[("output_logits", 0)] = model.head(sel)
+    return out
+
+
+def _hf_activations(model, batch: dict) -> dict[tuple[str, int], torch.Tensor]:
+    """BERT / UT intermediates via forward hooks on the HF modules; iteration = layer application 1..n_layers."""
+    layers = list(model.layers) if hasattr(model, "layers") else [model.layer]
+    out: dict[tuple[str, int], torch.Tensor] = {}
+    calls = {"n": 0}
+    handles = []
+
+    def grab(name: str, per_layer: bool = True):
+        def hook(_mod, _inp, output):
+            x = output[0] if isinstance(output, tuple) else output
+            out[(name, calls["n"] if per_layer else 0)] = x.detach()
+        return hook
+
+    def count(_mod, _inp):  # a layer application starts: next iteration index
+        calls["n"] += 1
+
+    for layer in layers:
+        handles.append(layer.register_forward_pre_hook(count))
+        handles.append(layer.attention.self.register_forward_hook(grab("attn_context")))
+        handles.append(layer.attention.output.dense.register_forward_hook(grab("attn_out")))
+        handles.append(layer.intermediate.register_forward_hook(grab("ffn_act")))
+        handles.append(layer.output.dense.register_forward_hook(grab("ffn_out")))
+        handles.append(layer.register_forward_hook(grab("hidden")))
+    handles.append(model.embeddings.register_forward_hook(grab("embeddings", per_layer=False)))
+    handles.append(model.head_transform.register_forward_hook(grab("head_transform", per_layer=False)))
+    try:
+        ids, mask, labels = batch["input_ids"], batch["attention_mask"], batch["labels"]
+        hidden = model.encode(ids, mask)  # (B, L, d)
+        out[("output_logits", 0)] = model.head(hidden[labels != IGNORE_INDEX])  # (n, V)
+    finally:
+        for h in handles:
+            h.remove()
+    return out
+
+
+@torch.no_grad()
+def activations(model, batch: dict) -> dict[tuple[str, int], torch.Tensor]:
+    """{(quantity, iteration): tensor} of every measured intermediate of ``model`` on ``batch`` (eval mode)."""
+    was_training = model.training
+    model.eval()
+    try:
+        if isinstance(getattr(model, "cfg", None), PTConfig):
+            acts = _pt_activations(model, batch)
+        else:
+            acts = _hf_activations(model, batch)
+    finally:
+        model.train(was_training)
+    return acts
+
+
+def _stat(name: str, x: torch.Tensor) -> float:
+    if name.endswith("_rms"):
+        return float(x.detach().float().pow(2).mean().sqrt())
+    return _size(x)
+
+
+def measure_run(cfg: RunConfig, corpus, steps: int, lr: float, batch_size: int) -> list[dict]:
+    """Rows {quantity, iteration, step, value, delta} for one (model config, seed): init, then ``steps`` AdamW steps."""
+    torch.manual_seed(cfg.seed)
+    model = build_model(cfg.model, corpus.vocab_size, cfg.data.seq_len)
+    opt = build_optimizer(model, model.width, model.parametrization, lr, betas=cfg.optim.betas, eps=cfg.optim.eps,
+                          weight_decay=0.0)
+    probe = data_mod.val_batches(corpus, cfg.data, batch_size)[0]
+    rows: list[dict] = []
+    ref: dict[tuple[str, int], torch.Tensor] = {}
+    model.train()
+    for t in range(steps + 1):
+        acts = activations(model, probe)
+        for (name, it), x in acts.items():
+            x = x.detach().float()
+            if t == 0:
+                ref[(name, it)] = x
+            d = (x - ref[(name, it)])
+            delta = float(d.pow(2).mean().sqrt()) if name.endswith("_rms") else float(d.abs().mean())
+            rows.append({"quantity": name, "iteration": it, "step": t, "value": _stat(name, x),
+                         "delta": delta if t > 0 else math.nan})
+        if t == steps:
+            break
+        b = data_mod.train_batch(corpus, cfg.data, t, batch_size, cfg.seed)
+        loss, _ = mlm_loss(model, b["input_ids"], b["attention_mask"], b["labels"])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    return rows
+
+
+def collect(cfg: RunConfig, corpus=None, log=print) -> pd.DataFrame:
+    """The coordinate table: one row per (parametrization, width, seed, quantity, iteration, step)."""
+    sw = cfg.sweep
+    corpus = corpus if corpus is not None else data_mod.prepare(cfg.data)
+    batch_size = sw.coord_batch_size or cfg.train.batch_size
+    frames = []
+    for par in sw.coord_parametrizations:
+        for width in sw.coord_widths:
+            for s in range(sw.coord_seeds):
+                t0 = time.perf_counter()
+                run_cfg = with_overrides(cfg, {"model.width": int(width), "model.parametrization": par,
+                                               "seed": cfg.seed + s})
+                rows = measure_run(run_cfg, corpus, sw.coord_steps, sw.coord_lr, batch_size)
+                df = pd.DataFrame(rows)
+                df["parametrization"], df["width"], df["seed"] = par, int(width), cfg.seed + s
+                frames.append(df)
+                log(f"coord-check {cfg.model.name} {par} width {width} seed {cfg.seed + s}: "
+                    f"{time.perf_counter() - t0:.1f}s")
+    return pd.concat(frames, ignore_index=True)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Slopes and verdict
+# --------------------------------------------------------------------------------------------------------------
+def slopes(coords: pd.DataFrame) -> pd.DataFrame:
+    """Log-log slope vs width of value and delta per (parametrization, quantity, iteration, step); column ``stat``."""
+    out = []
+    for stat in ("value", "delta"):
+        d = coords if stat == "value" else coords[coords["step"] > 0]
+        s = coord_slopes(d, group_cols=GROUPS, value_col=stat)
+        s.insert(0, "stat", stat)
+        out.append(s)
+    return pd.concat(out, ignore_index=True)
+
+
+def exempt(model_name: str, scaling: str | None) -> set[str]:
+    """Quantities whose value at t = 0 is allowed to vanish with width under muP (module docstring)."""
+    names = set(EXPECTED_VANISHING.get(model_name, set()))
+    if model_name == "pt" and scaling == "rank":
+        names |= EXPECTED_VANISHING_RANK
+    return names
+
+
+def verdict(slope_table: pd.DataFrame, tolerance: float, model_name: str = "pt", scaling: str | None = None,
+            quantities: set[str] | None = None) -> dict:
+    """muP verdict: every checked muP slope within [-tolerance, +tolerance].
+
+    ``quantities`` restricts the check (None = all). Rows with a NaN slope (a quantity that is exactly 0 at some
+    width, e.g. a delta of a parameter-free quantity) are not checked. Returns {"pass", "n_checked", "n_failed",
+    "worst" (the checked row furthest outside), "failures" (up to 20 rows, worst first)}. Quantities in
+    :func:`exempt` are checked one-sidedly on their value (no blow-up) and two-sidedly on their delta."""
+    m = slope_table[slope_table["parametrization"] == "mup"].copy()
+    if quantities is not None:
+        m = m[m["quantity"].isin(quantities)]
+    # Values of quantities that vanish at init by design: only a blow-up (slope > +tol) counts, at every step
+    # (their value is init part N^(-1/2) + update part Theta(1), so it may fall with width until updates dominate).
+    one_sided = (m["stat"] == "value") & m["quantity"].isin(exempt(model_name, scaling))
+    m = m[np.isfinite(m["slope"].astype(float))].copy()
+    one_sided = one_sided.loc[m.index]
+    m["excess"] = np.where(one_sided, m["slope"].clip(lower=0.0), m["slope"].abs())
+    c = m
+    bad = c[c["excess"] > tolerance].sort_values("excess", ascending=False)
+    worst = c.sort_values("excess", ascending=False).head(1)
+
+    def rec(r) -> dict:
+        return {"stat": r["stat"], "quantity": r["quantity"], "iteration": int(r["iteration"]),
+                "step": int(r["step"]), "slope": float(r["slope"]), "r2": float(r["r2"])}
+
+    return {
+        "pass": bool(len(c) > 0 and bad.empty),
+        "tolerance": tolerance,
+        "n_checked": int(len(c)),
+        "n_failed": int(len(bad)),
+        "worst": rec(worst.iloc[0]) if len(worst) else None,
+        "failures": [rec(r) for _, r in bad.head(20).iterrows()],
+        "failed_quantities": sorted(bad["quantity"].unique().tolist()),
+        "one_sided_value_check": sorted(exempt(model_name, scaling)),
+    }
+
+
+def _sp_summary(slope_table: pd.DataFrame) -> dict:
+    """For comparison: SP's largest delta slope per quantity (max over iterations and steps)."""
+    s = slope_table[(slope_table["parametrization"] == "sp") & (slope_table["stat"] == "delta")]
+    if s.empty:
+        return {}
+    g = s.groupby("quantity")["slope"].max().sort_values(ascending=False)
+    return {q: float(v) for q, v in g.items()}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Plots and the sweep entry point
+# --------------------------------------------------------------------------------------------------------------
+def plot(coords: pd.DataFrame, folder: Path, model_name: str) -> list[Path]:
+    """One PNG per (iteration, statistic): panels rows = quantity, columns = step, SP and muP lines in each."""
+    from ptsweep.analysis.plots import plot_coord_check
+
+    paths = []
+    for it in sorted(coords["iteration"].unique()):
+        d = coords[coords["iteration"] == it]
+        what = "MFVI iteration" if model_name == "pt" else "layer application"
+        label = f"{what} {it}" if it > 0 else "embedding / head"
+        for stat in ("value", "delta"):
+            g = d if stat == "value" else d[d["step"] > 0]
+            g = g.drop(columns=["value"]).rename(columns={"delta": "value"}) if stat == "delta" else g
+            title = (f"{model_name.upper()} coordinate check, {label}: "
+                     + ("mean |x_t|" if stat == "value" else "mean |x_t - x_0|") + " vs width (flat = muP-correct)")
+            paths.append(plot_coord_check(g[["parametrization", "quantity", "width", "step", "value"]],
+                                          folder / f"coord_{stat}_it{it}.png", title=title))
+    return paths
+
+
+def run(cfg: RunConfig) -> Path:
+    """Run the coordinate check for ``cfg.model`` and write ``<out_dir>/<study>/<model>/`` (module docstring)."""
+    sw = cfg.sweep
+    model_name = cfg.model.name
+    folder = Path(cfg.out_dir) / (sw.study or "coord-check") / model_name
+    folder.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    coords = collect(cfg)
+    coords.to_csv(folder / "coords.csv", index=False)
+    table = slopes(coords)
+    table.to_csv(folder / "slopes.csv", index=False)
+    scaling = getattr(cfg.model, "scaling", None)
+    result = verdict(table, sw.coord_tolerance, model_name, scaling) if "mup" in sw.coord_parametrizations else None
+    images = plot(coords, folder, model_name)
+    summary = {
+        "model": model_name,
+        "verdict": ("pass" if result["pass"] else "fail") if result else "n/a (mup not measured)",
+        "mup": result,
+        "sp_max_delta_slope_per_quantity": _sp_summary(table),
+        "settings": {"widths": list(sw.coord_widths), "seeds": sw.coord_seeds, "steps": sw.coord_steps,
+                     "lr": sw.coord_lr, "batch_size": sw.coord_batch_size or cfg.train.batch_size,
+                     "seq_len": cfg.data.seq_len, "parametrizations": list(sw.coord_parametrizations),
+                     "tolerance": sw.coord_tolerance, "model": to_dict(cfg.model)},
+        "slopes": table.replace({np.nan: None}).to_dict(orient="records"),
+        "images": [p.name for p in images],
+        "wall_s": time.perf_counter() - t0,
+    }
+    (folder / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    if result:
+        w = result["worst"]
+        print(f"coord-check {model_name}: muP {summary['verdict'].upper()} (tolerance {sw.coord_tolerance}; "
+              f"{result['n_failed']}/{result['n_checked']} slopes outside; worst {w['stat']} of {w['quantity']} "
+              f"iteration {w['iteration']} step {w['step']}: slope {w['slope']:+.2f})")
+    if sw.strict and result is not None and not result["pass"]:
+        raise SystemExit(1)
+    return folder

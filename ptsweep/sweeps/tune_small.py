@@ -1,0 +1,139 @@
+"""tune-small: Optuna TPE over the 7 transferable hyperparameters of PT at the tuning width ([S] §3, muTransfer step 1).
+
+Search space (Optuna parameter names = dotted config keys):
+    optim.lr                       log-uniform in sweep.lr_range
+    model.w_unary ... w_topic_g    log-uniform in sweep.weight_range (six information weights)
+TPE is seeded with sweep.search_seed; Ray Tune runs sweep.num_samples trials, ray.max_concurrent at once, each with
+ray.cpus_per_trial / ray.gpus_per_trial, and ASHA stops poor trials early on val_loss (time = tokens seen; grace =
+sweep.asha_grace_frac of the budget; reduction sweep.asha_reduction, 1 = off).
+
+Outputs in ``<out_dir>/<study>/`` (study = sweep.study or "tune-small"):
+    transfer.yaml          values: the 7 best values; provenance: study, trial id/key, val_loss, width, data, token
+                           budget, git commit, ...  (read by verify-transfer and scaling-curves)
+    trials.parquet / .csv  one row per trial: dotted hyperparameters, val_loss, status (ok | early_stopped |
+                           diverged | failed), error, steps, tokens, ...
+    optuna_history.png, optuna_importances.png, optuna_slices.png   (optuna.visualization.matplotlib)
+    summary.json           best trial, counts, notes (e.g. why a plot was skipped)
+Only trials that ran their whole budget (status ok) can be the best: ASHA-stopped losses are partial.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from pathlib import Path
+
+import yaml
+
+from ptsweep.config import INFO_WEIGHTS, TRANSFER_KEYS, RunConfig
+from ptsweep.sweeps.common import (SweepError, git_commit, log_summary, optuna_study_from_table, ray_session,
+                                   run_search, save_table, study_name, study_path, sweep_tags, write_json)
+
+SWEEP = "tune-small"
+
+
+def search_space(cfg: RunConfig) -> dict[str, tuple[float, float]]:
+    """Dotted key -> (low, high), all log-uniform."""
+    space = {"optim.lr": tuple(cfg.sweep.lr_range)}
+    space.update({f"model.{w}": tuple(cfg.sweep.weight_range) for w in INFO_WEIGHTS})
+    assert tuple(space) == TRANSFER_KEYS
+    return space
+
+
+def optuna_plots(df, space: dict, study_dir: Path) -> tuple[dict[str, Path], list[str]]:
+    """Optimization history, parameter importances and slices as PNGs; returns ({name: path}, notes)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import optuna
+    from optuna.visualization import matplotlib as ovm
+
+    study = optuna_study_from_table(df, space, study_name=study_dir.name)
+    n_complete = sum(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials)
+    images, notes = {}, []
+    plots = {"optuna_history": ovm.plot_optimization_history, "optuna_importances": ovm.plot_param_importances,
+             "optuna_slices": ovm.plot_slice}
+    for name, fn in plots.items():
+        if n_complete < (2 if name == "optuna_importances" else 1):
+            notes.append(f"{name}.png skipped: {n_complete} completed trial(s), "
+                         f"need {2 if name == 'optuna_importances' else 1}")
+            continue
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # ExperimentalWarning
+                ax = fn(study)
+            fig = (ax.flat[0] if hasattr(ax, "flat") else ax).figure
+            fig.set_size_inches(max(fig.get_size_inches()[0], 8), max(fig.get_size_inches()[1], 4.5))
+            path = study_dir / f"{name}.png"
+            fig.savefig(path, dpi=110, bbox_inches="tight")
+            plt.close(fig)
+            images[name] = path
+        except Exception as e:  # noqa: BLE001 - a plot must never lose the study's results
+            notes.append(f"{name}.png skipped: {type(e).__name__}: {e}".splitlines()[0])
+        finally:
+            plt.close("all")
+    return images, notes
+
+
+def run(cfg: RunConfig) -> Path:
+    """Run (or resume) the study; write transfer.yaml, the trials table, plots and summary.json; return its folder."""
+    if cfg.model.name != "pt":
+        raise SweepError(f"model.name: tune-small tunes PT's 7 hyperparameters, got model={cfg.model.name}")
+    t0 = time.time()
+    name = study_name(cfg, SWEEP)
+    sdir = study_path(cfg, SWEEP)
+    sdir.mkdir(parents=True, exist_ok=True)
+    space = search_space(cfg)
+    sw = cfg.sweep
+    with ray_session(cfg.ray):
+        df = run_search(cfg, space, sdir, "search", num_samples=sw.num_samples, seed=sw.search_seed,
+                        asha={"grace_frac": sw.asha_grace_frac, "reduction": sw.asha_reduction},
+                        tags=sweep_tags(SWEEP, cfg.model), group=name.replace("/", "-"))
+    save_table(df, sdir, "trials")
+
+    ok = df[(df["status"] == "ok") & df["val_loss"].map(math.isfinite)] if not df.empty else df
+    if ok.empty:
+        raise SweepError(f"tune-small: none of the {len(df)} trials finished its budget with a finite loss; "
+                         f"see {sdir / 'trials.csv'} (status/error columns)")
+    best = ok.loc[ok["val_loss"].idxmin()]
+    values = {k: float(best[k]) for k in TRANSFER_KEYS}
+    provenance = {
+        "study": name,
+        "trial_id": str(best["trial_id"]),
+        "trial_key": str(best["trial_key"]),
+        "val_loss": float(best["val_loss"]),
+        "width": int(cfg.model.width),
+        "scaling": cfg.model.scaling,
+        "parametrization": cfg.model.parametrization,
+        "data": cfg.data.name,
+        "vocab_size": int(cfg.data.vocab_size),
+        "seq_len": int(cfg.data.seq_len),
+        "tokens": float(best["tokens"]) if best.get("tokens") is not None else float(cfg.train.tokens),
+        "token_budget": float(cfg.train.tokens),
+        "seed": int(cfg.seed),
+        "search_seed": int(sw.search_seed),
+        "num_samples": int(sw.num_samples),
+        "preset": cfg.preset,
+        "git_commit": git_commit(),
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
+    (sdir / "transfer.yaml").write_text(
+        "# The 7 transferable hyperparameters found by tune-small (dotted config keys), read by verify-transfer\n"
+        "# and scaling-curves. Use them as overrides: " + " ".join(f"{k}={v:.6g}" for k, v in values.items()) + "\n"
+        + yaml.safe_dump({"values": values, "provenance": provenance}, sort_keys=False))
+
+    images, notes = optuna_plots(df, space, sdir)
+    counts = df["status"].value_counts().to_dict()
+    summary = {"study": name, "best": {"values": values, **provenance}, "n_trials": int(len(df)),
+               "status_counts": {str(k): int(v) for k, v in counts.items()}, "plots": sorted(p.name for p in images.values()),
+               "notes": notes, "wall_s": time.time() - t0}
+    note = log_summary(cfg, sdir, SWEEP, {"trials": df}, images, {"best_val_loss": provenance["val_loss"], **values},
+                       tags=[f"sweep={SWEEP}"])
+    if note:
+        summary["notes"].append(note)
+    write_json(sdir / "summary.json", summary)
+    print(f"tune-small: best val_loss {provenance['val_loss']:.4f} (trial {provenance['trial_id']}) of {len(df)} "
+          f"trials {summary['status_counts']}; transfer.yaml written")
+    return sdir

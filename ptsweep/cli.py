@@ -77,9 +77,11 @@ def compose_dict(overrides: list[str]) -> dict:
     """Compose ``conf/config.yaml`` with Hydra ``overrides`` and return the resolved plain dict."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import ConfigCompositionException
     from omegaconf import OmegaConf
 
+    GlobalHydra.instance().clear()  # a caller (notebook, test) may have left Hydra initialised
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
         try:
             cfg = hydra_compose(config_name="config", overrides=list(overrides))

@@ -417,7 +417,11 @@ class SweepConfig:
     lr_parametrizations: list[str] = field(default_factory=lambda: ["mup", "sp"])
     """lr-transfer: parametrizations compared."""
     lr_weight_grid: list[float] = field(default_factory=lambda: [0.25, 0.5, 1.0, 2.0, 4.0])
-    """lr-transfer: grid of model.w_attn (at optim.lr) for the information-weight transfer study ([] = skip it)."""
+    """lr-transfer: grid of model.w_attn (at optim.lr, muP only) for the information-weight study ([] = skip it)."""
+    lr_scaling: Literal["channels", "rank"] = "channels"
+    """lr-transfer: PT width-scaling paradigm of the study (model.scaling of every trial)."""
+    lr_tokens: float = 0.0
+    """lr-transfer: token budget of every trial (0 = train.tokens)."""
     keep_checkpoints: bool = False
     """all sweeps: keep each finished trial's checkpoint.pt (off: deleted once the trial's ledger record is written)."""
 
@@ -453,6 +457,7 @@ class SweepConfig:
         _require(0 < self.lr_grid_range[0] < self.lr_grid_range[1], "sweep.lr_grid_range", "must be 0 < low < high")
         _require(self.lr_grid_points >= 2, "sweep.lr_grid_points", "must be >= 2")
         _require(self.lr_seeds >= 1, "sweep.lr_seeds", "must be >= 1")
+        _require(math.isfinite(self.lr_tokens) and self.lr_tokens >= 0, "sweep.lr_tokens", "must be >= 0")
         _require(all(math.isfinite(w) and w > 0 for w in self.lr_weight_grid), "sweep.lr_weight_grid",
                  f"information weights must be positive, got {self.lr_weight_grid}")
 

@@ -23,9 +23,10 @@ when ``train.stop_after_steps`` interrupts the run, and at the end; always via a
 the RNG state is restored, so a resumed run reproduces an uninterrupted one (to float rounding on CPU).
 
 Final metrics (also ``tracker.finish``): val_loss, val_loss_init, best_val_loss, train_loss (mean over the last log
-window), diverged, status (ok | diverged | stopped | failed), steps, tokens, tokens_per_s (training throughput of
+window), diverged, status (ok | diverged | stopped), steps, tokens, tokens_per_s (training throughput of
 this process), params (counted on the model), non_embedding_params, flops_per_token (analytic, models.sizing),
-wall_s (all sessions of the run), device, run_dir, and history (the logged rows; kept out of the results table).
+wall_s (all sessions of the run), device, run_dir, vocab_size, and history (the logged rows; kept out of the
+results table). Runs that raise are recorded with status failed | interrupted | <exception.status> (see ``run``).
 """
 
 from __future__ import annotations
@@ -145,7 +146,11 @@ def evaluate(model, batches: list[dict], device: torch.device, precision: str) -
 def run(cfg: RunConfig, tracker, run_dir: Path | None = None,
         report_fn: Callable[[dict], None] | None = None) -> dict:
     """Train ``cfg`` and return the final metrics (module docstring). ``tracker``: a ``ptsweep.tracking.Tracker``
-    (start/log/finish are called here). ``report_fn(metrics)`` is called after every evaluation (Ray Tune)."""
+    (start/log/finish are called here). ``report_fn(metrics)`` is called after every evaluation (Ray Tune).
+
+    An exception (from the loop or from ``report_fn``) is recorded with ``tracker.finish`` and re-raised: status
+    "failed", "interrupted" (KeyboardInterrupt / SystemExit) or the exception's own ``status`` string attribute (a
+    sweep's early-stop exception can carry ``status = "early_stopped"``)."""
     t_start = time.perf_counter()
     run_dir = Path(run_dir) if run_dir is not None else default_run_dir(cfg)
     run_dir = run_dir.resolve()
@@ -153,8 +158,11 @@ def run(cfg: RunConfig, tracker, run_dir: Path | None = None,
     tracker.start(run_dir, to_dict(cfg), name=run_dir.name, group=cfg.tracker.group, tags=cfg.tracker.tags)
     try:
         metrics = _train(cfg, tracker, run_dir, report_fn, t_start)
-    except BaseException as e:  # keep failed runs in the record, then re-raise
-        tracker.finish({"status": "failed", "diverged": False, "val_loss": math.inf,
+    except BaseException as e:  # keep failed / interrupted runs in the record, then re-raise
+        status = getattr(e, "status", None)  # e.g. a scheduler's early stop raised from report_fn
+        if not isinstance(status, str):
+            status = "interrupted" if isinstance(e, (KeyboardInterrupt, SystemExit)) else "failed"
+        tracker.finish({"status": status, "diverged": False, "val_loss": math.inf,
                         "error": f"{type(e).__name__}: {e}".splitlines()[0][:500], "run_dir": str(run_dir)})
         raise
     tracker.finish(metrics)

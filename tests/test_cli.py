@@ -74,12 +74,12 @@ def test_presets_set_documented_values() -> None:
     assert paper.data.name == "minipile" and paper.data.tokenizer == "bert-base-uncased"
     assert paper.model.width == 256 and paper.sweep.width == 1536 and paper.sweep.alpha == paper.sweep.p == 0.05
     assert paper.sweep.scales == [256, 512, 768, 1024, 1536, 2048, 3072] and paper.ray.gpus_per_trial == 1
-    widths = {paper.sweep.width, demo.sweep.width, smoke.sweep.width}
-    for c in (demo, paper, smoke):
-        widths |= set(c.sweep.scales) | set(c.sweep.coord_widths) | set(c.sweep.lr_widths)
-    for w in sorted(widths):
-        for scaling in ("channels", "rank"):
-            cli.compose([f"model.width={w}", f"model.scaling={scaling}"])  # every scale is a valid PT shape
+    for c in (demo, paper, smoke):  # every width a sweep will train is a valid PT shape under its scaling
+        paradigms = ["channels", "rank"] if c.sweep.scaling == "both" else [c.sweep.scaling]
+        checks = [(w, s) for w in [c.sweep.width, *c.sweep.scales, *c.sweep.coord_widths] for s in paradigms]
+        checks += [(w, c.sweep.lr_scaling) for w in c.sweep.lr_widths]
+        for w, scaling in checks:
+            cli.compose([f"preset={c.preset}", f"model.width={w}", f"model.scaling={scaling}"])
     assert smoke.train.tokens <= 8192 and smoke.data.vocab_size == 1000
 
 

@@ -237,3 +237,25 @@ def test_killed_sweep_resumes_without_losing_or_repeating_finished_trials(tmp_pa
     assert all(counts[k] == 1 for k in done_before), counts
     summary = json.loads((sdir / "summary.json").read_text())
     assert summary["verdict"] in VERDICTS and summary["n_run"] == 4
+
+
+def test_paper_and_demo_presets_give_valid_sweep_plans():
+    """preset=paper/demo compose and every planned trial config validates (nothing is run)."""
+    from ptsweep.config import with_overrides
+    from ptsweep.models.sizing import match_width
+
+    for preset, n_expected in (("paper", 59), ("demo", 8)):
+        cfg = compose([f"preset={preset}"])
+        assert tuple(tune_small.search_space(cfg)) == TRANSFER_KEYS
+        trials, labels, n_req, n_run = verify_transfer.plan(cfg, BASE7)
+        assert n_req == n_expected and n_run == max(n_expected, cfg.sweep.n)
+        assert len(trials) == n_run + cfg.sweep.seeds
+        for ov in trials:
+            assert with_overrides(cfg, ov).model.width == cfg.sweep.width
+        for s in cfg.sweep.scales:
+            pt = with_overrides(cfg, {"model.width": s}).model
+            for kind in ("bert", "ut"):
+                mc = match_width(kind, pt, cfg.data.vocab_size)
+                with_overrides(cfg, scaling_curves.model_overrides(mc))
+    paper = compose(["preset=paper"])
+    assert paper.ray.gpus_per_trial == 1 and paper.model.width == 256 and paper.data.name == "minipile"

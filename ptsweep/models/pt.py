@@ -190,14 +190,15 @@ class ProbabilisticTransformer(nn.Module):
         i = torch.arange(length, device=device)[:, None]
         return ks, i + ds + w, i - ds + w, w
 
-    def _near_gather(self, x: torch.Tensor, length: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """For x = q or v (B, K, C, L, r): x at the child i and at the head i + d, in the offset's class:
-        each (B, C, L, nD, r), zero where i + d falls outside the sequence."""
-        ks, pos, _, w = self._near_index(length, x.device)
-        xc = x.permute(0, 2, 3, 1, 4)                                      # (B, C, L, K, r)
-        at_child = xc[:, :, :, ks]                                         # (B, C, L, nD, r)
-        at_head = F.pad(xc, (0, 0, 0, 0, w, w))[:, :, pos, ks[None, :]]    # (B, C, L, nD, r)
-        return at_child, at_head
+    def _near_at_child(self, x: torch.Tensor) -> torch.Tensor:
+        """x = q or v (B, K, C, L, r) at the child i, in the class of each near offset: (B, C, L, nD, r)."""
+        ks = self._near_index(x.shape[-2], x.device)[0]
+        return x.permute(0, 2, 3, 1, 4)[:, :, :, ks]
+
+    def _near_at_head(self, x: torch.Tensor) -> torch.Tensor:
+        """x at the head i + d, in the class of offset d: (B, C, L, nD, r), zero where i + d is outside the sequence."""
+        ks, pos, _, w = self._near_index(x.shape[-2], x.device)
+        return F.pad(x.permute(0, 2, 3, 1, 4), (0, 0, 0, 0, w, w))[:, :, pos, ks[None, :]]
 
     def _far_classes(self, length: int, device) -> list[tuple[int, torch.Tensor]]:
         """(k, (L, L) membership mask) of each unbounded class; these are evaluated densely."""
@@ -215,7 +216,7 @@ class ProbabilisticTransformer(nn.Module):
             scores = scores + torch.where(member, q[:, k] @ v[:, k].transpose(-1, -2), 0.0)  # (B, C, L, L)
         ks, pos, _, w = self._near_index(length, q.device)
         if len(ks):
-            band = (self._near_gather(q, length)[0] * self._near_gather(v, length)[1]).sum(-1)  # (B,C,L,nD): F[i,i+d]
+            band = (self._near_at_child(q) * self._near_at_head(v)).sum(-1)  # (B,C,L,nD): F[i,i+d]
             padded = q.new_zeros(bsz, chans, length, length + 2 * w)
             padded = padded.scatter(-1, pos.expand(bsz, chans, -1, -1), band)                  # column i + d + w
             scores = scores + padded[..., w: w + length]
@@ -258,7 +259,7 @@ class ProbabilisticTransformer(nn.Module):
             head_ctx = head_ctx.index_add(3, kk, (r_k.transpose(-1, -2) @ q[:, k])[:, :, :, None])
         ks, pos, src, w = self._near_index(length, q.device)
         if len(ks):
-            q_child, v_head = self._near_gather(q, length)[0], self._near_gather(v, length)[1]
+            q_child, v_head = self._near_at_child(q), self._near_at_head(v)
             band = F.pad(q_h, (w, w)).gather(-1, pos.expand(bsz, chans, -1, -1))[..., None]  # R[i,i+d] (B,C,L,nD,1)
             child_ctx = child_ctx.index_add(3, ks, band * v_head)
             # child j sends R[j, j+d] q_j to head i = j + d: shift the per-child terms by +d along L

@@ -197,6 +197,9 @@ def ray_session(ray_cfg):
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     # Tune's automatic CSV/JSON/TensorBoard result loggers duplicate the ledger (and choke on val_loss = inf).
     os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+    # Ctrl-C must stop the sweep (KeyboardInterrupt), not make Tune return partial results that the sweep would
+    # then analyse as if complete; the ledger lets the next run resume.
+    os.environ.setdefault("TUNE_DISABLE_SIGINT_HANDLER", "1")
     address = ray_cfg.address or os.environ.get("RAY_ADDRESS", "")
     # Trial workers inherit the environment; the repo root on PYTHONPATH lets them import ptsweep even when it is
     # not installed (local clusters only; a remote cluster needs ptsweep installed on its nodes).
@@ -253,9 +256,18 @@ def read_ledger(study_dir: Path, key: str) -> dict | None:
         rec = read_json(path)
     except (OSError, json.JSONDecodeError):
         return None
+    if not isinstance(rec, dict) or "status" not in rec:
+        return None
     # train.run's tracker also writes final.json (without trial_key) just before the trainable's record: a record
-    # without trial_key is the tracker's, i.e. the process died in between; it still means "finished".
-    return rec if isinstance(rec, dict) and "status" in rec else None
+    # without trial_key is the tracker's, i.e. the process died in between; it still means "finished". A trial
+    # stopped by ASHA ends train.run with SystemExit/_EarlyStopped, which the tracker records as "failed": that is
+    # an early stop, with the metrics of its last report.
+    if "trial_key" not in rec and rec.get("status") == "failed" and \
+            str(rec.get("error", "")).startswith(("SystemExit", "_EarlyStopped")):
+        prog = path.parent / "progress.json"
+        last = read_json(prog) if prog.exists() else {}
+        rec = {**rec, **last, "status": "early_stopped", "error": ""}
+    return rec
 
 
 def _record(study_dir: Path, key: str, label: str, overrides: Mapping[str, Any], metrics: Mapping[str, Any]) -> dict:
@@ -279,6 +291,21 @@ def _report_subset(m: Mapping[str, Any]) -> dict:
             v = m[k]
             out[k] = _finite_or_inf(v) if k in ("train_loss", "best_val_loss") else str(v)
     return out
+
+
+class _EarlyStopped(Exception):
+    """Raised inside a trial once Tune has stopped it (ASHA): ends train.run at its next evaluation."""
+
+
+def _stop_requested() -> bool:
+    """True once Tune has asked this trial to stop (its session is finishing or already gone)."""
+    try:
+        from ray.train._internal.session import get_session
+
+        session = get_session()
+        return session is None or session.stop_event.is_set()
+    except Exception:  # noqa: BLE001 - private Ray API: never let it break a trial
+        return False
 
 
 def _trainable(config: dict, *, base: dict, fixed: dict, table: dict, study_dir: str, threads: int) -> None:
@@ -318,6 +345,8 @@ def _trainable(config: dict, *, base: dict, fixed: dict, table: dict, study_dir:
     last: dict = {}
 
     def report_fn(m: dict) -> None:
+        if _stop_requested():  # ASHA stopped the trial: do not train on while the actor shuts down
+            raise _EarlyStopped(f"stopped by the Tune scheduler (ASHA) after step {last.get('step', 0)}")
         last.update(m)
         sub = _report_subset({**m, "trial_key": key})
         write_json(tdir / "progress.json", sub)  # last reported metrics: the record of an ASHA-stopped trial
@@ -327,15 +356,23 @@ def _trainable(config: dict, *, base: dict, fixed: dict, table: dict, study_dir:
         # continue from the trial's own checkpoint if an earlier attempt was killed mid-run
         ckpt = tdir / train.CHECKPOINT
         cfg = with_overrides(from_dict(base), {**overrides, "train.resume": ckpt.exists()})
+        # W&B tags (sweep, model, width) of THIS trial: the model/width tags follow the trial's own config
+        tags = [t for t in cfg.tracker.tags if not t.startswith(("model=", "width="))]
+        cfg = with_overrides(cfg, {"tracker.tags": [*tags, f"model={cfg.model.name}", f"width={cfg.model.width}"]})
         tracker = make_tracker(cfg.tracker)
         metrics = train.run(cfg, tracker, run_dir=tdir, report_fn=report_fn)
         if metrics.get("diverged"):
             metrics = {**metrics, "status": "diverged", "val_loss": math.inf,
                        "error": metrics.get("error") or "diverged: non-finite loss"}
-    except SystemExit:  # Ray stops the trial at a report (ASHA early stop with synchronous reporting)
-        _record(study, key, label, overrides, {**last, "steps": last.get("step", 0), "status": "early_stopped"})
-        raise
+    except (SystemExit, _EarlyStopped):  # Tune stopped the trial (ASHA)
+        _record(study, key, label, overrides, {**last, "steps": last.get("step", 0), "status": "early_stopped",
+                                               "error": ""})
+        return  # (Ray's sys.exit only ends this trial's thread: returning does the same, without an error)
     except Exception as e:  # noqa: BLE001 - any failure is recorded, never propagated
+        if _stop_requested():  # e.g. W&B torn down while the stopped trial's actor exits
+            _record(study, key, label, overrides, {**last, "steps": last.get("step", 0),
+                                                   "status": "early_stopped", "error": ""})
+            return
         metrics = {"status": "failed", "error": _one_line(e), "val_loss": math.inf,
                    "steps": last.get("step", 0), "tokens": last.get("tokens", 0)}
         print(f"[ptsweep] trial {key} failed: {metrics['error']}", file=sys.stderr)
@@ -441,7 +478,8 @@ def run_trials(cfg: RunConfig, trials: Sequence[Mapping[str, Any]], study_dir: P
         study_dir: ``runs/<study>`` (ledger in ``<study_dir>/trials``, Ray state in ``<study_dir>/ray``).
         experiment_name: Ray experiment name (a timestamp is appended: each invocation is a fresh experiment).
         labels: optional readable prefix of each trial key (e.g. "base-s1", "p007").
-        tags: W&B tags of every trial; group: W&B group (default: the study folder name).
+        tags: W&B tags of every trial (``model=``/``width=`` tags are set per trial from its own config);
+            group: W&B group (default: the study folder name).
 
     Trials with a ledger entry are not run again. Returns one row per trial, in input order: trial_key, label,
     the override columns (dotted), then ``TABLE_METRICS`` (val_loss = inf for failed/diverged runs)."""
@@ -573,9 +611,9 @@ def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_d
         row = {"trial_id": Path(r.path).name.removeprefix("trial_") if r.path else "", "trial_key": key, **params}
         if rec is not None:
             row.update({m: rec.get(m) for m in TABLE_METRICS})
-        elif r.error is not None:
+        elif r.error is not None and "SystemExit" not in _one_line(r.error):
             row.update(status="failed", error=_one_line(r.error), val_loss=math.inf)
-        else:  # stopped by ASHA before the end of its budget: its last reported metrics
+        else:  # stopped by ASHA before the end of its budget (its record may still be on its way): last report
             prog = trial_dir(study_dir, key) / "progress.json"
             last = read_json(prog) if prog.exists() else {}
             row.update({m: last.get(m) for m in TABLE_METRICS}, status="early_stopped", error="")

@@ -128,7 +128,7 @@ def run(cfg: RunConfig) -> Path:
                     labels.append(f"final-pt-{sc}-w{s}")
         if finals:
             fdf = run_trials(cfg, finals, sdir, "final", labels=labels,
-                             tags=[f"sweep={SWEEP}", "model=mixed"], group=group)
+                             tags=[f"sweep={SWEEP}"], group=group)
             for row in rows:
                 if "pending" in row:
                     r = fdf.iloc[row.pop("pending")]

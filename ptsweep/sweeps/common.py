@@ -262,7 +262,7 @@ def read_ledger(study_dir: Path, key: str) -> dict | None:
     # without trial_key is the tracker's, i.e. the process died in between; it still means "finished". A trial
     # stopped by ASHA ends train.run with SystemExit/_EarlyStopped, which the tracker records as "failed": that is
     # an early stop, with the metrics of its last report.
-    if "trial_key" not in rec and rec.get("status") == "failed" and \
+    if "trial_key" not in rec and rec.get("status") in ("failed", "interrupted", "early_stopped") and \
             str(rec.get("error", "")).startswith(("SystemExit", "_EarlyStopped")):
         prog = path.parent / "progress.json"
         last = read_json(prog) if prog.exists() else {}
@@ -294,7 +294,10 @@ def _report_subset(m: Mapping[str, Any]) -> dict:
 
 
 class _EarlyStopped(Exception):
-    """Raised inside a trial once Tune has stopped it (ASHA): ends train.run at its next evaluation."""
+    """Raised inside a trial once Tune has stopped it (ASHA): ends train.run at its next evaluation (train.run
+    records the run with this ``status``)."""
+
+    status = "early_stopped"
 
 
 def _stop_requested() -> bool:
@@ -583,7 +586,7 @@ def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_d
     exp_path = Path(_storage(cfg, study_dir)) / experiment_name
     run_config = _ray_run_config(cfg, study_dir, experiment_name, num_samples)
     if tune.Tuner.can_restore(str(exp_path)):
-        print(f"[{study_dir.name}/{experiment_name}] resuming the interrupted search in {exp_path}", file=sys.stderr,
+        print(f"[{study_dir.name}/{experiment_name}] restoring the existing search in {exp_path} (finished trials are kept)", file=sys.stderr,
               flush=True)
         tuner = tune.Tuner.restore(str(exp_path), trainable=fn, resume_unfinished=True, resume_errored=False,
                                    restart_errored=False)

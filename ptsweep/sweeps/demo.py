@@ -74,7 +74,8 @@ def write_report(root: Path, dirs: dict[str, Path], wall: dict[str, float]) -> P
         "- **Winner per scale**: " + ", ".join(f"N={k}: {w['winner']}" for k, w in ss.get("winners", {}).items())
         + f" (PT beats BERT at every scale: {ss.get('pt_beats_bert_at_every_scale')}, "
           f"UT beats PT at every scale: {ss.get('ut_beats_pt_at_every_scale')})",
-        "- **Wall time**: " + ", ".join(f"{k} {w / 60:.1f} min" for k, w in wall.items()),
+        "- **Wall time** of each `demo` invocation (a re-run resumes and only runs what is missing): " + "; ".join(
+            ", ".join(f"{k} {w / 60:.1f} min" for k, w in inv.items()) for inv in wall["invocations"]),
         "",
         "## 1. tune-small (Optuna TPE + ASHA over the 7 transferable hyperparameters)",
         "",
@@ -103,7 +104,7 @@ def write_report(root: Path, dirs: dict[str, Path], wall: dict[str, float]) -> P
             "`results.jsonl` in the output root.", ""]
     path = root / "report.md"
     path.write_text("\n".join(out))
-    (root / "demo_summary.json").write_text(json.dumps({"wall_s": wall, "verdict": vs["verdict"],
+    (root / "demo_summary.json").write_text(json.dumps({"wall_s": wall["invocations"], "verdict": vs["verdict"],
                                                         "best_tune_loss": best["val_loss"],
                                                         "winners": ss.get("winners", {})}, indent=1))
     return path
@@ -128,6 +129,11 @@ def run(cfg: RunConfig) -> Path:
             dirs[stage] = module.run(with_overrides(cfg, over))
             wall[stage] = time.time() - t0
     wall["total"] = time.time() - t_all
-    path = write_report(root, dirs, wall)
+    log = root / "timings.jsonl"
+    with log.open("a") as f:
+        f.write(json.dumps({"finished_at": time.strftime("%Y-%m-%dT%H:%M:%S"), **wall}) + "\n")
+    invocations = [{k: v for k, v in json.loads(line).items() if k != "finished_at"}
+                   for line in log.read_text().splitlines() if line.strip()]
+    path = write_report(root, dirs, {**wall, "invocations": invocations})
     print(f"demo: report in {path} ({wall['total'] / 60:.1f} min)")
     return root

@@ -193,7 +193,8 @@ class DataConfig:
     hf_dataset: str = "JeanKaddour/minipile"
     """data=minipile: the HF dataset id."""
     tokenizer: str = "bert-base-uncased"
-    """HF tokenizer name or local path; if unreachable, fall back to training a WordPiece (see ``tokenizer_fallback``)."""
+    """HF tokenizer name or local path ('wordpiece' = always train the cached WordPiece of ``vocab_size``); if the
+    name is unreachable, fall back to training that WordPiece (see ``tokenizer_fallback``; logged, never silent)."""
     tokenizer_fallback: bool = True
     """Train a BERT-style lowercase WordPiece on the training split when ``tokenizer`` cannot be loaded."""
     vocab_size: int = 30522

@@ -67,7 +67,7 @@ def test_broken_hidden_lr_fails_the_check(base_cfg, corpus, monkeypatch):
     cfg = with_overrides(base_cfg, THEORY_REGIME)
     result, _, _ = _check(cfg, corpus)
     assert not result["pass"]
-    assert result["worst"]["stat"] == "delta" and result["worst"]["slope"] > 0.5
+    assert result["worst"]["slope"] > 0.5  # a blow-up (value or update), not a borderline miss
     assert {"q", "attn_logits"} & set(result["failed_quantities"])
 
 

@@ -51,11 +51,11 @@ def bench_one(name: str, args: dict) -> dict:
     from ptsweep.models import build_model, mlm_loss
     from ptsweep.models.sizing import flops_per_token, param_count
     from ptsweep.parametrization import build_optimizer
+    from ptsweep.train import resolve_device
 
     if args["threads"] > 0:
         torch.set_num_threads(args["threads"])
-    device = torch.device("cuda" if args["device"] == "auto" and torch.cuda.is_available()
-                          else ("cpu" if args["device"] == "auto" else args["device"]))
+    device = resolve_device(args["device"])  # also flushes denormals on the CPU, as training does
     V, B, L = args["vocab"], args["batch"], args["seq_len"]
     cfg = model_configs(args["width"], V, args["layers"])[name]
     torch.manual_seed(0)

@@ -49,6 +49,7 @@ from ptsweep.analysis.fits import coord_slopes
 from ptsweep.config import PTConfig, RunConfig, to_dict, with_overrides
 from ptsweep.models import IGNORE_INDEX, build_model, mlm_loss
 from ptsweep.parametrization import build_optimizer
+from ptsweep.train import resolve_device
 
 GROUPS = ("parametrization", "quantity", "iteration", "step")
 
@@ -190,6 +191,7 @@ def measure_run(cfg: RunConfig, corpus, steps: int, lr: float, batch_size: int) 
 def collect(cfg: RunConfig, corpus=None, log=print) -> pd.DataFrame:
     """The coordinate table: one row per (parametrization, width, seed, quantity, iteration, step)."""
     sw = cfg.sweep
+    resolve_device("cpu")  # the check runs on the CPU; flush denormals there exactly as training does
     corpus = corpus if corpus is not None else data_mod.prepare(cfg.data)
     batch_size = sw.coord_batch_size or cfg.train.batch_size
     frames = []

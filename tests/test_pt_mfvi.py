@@ -17,9 +17,16 @@ import torch
 from ptsweep.config import PTConfig
 from ptsweep.models.pt import ProbabilisticTransformer, class_index, mirror_class
 
-torch.set_default_dtype(torch.float64)
-
 DISTS = (2, 3, 4)
+
+
+@pytest.fixture(autouse=True)
+def float64_default():
+    """Brute-force comparisons in float64; restored afterwards so no other test module inherits it."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(previous)
 
 
 def brute_class(i: int, j: int) -> int:

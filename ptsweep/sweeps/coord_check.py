@@ -35,7 +35,6 @@ iteration and statistic, SP next to muP in every panel). With ``sweep.strict=tru
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from pathlib import Path
@@ -49,6 +48,7 @@ from ptsweep.analysis.fits import coord_slopes
 from ptsweep.config import PTConfig, RunConfig, to_dict, with_overrides
 from ptsweep.models import IGNORE_INDEX, build_model, mlm_loss
 from ptsweep.parametrization import build_optimizer
+from ptsweep.sweeps.common import write_json
 from ptsweep.train import resolve_device
 
 GROUPS = ("parametrization", "quantity", "iteration", "step")
@@ -331,7 +331,7 @@ def run(cfg: RunConfig) -> Path:
         "images": [p.name for p in images],
         "wall_s": time.perf_counter() - t0,
     }
-    (folder / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    write_json(folder / "summary.json", summary)
     if result:
         w = result["worst"]
         print(f"coord-check {model_name}: muP {summary['verdict'].upper()} (tolerance {sw.coord_tolerance}; "

@@ -11,7 +11,8 @@ Loop (one optimizer step per batch of ``train.batch_size`` blocks of ``data.seq_
 
 Precision: bf16 autocast on CUDA (``train.precision=auto``), fp32 on CPU. Evaluation: every ``train.eval_every``
 steps (0 = 10 evaluations per run), on the fixed-mask validation batches (``data.val_batches``), loss averaged over
-batches weighted by their number of targets; one evaluation before the first step gives ``val_loss_init``.
+every masked token counted once (``evaluate``, ``ptsweep.metrics``: standard errors clustered over blocks, and the
+unigram baseline on the same tokens); one evaluation before the first step gives ``val_loss_init``.
 
 Divergence: a non-finite training loss (checked at every log step, where the loss is read back anyway) or a
 non-finite validation loss ends the run with ``diverged=True``, ``val_loss=inf``, ``status="diverged"``; no exception.
@@ -22,7 +23,8 @@ when ``train.stop_after_steps`` interrupts the run, and at the end; always via a
 ``train.resume=true`` loads it and continues: batches are a pure function of (seed, step) (``data.train_batch``) and
 the RNG state is restored, so a resumed run reproduces an uninterrupted one (to float rounding on CPU).
 
-Final metrics (also ``tracker.finish``): val_loss, val_loss_init, best_val_loss, train_loss (mean over the last log
+Final metrics (also ``tracker.finish``): val_loss, val_loss_se, unigram_loss(_se), gain_over_unigram(_se) (paired:
+unigram - model), val_tokens, val_blocks (last evaluation, ``ptsweep.metrics.summarize``), val_loss_init, best_val_loss, train_loss (mean over the last log
 window), diverged, status (ok | diverged | stopped), steps, tokens, tokens_per_s (training throughput of
 this process), params (counted on the model), non_embedding_params, flops_per_token (analytic, models.sizing),
 wall_s (all sessions of the run), device, run_dir, vocab_size, and history (the logged rows; kept out of the
@@ -45,7 +47,8 @@ import torch
 
 from ptsweep import data as data_mod
 from ptsweep.config import RunConfig, to_dict
-from ptsweep.models import build_model, mlm_loss
+from ptsweep import metrics
+from ptsweep.models import IGNORE_INDEX, build_model, mlm_logits, mlm_loss
 from ptsweep.models.sizing import flops_per_token, param_count
 from ptsweep.parametrization import build_optimizer, set_lr
 
@@ -128,19 +131,30 @@ def _to_device(batch: dict, device: torch.device) -> dict:
 
 
 @torch.no_grad()
-def evaluate(model, batches: list[dict], device: torch.device, precision: str) -> float:
-    """Validation loss: per-batch mean cross-entropy weighted by the batch's number of targets."""
+def evaluate(model, batches: list[dict], device: torch.device, precision: str,
+             unigram_logp: torch.Tensor | None = None) -> dict[str, float]:
+    """Validation metrics over every masked token of ``batches`` (``ptsweep.metrics.summarize``): val_loss with its
+    block-clustered SE and, given the unigram log-probabilities (V,), the unigram loss on the same tokens and the
+    paired gain over it."""
     was_training = model.training
     model.eval()
-    total, count = 0.0, 0
+    losses, blocks, targets_all = [], [], []
+    offset = 0
     for batch in batches:
         b = _to_device(batch, device)
         with autocast_context(device, precision):
-            loss, n = mlm_loss(model, b["input_ids"], b["attention_mask"], b["labels"])
-        total += float(loss) * n
-        count += n
+            logits = mlm_logits(model, b["input_ids"], b["attention_mask"], b["labels"])  # (n, V)
+        selected = b["labels"] != IGNORE_INDEX                                          # (B, L)
+        targets = b["labels"][selected]                                                  # (n,)
+        losses.append(metrics.token_losses(logits, targets).cpu())
+        blocks.append(selected.nonzero()[:, 0].cpu() + offset)  # block id of each target, row-major like logits
+        targets_all.append(targets.cpu())
+        offset += b["labels"].shape[0]
     model.train(was_training)
-    return total / max(count, 1)
+    model_losses, block, targets = torch.cat(losses), torch.cat(blocks), torch.cat(targets_all)
+    unigram = (-unigram_logp[targets] if unigram_logp is not None
+               else torch.full_like(model_losses, math.nan))
+    return metrics.summarize(model_losses, unigram, block)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -193,6 +207,7 @@ def _train(cfg: RunConfig, tracker, run_dir: Path, report_fn, t_start: float) ->
     val = data_mod.val_batches(corpus, cfg.data, tc.batch_size)
     if tc.eval_batches:
         val = val[: tc.eval_batches]
+    unigram_logp = metrics.unigram_log_probs(corpus)
     counts = param_count(cfg.model, V)
     static = {
         "params": int(sum(p.numel() for p in model.parameters())),
@@ -206,7 +221,7 @@ def _train(cfg: RunConfig, tracker, run_dir: Path, report_fn, t_start: float) ->
     # ---- state: fresh or from the checkpoint -------------------------------------------------------------------
     ckpt_path = run_dir / CHECKPOINT
     state = {"step": 0, "history": [], "wall_s": 0.0, "val_loss": math.nan, "val_loss_init": math.nan,
-             "best_val_loss": math.inf, "train_loss": math.nan}
+             "best_val_loss": math.inf, "train_loss": math.nan, "eval": {}}
     if tc.resume and ckpt_path.exists():
         ckpt = torch.load(ckpt_path, map_location=device, weights_only=False)
         model.load_state_dict(ckpt["model"])
@@ -230,10 +245,12 @@ def _train(cfg: RunConfig, tracker, run_dir: Path, report_fn, t_start: float) ->
                                         "state": dict(state), "rng": rng_state(), "config": to_dict(cfg)})
 
     def do_eval(step: int) -> float:
-        loss = evaluate(model, val, device, tc.precision)
+        ev = evaluate(model, val, device, tc.precision, unigram_logp)
+        loss = ev["val_loss"]
         state["val_loss"] = loss if math.isfinite(loss) else math.inf
         state["best_val_loss"] = min(state["best_val_loss"], state["val_loss"])
-        log({"val_loss": state["val_loss"], "tokens": step * tokens_per_step}, step)
+        state["eval"] = {**ev, "val_loss": state["val_loss"]}
+        log({**state["eval"], "tokens": step * tokens_per_step}, step)
         return loss
 
     if state["step"] == 0 and math.isnan(state["val_loss_init"]):
@@ -297,6 +314,7 @@ def _train(cfg: RunConfig, tracker, run_dir: Path, report_fn, t_start: float) ->
                     diverged = True
                 if report_fn is not None:
                     report_fn({"val_loss": math.inf if diverged else state["val_loss"],
+                               "val_loss_se": state["eval"].get("val_loss_se", math.nan),
                                "train_loss": state["train_loss"], "step": step, "tokens": step * tokens_per_step,
                                "diverged": diverged})
                     reported = step
@@ -321,6 +339,7 @@ def _train(cfg: RunConfig, tracker, run_dir: Path, report_fn, t_start: float) ->
         checkpoint()  # at the end, or where stop_after_steps interrupted the run
     status = "diverged" if diverged else ("stopped" if stopped else "ok")
     return {
+        **state["eval"],
         "val_loss": state["val_loss"],
         "val_loss_init": state["val_loss_init"],
         "best_val_loss": state["best_val_loss"],

@@ -37,8 +37,7 @@ BASE7 = {"optim.lr": 0.02, "model.w_unary": 1.5, "model.w_child": 0.8, "model.w_
 
 @pytest.fixture(scope="module", autouse=True)
 def ray_local():
-    """One local Ray (num_cpus=2, 127.0.0.1) for every test of the module; the sweeps reuse it."""
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    """One local Ray (num_cpus=2, token auth) for every test of the module; the sweeps reuse it."""
     os.environ.setdefault("WANDB_MODE", "disabled")
     cfg = compose(["preset=smoke"])
     with common.ray_session(cfg.ray):
@@ -198,7 +197,7 @@ def test_killed_sweep_resumes_without_losing_or_repeating_finished_trials(tmp_pa
     tfile = write_transfer(tmp_path / "t" / "transfer.yaml")
     args = ["preset=smoke", "tracker=disabled", f"out_dir={tmp_path}", f"sweep.transfer_file={tfile}",
             "sweep.width=64", "sweep.n=4", "sweep.seeds=1", "ray.max_concurrent=1"]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "RAY_AUTH_MODE": "disabled"}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     env.pop("RAY_ADDRESS", None)
     sdir = tmp_path / "verify-transfer"
     proc = subprocess.Popen([sys.executable, "-m", "ptsweep", "verify-transfer", *args], cwd=REPO, env=env,

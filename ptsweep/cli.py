@@ -206,6 +206,10 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"error: {_one_line(str(e))}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as e:
+        import shlex
+
+        cmd = " ".join(shlex.quote(a) for a in ["python", "-m", "ptsweep", *(argv if argv is not None else sys.argv[1:])])
+        detail = f" ({e})" if str(e) else ""
+        print(f"interrupted{detail}\nresume with: {cmd}", file=sys.stderr)
         return 130

@@ -217,6 +217,8 @@ def read_ledger(study_dir: Path, key: str) -> dict | None:
         return None
     if not isinstance(rec, dict) or "status" not in rec:
         return None
+    if rec.get("status") == "interrupted":  # train.run's record of a run stopped by Ctrl-C: not finished
+        return None
     # train.run's tracker also writes final.json (without trial_key) just before the trainable's record: a record
     # without trial_key is the tracker's, i.e. the process died in between; it still means "finished". A trial
     # stopped by ASHA ends train.run with SystemExit/_EarlyStopped, which the tracker records as "failed": that is
@@ -596,7 +598,12 @@ def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_d
                                         trial_dirname_creator=_short_dirname),
             run_config=_ray_run_config(cfg, study_dir, name, remaining),
         )
-        _fit(tuner, study_dir, experiment_name)
+        try:
+            _fit(tuner, study_dir, experiment_name)
+        except SweepInterrupted:  # record the running trials as interrupted (queued again) before stopping
+            _reconcile(optuna_store.open_study(study_dir, experiment_name, signature)[0], study_dir, base, fixed,
+                       label)
+            raise
         study = optuna_store.open_study(study_dir, experiment_name, signature)[0]  # fresh view of the journal
         _reconcile(study, study_dir, base, fixed, label)  # trials whose tell was lost (e.g. a Tune error)
 

@@ -713,9 +713,10 @@ def save_table(df, study_dir: Path, name: str) -> tuple[Path, Path]:
 
 def log_summary(cfg: RunConfig, study_dir: Path, name: str, tables: Mapping[str, Any] | None = None,
                 images: Mapping[str, str | Path] | None = None, summary: Mapping[str, Any] | None = None,
-                tags: Iterable[str] = ()) -> str:
-    """One W&B summary run per sweep (job_type="summary", group = study) with the tables (wandb.Table) and plots
-    (wandb.Image). Only when ``tracker.mode != disabled``; wandb is imported lazily by the tracker. Never fails the
+                tags: Iterable[str] = (), artifacts: Iterable[str] = ()) -> str:
+    """One W&B summary run per sweep (job_type="summary", group = study) with the tables (wandb.Table), plots
+    (wandb.Image) and artifacts: ``<study>-transfer`` (transfer.yaml, if present) and ``<study>-summary`` (the
+    study's *.csv, summary*.json, *.md and the extra ``artifacts`` file names). Only when ``tracker.mode != disabled``; wandb is imported lazily by the tracker. Never fails the
     sweep: returns "" on success, or a one-line note of what went wrong / why it was skipped."""
     if cfg.tracker.mode == "disabled":
         return "tracker.mode=disabled: no W&B summary run"
@@ -730,6 +731,14 @@ def log_summary(cfg: RunConfig, study_dir: Path, name: str, tables: Mapping[str,
             tracker.log_table(tname, df)
         if images:
             tracker.log_images({k: str(v) for k, v in images.items() if Path(v).exists()})
+        # the study's result files as versioned artifacts: transfer.yaml (its own type, what later sweeps consume)
+        # and the summary tables
+        sdir = Path(study_dir)
+        if (sdir / "transfer.yaml").is_file():
+            tracker.log_artifact(f"{sdir.name}-transfer", "transfer", [sdir / "transfer.yaml"])
+        files = [*sorted(sdir.glob("*.csv")), *sorted(sdir.glob("summary*.json")), *sorted(sdir.glob("*.md")),
+                 *[sdir / f for f in (artifacts or ())]]
+        tracker.log_artifact(f"{sdir.name}-summary", "sweep-summary", files)
         tracker.finish({**(summary or {}), "status": "ok"})
         note = ""
         if cfg.tracker.mode == "online":

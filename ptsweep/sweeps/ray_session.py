@@ -174,16 +174,29 @@ def make_stopper():
     return _CtrlCStopper()
 
 
+def _descendants(pid: int) -> list[int]:
+    """Pids of all processes below ``pid`` (from /proc; empty where there is no /proc)."""
+    children: dict[int, list[int]] = {}
+    for d in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            children.setdefault(ppid, []).append(int(d.name))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
 def _hard_exit() -> None:
-    """Second Ctrl-C: kill the local Ray processes this driver started (by pid) and exit now."""
+    """Second Ctrl-C: kill every process this driver started (its descendants: the local Ray, trial workers) and
+    exit now. A cluster joined with RAY_ADDRESS is not touched (its processes are not our descendants)."""
     print("\n[ptsweep] second Ctrl-C: exiting now (running trials are lost; finished ones are in the ledger)",
           file=sys.stderr, flush=True)
-    with contextlib.suppress(Exception):
-        import ray
-
-        node = ray._private.worker._global_node  # None when joined to a cluster we did not start
-        if node is not None:
-            node.kill_all_processes(check_alive=False, allow_graceful=False)
+    for pid in _descendants(os.getpid()):  # collected first: killing the raylet re-parents its agents
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
     os._exit(130)
 
 

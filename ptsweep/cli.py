@@ -242,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         import os
 
-        from ptsweep.train import OVERRIDES_ENV
+        from ptsweep.tracking import OVERRIDES_ENV
 
         os.environ[OVERRIDES_ENV] = json.dumps(list(args.overrides))  # saved as .hydra/overrides.yaml by each run
         if args.command == "size":

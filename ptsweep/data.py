@@ -415,9 +415,12 @@ def load_tokenizer(cfg: DataConfig, docs: Documents | None = None) -> tuple[Toke
             raise
         except Exception as exc:
             if not cfg.tokenizer_fallback:
-                why = "offline" if hf_offline() else type(exc).__name__
-                raise DataError(f"tokenizer '{cfg.tokenizer}' cannot be loaded ({why}); set data.tokenizer_fallback="
-                                f"true or point data.tokenizer at a local tokenizer.json") from None
+                why = "not in the Hugging Face cache and the hub is offline" if hf_offline() else \
+                    f"not cached and the hub is unreachable ({type(exc).__name__})"
+                raise DataError(f"data.tokenizer={cfg.tokenizer}: {why}; download it once with `hf download "
+                                f"{cfg.tokenizer} tokenizer.json` (older clients: `huggingface-cli download "
+                                f"{cfg.tokenizer}`), or point data.tokenizer at a local tokenizer.json "
+                                f"(data.tokenizer_fallback=true trains a different WordPiece instead)") from None
             reason = "offline (HF_HUB_OFFLINE)" if hf_offline() else f"unreachable ({type(exc).__name__})"
             log.warning("tokenizer '%s' %s: FALLBACK to a WordPiece (vocab %d) trained on the %s training split",
                         cfg.tokenizer, reason, cfg.vocab_size, cfg.name)

@@ -33,6 +33,8 @@ from typing import Any
 from ptsweep.config import TrackerConfig, flatten
 
 RESULTS_FILE = "results.jsonl"
+OVERRIDES_ENV = "PTSWEEP_OVERRIDES"
+"""JSON list of the command-line overrides as typed (set by the CLI); each run saves it as ``.hydra/overrides.yaml``."""
 
 
 class TrackerError(RuntimeError):

@@ -51,6 +51,7 @@ from ptsweep.config import ConfigError, RunConfig, flatten, to_dict
 from ptsweep.models import build_model, mlm_loss
 from ptsweep.models.sizing import flops_per_token, param_count
 from ptsweep.parametrization import build_optimizer, set_lr
+from ptsweep.tracking import OVERRIDES_ENV
 
 CHECKPOINT = "checkpoint.pt"
 
@@ -64,8 +65,6 @@ RESULT_NEUTRAL_PREFIXES = ("tracker.", "ray.", "sweep.")
 RESULT_NEUTRAL_KEYS = {"out_dir", "run_name", "preset", "data.cache_dir", "data.num_proc", "train.progress",
                        "train.threads", "train.resume", "train.checkpoint", "train.checkpoint_every_s", "train.device",
                        "train.stop_after_steps", "train.log_every"}
-OVERRIDES_ENV = "PTSWEEP_OVERRIDES"
-"""JSON list of the command-line overrides as typed (set by the CLI); saved as ``.hydra/overrides.yaml``."""
 
 
 def result_config(cfg_or_dict) -> dict:

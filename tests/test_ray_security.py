@@ -91,6 +91,7 @@ def test_no_ray_listener_of_a_running_sweep_accepts_unauthenticated_clients(tmp_
         assert token and not token_path.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO), "token file not owner-only"
 
         gcs = None
+        ray_children = [c for c in procs if c.name() in ("gcs_server", "raylet")]
         for p, ip, port in exposed:
             env = p.environ()
             assert env.get("RAY_AUTH_MODE", "token") != "disabled", (p.name(), port)
@@ -99,6 +100,9 @@ def test_no_ray_listener_of_a_running_sweep_accepts_unauthenticated_clients(tmp_
                     urllib.request.urlopen(f"http://{ip if ip not in ('::', '0.0.0.0') else _node_ip()}:{port}/",
                                            timeout=10)
                 assert err.value.code == 401, (p.name(), port)
+            elif p.pid == proc.pid:  # the driver sets RAY_AUTH_MODE at run time (not in /proc/<pid>/environ) ...
+                assert ray_children and all(c.environ().get("RAY_AUTH_MODE") == "token" for c in ray_children)
+                # ... and every Ray process it spawned inherited token mode from it (checked here)
             else:  # gRPC servers (gcs_server, raylet, core workers) enforce the mode they were started with
                 assert env.get("RAY_AUTH_MODE") == "token", (p.name(), port, env.get("RAY_AUTH_MODE"))
             if p.name() == "gcs_server":

@@ -272,6 +272,16 @@ def _stop_requested() -> bool:
         return False
 
 
+def _node_id() -> str:
+    """The Ray node this trial runs on (recorded in trial.json; multi-node runs show where each trial ran)."""
+    try:
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+    except Exception:  # noqa: BLE001
+        return ""
+
+
 def _trainable(config: dict, *, base: dict, fixed: dict, table: dict, study_dir: str, threads: int) -> None:
     """Ray Tune function trainable: one ``train.run`` of base + overrides; never raises for a failed run."""
     import torch
@@ -299,7 +309,8 @@ def _trainable(config: dict, *, base: dict, fixed: dict, table: dict, study_dir:
     tdir = trial_dir(study, key)
     tdir.mkdir(parents=True, exist_ok=True)
     write_json(tdir / "trial.json", {"trial_key": key, "label": label, "overrides": overrides,
-                                     "started_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "pid": os.getpid()})
+                                     "started_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "pid": os.getpid(),
+                                     "node_id": _node_id(), "host": os.uname().nodename})
     from ptsweep.tracking import append_line
 
     append_line(study / STARTS_LOG, f"{time.strftime('%Y-%m-%dT%H:%M:%S')} start {key}")

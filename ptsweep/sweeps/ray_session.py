@@ -92,6 +92,21 @@ def _probe(address: str, timeout: float = 5.0) -> None:
     except OSError as e:
         raise SweepError(f"ray.address / RAY_ADDRESS={address}: no Ray head answers there ({type(e).__name__}: {e}); "
                          f"start one with `ray start --head` or unset RAY_ADDRESS for a local Ray") from None
+    # Something listens: ask it as a GCS, with a timeout (ray.init would retry for about a minute). Private Ray API:
+    # skipped if it moved.
+    try:
+        from ray._raylet import InnerGcsClient
+
+        standalone = InnerGcsClient.standalone
+    except (ImportError, AttributeError):
+        return
+    try:
+        standalone(address, None, int(timeout * 1000))
+    except Exception as e:  # noqa: BLE001 - RpcError (not a GCS, wrong token, timeout)
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        hint = ("; this cluster uses token auth: put its token in RAY_AUTH_TOKEN (`ray get-auth-token` on the head "
+                "prints it)") if "auth" in msg.lower() else "; is it a Ray head (`ray start --head`)?"
+        raise SweepError(f"ray.address / RAY_ADDRESS={address}: not a reachable Ray cluster ({msg}){hint}") from None
 
 
 def _init(address: str, ray_cfg) -> None:

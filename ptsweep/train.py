@@ -22,6 +22,12 @@ when ``train.stop_after_steps`` interrupts the run, and at the end; always via a
 ``train.resume=true`` loads it and continues: batches are a pure function of (seed, step) (``data.train_batch``) and
 the RNG state is restored, so a resumed run reproduces an uninterrupted one (to float rounding on CPU).
 
+Run folders: ``<out_dir>/train/<run_name or model-w<width>-s<seed>>-<hash>``, the hash over every key that changes
+the numbers (``result_config``: not tracker, Ray, sweep, progress, resume, checkpointing, device), so two runs that
+differ only in ``optim.lr`` never share a folder. ``train.resume=true`` refuses (ConfigError, one line naming the
+differing keys) a checkpoint written under another config - also when the folder of this config has no checkpoint
+but a sibling run of the same name has one. ``<run_dir>/.hydra/`` holds the composed config and the CLI overrides.
+
 Final metrics (also ``tracker.finish``): val_loss, val_loss_init, best_val_loss, train_loss (mean over the last log
 window), diverged, status (ok | diverged | stopped), steps, tokens, tokens_per_s (training throughput of
 this process), params (counted on the model), non_embedding_params, flops_per_token (analytic, models.sizing),

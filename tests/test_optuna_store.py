@@ -76,3 +76,11 @@ def test_reopening_with_another_space_is_a_one_line_refusal(tmp_path: Path) -> N
         optuna_store.open_study(tmp_path, "search", other)
     assert "\n" not in str(e.value) and "sweep.study" in str(e.value)
     assert optuna_store.n_startup(2) == 1 and optuna_store.n_startup(8) == 2 and optuna_store.n_startup(64) == 10
+
+
+def test_extending_a_study_never_repeats_an_earlier_random_start_up_draw(tmp_path: Path) -> None:
+    s = _searcher(tmp_path, num_samples=30)  # n_startup_trials = 10: these are random draws
+    first = s.suggest("a")
+    s.on_trial_complete("a", {"val_loss": 5.0, "tokens": 4096, "status": "ok"})
+    s2 = _searcher(tmp_path, num_samples=30)  # a re-run with a larger budget, same search_seed
+    assert s2.suggest("b") != first  # same seed would redraw trial 0's point (its trial key: no new training)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -124,4 +125,5 @@ def test_two_node_sweep_lands_on_both_nodes_and_resumes_after_the_driver_is_kill
         assert any((shared / "ray" / "tune-small").iterdir())  # Ray's experiment state on the shared storage
     finally:
         _stop_cluster(token)
+        shutil.rmtree(temp, ignore_errors=True)
         assert not _ours(token)

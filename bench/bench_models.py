@@ -151,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch default)")
     p.add_argument("--models", default="pt,bert,ut")
     p.add_argument("--out", default=str(ROOT / "runs" / "bench"))
+    p.add_argument("--tracker", default="offline", choices=["offline", "online", "disabled"],
+                   help="W&B mode of the summary run (local files are always written)")
     a = p.parse_args(argv)
     args = {k: getattr(a, k) for k in ("steps", "warmup", "device", "width", "vocab", "batch", "seq_len", "layers",
                                        "mask_prob", "threads")}
@@ -173,7 +175,27 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(md)
     print(f"wrote {out / 'bench.json'} and {out / 'bench.md'}")
+    _log_to_tracker(a.tracker, out, results, meta)
     return 0
+
+
+def _log_to_tracker(mode: str, out: Path, results: list[dict], meta: dict) -> None:
+    """One W&B summary run (table + bench.json/bench.md artifact) through the tracker interface; never fails."""
+    if mode == "disabled":
+        return
+    try:
+        import pandas as pd
+
+        from ptsweep.config import TrackerConfig
+        from ptsweep.tracking import make_tracker
+
+        tracker = make_tracker(TrackerConfig(mode=mode), results_path=out / "results.jsonl")
+        tracker.start(out / "wandb_summary", {"bench": meta}, name="bench", group="bench", job_type="summary")
+        tracker.log_table("bench", pd.DataFrame(results).drop(columns=["shape"], errors="ignore"))
+        tracker.log_artifact("bench-summary", "bench-summary", [out / "bench.json", out / "bench.md"])
+        tracker.finish({"status": "ok"})
+    except Exception as e:  # noqa: BLE001 - the local files are the record
+        print(f"W&B summary run failed: {type(e).__name__}: {e}".splitlines()[0], file=sys.stderr)
 
 
 if __name__ == "__main__":

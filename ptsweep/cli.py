@@ -73,6 +73,41 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     return tuple(errors)
 
 
+def schema_keys() -> set[str]:
+    """Every dotted key the config schema knows (``model.*`` over all model schemas)."""
+    import dataclasses
+
+    from ptsweep.config import MODEL_SCHEMAS
+
+    def walk(cls, prefix: str) -> set[str]:
+        keys = set()
+        for f in dataclasses.fields(cls):
+            default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+            if f.name == "model" and prefix == "":
+                for schema in MODEL_SCHEMAS.values():
+                    keys |= walk(schema, "model.")
+            elif dataclasses.is_dataclass(default):
+                keys |= walk(type(default), f"{prefix}{f.name}.")
+            else:
+                keys.add(f"{prefix}{f.name}")
+        return keys
+
+    return walk(RunConfig, "")
+
+
+def _accept_schema_keys(overrides: list[str]) -> list[str]:
+    """``key=value`` for a key the schema knows becomes ``++key=value`` (set, or add when the chosen group's YAML
+    does not list it, e.g. data.val_fraction with data=minipile); the schema then validates it."""
+    known = schema_keys()
+    out = []
+    for o in overrides:
+        key = o.split("=", 1)[0]
+        if "=" in o and not key.startswith(("+", "~")) and "." in key and key in known:
+            o = "++" + o
+        out.append(o)
+    return out
+
+
 def compose_dict(overrides: list[str]) -> dict:
     """Compose ``conf/config.yaml`` with Hydra ``overrides`` and return the resolved plain dict."""
     from hydra import compose as hydra_compose
@@ -84,7 +119,7 @@ def compose_dict(overrides: list[str]) -> dict:
     GlobalHydra.instance().clear()  # a caller (notebook, test) may have left Hydra initialised
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
         try:
-            cfg = hydra_compose(config_name="config", overrides=list(overrides))
+            cfg = hydra_compose(config_name="config", overrides=_accept_schema_keys(list(overrides)))
         except ConfigCompositionException as e:
             # Hydra puts the useful part ("Key 'foo' is not in struct", "full_key: model.foo") in the cause.
             cause = _one_line(e.__cause__) if e.__cause__ is not None else ""
@@ -182,6 +217,8 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. model.width=512 preset=smoke")
         p.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
+        p.add_argument("--cfg", nargs="?", const="job", choices=["job"], default=None,
+                       help="print the composed, validated config (YAML) and exit")
         return p
 
     size = add("size", "print model shape, parameter counts and FLOPs/token (no data loading)")
@@ -196,6 +233,18 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         cfg = compose(args.overrides)
+        if args.cfg:
+            import yaml
+
+            from ptsweep.config import to_dict
+
+            print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="")
+            return 0
+        import os
+
+        from ptsweep.tracking import OVERRIDES_ENV
+
+        os.environ[OVERRIDES_ENV] = json.dumps(list(args.overrides))  # saved as .hydra/overrides.yaml by each run
         if args.command == "size":
             return cmd_size(cfg, args.vocab)
         if args.command == "train":
@@ -206,6 +255,10 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"error: {_one_line(str(e))}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as e:
+        import shlex
+
+        cmd = " ".join(shlex.quote(a) for a in ["python", "-m", "ptsweep", *(argv if argv is not None else sys.argv[1:])])
+        detail = f" ({e})" if str(e) else ""
+        print(f"interrupted{detail}\nresume with: {cmd}", file=sys.stderr)
         return 130

@@ -20,8 +20,10 @@ Python's json module and pandas read back.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import shutil
 import time
 from collections.abc import Mapping, Sequence
@@ -31,6 +33,8 @@ from typing import Any
 from ptsweep.config import TrackerConfig, flatten
 
 RESULTS_FILE = "results.jsonl"
+OVERRIDES_ENV = "PTSWEEP_OVERRIDES"
+"""JSON list of the command-line overrides as typed (set by the CLI); each run saves it as ``.hydra/overrides.yaml``."""
 
 
 class TrackerError(RuntimeError):
@@ -104,6 +108,22 @@ class Tracker:
     def log_images(self, images: Mapping[str, str | Path]) -> None:
         """Record image files, ``{name: path}`` (e.g. a sweep's plots)."""
 
+    def log_artifact(self, name: str, kind: str, paths: Sequence[str | Path]) -> None:
+        """Record files as one versioned artifact (e.g. transfer.yaml, a sweep's summary); local files stay put."""
+
+    def restore_history(self, metrics: dict, step: int) -> None:
+        """A resumed run's earlier rows: back into the local history, never sent to W&B again."""
+
+
+def wandb_run_id(run_dir: Path, job_type: str = "train") -> str:
+    """Stable W&B run id of a run folder: the same trial / run resumes the same W&B run (``resume="allow"``)."""
+    key = f"{Path(run_dir).resolve()}|{job_type}"
+    return hashlib.sha1(key.encode()).hexdigest()[:16]
+
+
+def _artifact_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")[:120] or "artifact"
+
 
 class LocalTracker(Tracker):
     """Files under the run folder + one row per run in ``<out_dir>/results.jsonl`` (module docstring).
@@ -135,6 +155,9 @@ class LocalTracker(Tracker):
         if self.run_dir is None:
             return
         append_line(self.run_dir / "history.jsonl", _dumps({"step": int(step), **metrics}))
+
+    def restore_history(self, metrics: dict, step: int) -> None:
+        LocalTracker.log(self, metrics, step)
 
     def finish(self, summary: dict) -> None:
         if self.run_dir is None or self._finished:
@@ -194,6 +217,7 @@ class WandbTracker(LocalTracker):
             name=self._meta["name"], group=group or self.cfg.group or None,
             tags=list(tags) or list(self.cfg.tags) or None, job_type=job_type, dir=str(self.run_dir),
             config=flatten(self._config), reinit="create_new", settings=settings,
+            id=wandb_run_id(self.run_dir, job_type), resume="allow",
         )
 
     def log(self, metrics: dict, step: int) -> None:
@@ -222,6 +246,20 @@ class WandbTracker(LocalTracker):
             import wandb
 
             self._run.log({name: wandb.Image(str(path)) for name, path in images.items()})
+
+
+    def log_artifact(self, name: str, kind: str, paths: Sequence[str | Path]) -> None:
+        if self._run is None:
+            return
+        import wandb
+
+        files = [Path(p) for p in paths if Path(p).is_file()]
+        if not files:
+            return
+        art = wandb.Artifact(_artifact_name(name), type=kind)
+        for f in files:
+            art.add_file(str(f), name=f.name)
+        self._run.log_artifact(art)
 
 
 def make_tracker(tracker_cfg: TrackerConfig, results_path: str | Path | None = None) -> Tracker:

@@ -23,8 +23,15 @@ when ``train.stop_after_steps`` interrupts the run, and at the end; always via a
 ``train.resume=true`` loads it and continues: batches are a pure function of (seed, step) (``data.train_batch``) and
 the RNG state is restored, so a resumed run reproduces an uninterrupted one (to float rounding on CPU).
 
+Run folders: ``<out_dir>/train/<run_name or model-w<width>-s<seed>>-<hash>``, the hash over every key that changes
+the numbers (``result_config``: not tracker, Ray, sweep, progress, resume, checkpointing, device), so two runs that
+differ only in ``optim.lr`` never share a folder. ``train.resume=true`` refuses (ConfigError, one line naming the
+differing keys) a checkpoint written under another config - also when the folder of this config has no checkpoint
+but a sibling run of the same name has one. ``<run_dir>/.hydra/`` holds the composed config and the CLI overrides.
+
 Final metrics (also ``tracker.finish``): val_loss, val_loss_se, unigram_loss(_se), gain_over_unigram(_se) (paired:
-unigram - model), val_tokens, val_blocks (last evaluation, ``ptsweep.metrics.summarize``), val_loss_init, best_val_loss, train_loss (mean over the last log
+unigram - model), val_tokens, val_blocks (last evaluation, ``ptsweep.metrics.summarize``), val_loss_init,
+best_val_loss, train_loss (mean over the last log
 window), diverged, status (ok | diverged | stopped), steps, tokens, tokens_per_s (training throughput of
 this process), params (counted on the model), non_embedding_params, flops_per_token (analytic, models.sizing),
 wall_s (all sessions of the run), device, run_dir, vocab_size, and history (the logged rows; kept out of the
@@ -33,6 +40,9 @@ results table). Runs that raise are recorded with status failed | interrupted | 
 
 from __future__ import annotations
 
+import glob
+import hashlib
+import json
 import math
 import os
 import random
@@ -46,11 +56,12 @@ import numpy as np
 import torch
 
 from ptsweep import data as data_mod
-from ptsweep.config import RunConfig, to_dict
 from ptsweep import metrics
+from ptsweep.config import ConfigError, RunConfig, flatten, to_dict
 from ptsweep.models import IGNORE_INDEX, build_model, mlm_logits, mlm_loss
 from ptsweep.models.sizing import flops_per_token, param_count
 from ptsweep.parametrization import build_optimizer, set_lr
+from ptsweep.tracking import OVERRIDES_ENV
 
 CHECKPOINT = "checkpoint.pt"
 
@@ -58,10 +69,81 @@ CHECKPOINT = "checkpoint.pt"
 # --------------------------------------------------------------------------------------------------------------
 # Small pieces (each testable on its own)
 # --------------------------------------------------------------------------------------------------------------
+# Keys that do not change what a run computes: left out of the run folder's config hash and of the resume check
+# (the same keys the sweeps leave out of their trial keys).
+RESULT_NEUTRAL_PREFIXES = ("tracker.", "ray.", "sweep.")
+RESULT_NEUTRAL_KEYS = {"out_dir", "run_name", "preset", "data.cache_dir", "data.num_proc", "train.progress",
+                       "train.threads", "train.resume", "train.checkpoint", "train.checkpoint_every_s", "train.device",
+                       "train.stop_after_steps", "train.log_every"}
+
+
+def result_config(cfg_or_dict) -> dict:
+    """The flat config (dotted keys) minus the result-neutral keys: what defines a run's numbers."""
+    d = cfg_or_dict if isinstance(cfg_or_dict, dict) else to_dict(cfg_or_dict)
+    return {k: v for k, v in sorted(flatten(d).items())
+            if k not in RESULT_NEUTRAL_KEYS and not k.startswith(RESULT_NEUTRAL_PREFIXES)}
+
+
+def config_hash(cfg: RunConfig) -> str:
+    """8 hex digits of sha1 over :func:`result_config` (floats by repr): same numbers, same hash."""
+    norm = {k: (repr(v) if isinstance(v, float) else v) for k, v in result_config(cfg).items()}
+    return hashlib.sha1(json.dumps(norm, sort_keys=True, default=str).encode()).hexdigest()[:8]
+
+
+def run_label(cfg: RunConfig) -> str:
+    return cfg.run_name or f"{cfg.model.name}-w{cfg.model.width}-s{cfg.seed}"
+
+
 def default_run_dir(cfg: RunConfig) -> Path:
-    """<out_dir>/train/<run_name or model-w<width>-s<seed>>."""
-    name = cfg.run_name or f"{cfg.model.name}-w{cfg.model.width}-s{cfg.seed}"
-    return Path(cfg.out_dir) / "train" / name
+    """<out_dir>/train/<run_name or model-w<width>-s<seed>>-<config hash>: runs that differ in any result-relevant
+    key (e.g. only optim.lr) never share a folder."""
+    return Path(cfg.out_dir) / "train" / f"{run_label(cfg)}-{config_hash(cfg)}"
+
+
+def _differing(old: dict, new: dict, limit: int = 6) -> str:
+    keys = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+    parts = [f"{k}={old.get(k, '<unset>')} (now {new.get(k, '<unset>')})" for k in keys[:limit]]
+    return ", ".join(parts) + (f" and {len(keys) - limit} more" if len(keys) > limit else "")
+
+
+def check_resume(cfg: RunConfig, run_dir: Path, default_dir: bool) -> None:
+    """``train.resume=true``: ConfigError (one line naming the differing keys) if the checkpoint to resume was
+    written under another config; for a default folder without a checkpoint, the same if a sibling run of the same
+    name has one (the user most likely changed a hyperparameter and expects to resume)."""
+    if not cfg.train.resume:
+        return
+    now = result_config(cfg)
+    ckpt = run_dir / CHECKPOINT
+    candidates = [ckpt] if ckpt.exists() else []
+    if not candidates and default_dir:
+        candidates = sorted(run_dir.parent.glob(f"{glob.escape(run_label(cfg))}-*/{CHECKPOINT}"))
+    best = None
+    for path in candidates:
+        try:
+            old = result_config(torch.load(path, map_location="cpu", weights_only=False).get("config", {}))
+        except Exception:  # noqa: BLE001 - an unreadable checkpoint is reported by the load itself
+            continue
+        diff = _differing(old, now)
+        if diff and (best is None or diff.count("(now") < best[1].count("(now")):
+            best = (path, diff)
+    if best is not None:
+        raise ConfigError(f"train.resume: {best[0]} was written under another config: {best[1]} - resume with "
+                          f"those values, or drop train.resume to start a new run")
+
+
+def save_config_dir(run_dir: Path, cfg: RunConfig) -> None:
+    """``<run_dir>/.hydra/config.yaml`` (the composed config) and ``overrides.yaml`` (the CLI overrides as typed)."""
+    import yaml
+
+    d = run_dir / ".hydra"
+    d.mkdir(parents=True, exist_ok=True)
+    try:
+        overrides = json.loads(os.environ.get(OVERRIDES_ENV, "[]"))
+    except json.JSONDecodeError:
+        overrides = []
+    (d / "config.yaml").write_text(yaml.safe_dump(json.loads(json.dumps(to_dict(cfg), default=str)),
+                                                  sort_keys=False))
+    (d / "overrides.yaml").write_text(yaml.safe_dump([str(o) for o in overrides], sort_keys=False))
 
 
 def num_steps(cfg: RunConfig) -> int:
@@ -169,9 +251,12 @@ def run(cfg: RunConfig, tracker, run_dir: Path | None = None,
     "failed", "interrupted" (KeyboardInterrupt / SystemExit) or the exception's own ``status`` string attribute (a
     sweep's early-stop exception can carry ``status = "early_stopped"``)."""
     t_start = time.perf_counter()
+    default_dir = run_dir is None
     run_dir = Path(run_dir) if run_dir is not None else default_run_dir(cfg)
     run_dir = run_dir.resolve()
+    check_resume(cfg, run_dir, default_dir)  # before anything is written or recorded
     run_dir.mkdir(parents=True, exist_ok=True)
+    save_config_dir(run_dir, cfg)
     tracker.start(run_dir, to_dict(cfg), name=run_dir.name, group=cfg.tracker.group, tags=cfg.tracker.tags)
     try:
         metrics = _train(cfg, tracker, run_dir, report_fn, t_start)
@@ -228,8 +313,14 @@ def _train(cfg: RunConfig, tracker, run_dir: Path, report_fn, t_start: float) ->
         optimizer.load_state_dict(ckpt["optimizer"])
         state.update(ckpt["state"])
         set_rng_state(ckpt["rng"])
-        for row in state["history"]:  # the tracker starts a fresh history file; replay what was kept
-            tracker.log({k: v for k, v in row.items() if k != "step"}, row["step"])
+        # the tracker starts a fresh local history file: restore what was kept (W&B resumes its own run by id,
+        # so nothing is replayed there)
+        restore = getattr(tracker, "restore_history", None)
+        for row in state["history"]:
+            if restore is not None:
+                restore({k: v for k, v in row.items() if k != "step"}, row["step"])
+            else:
+                tracker.log({k: v for k, v in row.items() if k != "step"}, row["step"])
     elif tc.resume:
         print(f"train.resume: no checkpoint in {run_dir}, starting from step 0", file=sys.stderr)
     wall_before = state["wall_s"]

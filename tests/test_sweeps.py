@@ -37,8 +37,7 @@ BASE7 = {"optim.lr": 0.02, "model.w_unary": 1.5, "model.w_child": 0.8, "model.w_
 
 @pytest.fixture(scope="module", autouse=True)
 def ray_local():
-    """One local Ray (num_cpus=2, 127.0.0.1) for every test of the module; the sweeps reuse it."""
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    """One local Ray (num_cpus=2, token auth) for every test of the module; the sweeps reuse it."""
     os.environ.setdefault("WANDB_MODE", "disabled")
     cfg = compose(["preset=smoke"])
     with common.ray_session(cfg.ray):
@@ -119,12 +118,39 @@ def test_tune_small_writes_transfer_yaml_trials_and_plots_and_resumes(tmp_path):
         assert_png(sdir / "optuna_importances.png")
     else:
         assert any("optuna_importances" in n for n in summary["notes"])
-    # re-running a finished study restores the Ray experiment: no trial is started again, the table is the same
+    assert "search" in summary and summary["search"]["n_startup_trials"] >= 1
+    # the Optuna study persists in the study folder and loads with optuna.load_study
+    study = load_study(sdir)
+    assert len(study.trials) == 3 and {t.state.name for t in study.trials} <= {"COMPLETE", "PRUNED", "FAIL"}
+    assert sorted(t.value for t in study.trials if t.state.name == "COMPLETE") == \
+        sorted(trials.loc[trials["status"] == "ok", "val_loss"])
+    # re-running a finished study starts no trial again, the table is the same
     before = start_counts(sdir)
     sdir2 = tune_small.run(cfg)
     assert start_counts(sdir2) == before and sum(before.values()) == 3
     again = pd.read_parquet(sdir2 / "trials.parquet")
     assert sorted(again["trial_key"]) == sorted(trials["trial_key"])
+    assert len(load_study(sdir).trials) == 3
+    # one more sample: exactly one more trial in the same study, the three finished ones are not re-run
+    tune_small.run(smoke(tmp_path, "sweep.num_samples=4"))
+    assert len(load_study(sdir).trials) == 4
+    after = start_counts(sdir)
+    assert sum(after.values()) == 4 and all(after[k] == 1 for k in before)
+    assert len(pd.read_parquet(sdir / "trials.parquet")) == 4
+    # another search space: one-line refusal naming the change, the study is untouched
+    with pytest.raises(common.SweepError, match=r"another space .*optim\.lr") as err:
+        tune_small.run(smoke(tmp_path, "sweep.num_samples=4", "sweep.lr_range=[0.002,0.05]"))
+    assert "\n" not in str(err.value) and "sweep.study" in str(err.value)
+    assert len(load_study(sdir).trials) == 4
+
+
+def load_study(sdir: Path):
+    import optuna
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    return optuna.load_study(study_name="search",
+                             storage=JournalStorage(JournalFileBackend(str(sdir / "optuna.journal"))))
 
 
 def test_verify_transfer_runs_max_of_required_and_n(tmp_path):
@@ -198,7 +224,7 @@ def test_killed_sweep_resumes_without_losing_or_repeating_finished_trials(tmp_pa
     tfile = write_transfer(tmp_path / "t" / "transfer.yaml")
     args = ["preset=smoke", "tracker=disabled", f"out_dir={tmp_path}", f"sweep.transfer_file={tfile}",
             "sweep.width=64", "sweep.n=4", "sweep.seeds=1", "ray.max_concurrent=1"]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "RAY_AUTH_MODE": "disabled"}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     env.pop("RAY_ADDRESS", None)
     sdir = tmp_path / "verify-transfer"
     proc = subprocess.Popen([sys.executable, "-m", "ptsweep", "verify-transfer", *args], cwd=REPO, env=env,

@@ -2,7 +2,7 @@
 
 Public API (used by tune_small, verify_transfer, scaling_curves, demo, coord_check, lr_transfer):
 
-    with ray_session(cfg.ray):                         # local Ray on 127.0.0.1 (or RAY_ADDRESS / ray.address)
+    with ray_session(cfg.ray):                         # local Ray with token auth (or RAY_ADDRESS / ray.address)
         df = run_trials(cfg, [{"optim.lr": 1e-3}, ...], study_dir, "final", tags=[...])   # fixed list
         df = run_search(cfg, {"optim.lr": (1e-4, 1e-2)}, study_dir, "search", num_samples=8, seed=0)  # Optuna
 
@@ -23,10 +23,15 @@ ok | diverged | failed | early_stopped, error, val_loss and the other final metr
 atomically). A ledger entry means "finished, never run again":
 
 - fixed lists (``run_trials``): trials whose ``final.json`` exists are not submitted to Ray at all;
-- Optuna searches (``run_search``): an interrupted experiment is continued with ``Tuner.restore(...,
-  resume_unfinished=True, resume_errored=False)`` (Ray restores the OptunaSearch state); in addition the trainable
-  itself checks the ledger first and, when the trial already finished (killed after ``final.json`` but before Ray
-  saved its state), reports the recorded metrics instead of training again.
+- Optuna searches (``run_search``): the study lives in ``<study>/optuna.journal`` (``sweeps.optuna_store``); a
+  re-run asks Optuna only for the trials missing to reach ``num_samples`` (a larger ``num_samples`` extends the same
+  study), re-queues trials that were interrupted, and refuses another search space with one line. The trainable
+  itself also checks the ledger first and, when the trial already finished (killed after ``final.json``), reports
+  the recorded metrics instead of training again.
+
+Ctrl-C (``sweeps.ray_session.interrupt_guard``): the first one stops the Ray experiment; trials stopped then record
+``interrupted.json`` (no ledger record: they run again, from their checkpoint); ``SweepInterrupted`` tells the CLI to
+print the resume command. The second one kills the local Ray and exits.
 
 Every actual start of training appends one line ``<time> start <trial_key>`` to ``<study>/trial_starts.log``
 (tests count these to prove nothing is re-run). A trial started again after being killed mid-run (no ledger record)
@@ -50,10 +55,12 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from ptsweep.config import TRANSFER_KEYS, ConfigError, RunConfig, flatten, to_dict, with_overrides
+from ptsweep.config import TRANSFER_KEYS, RunConfig, flatten, to_dict, with_overrides
+from ptsweep.sweeps.ray_session import SweepError, SweepInterrupted, interrupt_guard, make_stopper, ray_session
 
 __all__ = [
     "SweepError",
+    "SweepInterrupted",
     "transfer_path",
     "read_transfer",
     "METRIC",
@@ -78,6 +85,8 @@ METRIC, MODE = "val_loss", "min"
 TRIAL_FIELD = "__trial__"
 """param_space key that carries the trial key of a fixed-list trial (never a config key: no dot)."""
 STARTS_LOG = "trial_starts.log"
+INTERRUPT_MARKER = ".interrupted"
+"""Written into the study folder by the first Ctrl-C: a trial stopped while it exists was interrupted, not pruned."""
 # Keys that do not change what a trial computes: left out of the trial key (so e.g. a different out_dir, W&B mode
 # or Ray setting still finds the finished trials).
 _KEY_EXCLUDE_PREFIXES = ("tracker.", "ray.", "sweep.")
@@ -87,10 +96,6 @@ _KEY_EXCLUDE = {"out_dir", "run_name", "preset", "data.cache_dir", "data.num_pro
 # Final metrics copied from the ledger into result tables (in this order; history is never copied).
 TABLE_METRICS = ("val_loss", "status", "error", "steps", "tokens", "best_val_loss", "val_loss_init", "train_loss",
                  "params", "non_embedding_params", "flops_per_token", "tokens_per_s", "wall_s", "device")
-
-
-class SweepError(ConfigError):
-    """A user-fixable sweep problem (e.g. transfer.yaml missing). A ConfigError, so the CLI prints one line."""
 
 
 TUNE_STUDY = "tune-small"
@@ -178,48 +183,6 @@ def _finite_or_inf(x: Any) -> float:
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Ray session
-# --------------------------------------------------------------------------------------------------------------
-@contextlib.contextmanager
-def ray_session(ray_cfg):
-    """Connect to / start Ray for the duration of a sweep.
-
-    - Ray already initialised (e.g. a test fixture, or the demo chaining sweeps): reuse it, leave it running.
-    - ``ray.address`` or ``$RAY_ADDRESS`` set: join that cluster (its auth token must be in the environment).
-    - Otherwise: a local Ray on 127.0.0.1 only, no dashboard, ``num_cpus`` / ``object_store_memory`` from the config,
-      ``RAY_AUTH_MODE=disabled`` unless set; shut down on exit.
-    """
-    import ray
-
-    if ray.is_initialized():
-        yield
-        return
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    # Tune's automatic CSV/JSON/TensorBoard result loggers duplicate the ledger (and choke on val_loss = inf).
-    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
-    # Ctrl-C must stop the sweep (KeyboardInterrupt), not make Tune return partial results that the sweep would
-    # then analyse as if complete; the ledger lets the next run resume.
-    os.environ.setdefault("TUNE_DISABLE_SIGINT_HANDLER", "1")
-    address = ray_cfg.address or os.environ.get("RAY_ADDRESS", "")
-    # Trial workers inherit the environment; the repo root on PYTHONPATH lets them import ptsweep even when it is
-    # not installed (local clusters only; a remote cluster needs ptsweep installed on its nodes).
-    root = str(Path(__file__).resolve().parents[2])
-    if root not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
-        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
-    if address:
-        ray.init(address=address, ignore_reinit_error=True, log_to_driver=True)
-    else:
-        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-        ray.init(num_cpus=ray_cfg.num_cpus or None, object_store_memory=ray_cfg.object_store_memory or None,
-                 include_dashboard=False, _node_ip_address="127.0.0.1", ignore_reinit_error=True,
-                 log_to_driver=True)
-    try:
-        yield
-    finally:
-        ray.shutdown()
-
-
-# --------------------------------------------------------------------------------------------------------------
 # Trial keys and the ledger
 # --------------------------------------------------------------------------------------------------------------
 def _norm(v: Any) -> Any:
@@ -257,6 +220,8 @@ def read_ledger(study_dir: Path, key: str) -> dict | None:
     except (OSError, json.JSONDecodeError):
         return None
     if not isinstance(rec, dict) or "status" not in rec:
+        return None
+    if rec.get("status") == "interrupted":  # train.run's record of a run stopped by Ctrl-C: not finished
         return None
     # train.run's tracker also writes final.json (without trial_key) just before the trainable's record: a record
     # without trial_key is the tracker's, i.e. the process died in between; it still means "finished". A trial
@@ -311,6 +276,16 @@ def _stop_requested() -> bool:
         return False
 
 
+def _node_id() -> str:
+    """The Ray node this trial runs on (recorded in trial.json; multi-node runs show where each trial ran)."""
+    try:
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+    except Exception:  # noqa: BLE001
+        return ""
+
+
 def _trainable(config: dict, *, base: dict, fixed: dict, table: dict, study_dir: str, threads: int) -> None:
     """Ray Tune function trainable: one ``train.run`` of base + overrides; never raises for a failed run."""
     import torch
@@ -338,7 +313,8 @@ def _trainable(config: dict, *, base: dict, fixed: dict, table: dict, study_dir:
     tdir = trial_dir(study, key)
     tdir.mkdir(parents=True, exist_ok=True)
     write_json(tdir / "trial.json", {"trial_key": key, "label": label, "overrides": overrides,
-                                     "started_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "pid": os.getpid()})
+                                     "started_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "pid": os.getpid(),
+                                     "node_id": _node_id(), "host": os.uname().nodename})
     from ptsweep.tracking import append_line
 
     append_line(study / STARTS_LOG, f"{time.strftime('%Y-%m-%dT%H:%M:%S')} start {key}")
@@ -347,8 +323,17 @@ def _trainable(config: dict, *, base: dict, fixed: dict, table: dict, study_dir:
 
     last: dict = {}
 
+    def interrupted() -> bool:
+        return (study / INTERRUPT_MARKER).exists()
+
+    def record_interrupt() -> None:  # not a ledger record: the trial runs again (from its checkpoint) on resume
+        write_json(tdir / "interrupted.json", {"trial_key": key, "status": "interrupted", **last,
+                                               "at": time.strftime("%Y-%m-%dT%H:%M:%S")})
+
     def report_fn(m: dict) -> None:
-        if _stop_requested():  # ASHA stopped the trial: do not train on while the actor shuts down
+        if _stop_requested():  # ASHA (or Ctrl-C) stopped the trial: do not train on while the actor shuts down
+            if interrupted():
+                raise KeyboardInterrupt("sweep interrupted (Ctrl-C)")
             raise _EarlyStopped(f"stopped by the Tune scheduler (ASHA) after step {last.get('step', 0)}")
         last.update(m)
         sub = _report_subset({**m, "trial_key": key})
@@ -367,11 +352,20 @@ def _trainable(config: dict, *, base: dict, fixed: dict, table: dict, study_dir:
         if metrics.get("diverged"):
             metrics = {**metrics, "status": "diverged", "val_loss": math.inf,
                        "error": metrics.get("error") or "diverged: non-finite loss"}
+    except KeyboardInterrupt:  # Ctrl-C: the sweep stops; this trial is continued by the next run
+        record_interrupt()
+        return
     except (SystemExit, _EarlyStopped):  # Tune stopped the trial (ASHA)
+        if interrupted():
+            record_interrupt()
+            return
         _record(study, key, label, overrides, {**last, "steps": last.get("step", 0), "status": "early_stopped",
                                                "error": ""})
         return  # (Ray's sys.exit only ends this trial's thread: returning does the same, without an error)
     except Exception as e:  # noqa: BLE001 - any failure is recorded, never propagated
+        if _stop_requested() and interrupted():
+            record_interrupt()
+            return
         if _stop_requested():  # e.g. W&B torn down while the stopped trial's actor exits
             _record(study, key, label, overrides, {**last, "steps": last.get("step", 0),
                                                    "status": "early_stopped", "error": ""})
@@ -417,7 +411,14 @@ def _trainable_with_resources(cfg: RunConfig, base: dict, fixed: dict, table: di
 
 
 def _storage(cfg: RunConfig, study_dir: Path) -> str:
-    return cfg.ray.storage_path or str(Path(study_dir) / "ray")
+    """Ray's storage_path: ``<study_dir>/ray``, or ``ray.storage_path/<study>`` (a URI such as s3://bucket/x is kept
+    as a string - ``Path`` would turn it into s3:/bucket/x; local paths are made absolute)."""
+    sp = cfg.ray.storage_path
+    if not sp:
+        return str(Path(study_dir) / "ray")
+    if "://" in sp:
+        return sp.rstrip("/") + "/" + Path(study_dir).name
+    return str(Path(sp).expanduser().resolve() / Path(study_dir).name)
 
 
 def _progress_callback(name: str, total: int):
@@ -445,23 +446,29 @@ def _progress_callback(name: str, total: int):
 def _ray_run_config(cfg: RunConfig, study_dir: Path, name: str, total: int):
     from ray import tune
 
-    return tune.RunConfig(name=name, storage_path=_storage(cfg, study_dir), verbose=0,
+    return tune.RunConfig(name=name, storage_path=_storage(cfg, study_dir), verbose=0, stop=make_stopper(),
                           failure_config=tune.FailureConfig(max_failures=0),
                           callbacks=[_progress_callback(name, total)])
 
 
-def _fit(tuner):
-    """``tuner.fit()`` without the warning about result files (Tune's file loggers are off: the ledger is the
-    record)."""
+def _fit(tuner, study_dir: Path, name: str):
+    """``tuner.fit()`` under the Ctrl-C guard (first Ctrl-C stops the experiment, second exits), without the
+    warning about result files (Tune's file loggers are off: the ledger is the record). Raises SweepInterrupted
+    after a Ctrl-C, once Tune has stopped the trials."""
     import logging
 
     log = logging.getLogger("ray.tune.analysis.experiment_analysis")
     level = log.level
     log.setLevel(logging.ERROR)
     try:
-        return tuner.fit()
+        with interrupt_guard(f"{Path(study_dir).name}/{name}", Path(study_dir) / INTERRUPT_MARKER) as flag:
+            grid = tuner.fit()
     finally:
         log.setLevel(level)
+    if flag.requested:
+        raise SweepInterrupted(f"{Path(study_dir).name}: interrupted; finished trials are kept in "
+                               f"{Path(study_dir) / 'trials'} - re-run the same command to resume")
+    return grid
 
 
 def _short_dirname(trial) -> str:
@@ -518,7 +525,7 @@ def run_trials(cfg: RunConfig, trials: Sequence[Mapping[str, Any]], study_dir: P
             run_config=_ray_run_config(cfg, study_dir, f"{experiment_name}-{time.strftime('%Y%m%d-%H%M%S')}",
                                        len(pending)),
         )
-        grid = _fit(tuner)
+        grid = _fit(tuner, study_dir, experiment_name)
         for r in grid:
             if r.error is not None and r.config:
                 errors[r.config.get(TRIAL_FIELD, "")] = _one_line(r.error)
@@ -538,92 +545,17 @@ def run_trials(cfg: RunConfig, trials: Sequence[Mapping[str, Any]], study_dir: P
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Optuna-driven search
+# Optuna-driven search (in sweeps/search.py; re-exported here for the sweeps that import it from common)
 # --------------------------------------------------------------------------------------------------------------
 def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_dir: Path, experiment_name: str, *,
                num_samples: int, seed: int = 0, fixed: Mapping[str, Any] | None = None, label: str = "",
                asha: Mapping[str, float] | None = None, tags: Sequence[str] = (),
                group: str | None = None) -> "pd.DataFrame":
-    """Optuna TPE (seeded) proposes ``num_samples`` trials over ``space``; Ray Tune runs them; resumable.
+    """Optuna proposes, Ray Tune runs, the study persists: see :func:`ptsweep.sweeps.search.run_search`."""
+    from ptsweep.sweeps.search import run_search as _run_search
 
-    Args:
-        space: dotted key -> (low, high), each sampled log-uniformly (the Optuna param name IS the dotted key).
-        fixed: overrides applied to every trial (e.g. ``{"model.name": "bert", "model.width": 192}``).
-        label: prefix of the trial keys (e.g. "bert-w192") - lets several searches share one study folder.
-        asha: ``{"grace_frac": 0.25, "reduction": 3}`` -> ASHA on val_loss with time = tokens (None or reduction <= 1:
-            no early stopping, every trial runs its full budget).
-        experiment_name: the Ray experiment; if ``<storage>/<experiment_name>`` can be restored, it is continued
-            (``Tuner.restore(..., resume_unfinished=True, resume_errored=False)``) instead of starting over.
-
-    Returns one row per trial: trial_id, trial_key, the dotted params, then ``TABLE_METRICS`` (status
-    "early_stopped" for trials ASHA stopped, with their last reported val_loss)."""
-    import optuna
-    import pandas as pd
-    from ray import tune
-    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
-    from ray.tune.search.optuna import OptunaSearch
-
-    study_dir = Path(study_dir).resolve()
-    fixed = dict(fixed or {})
-    group = group or study_dir.name
-    base_cfg = _prepare_base(cfg, study_dir, group, tags)
-    base = to_dict(base_cfg)
-    trial_cfg0 = with_overrides(base_cfg, fixed)  # validates the fixed overrides in the driver
-    _warm_data(trial_cfg0)
-    fn = _trainable_with_resources(base_cfg, base, fixed, {"__label__": label}, study_dir)
-
-    from ptsweep.train import num_steps
-
-    budget = float(num_steps(trial_cfg0) * trial_cfg0.train.batch_size * trial_cfg0.data.seq_len)
-    if asha and asha.get("reduction", 1) > 1:
-        # max_t just above the budget: ASHA stops a trial that reaches max_t at once, which would cut off the
-        # final report (and the ledger record) of trials that ran their whole budget.
-        scheduler = ASHAScheduler(time_attr="tokens", max_t=budget + 1.0,
-                                  grace_period=max(1.0, float(asha.get("grace_frac", 0.25)) * budget),
-                                  reduction_factor=float(asha["reduction"]))
-    else:
-        scheduler = FIFOScheduler()
-    exp_path = Path(_storage(cfg, study_dir)) / experiment_name
-    run_config = _ray_run_config(cfg, study_dir, experiment_name, num_samples)
-    if tune.Tuner.can_restore(str(exp_path)):
-        print(f"[{study_dir.name}/{experiment_name}] restoring the existing search in {exp_path} (finished trials are kept)", file=sys.stderr,
-              flush=True)
-        tuner = tune.Tuner.restore(str(exp_path), trainable=fn, resume_unfinished=True, resume_errored=False,
-                                   restart_errored=False)
-    else:
-        dists = {k: optuna.distributions.FloatDistribution(float(lo), float(hi), log=True)
-                 for k, (lo, hi) in space.items()}
-        searcher = OptunaSearch(space=dists, metric=METRIC, mode=MODE, seed=seed)
-        tuner = tune.Tuner(
-            fn,
-            tune_config=tune.TuneConfig(search_alg=searcher, scheduler=scheduler, num_samples=num_samples,
-                                        metric=METRIC, mode=MODE,
-                                        max_concurrent_trials=cfg.ray.max_concurrent or None, reuse_actors=False,
-                                        trial_dirname_creator=_short_dirname),
-            run_config=run_config,
-        )
-    grid = _fit(tuner)
-
-    rows = []
-    for r in grid:
-        params = {k: v for k, v in (r.config or {}).items() if "." in k}
-        if not params:
-            continue
-        key = trial_key(base, {**fixed, **params}, label)
-        rec = read_ledger(study_dir, key)
-        row = {"trial_id": Path(r.path).name.removeprefix("trial_") if r.path else "", "trial_key": key, **params}
-        if rec is not None:
-            row.update({m: rec.get(m) for m in TABLE_METRICS})
-        elif r.error is not None and "SystemExit" not in _one_line(r.error):
-            row.update(status="failed", error=_one_line(r.error), val_loss=math.inf)
-        else:  # stopped by ASHA before the end of its budget (its record may still be on its way): last report
-            prog = trial_dir(study_dir, key) / "progress.json"
-            last = read_json(prog) if prog.exists() else {}
-            row.update({m: last.get(m) for m in TABLE_METRICS}, status="early_stopped", error="")
-        row["val_loss"] = _finite_or_inf(row.get("val_loss"))
-        row["error"] = row.get("error") or ""
-        rows.append(row)
-    return pd.DataFrame(rows)  # in Ray's trial order (= the order Optuna proposed them)
+    return _run_search(cfg, space, study_dir, experiment_name, num_samples=num_samples, seed=seed, fixed=fixed,
+                       label=label, asha=asha, tags=tags, group=group)
 
 
 def optuna_study_from_table(df, space: Mapping[str, tuple[float, float]], study_name: str = "ptsweep"):
@@ -668,9 +600,10 @@ def save_table(df, study_dir: Path, name: str) -> tuple[Path, Path]:
 
 def log_summary(cfg: RunConfig, study_dir: Path, name: str, tables: Mapping[str, Any] | None = None,
                 images: Mapping[str, str | Path] | None = None, summary: Mapping[str, Any] | None = None,
-                tags: Iterable[str] = ()) -> str:
-    """One W&B summary run per sweep (job_type="summary", group = study) with the tables (wandb.Table) and plots
-    (wandb.Image). Only when ``tracker.mode != disabled``; wandb is imported lazily by the tracker. Never fails the
+                tags: Iterable[str] = (), artifacts: Iterable[str] = ()) -> str:
+    """One W&B summary run per sweep (job_type="summary", group = study) with the tables (wandb.Table), plots
+    (wandb.Image) and artifacts: ``<study>-transfer`` (transfer.yaml, if present) and ``<study>-summary`` (the
+    study's *.csv, summary*.json, *.md and the extra ``artifacts`` file names). Only when ``tracker.mode != disabled``; wandb is imported lazily by the tracker. Never fails the
     sweep: returns "" on success, or a one-line note of what went wrong / why it was skipped."""
     if cfg.tracker.mode == "disabled":
         return "tracker.mode=disabled: no W&B summary run"
@@ -685,6 +618,14 @@ def log_summary(cfg: RunConfig, study_dir: Path, name: str, tables: Mapping[str,
             tracker.log_table(tname, df)
         if images:
             tracker.log_images({k: str(v) for k, v in images.items() if Path(v).exists()})
+        # the study's result files as versioned artifacts: transfer.yaml (its own type, what later sweeps consume)
+        # and the summary tables
+        sdir = Path(study_dir)
+        if (sdir / "transfer.yaml").is_file():
+            tracker.log_artifact(f"{sdir.name}-transfer", "transfer", [sdir / "transfer.yaml"])
+        files = [*sorted(sdir.glob("*.csv")), *sorted(sdir.glob("summary*.json")), *sorted(sdir.glob("*.md")),
+                 *[sdir / f for f in (artifacts or ())]]
+        tracker.log_artifact(f"{sdir.name}-summary", "sweep-summary", files)
         tracker.finish({**(summary or {}), "status": "ok"})
         note = ""
         if cfg.tracker.mode == "online":

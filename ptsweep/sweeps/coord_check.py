@@ -36,6 +36,7 @@ iteration and statistic, SP next to muP in every panel). With ``sweep.strict=tru
 from __future__ import annotations
 
 import math
+import sys
 import time
 from pathlib import Path
 
@@ -48,7 +49,7 @@ from ptsweep.analysis.fits import coord_slopes
 from ptsweep.config import PTConfig, RunConfig, to_dict, with_overrides
 from ptsweep.models import IGNORE_INDEX, build_model, mlm_loss
 from ptsweep.parametrization import build_optimizer
-from ptsweep.sweeps.common import write_json
+from ptsweep.sweeps.common import log_summary, write_json
 from ptsweep.train import resolve_device
 
 GROUPS = ("parametrization", "quantity", "iteration", "step")
@@ -332,6 +333,10 @@ def run(cfg: RunConfig) -> Path:
         "wall_s": time.perf_counter() - t0,
     }
     write_json(folder / "summary.json", summary)
+    note = log_summary(cfg, folder, "coord-check", {"slopes": table}, {p.stem: p for p in images},
+                       {"verdict": summary["verdict"]}, tags=["sweep=coord-check", f"model={model_name}"])
+    if note and cfg.tracker.mode != "disabled":
+        print(f"coord-check: {note}", file=sys.stderr)
     if result:
         w = result["worst"]
         print(f"coord-check {model_name}: muP {summary['verdict'].upper()} (tolerance {sw.coord_tolerance}; "

@@ -128,7 +128,7 @@ def run(cfg: RunConfig) -> Path:
     counts = df["status"].value_counts().to_dict()
     summary = {"study": name, "best": {"values": values, **provenance}, "n_trials": int(len(df)),
                "status_counts": {str(k): int(v) for k, v in counts.items()}, "plots": sorted(p.name for p in images.values()),
-               "notes": notes, "wall_s": time.time() - t0}
+               "notes": notes, "wall_s": time.time() - t0, "search": df.attrs.get("search", {})}
     note = log_summary(cfg, sdir, SWEEP, {"trials": df}, images, {"best_val_loss": provenance["val_loss"], **values},
                        tags=[f"sweep={SWEEP}"])
     if note:

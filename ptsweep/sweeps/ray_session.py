@@ -1,0 +1,260 @@
+"""The Ray session of a sweep: token authentication always on, one-line errors, and Ctrl-C that stops cleanly.
+
+Security (measured on Ray 2.60, 2026-11): a local ``ray.init`` cannot be bound to the loopback interface. Ray turns
+``_node_ip_address="127.0.0.1"`` into the machine's routable address (``services.resolve_ip_for_localhost``); the GCS,
+the raylet and every worker listen on ``[::]`` and the runtime-env agent on the node address. What keeps other
+machines out is Ray's token authentication: with ``RAY_AUTH_MODE=token`` every gRPC server and the agents' HTTP
+servers refuse a request without the cluster token (a client with a wrong token gets "Failed to connect"; the agent
+answers HTTP 401). So ptsweep
+
+- never starts or joins Ray with authentication disabled: ``RAY_AUTH_MODE=disabled`` is refused with one line;
+- sets ``RAY_AUTH_MODE=token`` (a local ``ray.init`` then generates ``~/.ray/auth_token``; Ray writes it 0644, ptsweep
+  makes it 0600 so other users of a shared machine cannot read it);
+- starts the dashboard off (``include_dashboard=False``) and asks for the loopback address anyway.
+
+Errors: no Ray installed, an unreachable ``RAY_ADDRESS`` / ``ray.address`` (a TCP probe with a 5 s timeout, instead of
+Ray's minute of retries) or a missing token each give one ``SweepError`` line.
+
+Ctrl-C (``interrupt_guard``): the first SIGINT asks Tune to stop (a ``Stopper`` whose ``stop_all`` turns true): the
+running trials end, Ray saves the experiment, ``tuner.fit`` returns and the sweep raises :class:`SweepInterrupted`
+(a KeyboardInterrupt: the CLI prints the command that resumes it). The second SIGINT kills the local Ray and exits at
+once (status 130).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import stat
+import sys
+import threading
+from pathlib import Path
+
+from ptsweep.config import ConfigError
+
+AUTH_ENV = "RAY_AUTH_MODE"
+TOKEN_PATH = Path.home() / ".ray" / "auth_token"
+
+
+class SweepError(ConfigError):
+    """A user-fixable sweep problem (e.g. transfer.yaml missing). A ConfigError, so the CLI prints one line."""
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """The sweep was stopped by Ctrl-C; finished trials are in the ledger and the study resumes on re-run."""
+
+
+def import_ray():
+    """``import ray`` or one SweepError line saying how to install it."""
+    try:
+        import ray  # noqa: F401
+        from ray import tune  # noqa: F401
+    except ImportError as e:
+        raise SweepError(f"Ray Tune is not importable ({e}); install it with `pip install 'ray[tune]==2.60.0'` "
+                         f"(or `make setup`)") from None
+    return ray
+
+
+def _require_token_auth() -> None:
+    mode = os.environ.get(AUTH_ENV, "").strip().lower()
+    if mode and mode != "token":
+        raise SweepError(f"{AUTH_ENV}={os.environ[AUTH_ENV]}: ptsweep never runs Ray without token authentication "
+                         f"(anyone who reaches this machine could run code on it); unset {AUTH_ENV} or set it to token")
+    if mode != "token":
+        os.environ[AUTH_ENV] = "token"
+        if "ray" in sys.modules:  # imported earlier: refresh its cached config (as Ray's own _enable_token_auth does)
+            with contextlib.suppress(Exception):
+                from ray._raylet import Config
+
+                Config.initialize("")
+
+
+def _protect_token_file() -> None:
+    """Ray writes ~/.ray/auth_token world-readable (0644): make it owner-only."""
+    path = Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or TOKEN_PATH)
+    with contextlib.suppress(OSError):
+        if path.is_file() and path.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+            path.chmod(0o600)
+
+
+@contextlib.contextmanager
+def _quiet_fd2():
+    """Silence file descriptor 2 (C++ logging bypasses sys.stderr) for the duration of the block."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _probe(address: str, timeout: float = 5.0) -> None:
+    """One-line SweepError unless ``host:port`` accepts a TCP connection within ``timeout`` s ('auto': skipped)."""
+    if address in ("auto", "local") or address.startswith(("ray://", "anyscale://")):
+        return
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise SweepError(f"ray.address / RAY_ADDRESS={address!r}: expected host:port (e.g. 10.0.0.5:6379) or auto")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            pass
+    except OSError as e:
+        raise SweepError(f"ray.address / RAY_ADDRESS={address}: no Ray head answers there ({type(e).__name__}: {e}); "
+                         f"start one with `ray start --head` or unset RAY_ADDRESS for a local Ray") from None
+    # Something listens: ask it as a GCS, with a timeout (ray.init would retry for about a minute). Private Ray API:
+    # skipped if it moved.
+    try:
+        from ray._raylet import InnerGcsClient
+
+        standalone = InnerGcsClient.standalone
+    except (ImportError, AttributeError):
+        return
+    try:
+        with _quiet_fd2():  # Ray's C++ client logs every retry to stderr; the one-line error below says it all
+            standalone(address, None, int(timeout * 1000))
+    except Exception as e:  # noqa: BLE001 - RpcError (not a GCS, wrong token, timeout)
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        hint = ("; this cluster uses token auth: put its token in RAY_AUTH_TOKEN (`ray get-auth-token` on the head "
+                "prints it)") if "auth" in msg.lower() else "; is it a Ray head (`ray start --head`)?"
+        raise SweepError(f"ray.address / RAY_ADDRESS={address}: not a reachable Ray cluster ({msg}){hint}") from None
+
+
+def _init(address: str, ray_cfg) -> None:
+    ray = import_ray()
+    try:
+        if address:
+            ray.init(address=address, ignore_reinit_error=True, log_to_driver=True)
+        else:
+            ray.init(num_cpus=ray_cfg.num_cpus or None, object_store_memory=ray_cfg.object_store_memory or None,
+                     include_dashboard=False, _node_ip_address="127.0.0.1", ignore_reinit_error=True,
+                     log_to_driver=True)
+    except (ConnectionError, RuntimeError, ValueError) as e:
+        hint = (" - this cluster uses token auth: put its token in RAY_AUTH_TOKEN (or ~/.ray/auth_token; "
+                "`ray get-auth-token` on the head prints it)") if "auth" in str(e).lower() or address else ""
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise SweepError(f"Ray could not start/connect{f' to {address}' if address else ''}: {msg}{hint}") from None
+    _protect_token_file()
+
+
+@contextlib.contextmanager
+def ray_session(ray_cfg):
+    """Connect to / start Ray for the duration of a sweep.
+
+    - Ray already initialised (e.g. a test fixture, or the demo chaining sweeps): reuse it, leave it running.
+    - ``ray.address`` or ``$RAY_ADDRESS`` set: join that cluster (its token in RAY_AUTH_TOKEN or ~/.ray/auth_token).
+    - Otherwise: a local Ray with token auth, no dashboard, ``num_cpus`` / ``object_store_memory`` from the config;
+      shut down on exit.
+    """
+    if "ray" not in sys.modules:  # Ray reads RAY_AUTH_MODE into its config when imported
+        _require_token_auth()
+    ray = import_ray()
+    if ray.is_initialized():
+        yield
+        return
+    _require_token_auth()
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    # Tune's automatic CSV/JSON/TensorBoard result loggers duplicate the ledger (and choke on val_loss = inf).
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+    # Tune's own SIGINT handler would make fit() return partial results; interrupt_guard handles Ctrl-C instead.
+    os.environ.setdefault("TUNE_DISABLE_SIGINT_HANDLER", "1")
+    address = ray_cfg.address or os.environ.get("RAY_ADDRESS", "")
+    # Trial workers inherit the environment; the repo root on PYTHONPATH lets them import ptsweep even when it is
+    # not installed (local clusters and nodes of this machine; a remote node needs ptsweep installed).
+    root = str(Path(__file__).resolve().parents[2])
+    if root not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
+    if address:
+        _probe(address)
+    _init(address, ray_cfg)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Ctrl-C
+# --------------------------------------------------------------------------------------------------------------
+class _Interrupt:
+    """State of the Ctrl-C handler during ``tuner.fit`` (read by the stopper and the searcher)."""
+
+    def __init__(self) -> None:
+        self.requested = False
+
+
+INTERRUPT = _Interrupt()
+
+
+def make_stopper():
+    """A Tune Stopper that stops the whole experiment once Ctrl-C was pressed."""
+    from ray.tune.stopper import Stopper
+
+    class _CtrlCStopper(Stopper):
+        def __call__(self, trial_id, result):
+            return INTERRUPT.requested
+
+        def stop_all(self):
+            return INTERRUPT.requested
+
+    return _CtrlCStopper()
+
+
+def _descendants(pid: int) -> list[int]:
+    """Pids of all processes below ``pid`` (from /proc; empty where there is no /proc)."""
+    children: dict[int, list[int]] = {}
+    for d in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            children.setdefault(ppid, []).append(int(d.name))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def _hard_exit() -> None:
+    """Second Ctrl-C: kill every process this driver started (its descendants: the local Ray, trial workers) and
+    exit now. A cluster joined with RAY_ADDRESS is not touched (its processes are not our descendants)."""
+    print("\n[ptsweep] second Ctrl-C: exiting now (running trials are lost; finished ones are in the ledger)",
+          file=sys.stderr, flush=True)
+    for pid in _descendants(os.getpid()):  # collected first: killing the raylet re-parents its agents
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    os._exit(130)
+
+
+@contextlib.contextmanager
+def interrupt_guard(name: str, marker: Path | None = None):
+    """Install the two-stage Ctrl-C handler around ``tuner.fit`` (main thread only; elsewhere a no-op). The first
+    Ctrl-C also creates ``marker`` (the study's ``.interrupted`` file: trials stopped now record "interrupted")."""
+    INTERRUPT.requested = False
+    if marker is not None:
+        with contextlib.suppress(OSError):
+            marker.unlink()
+    if threading.current_thread() is not threading.main_thread():
+        yield INTERRUPT
+        return
+
+    def handler(signum, frame):
+        if INTERRUPT.requested:
+            _hard_exit()
+        INTERRUPT.requested = True
+        if marker is not None:
+            with contextlib.suppress(OSError):
+                marker.parent.mkdir(parents=True, exist_ok=True)
+                marker.write_text("interrupted by Ctrl-C\n")
+        print(f"\n[{name}] Ctrl-C: stopping the sweep - running trials end and are recorded as interrupted "
+              f"(press Ctrl-C again to exit at once)", file=sys.stderr, flush=True)
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield INTERRUPT
+    finally:
+        signal.signal(signal.SIGINT, previous)

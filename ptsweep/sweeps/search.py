@@ -1,0 +1,159 @@
+"""Optuna-driven search: Optuna (TPE, persistent journal study) proposes trials, Ray Tune runs them.
+
+``run_search`` is re-exported by ``ptsweep.sweeps.common`` (the sweeps import it from there). The study file and the
+state mapping are described in ``ptsweep.sweeps.optuna_store``; the ledger and trial keys in ``common``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ptsweep.config import RunConfig, flatten, to_dict, with_overrides
+from ptsweep.sweeps.common import (_KEY_EXCLUDE, _KEY_EXCLUDE_PREFIXES, METRIC, MODE, TABLE_METRICS, SweepInterrupted,
+                                   _finite_or_inf, _fit, _jsonable, _norm, _prepare_base, _ray_run_config,
+                                   _short_dirname, _trainable_with_resources, _warm_data, read_json, read_ledger,
+                                   trial_dir, trial_key)
+
+
+def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_dir: Path, experiment_name: str, *,
+               num_samples: int, seed: int = 0, fixed: Mapping[str, Any] | None = None, label: str = "",
+               asha: Mapping[str, float] | None = None, tags: Sequence[str] = (),
+               group: str | None = None) -> "pd.DataFrame":
+    """Optuna TPE (seeded) proposes trials over ``space`` until the persistent study holds ``num_samples`` of them;
+    Ray Tune runs them; resumable and extensible (``sweeps.optuna_store``).
+
+    Args:
+        space: dotted key -> (low, high), each sampled log-uniformly (the Optuna param name IS the dotted key).
+        fixed: overrides applied to every trial (e.g. ``{"model.name": "bert", "model.width": 192}``).
+        label: prefix of the trial keys (e.g. "bert-w192") - lets several searches share one study folder.
+        asha: ``{"grace_frac": 0.25, "reduction": 3}`` -> ASHA on val_loss with time = tokens (None or reduction <= 1:
+            no early stopping, every trial runs its full budget).
+        experiment_name: the Optuna study name inside ``<study_dir>/optuna.journal`` (and the Ray experiment prefix).
+
+    Returns one row per trial of the study (in Optuna's order): trial_id (the Optuna trial number), trial_key, the
+    dotted params, then ``TABLE_METRICS`` (status "early_stopped" for trials ASHA stopped, with their last reported
+    val_loss). ``df.attrs["search"]`` describes the sampler (TPE start-up trials, whether it was a random search)."""
+    import pandas as pd
+    from ray import tune
+    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
+
+    from ptsweep.sweeps import optuna_store
+    from ptsweep.train import num_steps
+
+    study_dir = Path(study_dir).resolve()
+    fixed = dict(fixed or {})
+    group = group or study_dir.name
+    base_cfg = _prepare_base(cfg, study_dir, group, tags)
+    base = to_dict(base_cfg)
+    trial_cfg0 = with_overrides(base_cfg, fixed)  # validates the fixed overrides in the driver
+
+    signature = {"space": {k: [float(lo), float(hi)] for k, (lo, hi) in space.items()},
+                 "fixed": json.loads(json.dumps(_jsonable(fixed))), "label": label, "base": _result_config(base)}
+    study, store = optuna_store.open_study(study_dir, experiment_name, signature)
+    _reconcile(study, study_dir, base, fixed, label)
+    done, waiting = optuna_store.counts(study)
+    remaining = num_samples - done
+    tag = f"[{study_dir.name}/{experiment_name}]"
+    print(f"{tag} optuna study {optuna_store.study_file(study_dir)}: {done} trials finished, "
+          f"{max(remaining, 0)} to run (num_samples={num_samples})"
+          + (f", {waiting} interrupted trial(s) continue first" if waiting and remaining > 0 else ""),
+          file=sys.stderr, flush=True)
+
+    if remaining > 0:
+        _warm_data(trial_cfg0)
+        fn = _trainable_with_resources(base_cfg, base, fixed, {"__label__": label}, study_dir)
+        budget = float(num_steps(trial_cfg0) * trial_cfg0.train.batch_size * trial_cfg0.data.seq_len)
+        if asha and asha.get("reduction", 1) > 1:
+            # max_t just above the budget: ASHA stops a trial that reaches max_t at once, which would cut off the
+            # final report (and the ledger record) of trials that ran their whole budget.
+            scheduler = ASHAScheduler(time_attr="tokens", max_t=budget + 1.0,
+                                      grace_period=max(1.0, float(asha.get("grace_frac", 0.25)) * budget),
+                                      reduction_factor=float(asha["reduction"]))
+        else:
+            scheduler = FIFOScheduler()
+        searcher = optuna_store.make_searcher(space, experiment_name, store, seed, num_samples, len(study.trials))
+        name = f"{experiment_name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        tuner = tune.Tuner(
+            fn,
+            tune_config=tune.TuneConfig(search_alg=searcher, scheduler=scheduler, num_samples=remaining,
+                                        metric=METRIC, mode=MODE,
+                                        max_concurrent_trials=cfg.ray.max_concurrent or None, reuse_actors=False,
+                                        trial_dirname_creator=_short_dirname),
+            run_config=_ray_run_config(cfg, study_dir, name, remaining),
+        )
+        try:
+            _fit(tuner, study_dir, experiment_name)
+        except SweepInterrupted:  # record the running trials as interrupted (queued again) before stopping
+            _reconcile(optuna_store.open_study(study_dir, experiment_name, signature)[0], study_dir, base, fixed,
+                       label)
+            raise
+        study = optuna_store.open_study(study_dir, experiment_name, signature)[0]  # fresh view of the journal
+        _reconcile(study, study_dir, base, fixed, label)  # trials whose tell was lost (e.g. a Tune error)
+
+    rows = _search_rows(study, study_dir, base, fixed, label, space)
+    df = pd.DataFrame(rows)
+    k = optuna_store.n_startup(num_samples)
+    df.attrs["search"] = {
+        "study_file": str(optuna_store.study_file(study_dir)), "study_name": experiment_name,
+        "sampler": f"TPE(n_startup_trials={k}, seed={seed}+trials so far)", "n_startup_trials": k,
+        "random_search": len(df) <= k,
+        "note": (f"random search: all {len(df)} trials are TPE's random start-up trials (n_startup_trials={k})"
+                 if len(df) <= k else f"the first {k} trials are random start-up trials, the rest TPE"),
+    }
+    return df
+
+
+def _result_config(base: Mapping[str, Any]) -> dict:
+    """The flat config minus keys that do not change results (as in the trial key), JSON-normalised."""
+    flat = flatten(dict(base))
+    keep = {k: _norm(v) for k, v in sorted(flat.items())
+            if k not in _KEY_EXCLUDE and not k.startswith(_KEY_EXCLUDE_PREFIXES)}
+    return json.loads(json.dumps(_jsonable(keep)))
+
+
+def _reconcile(study, study_dir: Path, base: dict, fixed: Mapping[str, Any], label: str) -> None:
+    """Trials left RUNNING by a driver that was killed: finished ones get their ledger outcome, the others are
+    recorded as interrupted and queued again."""
+    from optuna.trial import TrialState
+
+    from ptsweep.sweeps import optuna_store
+
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        rec = read_ledger(study_dir, trial_key(base, {**fixed, **t.params}, label))
+        optuna_store.tell_from_record(study, t.number, rec, interrupted=rec is None)
+
+
+def _search_rows(study, study_dir: Path, base: dict, fixed: Mapping[str, Any], label: str,
+                 space: Mapping[str, Any]) -> list[dict]:
+    from optuna.trial import TrialState
+
+    from ptsweep.sweeps import optuna_store
+
+    rows = []
+    for t in study.get_trials(deepcopy=False):
+        if t.state in (TrialState.WAITING, TrialState.RUNNING) or t.user_attrs.get(optuna_store.INTERRUPTED_ATTR):
+            continue
+        params = {k: t.params[k] for k in space if k in t.params}
+        key = trial_key(base, {**fixed, **params}, label)
+        rec = read_ledger(study_dir, key)
+        row = {"trial_id": str(t.number), "trial_key": key, **params}
+        if rec is not None:
+            row.update({m: rec.get(m) for m in TABLE_METRICS})
+        elif t.state == TrialState.PRUNED:
+            prog = trial_dir(study_dir, key) / "progress.json"
+            last = read_json(prog) if prog.exists() else {}
+            row.update({m: last.get(m) for m in TABLE_METRICS}, status="early_stopped", error="")
+        else:
+            row.update(status="failed", val_loss=math.inf,
+                       error=t.user_attrs.get("error") or "no ledger record: the trial's worker died")
+        if t.state == TrialState.PRUNED:
+            row["status"] = "early_stopped"
+        row["val_loss"] = _finite_or_inf(row.get("val_loss"))
+        row["error"] = row.get("error") or ""
+        rows.append(row)
+    return rows

@@ -1,0 +1,86 @@
+"""The searcher Ray Tune drives tells Optuna the real outcome of each trial, in the persistent journal study.
+
+No Ray cluster is needed: Ray's OptunaSearch (our subclass) is driven directly, as Tune would drive it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("ray")
+optuna = pytest.importorskip("optuna")
+
+from ptsweep.sweeps import optuna_store  # noqa: E402
+from ptsweep.sweeps.ray_session import INTERRUPT  # noqa: E402
+
+SPACE = {"optim.lr": (1e-3, 1e-1), "model.w_attn": (0.25, 4.0)}
+SIG = {"space": {k: list(v) for k, v in SPACE.items()}, "fixed": {}, "label": "", "base": {"seed": 0}}
+
+
+def _searcher(tmp_path: Path, num_samples: int = 8):
+    study, store = optuna_store.open_study(tmp_path, "search", SIG)
+    s = optuna_store.make_searcher(SPACE, "search", store, seed=0, num_samples=num_samples,
+                                   n_existing=len(study.trials))
+    s.set_search_properties("val_loss", "min", {})
+    return s
+
+
+def _load(tmp_path: Path):
+    return optuna.load_study(study_name="search", storage=optuna_store.storage(tmp_path))
+
+
+def test_outcomes_map_to_optuna_states_asha_stopped_is_pruned_not_complete(tmp_path: Path) -> None:
+    s = _searcher(tmp_path)
+    outcomes = {
+        "ok": {"val_loss": 5.0, "tokens": 4096, "status": "ok"},
+        "asha": {"val_loss": 6.5, "tokens": 1024},  # ASHA stopped it: its last report has no final status
+        "failed": {"val_loss": float("inf"), "status": "failed", "error": "boom"},
+        "diverged": {"val_loss": float("inf"), "tokens": 4096, "status": "diverged"},
+    }
+    for tid, res in outcomes.items():
+        params = s.suggest(tid)
+        assert set(params) == set(SPACE)  # the Optuna param names are the dotted config keys
+        s.on_trial_result(tid, {"val_loss": 7.0, "tokens": 512, "training_iteration": 1})
+        s.on_trial_complete(tid, res)
+    trials = _load(tmp_path).trials
+    assert [t.state.name for t in trials] == ["COMPLETE", "PRUNED", "FAIL", "COMPLETE"]
+    assert trials[0].value == 5.0 and trials[3].value == float("inf")
+    assert trials[1].intermediate_values == {512: 7.0, 1024: 6.5}  # the partial loss stays intermediate
+    assert [t.user_attrs["status"] for t in trials] == ["ok", "early_stopped", "failed", "diverged"]
+    assert optuna_store.counts(_load(tmp_path)) == (4, 0)
+
+
+def test_interrupted_trial_is_recorded_and_queued_again_with_its_params(tmp_path: Path) -> None:
+    s = _searcher(tmp_path)
+    params = s.suggest("t0")
+    INTERRUPT.requested = True
+    try:
+        s.on_trial_complete("t0", {"val_loss": 6.0, "tokens": 512})
+    finally:
+        INTERRUPT.requested = False
+    study = _load(tmp_path)
+    assert [t.state.name for t in study.trials] == ["FAIL", "WAITING"]
+    assert study.trials[0].user_attrs["interrupted"]
+    assert study.trials[1].system_attrs["fixed_params"] == study.trials[0].params  # enqueue_trial stores them here
+    assert optuna_store.counts(study) == (0, 1)  # does not count towards num_samples
+    s2 = _searcher(tmp_path)  # the next run asks the queued trial first
+    assert s2.suggest("t1") == params
+
+
+def test_reopening_with_another_space_is_a_one_line_refusal(tmp_path: Path) -> None:
+    optuna_store.open_study(tmp_path, "search", SIG)
+    other = {**SIG, "space": {**SIG["space"], "optim.lr": [1e-4, 1e-1]}}
+    with pytest.raises(optuna_store.SweepError, match=r"optim\.lr: \[0\.001, 0\.1\] -> \[0\.0001, 0\.1\]") as e:
+        optuna_store.open_study(tmp_path, "search", other)
+    assert "\n" not in str(e.value) and "sweep.study" in str(e.value)
+    assert optuna_store.n_startup(2) == 1 and optuna_store.n_startup(8) == 2 and optuna_store.n_startup(64) == 10
+
+
+def test_extending_a_study_never_repeats_an_earlier_random_start_up_draw(tmp_path: Path) -> None:
+    s = _searcher(tmp_path, num_samples=30)  # n_startup_trials = 10: these are random draws
+    first = s.suggest("a")
+    s.on_trial_complete("a", {"val_loss": 5.0, "tokens": 4096, "status": "ok"})
+    s2 = _searcher(tmp_path, num_samples=30)  # a re-run with a larger budget, same search_seed
+    assert s2.suggest("b") != first  # same seed would redraw trial 0's point (its trial key: no new training)

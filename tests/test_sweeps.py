@@ -30,7 +30,7 @@ from ptsweep.config import TRANSFER_KEYS  # noqa: E402
 from ptsweep.sweeps import common, scaling_curves, tune_small, verify_transfer  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-VERDICTS = {"pass", "pass_within_noise", "fail", "insufficient"}
+VERDICTS = {"pass", "fail", "flat", "inconclusive"}
 BASE7 = {"optim.lr": 0.02, "model.w_unary": 1.5, "model.w_child": 0.8, "model.w_head": 1.0, "model.w_topic_z": 1.2,
          "model.w_attn": 0.9, "model.w_topic_g": 2.0}
 
@@ -138,7 +138,7 @@ def test_verify_transfer_runs_max_of_required_and_n(tmp_path):
 
     # smoke: alpha = p = 0.5 -> n_required = 1; sweep.n = 3 -> 3 perturbed points + 2 base seeds
     cfg = smoke(tmp_path, f"sweep.transfer_file={tfile}", "sweep.width=64", "sweep.n=3", "sweep.seeds=2",
-                "sweep.search_seed=7")
+                "sweep.perturbed_seeds=1", "sweep.search_seed=7")
     sdir = verify_transfer.run(cfg)
     summary = json.loads((sdir / "summary.json").read_text())
     assert summary["verdict"] in VERDICTS
@@ -155,7 +155,10 @@ def test_verify_transfer_runs_max_of_required_and_n(tmp_path):
             assert 0.8 * BASE7[k] - 1e-12 <= pert.loc[j, k] <= 1.2 * BASE7[k] + 1e-12
     assert sorted(res["rank"]) == [1, 2, 3, 4]
     trials = pd.read_parquet(sdir / "trials.parquet")
-    assert (trials["model.width"] == 64).all() and sorted(trials["seed"].tolist()) == [0, 0, 0, 0, 1]
+    # paired design, one seed per point cycling through the 2 base seeds: points at seeds 0, 1, 0
+    assert (trials["model.width"] == 64).all() and sorted(trials["seed"].tolist()) == [0, 0, 0, 1, 1]
+    assert trials["test_loss"].map(math.isfinite).all() and summary["settings"]["loss_split"] == "test"
+    assert summary["df"] == 0 and summary["verdict"] == "inconclusive"  # paired, one seed per point: no residual
     assert_png(sdir / "fig1a_distance.png")
     assert_png(sdir / "fig1b_rank.png")
 
@@ -249,7 +252,8 @@ def test_paper_and_demo_presets_give_valid_sweep_plans():
         assert tuple(tune_small.search_space(cfg)) == TRANSFER_KEYS
         trials, labels, n_req, n_run = verify_transfer.plan(cfg, BASE7)
         assert n_req == n_expected and n_run == max(n_expected, cfg.sweep.n)
-        assert len(trials) == n_run + cfg.sweep.seeds
+        k = cfg.sweep.perturbed_seeds or cfg.sweep.seeds
+        assert len(trials) == n_run * k + cfg.sweep.seeds
         for ov in trials:
             assert with_overrides(cfg, ov).model.width == cfg.sweep.width
         for s in cfg.sweep.scales:

@@ -86,10 +86,16 @@ def plot_distance_vs_increase(table: pd.DataFrame, path, noise_band: float | Non
     n_failed = int((~table["is_base"] & table["failed"]).sum())
     band = _band_pct(table, noise_band)
     if band > 0:
-        ax.axhspan(-band, band, color="0.85", zorder=0, label=f"seed-noise band (±{band:.2f} %)")
+        ax.axhspan(-band, band, color="0.85", zorder=0, label=f"noise band, Student t (±{band:.2f} %)")
     ax.axhline(0.0, color="0.4", lw=0.8, ls="--")
-    ax.scatter(pts["distance"], 100 * pts["rel_increase"], s=18, color="tab:blue",
-               label=f"perturbed points (n={len(pts)}" + (f", {n_failed} failed not shown)" if n_failed else ")"))
+    label = f"perturbed points (n={len(pts)}" + (f", {n_failed} failed not shown)" if n_failed else ")")
+    if "se" in pts.columns and np.isfinite(pts["se"].astype(float)).any():
+        base_mean = table.attrs.get("base_mean") or float(table.loc[table["is_base"], "loss"].iloc[0])
+        ax.errorbar(pts["distance"], 100 * pts["rel_increase"], yerr=100 * pts["se"].astype(float) / base_mean,
+                    fmt="o", ms=4, color="tab:blue", ecolor="tab:blue", elinewidth=0.8, capsize=2,
+                    label=label + ", ±1 se of the paired contrast")
+    else:
+        ax.scatter(pts["distance"], 100 * pts["rel_increase"], s=18, color="tab:blue", label=label)
     ax.scatter([0.0], [0.0], marker="*", s=220, color="red", zorder=5, label="base S (mean of seeds)")
     ax.set_xlabel(r"distance $D(S', S)$ (relative, Euclidean)")
     ax.set_ylabel("eval-loss increase vs base (%)")
@@ -106,7 +112,7 @@ def plot_rank_curve(table: pd.DataFrame, path, noise_band: float | None = None, 
     base = table[table["is_base"]]
     band = _band_pct(table, noise_band)
     if band > 0:
-        ax.axhspan(-band, band, color="0.85", zorder=0, label=f"seed-noise band (±{band:.2f} %)")
+        ax.axhspan(-band, band, color="0.85", zorder=0, label=f"noise band, Student t (±{band:.2f} %)")
     ax.axhline(0.0, color="0.4", lw=0.8, ls="--")
     ax.plot(ok["rank"], 100 * ok["rel_increase"], "-o", ms=3, color="tab:blue", label="all points, sorted")
     ax.scatter(base["rank"], 100 * base["rel_increase"], marker="*", s=260, color="red", zorder=5,

@@ -174,8 +174,18 @@ def test_verify_transfer_without_transfer_file_is_a_one_line_error(tmp_path):
 
 def test_scaling_curves_table_fits_and_plots(tmp_path):
     tfile = write_transfer(tmp_path / "t" / "transfer.yaml")
-    cfg = smoke(tmp_path, f"sweep.transfer_file={tfile}", "sweep.scales=[64,128]", "sweep.baseline_lr_samples=1")
+    cfg = smoke(tmp_path, f"sweep.transfer_file={tfile}", "sweep.scales=[64,128]", "sweep.baseline_lr_samples=1",
+                "sweep.seeds=2", "sweep.bootstrap=50")
     sdir = scaling_curves.run(cfg)
+    runs = pd.read_parquet(sdir / "runs.parquet")
+    assert len(runs) == 3 * 2 * 2 and sorted(set(runs["seed"])) == [0, 1]  # 3 series x 2 scales x 2 seeds
+    ok_runs = runs[runs["status"] == "ok"]
+    assert ok_runs["test_loss"].map(math.isfinite).all() and (ok_runs["loss"] == ok_runs["test_loss"]).all()
+    assert (ok_runs["val_loss_se"] > 0).all() and (ok_runs["loss_token_se"] > 0).all()
+    lr = pd.read_parquet(sdir / "lr_search.parquet")
+    # one LR trial per search is never bracketed: the edge rule re-searches once (sweep.baseline_lr_widen = 1)
+    rounds = lr.groupby(["model", "scale"])["search_round"].agg(["min", "max", "size"])
+    assert (rounds["min"] == 0).all() and (rounds["max"] == 1).all() and (rounds["size"] == 2).all()
     res = pd.read_parquet(sdir / "results.parquet")
     assert {(m, s) for m, s in zip(res["model"], res["scale"])} == {(m, s) for m in ("pt", "bert", "ut")
                                                                      for s in (64, 128)}
@@ -188,6 +198,15 @@ def test_scaling_curves_table_fits_and_plots(tmp_path):
     assert (ok["params"] > 0).all() and ok["val_loss"].map(math.isfinite).all()
     summary = json.loads((sdir / "summary.json").read_text())
     assert "pt" in summary["fits"] and summary["fits"]["pt"]["n_points"] == 2
+    assert summary["fits"]["pt"]["form"] == "power_law" and "< 4" in summary["fits"]["pt"]["note"]
+    assert summary["fits"]["pt"]["n_runs"] == 4 and len(summary["fits"]["pt"]["band"]["lo"]) > 0
+    assert "pt" in summary["fits_flops"] and summary["loss_split"] == "test"
+    assert summary["pooled_df"] >= 1
+    d = summary["differences"]["pt-bert"]["64"]
+    assert d["lo"] < d["diff"] < d["hi"] and d["decided"] in {"a_lower", "b_lower", "undecided"}
+    assert summary["pt_beats_bert_at_every_scale"] in (True, False, None)
+    assert all(k in summary["lr_search"] for k in ("bert-w64", "ut-w128"))
+    assert {"loss", "loss_lo", "loss_hi", "n_seeds", "test_loss_se", "unigram_loss", "lr_edge"} <= set(res.columns)
     assert set(summary["winners"]) == {"64", "128"}
     for name in ("fig2a_pt_vs_bert", "fig2b_pt_vs_ut", "loss_vs_compute"):
         if name in {Path(p).stem for p in summary["plots"]}:

@@ -337,3 +337,66 @@ def test_import_has_no_heavy_or_global_side_effects():
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# scaling laws with seeds
+# --------------------------------------------------------------------------------------------------------------
+from ptsweep.analysis.fits import difference_ci, fit_scaling_law, pooled_seed_variance  # noqa: E402
+
+
+def test_saturating_law_recovers_known_a_b_c_from_seeds():
+    P6 = np.geomspace(1e6, 1e9, 6)
+    x = np.repeat(P6, 3)
+    y = 2.0 + 50.0 * x ** (-0.25) + np.random.default_rng(0).normal(0, 0.002, x.size)
+    f = fit_scaling_law(x, y, n_boot=100)
+    assert f["form"] == "power_law_const" and f["note"] == ""
+    assert f["c"] == pytest.approx(2.0, abs=0.02) and f["b"] == pytest.approx(0.25, abs=0.01)
+    assert f["a"] == pytest.approx(50.0, rel=0.1)
+    assert f["ci"]["c"][0] <= 2.0 <= f["ci"]["c"][1] or abs(f["c"] - 2.0) < 0.01
+    assert f["n_points"] == 6 and f["n_runs"] == 18 and f["seeds_per_point"] == [3] * 6
+    lo, hi = np.asarray(f["band"]["lo"]), np.asarray(f["band"]["hi"])
+    assert (lo <= np.asarray(f["band"]["mid"]) + 1e-9).all() and (np.asarray(f["band"]["mid"]) <= hi + 1e-9).all()
+
+
+def test_pure_law_when_c_is_not_identified():
+    x = np.repeat(np.geomspace(1e6, 1e9, 6), 2)
+    y = 30.0 * x ** (-0.1) * np.exp(np.random.default_rng(1).normal(0, 0.003, x.size))
+    f = fit_scaling_law(x, y, n_boot=50)
+    assert f["form"] == "power_law" and f["c"] == 0.0 and ("F =" in f["note"] or "not identified" in f["note"])
+    f3 = fit_scaling_law(np.repeat([1e6, 1e7, 1e8], 2), [5, 5.1, 4, 4.1, 3.2, 3.3], n_boot=50)
+    assert f3["form"] == "power_law" and "3 distinct x < 4" in f3["note"]
+
+
+def test_bootstrap_interval_of_b_covers_near_nominal():
+    """5 sizes x 2 seeds, additive seed noise: the 95 % bootstrap interval of b covers the true b in >= 87 % of
+    200 synthetic data sets (measured 92.7 % with 300; a within-size bootstrap without the sqrt(m/(m-1)) and t/z
+    corrections covers 81 %)."""
+    P5 = np.geomspace(1e6, 1e8, 5)
+    rng = np.random.default_rng(7)
+    x = np.repeat(P5, 2)
+    cover, R = 0, 200
+    for r in range(R):
+        y = 30.0 * x ** (-0.12) + rng.normal(0, 0.02, x.size)
+        lo, hi = fit_scaling_law(x, y, n_boot=200, seed=r)["ci"]["b"]
+        cover += lo <= 0.12 <= hi
+    assert cover / R >= 0.87, cover / R
+
+
+def test_difference_interval_has_t_coverage():
+    """Pooled-variance t interval of mean(a) - mean(b) over 2 seeds each, variance pooled over 6 cells (df = 6):
+    95 % coverage (a z interval would cover ~90 %)."""
+    rng = np.random.default_rng(3)
+    cover, zcover, R = 0, 0, 3000
+    for _ in range(R):
+        cells = rng.normal(0, 1, (6, 2))
+        var, df = pooled_seed_variance(cells.tolist())
+        assert df == 6
+        d = difference_ci(cells[0], cells[1], var, df)
+        cover += d["lo"] <= 0.0 <= d["hi"]
+        zcover += abs(d["diff"]) <= 1.96 * d["se"]
+    assert cover / R == pytest.approx(0.95, abs=0.012)
+    assert zcover / R < 0.93
+    d = difference_ci([1.0, 1.01], [1.2, 1.21], 1e-4, 10)
+    assert d["decided"] == "a_lower" and d["hi"] < 0
+    assert difference_ci([1.0], [1.2])["decided"] == "undecided"  # one seed each, no pooled variance

@@ -29,6 +29,10 @@ window), diverged, status (ok | diverged | stopped), steps, tokens, tokens_per_s
 this process), params (counted on the model), non_embedding_params, flops_per_token (analytic, models.sizing),
 wall_s (all sessions of the run), device, run_dir, vocab_size, and history (the logged rows; kept out of the
 results table). Runs that raise are recorded with status failed | interrupted | <exception.status> (see ``run``).
+A finished run (status ok) is evaluated once more after the loop (``_final_evaluation``): on every validation block
+when ``train.eval_batches`` capped the in-loop evaluations (val_loss_subset keeps the capped number), and on the
+held-out TEST split when the corpus has one (``data.max_test_blocks``): test_loss (+ _se), test_unigram_loss (+ _se),
+test_gain_over_unigram (+ _se), test_tokens, test_blocks. Searches choose on validation; reports quote test.
 """
 
 from __future__ import annotations

@@ -184,6 +184,10 @@ def _loglog_by_model(ax, df, xcol, ycol, model_col, models, fits, fit_kw, xlabel
     ax.set_xscale("log")
     ax.set_yscale("log")
     _log_ticks(ax, "eng", y=False)
+    from matplotlib.ticker import FuncFormatter
+
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.3g}"))  # 6.6, not 6.6 x 10^0
+    ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:.3g}"))
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel or "evaluation loss (MLM)")
     ax.grid(True, which="both", alpha=0.3)

@@ -143,7 +143,7 @@ def run(cfg: RunConfig) -> Path:
         what = f"{loss_col.split('_')[0]} loss"
         images["fig1a_distance"] = plots.plot_distance_vs_increase(
             table, sdir / "fig1a_distance.png",
-            title=f"Transfer to width {sw.width}: distance vs {what} increase ({v['verdict']})")
+            title=f"Width {sw.width}: distance vs {what} increase ({v['verdict']})")
         images["fig1b_rank"] = plots.plot_rank_curve(
             table, sdir / "fig1b_rank.png", title=f"Transfer to width {sw.width}: rank of the base point ({what})")
     else:  # the base point failed with every seed: nothing to compare against

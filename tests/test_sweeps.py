@@ -202,10 +202,10 @@ def test_scaling_curves_table_fits_and_plots(tmp_path):
     assert summary["fits"]["pt"]["n_runs"] == 4 and len(summary["fits"]["pt"]["band"]["lo"]) > 0
     assert "pt" in summary["fits_flops"] and summary["loss_split"] == "test"
     assert summary["pooled_df"] >= 1
-    d = summary["differences"]["pt-bert"]["64"]
+    d = summary["differences"]["pt-bert"]["128"]  # (no BERT width matches PT w64 at smoke size)
     assert d["lo"] < d["diff"] < d["hi"] and d["decided"] in {"a_lower", "b_lower", "undecided"}
     assert summary["pt_beats_bert_at_every_scale"] in (True, False, None)
-    assert all(k in summary["lr_search"] for k in ("bert-w64", "ut-w128"))
+    assert all(k in summary["lr_search"] for k in ("bert-w128", "ut-w64", "ut-w128"))
     assert {"loss", "loss_lo", "loss_hi", "n_seeds", "test_loss_se", "unigram_loss", "lr_edge"} <= set(res.columns)
     assert set(summary["winners"]) == {"64", "128"}
     for name in ("fig2a_pt_vs_bert", "fig2b_pt_vs_ut", "loss_vs_compute"):

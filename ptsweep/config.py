@@ -207,6 +207,9 @@ class DataConfig:
     """Cap on tokenised training tokens (0 = all); keeps toy runs cheap."""
     max_val_blocks: int = 512
     """Number of validation blocks (each with FIXED masks) used for evaluation."""
+    max_test_blocks: int = 0
+    """Held-out TEST blocks (fixed masks) taken from the held-out text after the validation blocks (0 = no test
+    split). Searches choose on validation; every run also reports ``test_loss`` on these blocks at its end."""
     mask_prob: float = 0.15
     """Fraction of tokens selected for MLM prediction."""
     mask_replace_prob: float = 0.8
@@ -230,6 +233,7 @@ class DataConfig:
         _require(self.vocab_size >= 128, "data.vocab_size", f"must be >= 128, got {self.vocab_size}")
         _require(self.max_train_tokens >= 0, "data.max_train_tokens", "must be >= 0")
         _require(self.max_val_blocks >= 1, "data.max_val_blocks", "must be >= 1")
+        _require(self.max_test_blocks >= 0, "data.max_test_blocks", "must be >= 0")
         if self.name == "local":
             _require(len(self.files) > 0, "data.files", "data=local needs data.files=[path,...]")
 
@@ -375,7 +379,17 @@ class SweepConfig:
     perturb: float = 0.2
     """verify-transfer: each coordinate is drawn uniformly in [(1-perturb) S_i, (1+perturb) S_i]."""
     seeds: int = 3
-    """verify-transfer: seeds of the base point (noise band)."""
+    """verify-transfer: seeds of the base point; scaling-curves: seeds of every point (seed = cfg.seed + i)."""
+    perturbed_seeds: int = 0
+    """verify-transfer: seeds of each perturbed point, paired with the base's (point j at base seeds (j + r) mod
+    seeds, r < perturbed_seeds; 0 = all base seeds, the complete paired design)."""
+    test_alpha: float = 0.05
+    """verify-transfer: level of the noise-aware tests of the verdict (family-wise over the perturbed points)."""
+    equivalence_margin: float = 0.01
+    """verify-transfer: relative margin within which a neighbourhood counts as "flat" (equivalent to the base)."""
+    allow_transfer_mismatch: bool = False
+    """verify-transfer / scaling-curves: proceed although transfer.yaml was tuned under other settings (the
+    summary records the mismatched keys)."""
     # scaling-curves
     scales: list[int] = field(default_factory=lambda: [256, 512, 768, 1024])
     """scaling-curves: PT widths; BERT/UT widths are matched by parameter count."""
@@ -389,6 +403,11 @@ class SweepConfig:
     """scaling-curves: log-uniform LR range for BERT/UT."""
     baseline_search_frac: float = 1.0
     """scaling-curves: fraction of the token budget used by each baseline LR-search trial."""
+    baseline_lr_widen: int = 1
+    """scaling-curves: times a baseline LR search whose best LR sits on an edge of its range (lowest / highest
+    sixth in log space) is repeated on a range shifted one range-width past that edge (0 = only flag it)."""
+    bootstrap: int = 1000
+    """scaling-curves: bootstrap resamples (over seeds) of the fits and of the PT - baseline differences."""
     # coord-check (ptsweep.sweeps.coord_check)
     coord_widths: list[int] = field(default_factory=lambda: [64, 128, 256, 512, 1024])
     """coord-check: widths to compare (PT with scaling=channels needs multiples of base_width / base_channels)."""
@@ -435,6 +454,11 @@ class SweepConfig:
         _require(self.n >= 0, "sweep.n", "must be >= 0")
         _require(0 < self.perturb < 1, "sweep.perturb", "must be in (0, 1)")
         _require(self.seeds >= 1, "sweep.seeds", "must be >= 1")
+        _require(0 <= self.perturbed_seeds <= self.seeds, "sweep.perturbed_seeds", "must be in [0, sweep.seeds]")
+        _require(0.0 < self.test_alpha < 1.0, "sweep.test_alpha", "must be in (0, 1)")
+        _require(self.equivalence_margin > 0.0, "sweep.equivalence_margin", "must be > 0")
+        _require(self.baseline_lr_widen >= 0, "sweep.baseline_lr_widen", "must be >= 0")
+        _require(self.bootstrap >= 0, "sweep.bootstrap", "must be >= 0")
         _require(len(self.scales) >= 1 and all(s > 0 for s in self.scales), "sweep.scales", "must be positive widths")
         _require(set(self.models) <= set(MODEL_SCHEMAS) and len(self.models) >= 1, "sweep.models",
                  f"must be a subset of {sorted(MODEL_SCHEMAS)}, got {self.models}")

@@ -576,6 +576,18 @@ def _write_stream(path: Path, batches: Iterator[list[list[int]]], sep_id: int, m
     return n
 
 
+def split_test_blocks(held_out_blocks: int, max_val_blocks: int, max_test_blocks: int) -> int:
+    """Blocks of the held-out split that become the TEST split: the ``max_test_blocks`` blocks right after the first
+    ``max_val_blocks`` (validation keeps priority; fewer when the held-out text is short, 0 when none is left).
+
+    Validation blocks choose hyperparameters (tune-small, baseline LR searches, verify-transfer); test blocks are
+    never looked at by any search, so a loss on them is not biased by the selection. Both come from the same
+    held-out documents (never from training text) and carry fixed masks (:func:`test_batches`)."""
+    if max_test_blocks <= 0:
+        return 0
+    return int(max(0, min(max_test_blocks, held_out_blocks - min(held_out_blocks, max_val_blocks))))
+
+
 def _build_token_cache(folder: Path, docs: Documents, tok: Tokenizer, cfg: DataConfig, sep_id: int) -> None:
     L = cfg.seq_len
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -586,9 +598,15 @@ def _build_token_cache(folder: Path, docs: Documents, tok: Tokenizer, cfg: DataC
         n_train = _write_stream(tmp / "train.bin", _token_batches(docs.train, docs.text_field, tok, npr), sep_id,
                                 cfg.max_train_tokens)
         n_val = _write_stream(tmp / "val.bin", _token_batches(docs.val, docs.text_field, tok, npr), sep_id,
-                              cfg.max_val_blocks * L)
-        meta = {"train_blocks": n_train // L, "val_blocks": min(n_val // L, cfg.max_val_blocks), "seq_len": L,
-                "train_tokens_raw": n_train, "val_tokens_raw": n_val, "corpus": docs.name,
+                              (cfg.max_val_blocks + cfg.max_test_blocks) * L)
+        n_val_blocks = min(n_val // L, cfg.max_val_blocks)
+        n_test_blocks = split_test_blocks(n_val // L, cfg.max_val_blocks, cfg.max_test_blocks)
+        if n_test_blocks:  # the blocks after the validation blocks -> test.bin; val.bin keeps the first ones
+            held = np.fromfile(tmp / "val.bin", dtype=np.int32)
+            held[n_val_blocks * L:(n_val_blocks + n_test_blocks) * L].tofile(tmp / "test.bin")
+            held[:n_val_blocks * L].tofile(tmp / "val.bin")
+        meta = {"train_blocks": n_train // L, "val_blocks": n_val_blocks, "test_blocks": n_test_blocks,
+                "seq_len": L, "train_tokens_raw": n_train, "val_tokens_raw": n_val, "corpus": docs.name,
                 "tokenize_s": round(time.time() - t0, 2), "format": FORMAT_VERSION}
         if meta["train_blocks"] < 1 or meta["val_blocks"] < 1:
             raise DataError(f"{docs.name}: too little text for one block of data.seq_len={L} tokens "
@@ -619,6 +637,8 @@ class Corpus:
     special_ids: tuple[int, ...]
     train: np.ndarray
     val: np.ndarray
+    test: np.ndarray = field(default_factory=lambda: np.zeros((0, 1), dtype=np.int32))
+    """Held-out TEST blocks (n_test, L) (``data.max_test_blocks``; may be empty): never used to choose anything."""
     name: str = ""
     tokenizer_cached: bool = False
     """True when the tokenizer was not trained in this call (loaded from the disk cache, the hub or a path)."""
@@ -651,8 +671,11 @@ def prepare(cfg: DataConfig) -> Corpus:
     tok, tok_name, tok_cached = load_tokenizer(cfg, docs)
     ids = {t: _special_id(tok, t) for t in SPECIAL_TOKENS}
     tok_hash = _sha(tok.to_str())[:16]
-    key = _sha(docs.identity, tok_name, tok_hash, cfg.seq_len, cfg.max_train_tokens, cfg.max_val_blocks,
-               FORMAT_VERSION)[:16]
+    key_parts = [docs.identity, tok_name, tok_hash, cfg.seq_len, cfg.max_train_tokens, cfg.max_val_blocks,
+                 FORMAT_VERSION]
+    if cfg.max_test_blocks:  # only then: caches without a test split keep their keys
+        key_parts.append(f"test{cfg.max_test_blocks}")
+    key = _sha(*key_parts)[:16]
     folder = resolve_path(cfg.cache_dir) / "tokens" / f"{docs.name}-{key}"
     cached = (folder / "meta.json").is_file()
     if not cached:
@@ -665,9 +688,12 @@ def prepare(cfg: DataConfig) -> Corpus:
     L = cfg.seq_len
     train = np.memmap(folder / "train.bin", dtype=np.int32, mode="r", shape=(meta["train_blocks"], L))
     val = np.memmap(folder / "val.bin", dtype=np.int32, mode="r", shape=(meta["val_blocks"], L))
+    n_test = int(meta.get("test_blocks", 0))
+    test = (np.memmap(folder / "test.bin", dtype=np.int32, mode="r", shape=(n_test, L)) if n_test
+            else np.zeros((0, L), dtype=np.int32))
     return Corpus(tokenizer=tok, tokenizer_name=tok_name, vocab_size=tok.get_vocab_size(), pad_id=ids["[PAD]"],
                   mask_id=ids["[MASK]"], cls_id=ids["[CLS]"], sep_id=ids["[SEP]"],
-                  special_ids=tuple(sorted(set(ids.values()))), train=train, val=val, name=docs.name,
+                  special_ids=tuple(sorted(set(ids.values()))), train=train, val=val, test=test, name=docs.name,
                   tokenizer_cached=tok_cached, tokens_cached=cached, cache_path=str(folder))
 
 
@@ -682,7 +708,7 @@ def describe(corpus: Corpus) -> str:
 # ----------------------------------------------------------------------------------------------------------------
 # MLM masking and batches
 # ----------------------------------------------------------------------------------------------------------------
-_TAG_ORDER, _TAG_MASK, _TAG_VAL = 0x0D, 0x3A, 0x7E
+_TAG_ORDER, _TAG_MASK, _TAG_VAL, _TAG_TEST = 0x0D, 0x3A, 0x7E, 0x5C
 
 
 def mask_tokens(blocks: np.ndarray, corpus: Corpus, cfg: DataConfig,
@@ -740,6 +766,19 @@ def val_batches(corpus: Corpus, cfg: DataConfig, batch_size: int) -> list[dict[s
     if mkey not in corpus._memo:
         full = mask_tokens(np.asarray(corpus.val), corpus, cfg, np.random.default_rng([_TAG_VAL, cfg.val_mask_seed]))
         n = corpus.val.shape[0]
+        corpus._memo[mkey] = [{k: v[i:i + batch_size] for k, v in full.items()} for i in range(0, n, batch_size)]
+    return corpus._memo[mkey]
+
+
+def test_batches(corpus: Corpus, cfg: DataConfig, batch_size: int) -> list[dict[str, torch.Tensor]]:
+    """All TEST blocks with FIXED masks seeded by ``cfg.val_mask_seed`` (and a tag of their own); [] when the corpus
+    has no test split. Cached on the corpus; treat the tensors as read-only."""
+    n = int(corpus.test.shape[0])
+    if n == 0:
+        return []
+    mkey = ("test", batch_size, cfg.val_mask_seed, cfg.mask_prob, cfg.mask_replace_prob, cfg.random_replace_prob)
+    if mkey not in corpus._memo:
+        full = mask_tokens(np.asarray(corpus.test), corpus, cfg, np.random.default_rng([_TAG_TEST, cfg.val_mask_seed]))
         corpus._memo[mkey] = [{k: v[i:i + batch_size] for k, v in full.items()} for i in range(0, n, batch_size)]
     return corpus._memo[mkey]
 

@@ -36,6 +36,10 @@ window), diverged, status (ok | diverged | stopped), steps, tokens, tokens_per_s
 this process), params (counted on the model), non_embedding_params, flops_per_token (analytic, models.sizing),
 wall_s (all sessions of the run), device, run_dir, vocab_size, and history (the logged rows; kept out of the
 results table). Runs that raise are recorded with status failed | interrupted | <exception.status> (see ``run``).
+A finished run (status ok) is evaluated once more after the loop (``_final_evaluation``): on every validation block
+when ``train.eval_batches`` capped the in-loop evaluations (val_loss_subset keeps the capped number), and on the
+held-out TEST split when the corpus has one (``data.max_test_blocks``): test_loss (+ _se), test_unigram_loss (+ _se),
+test_gain_over_unigram (+ _se), test_tokens, test_blocks. Searches choose on validation; reports quote test.
 """
 
 from __future__ import annotations
@@ -239,6 +243,26 @@ def evaluate(model, batches: list[dict], device: torch.device, precision: str,
     return metrics.summarize(model_losses, unigram, block)
 
 
+def _final_evaluation(model, corpus, cfg: RunConfig, device, unigram_logp, state: dict, n_eval_batches: int) -> dict:
+    """After a finished run: (1) when ``train.eval_batches`` capped the in-loop evaluations, the validation metrics
+    again on every validation block (the loop's cheaper subset only served ASHA / curves); (2) the held-out TEST
+    split (``data.max_test_blocks``), which no search ever looks at: test_loss (+ _se), test_unigram_loss (+ _se),
+    test_gain_over_unigram (+ _se), test_tokens, test_blocks. Returns the metrics to merge into the final ones."""
+    tc = cfg.train
+    out: dict = {}
+    full = data_mod.val_batches(corpus, cfg.data, tc.batch_size)
+    if len(full) > n_eval_batches:
+        ev = evaluate(model, full, device, tc.precision, unigram_logp)
+        if math.isfinite(ev["val_loss"]):
+            out.update(ev, val_loss_subset=state["val_loss"])
+            state["val_loss"] = ev["val_loss"]
+    test = data_mod.test_batches(corpus, cfg.data, tc.batch_size)
+    if test:
+        ev = evaluate(model, test, device, tc.precision, unigram_logp)
+        out.update({f"test_{k}".replace("test_val_", "test_"): v for k, v in ev.items()})
+    return out
+
+
 # --------------------------------------------------------------------------------------------------------------
 # The run
 # --------------------------------------------------------------------------------------------------------------
@@ -429,9 +453,11 @@ def _train(cfg: RunConfig, tracker, run_dir: Path, report_fn, t_start: float) ->
     else:
         checkpoint()  # at the end, or where stop_after_steps interrupted the run
     status = "diverged" if diverged else ("stopped" if stopped else "ok")
+    if status == "ok":
+        state["eval"].update(_final_evaluation(model, corpus, cfg, device, unigram_logp, state, len(val)))
     return {
         **state["eval"],
-        "val_loss": state["val_loss"],
+        "val_loss": state["val_loss"],  # the full validation set when the run finished (see _final_evaluation)
         "val_loss_init": state["val_loss_init"],
         "best_val_loss": state["best_val_loss"],
         "train_loss": state["train_loss"],

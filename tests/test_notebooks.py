@@ -79,14 +79,19 @@ def _lr_results(root: Path) -> None:
 
 
 def _verify_results(folder: Path) -> None:
+    """Paired design as verify-transfer writes it: base at seeds 0, 1; every point at both seeds; a test split."""
     from ptsweep.analysis import perturb
 
     base = {k: (3e-3 if k == "optim.lr" else 1.0) for k in TRANSFER_KEYS}
     rng = np.random.default_rng(0)
-    rows = [{"trial": f"base-s{i}", **base, "seed": i, "val_loss": 5.0 + 0.01 * i, "status": "ok"} for i in range(2)]
+    rows = [{"trial": f"base-s{i}", **base, "seed": i, "val_loss": 5.0 + 0.01 * i, "test_loss": 5.1 + 0.01 * i,
+             "status": "ok"} for i in range(2)]
     for i, p in enumerate(perturb(base, 8, 0.2, seed=0)):
-        rows.append({"trial": f"p{i:03d}", **p, "seed": 0, "val_loss": 5.05 + rng.uniform(0, 0.2), "status": "ok"})
-    rows[-1]["val_loss"], rows[-1]["status"] = math.inf, "diverged"
+        shift = rng.uniform(0, 0.2)
+        for s in range(2):
+            rows.append({"trial": f"p{i:03d}-s{s}", **p, "seed": s, "val_loss": 5.05 + shift + 0.01 * s,
+                         "test_loss": 5.15 + shift + 0.01 * s + rng.normal(0, 0.002), "status": "ok"})
+    rows[-1]["val_loss"], rows[-1]["test_loss"], rows[-1]["status"] = math.inf, math.nan, "diverged"
     folder.mkdir(parents=True)
     pd.DataFrame(rows).to_csv(folder / "trials.csv", index=False)
     (folder / "summary.json").write_text(json.dumps({"verdict": "pass", "statement": "synthetic",
@@ -94,15 +99,20 @@ def _verify_results(folder: Path) -> None:
 
 
 def _scaling_results(folder: Path) -> None:
+    """runs.csv as scaling-curves writes it: 3 series x 3 scales x 2 seeds."""
     rows = []
+    rng = np.random.default_rng(1)
     for model, a in (("pt", 20.0), ("bert", 22.0), ("ut", 21.0)):
         for i, s in enumerate((64, 128, 256)):
             params = 1e6 * 2 ** i
-            rows.append({"model": model, "scaling": "channels" if model == "pt" else "", "series": model, "scale": s,
-                         "width": s, "params": params, "non_embedding_params": params / 2, "flops_per_token": 6 * params,
-                         "tokens": 1e5, "val_loss": a * params ** -0.1, "best_lr": 1e-3, "status": "ok"})
+            for seed in (0, 1):
+                loss = a * params ** -0.1 + rng.normal(0, 0.01)
+                rows.append({"model": model, "scaling": "channels" if model == "pt" else "", "series": model,
+                             "scale": s, "seed": seed, "width": s, "params": params,
+                             "non_embedding_params": params / 2, "flops_per_token": 6 * params, "tokens": 1e5,
+                             "loss": loss, "val_loss": loss, "test_loss": loss, "best_lr": 1e-3, "status": "ok"})
     folder.mkdir(parents=True)
-    pd.DataFrame(rows).to_csv(folder / "results.csv", index=False)
+    pd.DataFrame(rows).to_csv(folder / "runs.csv", index=False)
 
 
 def _execute(path: Path, cwd: Path) -> nbformat.NotebookNode:

@@ -30,7 +30,7 @@ from ptsweep.config import TRANSFER_KEYS  # noqa: E402
 from ptsweep.sweeps import common, scaling_curves, tune_small, verify_transfer  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-VERDICTS = {"pass", "pass_within_noise", "fail", "insufficient"}
+VERDICTS = {"pass", "fail", "flat", "inconclusive"}
 BASE7 = {"optim.lr": 0.02, "model.w_unary": 1.5, "model.w_child": 0.8, "model.w_head": 1.0, "model.w_topic_z": 1.2,
          "model.w_attn": 0.9, "model.w_topic_g": 2.0}
 
@@ -164,7 +164,7 @@ def test_verify_transfer_runs_max_of_required_and_n(tmp_path):
 
     # smoke: alpha = p = 0.5 -> n_required = 1; sweep.n = 3 -> 3 perturbed points + 2 base seeds
     cfg = smoke(tmp_path, f"sweep.transfer_file={tfile}", "sweep.width=64", "sweep.n=3", "sweep.seeds=2",
-                "sweep.search_seed=7")
+                "sweep.perturbed_seeds=1", "sweep.search_seed=7")
     sdir = verify_transfer.run(cfg)
     summary = json.loads((sdir / "summary.json").read_text())
     assert summary["verdict"] in VERDICTS
@@ -181,7 +181,10 @@ def test_verify_transfer_runs_max_of_required_and_n(tmp_path):
             assert 0.8 * BASE7[k] - 1e-12 <= pert.loc[j, k] <= 1.2 * BASE7[k] + 1e-12
     assert sorted(res["rank"]) == [1, 2, 3, 4]
     trials = pd.read_parquet(sdir / "trials.parquet")
-    assert (trials["model.width"] == 64).all() and sorted(trials["seed"].tolist()) == [0, 0, 0, 0, 1]
+    # paired design, one seed per point cycling through the 2 base seeds: points at seeds 0, 1, 0
+    assert (trials["model.width"] == 64).all() and sorted(trials["seed"].tolist()) == [0, 0, 0, 1, 1]
+    assert trials["test_loss"].map(math.isfinite).all() and summary["settings"]["loss_split"] == "test"
+    assert summary["df"] == 0 and summary["verdict"] == "inconclusive"  # paired, one seed per point: no residual
     assert_png(sdir / "fig1a_distance.png")
     assert_png(sdir / "fig1b_rank.png")
 
@@ -197,8 +200,18 @@ def test_verify_transfer_without_transfer_file_is_a_one_line_error(tmp_path):
 
 def test_scaling_curves_table_fits_and_plots(tmp_path):
     tfile = write_transfer(tmp_path / "t" / "transfer.yaml")
-    cfg = smoke(tmp_path, f"sweep.transfer_file={tfile}", "sweep.scales=[64,128]", "sweep.baseline_lr_samples=1")
+    cfg = smoke(tmp_path, f"sweep.transfer_file={tfile}", "sweep.scales=[64,128]", "sweep.baseline_lr_samples=1",
+                "sweep.seeds=2", "sweep.bootstrap=50")
     sdir = scaling_curves.run(cfg)
+    runs = pd.read_parquet(sdir / "runs.parquet")
+    assert len(runs) == 3 * 2 * 2 and sorted(set(runs["seed"])) == [0, 1]  # 3 series x 2 scales x 2 seeds
+    ok_runs = runs[runs["status"] == "ok"]
+    assert ok_runs["test_loss"].map(math.isfinite).all() and (ok_runs["loss"] == ok_runs["test_loss"]).all()
+    assert (ok_runs["val_loss_se"] > 0).all() and (ok_runs["loss_token_se"] > 0).all()
+    lr = pd.read_parquet(sdir / "lr_search.parquet")
+    # one LR trial per search is never bracketed: the edge rule re-searches once (sweep.baseline_lr_widen = 1)
+    rounds = lr.groupby(["model", "scale"])["search_round"].agg(["min", "max", "size"])
+    assert (rounds["min"] == 0).all() and (rounds["max"] == 1).all() and (rounds["size"] == 2).all()
     res = pd.read_parquet(sdir / "results.parquet")
     assert {(m, s) for m, s in zip(res["model"], res["scale"])} == {(m, s) for m in ("pt", "bert", "ut")
                                                                      for s in (64, 128)}
@@ -211,6 +224,15 @@ def test_scaling_curves_table_fits_and_plots(tmp_path):
     assert (ok["params"] > 0).all() and ok["val_loss"].map(math.isfinite).all()
     summary = json.loads((sdir / "summary.json").read_text())
     assert "pt" in summary["fits"] and summary["fits"]["pt"]["n_points"] == 2
+    assert summary["fits"]["pt"]["form"] == "power_law" and "< 4" in summary["fits"]["pt"]["note"]
+    assert summary["fits"]["pt"]["n_runs"] == 4 and len(summary["fits"]["pt"]["band"]["lo"]) > 0
+    assert "pt" in summary["fits_flops"] and summary["loss_split"] == "test"
+    assert summary["pooled_df"] >= 1
+    d = summary["differences"]["pt-bert"]["128"]  # (no BERT width matches PT w64 at smoke size)
+    assert d["lo"] < d["diff"] < d["hi"] and d["decided"] in {"a_lower", "b_lower", "undecided"}
+    assert summary["pt_beats_bert_at_every_scale"] in (True, False, None)
+    assert all(k in summary["lr_search"] for k in ("bert-w128", "ut-w64", "ut-w128"))
+    assert {"loss", "loss_lo", "loss_hi", "n_seeds", "test_loss_se", "unigram_loss", "lr_edge"} <= set(res.columns)
     assert set(summary["winners"]) == {"64", "128"}
     for name in ("fig2a_pt_vs_bert", "fig2b_pt_vs_ut", "loss_vs_compute"):
         if name in {Path(p).stem for p in summary["plots"]}:
@@ -275,7 +297,8 @@ def test_paper_and_demo_presets_give_valid_sweep_plans():
         assert tuple(tune_small.search_space(cfg)) == TRANSFER_KEYS
         trials, labels, n_req, n_run = verify_transfer.plan(cfg, BASE7)
         assert n_req == n_expected and n_run == max(n_expected, cfg.sweep.n)
-        assert len(trials) == n_run + cfg.sweep.seeds
+        k = cfg.sweep.perturbed_seeds or cfg.sweep.seeds
+        assert len(trials) == n_run * k + cfg.sweep.seeds
         for ov in trials:
             assert with_overrides(cfg, ov).model.width == cfg.sweep.width
         for s in cfg.sweep.scales:

@@ -86,10 +86,16 @@ def plot_distance_vs_increase(table: pd.DataFrame, path, noise_band: float | Non
     n_failed = int((~table["is_base"] & table["failed"]).sum())
     band = _band_pct(table, noise_band)
     if band > 0:
-        ax.axhspan(-band, band, color="0.85", zorder=0, label=f"seed-noise band (±{band:.2f} %)")
+        ax.axhspan(-band, band, color="0.85", zorder=0, label=f"noise band, Student t (±{band:.2f} %)")
     ax.axhline(0.0, color="0.4", lw=0.8, ls="--")
-    ax.scatter(pts["distance"], 100 * pts["rel_increase"], s=18, color="tab:blue",
-               label=f"perturbed points (n={len(pts)}" + (f", {n_failed} failed not shown)" if n_failed else ")"))
+    label = f"perturbed points (n={len(pts)}" + (f", {n_failed} failed not shown)" if n_failed else ")")
+    if "se" in pts.columns and np.isfinite(pts["se"].astype(float)).any():
+        base_mean = table.attrs.get("base_mean") or float(table.loc[table["is_base"], "loss"].iloc[0])
+        ax.errorbar(pts["distance"], 100 * pts["rel_increase"], yerr=100 * pts["se"].astype(float) / base_mean,
+                    fmt="o", ms=4, color="tab:blue", ecolor="tab:blue", elinewidth=0.8, capsize=2,
+                    label=label + ", ±1 se of the paired contrast")
+    else:
+        ax.scatter(pts["distance"], 100 * pts["rel_increase"], s=18, color="tab:blue", label=label)
     ax.scatter([0.0], [0.0], marker="*", s=220, color="red", zorder=5, label="base S (mean of seeds)")
     ax.set_xlabel(r"distance $D(S', S)$ (relative, Euclidean)")
     ax.set_ylabel("eval-loss increase vs base (%)")
@@ -106,7 +112,7 @@ def plot_rank_curve(table: pd.DataFrame, path, noise_band: float | None = None, 
     base = table[table["is_base"]]
     band = _band_pct(table, noise_band)
     if band > 0:
-        ax.axhspan(-band, band, color="0.85", zorder=0, label=f"seed-noise band (±{band:.2f} %)")
+        ax.axhspan(-band, band, color="0.85", zorder=0, label=f"noise band, Student t (±{band:.2f} %)")
     ax.axhline(0.0, color="0.4", lw=0.8, ls="--")
     ax.plot(ok["rank"], 100 * ok["rel_increase"], "-o", ms=3, color="tab:blue", label="all points, sorted")
     ax.scatter(base["rank"], 100 * base["rel_increase"], marker="*", s=260, color="red", zorder=5,
@@ -133,14 +139,33 @@ def _finite(df: pd.DataFrame, cols: Sequence[str]) -> pd.DataFrame:
     return df[mask]
 
 
-def _loglog_by_model(ax, df, xcol, ycol, model_col, models, fits, fit_kw, xlabel):
+def _loglog_by_model(ax, df, xcol, ycol, model_col, models, fits, fit_kw, xlabel, summary=None, ylabel=None):
+    """Per model: every run (seed) as a small dot, the mean at each x with its interval (``summary`` rows with
+    loss / loss_lo / loss_hi at ``xcol``; without one, +-1 sd over the seeds), the fitted law and its bootstrap band
+    (``fit["band"]``, from :func:`~ptsweep.analysis.fits.fit_scaling_law`)."""
     colors = {"pt": "tab:red", "bert": "tab:blue", "ut": "tab:green"}
     for i, m in enumerate(models):
         g = _finite(df[df[model_col] == m], [xcol, ycol]).sort_values(xcol)
         if g.empty:
             continue
         color = colors.get(str(m), f"C{i}")
-        ax.scatter(g[xcol], g[ycol], color=color, s=30, label=MODEL_LABELS.get(str(m), str(m)))
+        label = MODEL_LABELS.get(str(m), str(m))
+        grouped = g.groupby(xcol)[ycol]
+        n_seeds = int(grouped.size().max())
+        ax.scatter(g[xcol], g[ycol], color=color, s=10, alpha=0.45, zorder=3,
+                   label=f"{label}: runs ({n_seeds} seed(s) per size)" if n_seeds > 1 else label)
+        srow = None
+        if summary is not None and {model_col, xcol, "loss", "loss_lo", "loss_hi"} <= set(summary.columns):
+            srow = _finite(summary[summary[model_col] == m], [xcol, "loss"]).sort_values(xcol)
+        if srow is not None and len(srow) and np.isfinite(srow["loss_lo"].astype(float)).any():
+            y = srow["loss"].astype(float).to_numpy()
+            err = np.vstack([y - srow["loss_lo"].astype(float).to_numpy(), srow["loss_hi"].astype(float).to_numpy() - y])
+            ax.errorbar(srow[xcol], y, yerr=np.nan_to_num(err), fmt="o", ms=5, color=color, capsize=3, zorder=4,
+                        label="mean, 95 % t interval (pooled seed sd)")
+        elif n_seeds > 1:
+            mean, sd = grouped.mean(), grouped.std(ddof=1)
+            ax.errorbar(mean.index, mean.to_numpy(), yerr=np.nan_to_num(sd.to_numpy()), fmt="o", ms=5, color=color,
+                        capsize=3, zorder=4, label="mean +- 1 sd over seeds")
         fit = (fits or {}).get(m)
         if fit is None and g[xcol].nunique() >= 2:
             fit = fit_power_law(g[xcol], g[ycol], **fit_kw)
@@ -149,14 +174,24 @@ def _loglog_by_model(ax, df, xcol, ycol, model_col, models, fits, fit_kw, xlabel
             lab = f"fit: {fit['a']:.3g} x^-{fit['b']:.3f}"
             if fit.get("form") == "power_law_const":
                 lab = f"fit: {fit['c']:.3g} + {fit['a']:.3g} x^-{fit['b']:.3f}"
+            if fit.get("ci"):
+                lab += f", b in [{fit['ci']['b'][0]:.3f}, {fit['ci']['b'][1]:.3f}]"
             ax.plot(xs, predict(fit, xs), "--", color=color, lw=1.2, label=f"{lab} (R2={fit['r2']:.3f})")
+            band = fit.get("band") or {}
+            if band.get("lo") and band.get("hi"):
+                ax.fill_between(band["x"], band["lo"], band["hi"], color=color, alpha=0.15, lw=0,
+                                label=f"{int(100 * fit.get('level', 0.95))} % bootstrap band over seeds")
     ax.set_xscale("log")
     ax.set_yscale("log")
     _log_ticks(ax, "eng", y=False)
+    from matplotlib.ticker import FuncFormatter
+
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.3g}"))  # 6.6, not 6.6 x 10^0
+    ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:.3g}"))
     ax.set_xlabel(xlabel)
-    ax.set_ylabel("evaluation loss (MLM)")
+    ax.set_ylabel(ylabel or "evaluation loss (MLM)")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7)
 
 
 def plot_scaling(
@@ -169,18 +204,22 @@ def plot_scaling(
     model_col: str | None = None,
     with_const: bool = False,
     title: str | None = None,
+    summary: pd.DataFrame | None = None,
+    ylabel: str | None = None,
 ):
-    """[S] Figure 2: log-log eval loss vs parameter count for the models in ``pair`` with fitted power laws.
+    """[S] Figure 2: log-log eval loss vs parameter count for the models in ``pair`` with fitted laws.
 
-    ``x`` is ``"params"`` or ``"non_embedding_params"``. ``fits`` maps model -> :func:`fit_power_law` result; models
-    without one are fitted here (``with_const`` passed on). Non-finite (diverged) rows are skipped.
+    ``df`` has one row per run (seeds as repeated x). ``x`` is ``"params"`` or ``"non_embedding_params"``. ``fits``
+    maps model -> a :func:`fit_scaling_law` (band drawn) or :func:`fit_power_law` result; models without one are
+    fitted here (``with_const`` passed on). ``summary``: one row per (model, x) with loss / loss_lo / loss_hi (error
+    bars). Non-finite (diverged) rows are skipped.
     """
     loss_col = loss_col or pick_column(df, *LOSS_COLS)
     model_col = model_col or pick_column(df, *MODEL_COLS)
-    fig, axes = _figure()
+    fig, axes = _figure(size=(7.0, 5.0))
     ax = axes[0, 0]
     _loglog_by_model(ax, df, x, loss_col, model_col, list(pair), fits, {"with_const": with_const},
-                     "non-embedding parameters" if x.startswith("non_emb") else "parameters")
+                     "non-embedding parameters" if x.startswith("non_emb") else "parameters", summary, ylabel)
     names = " vs ".join(MODEL_LABELS.get(m, m).split(" (")[0] for m in pair)
     ax.set_title(title or f"Scaling: {names}")
     return _save(fig, path)
@@ -193,17 +232,20 @@ def plot_loss_vs_compute(
     loss_col: str | None = None,
     model_col: str | None = None,
     title: str | None = None,
+    fits: Mapping[str, Mapping] | None = None,
+    ylabel: str | None = None,
 ):
-    """Log-log eval loss vs training compute, FLOPs = flops_per_token * tokens, one series (+ fit) per model."""
+    """Log-log eval loss vs training compute, FLOPs = flops_per_token * tokens: every run, means +- 1 sd over seeds,
+    one fitted law (+ bootstrap band when ``fits`` come from :func:`fit_scaling_law`) per model."""
     loss_col = loss_col or pick_column(df, *LOSS_COLS)
     model_col = model_col or pick_column(df, *MODEL_COLS)
     d = df.copy()
     d["train_flops"] = d["flops_per_token"].astype(float) * d["tokens"].astype(float)
     models = list(models) if models is not None else sorted(d[model_col].dropna().unique().tolist())
-    fig, axes = _figure()
+    fig, axes = _figure(size=(7.0, 5.0))
     ax = axes[0, 0]
-    _loglog_by_model(ax, d, "train_flops", loss_col, model_col, models, None, {},
-                     "training FLOPs (flops/token x tokens)")
+    _loglog_by_model(ax, d, "train_flops", loss_col, model_col, models, fits, {},
+                     "training FLOPs (flops/token x tokens)", None, ylabel)
     ax.set_title(title or "Evaluation loss vs training compute")
     return _save(fig, path)
 

@@ -27,19 +27,29 @@ import numpy as np
 import pandas as pd
 
 __all__ = [
-    "NOISE_K",
+    "NOISE_LEVEL",
+    "TEST_ALPHA",
+    "MARGIN",
+    "OUTCOMES",
     "n_required",
     "perturb",
     "distance",
     "noise_band",
     "rank_table",
     "verdict",
+    "paired_contrasts",
+    "simulate_verdicts",
     "lr_optimum_drift",
     "pick_column",
 ]
 
-NOISE_K = 2.0
-"""Default multiplier of the noise band (see :func:`noise_band`)."""
+NOISE_LEVEL = 0.95
+"""Coverage of the unpaired per-point noise band of plots and tables (see :func:`noise_band`)."""
+TEST_ALPHA = 0.05
+"""Level of the noise-aware tests of :func:`verdict` (family-wise over the perturbed points)."""
+MARGIN = 0.01
+"""Equivalence margin of the "flat" outcome, relative to the base loss (1 %: [S] called <= 0.4 % noise)."""
+OUTCOMES = ("pass", "fail", "flat", "inconclusive")
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -125,17 +135,28 @@ def _base_summary(base_losses: Iterable[float]) -> tuple[np.ndarray, float, floa
     return arr, mean, std
 
 
-def noise_band(base_losses: Sequence[float], k: float = NOISE_K) -> float:
-    """Half-width of the seed-noise band around the base mean, in loss units.
+def _t_ppf(q: float, df: float) -> float:
+    """Student t quantile (scipy.special: scipy.stats takes seconds to import)."""
+    from scipy.special import stdtrit
 
-    Definition (the one used everywhere in ptsweep):  band = k * s * sqrt(1 + 1/m),  k = 2 by default,
-    where s is the sample std (ddof=1) of the m base-seed losses. s * sqrt(1 + 1/m) is the standard deviation of
-    (one new single-seed run) - (mean of the m base seeds) when both have the same true loss, so a perturbed point
-    that is truly equivalent to S falls below ``base_mean - band`` with probability ~ Phi(-k) (2.3 % for k = 2).
-    With one base seed s is unknown: the band is 0 and the verdict says that noise was not estimated.
+    return float(stdtrit(df, q))
+
+
+def noise_band(base_losses: Sequence[float], level: float = NOISE_LEVEL) -> float:
+    """Half-width of the unpaired seed-noise band around the base mean, in loss units (for plots and tables).
+
+        band = t_{m-1, (1 + level)/2} * s * sqrt(1 + 1/m)
+
+    s is the sample std (ddof=1) of the m base-seed losses. (new run - base mean) / (s sqrt(1 + 1/m)) follows a
+    Student t with m - 1 degrees of freedom when both have the same true loss (normal seed noise), so a truly
+    equivalent single-seed point falls outside the band with probability exactly 1 - level. (The old band,
+    2 s sqrt(1 + 1/m), treated s as known: its false-positive rate is 9.2 % at m = 3 and 14.8 % at m = 2, not 2.3 %.)
+    With one base seed s is unknown: the band is 0 and verdicts say that noise was not estimated.
     """
     arr, _, std = _base_summary(base_losses)
-    return float(k * std * math.sqrt(1.0 + 1.0 / arr.size)) if arr.size > 1 else 0.0
+    if arr.size < 2:
+        return 0.0
+    return float(_t_ppf(0.5 + level / 2.0, arr.size - 1) * std * math.sqrt(1.0 + 1.0 / arr.size))
 
 
 def pick_column(df: pd.DataFrame, *candidates: str) -> str:
@@ -152,13 +173,14 @@ def rank_table(
     base_losses: Sequence[float],
     keys: Sequence[str] | None = None,
     loss_col: str = "loss",
-    noise_k: float = NOISE_K,
+    noise_level: float = NOISE_LEVEL,
 ) -> pd.DataFrame:
     """Table behind Figure 1 of [S]: one row per perturbed point plus one ``is_base`` row, sorted by loss.
 
     Args:
-        perturbed: one row per perturbed run; columns ``keys`` (the hyperparameters) and ``loss_col``; other columns
-            (trial id, status, ...) are carried through. Non-finite losses (diverged / crashed) are kept as failed.
+        perturbed: one row per perturbed point; columns ``keys`` (the hyperparameters) and ``loss_col`` (the point's
+            mean loss over its seeds); other columns (trial id, status, ...) are carried through. Non-finite losses
+            (diverged / crashed) are kept as failed.
         base: the base point S (key -> value).
         base_losses: final losses of S over several seeds; S is represented by their mean.
         keys: hyperparameters for the distance; default: the keys of ``base``.
@@ -204,9 +226,83 @@ def rank_table(
         base_mean=base_mean,
         base_std=base_std,
         n_seeds=int(arr.size),
-        noise_band=noise_band(arr, noise_k),
+        noise_band=noise_band(arr, noise_level),
     )
     return df
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Paired (seed-blocked) contrasts
+# --------------------------------------------------------------------------------------------------------------
+def _as_points(losses, seeds) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
+    """Each perturbed point as an array of its losses (a float = one run) and, if given, its seeds."""
+    pts = [np.atleast_1d(np.asarray(x, dtype=float)).ravel() for x in losses]
+    if seeds is None:
+        return pts, None
+    sds = [np.atleast_1d(np.asarray(s)).ravel() for s in seeds]
+    if len(sds) != len(pts) or any(a.size != b.size for a, b in zip(pts, sds)):
+        raise ValueError("perturbed_seeds must have the shape of perturbed_losses (one seed per loss)")
+    return pts, sds
+
+
+def paired_contrasts(base_losses: Sequence[float], point_losses: Sequence[np.ndarray],
+                     base_seeds: Sequence | None = None, point_seeds: Sequence[np.ndarray] | None = None) -> dict:
+    """Least-squares contrasts "point j minus base" in the seed-blocked linear model, with their standard errors.
+
+    Model (one row per run; seeds are blocks, the randomized-block design):
+
+        L_{j,s} = mu_j + u_s + e_{j,s},   e ~ N(0, sigma^2) independent,   j = 0 (base), 1..n;  s = seed
+
+    u_s is whatever a seed does to every run that uses it (initialisation, data order, masks): it cancels in the
+    paired contrast mu_j - mu_0. Without seeds (``point_seeds`` None) the model has no u_s (unpaired design).
+    sigma^2 = RSS / df, df = runs - rank(X); contrast j has se_j = sigma sqrt(c_j' (X'X)^+ c_j), and
+    (estimate - true) / se_j follows a Student t with df degrees of freedom (normal e). Complete design (every
+    point at the same m seeds as the base): delta_j = mean of the m paired differences, se_j = sigma sqrt(2/m),
+    df = n (m - 1). One seed per point: df = 0 in the paired model (no estimate of sigma).
+
+    Returns {"delta": (n,), "se": (n,), "df": int, "sigma": float, "mean_delta": float (average of the n contrasts:
+    the neighbourhood minus the base), "mean_se": float, "design": "paired" | "unpaired"}.
+    """
+    base = np.asarray(base_losses, dtype=float)
+    n = len(point_losses)
+    paired = point_seeds is not None
+    if paired and base_seeds is None:
+        base_seeds = list(range(base.size))
+    ys = [base] + list(point_losses)
+    groups = np.concatenate([np.full(y.size, g) for g, y in enumerate(ys)])
+    y = np.concatenate(ys)
+    cols = [(groups == g).astype(float) for g in range(n + 1)]
+    if paired:
+        seeds = np.concatenate([np.asarray(base_seeds)] + [np.asarray(s) for s in point_seeds])
+        uniq = list(dict.fromkeys(seeds.tolist()))
+        cols += [(seeds == s).astype(float) for s in uniq[1:]]
+    X = np.stack(cols, axis=1)  # (N, P)
+    shift = float(y.mean())  # better conditioning: the model has an intercept (sum of group columns)
+    Xp = np.linalg.pinv(X)  # (P, N): one SVD gives the fit, (X'X)^+ = X^+ X^+' and the estimability check
+    beta = Xp @ (y - shift)
+    rank = int(np.linalg.matrix_rank(X))
+    resid = (y - shift) - X @ beta
+    df = int(y.size - rank)
+    sigma = float(math.sqrt(float(resid @ resid) / df)) if df > 0 else math.nan
+    C = np.zeros((n + 1, X.shape[1]))  # rows: contrasts point j - base (j = 1..n), then their average
+    for j in range(n):
+        C[j, j + 1], C[j, 0] = 1.0, -1.0
+    C[n, 1:n + 1], C[n, 0] = 1.0 / max(n, 1), -1.0
+    est = C @ beta
+    CXp = C @ Xp  # (n+1, N)
+    var_unit = (CXp**2).sum(axis=1)  # c' (X'X)^+ c
+    estimable = np.abs(C - CXp @ X).max(axis=1) < 1e-8  # c in the row space of X
+    with np.errstate(invalid="ignore"):
+        se = np.where(estimable, sigma * np.sqrt(np.maximum(var_unit, 0.0)), np.inf)
+    est = np.where(estimable, est, np.nan)
+    return {"delta": est[:n], "se": se[:n], "df": df, "sigma": sigma, "mean_delta": float(est[n]) if n else math.nan,
+            "mean_se": float(se[n]) if n else math.nan, "design": "paired" if paired else "unpaired"}
+
+
+def _tstat(delta: np.ndarray, se: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = delta / se
+    return np.where((se == 0) & (delta == 0), 0.0, t)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -214,107 +310,219 @@ def rank_table(
 # --------------------------------------------------------------------------------------------------------------
 def verdict(
     base_losses: Sequence[float],
-    perturbed_losses: Sequence[float],
+    perturbed_losses: Sequence[float | Sequence[float]],
     alpha: float = 0.05,
     p: float = 0.05,
-    noise_k: float = NOISE_K,
     count_failed_as_samples: bool = False,
+    *,
+    base_seeds: Sequence | None = None,
+    perturbed_seeds: Sequence | None = None,
+    test_alpha: float = TEST_ALPHA,
+    margin: float = MARGIN,
 ) -> dict:
-    """Apply the random-search test of [S] §3.1 (n >= log(alpha)/log(1-p)) honestly, with seed noise.
+    """The verification verdict: the paper's strict test, reported as such, and the noise-aware decision rule.
 
-    Returns a dict with
-      n_required, n_run (all perturbed runs), n_failed (NaN/inf losses: diverged or crashed), n_valid (finite),
-      base_loss_mean, base_loss_std (ddof=1 when > 1 seed, else 0), n_seeds, noise_band (:func:`noise_band`:
-      k * s * sqrt(1 + 1/m)), base_rank (1-based among n_run + 1 points, S at its mean loss, failed points last),
-      n_better (finite perturbed losses < base mean), best_improvement (max over finite points of
-      (base_mean - L) / base_mean, a fraction; negative when every point is worse, None when there is none),
-      n_better_beyond_noise (losses < base_mean - noise_band), expected_beyond_noise_by_chance
-      (n_valid * Phi(-noise_k): how many truly-equivalent points would land beyond the band by seed noise alone),
-      verdict and a one-sentence ``statement``.
+    Inputs: the base point's losses over m seeds; one entry per perturbed point (a float = one run, or a sequence =
+    its runs over several seeds). With ``perturbed_seeds`` (same shape) and ``base_seeds`` (default 0..m-1) the
+    design is paired: runs with the same seed share init, data order and masks, and contrasts are seed-blocked
+    (:func:`paired_contrasts`). Points with any non-finite loss are failed (diverged / crashed): they rank last and
+    are not samples unless ``count_failed_as_samples``.
 
-    Verdicts, checked in this order:
-      "fail"              some perturbed point beats S by more than the noise band. More samples cannot undo this,
-                          so it takes precedence over "insufficient".
-      "insufficient"      fewer usable samples than n_required. Failed runs count as worse than S in the rank, but by
-                          default they are not samples of the test (a crash or divergence says nothing about whether
-                          S is in the top p of *trainable* points); set count_failed_as_samples=True to count them.
-      "pass"              enough samples and none beats S: the strict test of [S] §3.1 holds, S is in the top-p
-                          fraction of the neighbourhood with confidence 1 - alpha.
-      "pass_within_noise" enough samples, some beat S but none beyond the noise band. The strict test does NOT
-                          apply as stated; treating them as statistically equivalent is what [S] did (beaten by at
-                          most 0.4 %).
+    **Strict test** ([S] §3.1, ``result["strict"]``): the base (at its mean) beats every one of n >= n_required
+    usable points -> "pass" (top p with confidence 1 - alpha, if losses had no noise); some point's mean is below the
+    base mean -> "fail"; otherwise "insufficient".
+
+    **Decision rule** (``result["verdict"]``), with delta_j = contrast point j - base, se_j its standard error, df the
+    residual degrees of freedom, t_{df} Student quantiles, n = usable points, A = test_alpha:
+
+    1. "inconclusive" if there is no usable point or no noise estimate (df = 0: one base seed and one run per point,
+       or a paired design with one seed per point).
+    2. "fail" if some point beats the base beyond noise, delta_j / se_j < -t_{df}(1 - A / (2n)) (Bonferroni, so the
+       chance that an equivalent neighbourhood produces one is <= A/2), or the neighbourhood is better on average,
+       mean_j delta_j / se < -t_{df}(1 - A/2).
+    3. "pass" if n >= n_required, at most half of the points beat the base (by their contrast and by their mean),
+       and the neighbourhood is worse on average: mean_j delta_j / se > t_{df}(1 - A). A base beaten by more than
+       half of its finite neighbourhood is never a pass.
+    4. "flat" if every point is equivalent to the base within ``margin`` (relative to the base mean):
+       |delta_j| + t_{df}(1 - A / (2n)) se_j <= margin * base mean for all j (simultaneous two one-sided tests).
+    5. "inconclusive" otherwise (too few samples, or noise too large to tell pass / flat / fail apart).
+
+    Count of points beating the base: under equivalence with equal replication the base's rank among the n + 1 means
+    is uniform, so P(count >= c) = (n + 1 - c) / (n + 1) (``p_count``). It is NOT binomial(n, 1/2): every
+    comparison shares the base's own noise (with n = 8 a binomial would call 8 of 8 "p = 0.004"; the truth is 1/9).
+
+    Returns a dict (JSON-ready): verdict, statement, reasons, strict {verdict, statement}, alpha, p, test_alpha,
+    margin (relative), n_required, n_run, n_failed, n_valid, n_seeds, design, df, sigma, t_quantile, noise_band
+    (t_quantile x median se_j: the per-point "beyond noise" threshold), base_loss_mean, base_loss_std, base_rank,
+    n_better (points whose mean is below the base mean), n_better_paired (delta_j < 0), n_better_beyond_noise,
+    n_worse_beyond_noise, count_expected_if_equivalent (n/2), p_count, best_improvement ((base - best point mean)
+    / base), neighbourhood_delta, neighbourhood_se, neighbourhood_t, delta, se, t (per point, in input order; None
+    for failed points).
     """
-    base_losses = [float(x) for x in base_losses]
-    _, base_mean, base_std = _base_summary(base_losses)
-    m = len(base_losses)
-    band = noise_band(base_losses, noise_k)
-    losses = np.asarray(list(perturbed_losses), dtype=float)
-    finite = np.isfinite(losses)
-    n_run, n_failed = int(losses.size), int((~finite).sum())
+    base_arr, base_mean, base_std = _base_summary(base_losses)
+    m = int(base_arr.size)
+    pts, sds = _as_points(perturbed_losses, perturbed_seeds)
+    finite = np.array([bool(np.all(np.isfinite(x))) and x.size > 0 for x in pts], dtype=bool)
+    n_run, n_failed = len(pts), int((~finite).sum())
     n_valid = n_run - n_failed
     n_samples = n_run if count_failed_as_samples else n_valid
     n_req = n_required(alpha, p)
-    good = losses[finite]
+    good = [x for x, f in zip(pts, finite) if f]
+    good_seeds = [s for s, f in zip(sds, finite) if f] if sds is not None else None
+    means = np.array([x.mean() for x in good], dtype=float)
 
-    n_better = int((good < base_mean).sum())
-    n_beyond = int((good < base_mean - band).sum())
-    best_impr = float(((base_mean - good) / base_mean).max()) if good.size else None
-    expected_chance = float(n_valid * 0.5 * math.erfc(noise_k / math.sqrt(2.0))) if m > 1 else None
+    n_better = int((means < base_mean).sum())
+    best_impr = float(((base_mean - means) / base_mean).max()) if means.size else None
+    con = paired_contrasts(base_arr, good, base_seeds, good_seeds)
+    delta, se, df = con["delta"], con["se"], con["df"]
+    tj = _tstat(delta, se)
+    n_better_paired = int((delta < 0).sum())
+    A = float(test_alpha)
+    q = _t_ppf(1.0 - A / (2.0 * max(n_valid, 1)), df) if df > 0 else math.inf
+    q_mean_fail = _t_ppf(1.0 - A / 2.0, df) if df > 0 else math.inf
+    q_mean_pass = _t_ppf(1.0 - A, df) if df > 0 else math.inf
+    t_mean = float(_tstat(np.array([con["mean_delta"]]), np.array([con["mean_se"]]))[0]) if n_valid else math.nan
+    n_beyond = int((tj < -q).sum()) if df > 0 else 0
+    n_worse = int((tj > q).sum()) if df > 0 else 0
+    margin_abs = float(margin) * abs(base_mean)
+    widest = float(np.max(np.abs(delta) + q * se)) if (n_valid and df > 0) else math.inf
+    p_count = (n_valid + 1 - n_better_paired) / (n_valid + 1) if n_valid else math.nan
+    majority = max(n_better, n_better_paired) > n_valid / 2.0
 
+    # ---- strict test ([S] §3.1) ---------------------------------------------------------------------------------
     conf, top = f"{1 - alpha:.0%}", f"{p:.0%}"
-    counts = f"{n_run} perturbed runs ({n_failed} failed), {n_required(alpha, p)} required"
-    noise_txt = (
-        f"noise band {band:.4g} = {noise_k:g} x std x sqrt(1+1/{m}) from {m} base seeds"
-        if m > 1
-        else "seed noise NOT estimated (1 base seed, band = 0)"
-    )
-    if n_beyond > 0:
-        v = "fail"
-        statement = (
-            f"FAIL: {n_beyond} of {n_valid} finite perturbed points beat the base by more than the noise band "
-            f"(best by {best_impr:.2%}; {noise_txt}); the base is not shown to be in the top {top}."
-        )
-        if expected_chance is not None:
-            statement += f" (About {expected_chance:.1f} such points are expected by seed noise alone.)"
+    if n_better > 0:
+        sv = "fail"
+        sst = (f"strict test FAILS: {n_better} of {n_valid} finite perturbed points have a lower mean loss than the "
+               f"base (best by {best_impr:.2%}); the base is rank {1 + n_better} of {n_run + 1}.")
     elif n_samples < n_req:
-        v = "insufficient"
-        statement = (
-            f"INSUFFICIENT: {n_samples} usable samples < {n_req} required for top-{top} at {conf} confidence "
-            f"({counts}); no conclusion."
-        )
-    elif n_better == 0:
-        v = "pass"
-        statement = (
-            f"PASS: the base beats all {n_samples} usable perturbed points ({counts}); by [S] §3.1 it lies in the "
-            f"top {top} of its neighbourhood with {conf} confidence."
-        )
+        sv = "insufficient"
+        sst = f"strict test INSUFFICIENT: {n_samples} usable samples < {n_req} required for top-{top} at {conf}."
     else:
-        v = "pass_within_noise"
-        statement = (
-            f"PASS WITHIN NOISE: {n_better} of {n_valid} perturbed points beat the base, by at most {best_impr:.2%}, "
-            f"all within the noise band ({noise_txt}). The strict test of [S] §3.1 does not apply as stated; "
-            f"the base is statistically equivalent to the best points, as the paper concluded ({counts})."
-        )
+        sv = "pass"
+        sst = (f"strict test PASSES: the base beats all {n_samples} usable points (n_required = {n_req}): top {top} "
+               f"with {conf} confidence if the losses carried no seed noise.")
+
+    # ---- decision rule -------------------------------------------------------------------------------------------
+    nums = (f"design {con['design']}, {m} base seed(s), df = {df}, run-noise sd {con['sigma']:.3g}; "
+            f"neighbourhood - base = {con['mean_delta']:+.4g} +- {con['mean_se']:.2g} (t = {t_mean:+.2f}); "
+            f"{n_better_paired} of {n_valid} points beat the base (equivalence gives {n_valid / 2:g} on average, "
+            f"P(>= {n_better_paired}) = {p_count:.2f}); {n_beyond} beat it beyond the family-wise band "
+            f"t = {q:.3g} x se, {n_worse} are worse beyond it")
+    reasons: list[str] = []
+    if n_valid == 0:
+        v, reasons = "inconclusive", ["no finite perturbed point"]
+    elif df <= 0:
+        v = "inconclusive"
+        reasons = ["no replicate-based noise estimate (df = 0): run the base with >= 2 seeds and each perturbed "
+                   "point with >= 2 seeds (paired) or the base with >= 2 seeds (unpaired)"]
+    elif n_beyond > 0 or t_mean < -q_mean_fail:
+        v = "fail"
+        if n_beyond:
+            reasons.append(f"{n_beyond} point(s) beat the base beyond the Bonferroni t band")
+        if t_mean < -q_mean_fail:
+            reasons.append(f"the neighbourhood is better than the base on average (t = {t_mean:.2f})")
+    elif t_mean > q_mean_pass and not majority and n_samples >= n_req:
+        v = "pass"
+        reasons = [f"no point beats the base beyond noise, {n_better_paired} of {n_valid} beat it at all, and the "
+                   f"neighbourhood is worse on average (t = {t_mean:.2f} > {q_mean_pass:.2f}); n = {n_samples} >= "
+                   f"{n_req}"]
+    elif widest <= margin_abs:
+        v = "flat"
+        reasons = [f"every point is within +-{margin:.1%} of the base (widest |delta| + band = {widest:.3g} <= "
+                   f"{margin_abs:.3g})"]
+    else:
+        v = "inconclusive"
+        if majority:
+            reasons.append(f"{max(n_better, n_better_paired)} of {n_valid} points beat the base (more than half: "
+                           f"never a pass)")
+        if n_samples < n_req:
+            reasons.append(f"{n_samples} usable samples < {n_req} required")
+        if t_mean <= q_mean_pass:
+            reasons.append(f"the neighbourhood is not detectably worse on average (t = {t_mean:.2f} <= "
+                           f"{q_mean_pass:.2f})")
+        if widest > margin_abs:
+            reasons.append(f"not flat within +-{margin:.1%}: widest |delta| + band = {widest:.3g} > {margin_abs:.3g}")
+    statement = f"{v.upper()}: {'; '.join(reasons)}. ({nums}.) {sst}"
+
+    def _lst(a):
+        out, it = [], iter(np.asarray(a, dtype=float).tolist())
+        for f in finite:
+            out.append(next(it) if f else None)
+        return out
 
     return {
         "verdict": v,
         "statement": statement,
+        "reasons": reasons,
+        "strict": {"verdict": sv, "statement": sst},
         "alpha": float(alpha),
         "p": float(p),
+        "test_alpha": A,
+        "margin": float(margin),
         "n_required": n_req,
         "n_run": n_run,
         "n_failed": n_failed,
         "n_valid": n_valid,
         "n_seeds": m,
+        "design": con["design"],
+        "df": df,
+        "sigma": con["sigma"],
+        "t_quantile": q,
+        "noise_band": float(q * np.median(se)) if (df > 0 and n_valid) else 0.0,
         "base_loss_mean": base_mean,
         "base_loss_std": base_std,
-        "noise_band": band,
         "base_rank": 1 + n_better,
         "n_better": n_better,
+        "n_better_paired": n_better_paired,
         "best_improvement": best_impr,
         "n_better_beyond_noise": n_beyond,
-        "expected_beyond_noise_by_chance": expected_chance,
+        "n_worse_beyond_noise": n_worse,
+        "count_expected_if_equivalent": n_valid / 2.0,
+        "p_count": p_count,
+        "neighbourhood_delta": con["mean_delta"],
+        "neighbourhood_se": con["mean_se"],
+        "neighbourhood_t": t_mean,
+        "delta": _lst(delta),
+        "se": _lst(se),
+        "t": _lst(tj),
     }
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Simulation of the decision rule (tests/test_verdict_simulation.py and the README's error rates)
+# --------------------------------------------------------------------------------------------------------------
+SCENARIOS = ("equal", "base_best", "base_worse")
+
+
+def simulate_verdicts(scenario: str, noise: float, n_sims: int = 400, n: int = 8, m: int = 2, k: int = 0,
+                      seed_sd: float | None = None, effect: tuple[float, float] = (0.01, 0.05), loss: float = 6.0,
+                      paired: bool = True, rng_seed: int = 0, **kw) -> dict[str, float]:
+    """Outcome rates of :func:`verdict` on simulated neighbourhoods in the paired design of verify-transfer: the
+    base at m seeds, point j at k seeds (j + r) mod m, r < k (k = 0: all m, the complete design). Runs: L_{j,s} = mu_j + u_s + e_{j,s}, e ~ N(0, (noise * loss)^2), u_s ~ N(0, (seed_sd * loss)^2)
+    (default seed_sd = noise). mu_0 = loss; "equal": mu_j = loss; "base_best": mu_j = loss (1 + U(effect));
+    "base_worse": mu_j = loss (1 - U(effect)). ``paired=False`` analyses the same runs without seeds (unpaired).
+    Returns {outcome: rate} over the four outcomes. ``kw`` goes to :func:`verdict` (alpha, p, test_alpha, margin)."""
+    if scenario not in SCENARIOS:
+        raise ValueError(f"scenario must be one of {SCENARIOS}")
+    rng = np.random.default_rng(rng_seed)
+    seed_sd = noise if seed_sd is None else seed_sd
+    counts = dict.fromkeys(OUTCOMES, 0)
+    k = k or m
+    pseeds = [[(j + r) % m for r in range(k)] for j in range(n)]
+    for _ in range(n_sims):
+        u = rng.normal(0.0, seed_sd * loss, m)  # (m,)
+        shift = rng.uniform(*effect, n) * loss
+        mu = {"equal": np.full(n, loss), "base_best": loss + shift, "base_worse": loss - shift}[scenario]
+        base = loss + u + rng.normal(0.0, noise * loss, m)
+        idx = np.asarray(pseeds)  # (n, k)
+        pts = mu[:, None] + u[idx] + rng.normal(0.0, noise * loss, (n, k))  # (n, k)
+        if paired:
+            r = verdict(base, pts.tolist(), base_seeds=list(range(m)), perturbed_seeds=pseeds, **kw)
+        else:
+            r = verdict(base, pts.tolist(), **kw)
+        counts[r["verdict"]] += 1
+    return {k: c / n_sims for k, c in counts.items()}
 
 
 # --------------------------------------------------------------------------------------------------------------

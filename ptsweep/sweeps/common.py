@@ -108,7 +108,9 @@ def transfer_path(cfg: RunConfig) -> Path:
 
 
 def read_transfer(cfg: RunConfig) -> tuple[dict[str, float], dict, Path]:
-    """(the 7 transferred values by dotted key, provenance, path) from transfer.yaml; SweepError if missing."""
+    """(the 7 transferred values by dotted key, provenance, path) from transfer.yaml; SweepError if missing or if it
+    was tuned under other settings (``sweep.provenance.check_transfer``; ``provenance["mismatch"]`` lists them when
+    ``sweep.allow_transfer_mismatch`` lets the sweep proceed)."""
     import yaml
 
     path = transfer_path(cfg)
@@ -120,7 +122,11 @@ def read_transfer(cfg: RunConfig) -> tuple[dict[str, float], dict, Path]:
     missing = [k for k in TRANSFER_KEYS if k not in values]
     if missing:
         raise SweepError(f"sweep.transfer_file: {path} lacks {', '.join(missing)}")
-    return {k: float(values[k]) for k in TRANSFER_KEYS}, dict(doc.get("provenance", {})), path
+    provenance = dict(doc.get("provenance", {}))
+    from ptsweep.sweeps.provenance import check_transfer  # SweepError naming mismatched settings (or records them)
+
+    provenance["mismatch"] = check_transfer(cfg, provenance, path)
+    return {k: float(values[k]) for k in TRANSFER_KEYS}, provenance, path
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -46,16 +46,109 @@ def markdown_table(df: pd.DataFrame, cols: list[str] | None = None, max_rows: in
     return "\n".join(lines)
 
 
+def vs_unigram(loss, unigram) -> str:
+    """'-0.123 (below)' or '+0.050 ABOVE unigram: nothing learned' (issue 8: every loss read against the baseline)."""
+    try:
+        loss, unigram = float(loss), float(unigram)
+    except (TypeError, ValueError):
+        return ""
+    if not (math.isfinite(loss) and math.isfinite(unigram)):
+        return ""
+    d = loss - unigram
+    return f"{d:+.3f} (below)" if d < 0 else f"{d:+.3f} ABOVE unigram: nothing learned"
+
+
+def _ci(v) -> str:
+    return f"[{v[0]:.3g}, {v[1]:.3g}]" if v and all(isinstance(x, (int, float)) and math.isfinite(x) for x in v) else ""
+
+
+def verdict_section(vs: dict) -> list[str]:
+    """The verification verdict: the outcome, the numbers behind it, the strict test and the rule."""
+    st = vs.get("settings", {})
+    split = st.get("loss_split", "val")
+    out = [f"**Outcome: {vs['verdict'].upper()}** (scored on the {split} split; decision rule below).", ""]
+    if "df" in vs:
+        base = vs.get("base_losses", [])
+        out += [
+            f"- Base point: {len(base)} seed(s), {split} loss {', '.join(f'{x:.4f}' for x in base)} "
+            f"(mean {vs['base_loss_mean']:.4f}); each of the {vs['n_valid']} finite perturbed points "
+            f"({vs['n_failed']} failed) at {st.get('perturbed_seeds', '?')} paired seed(s); design {vs['design']}, "
+            f"residual df = {vs['df']}, run-noise sd = {vs['sigma']:.4g}.",
+            f"- Neighbourhood - base (average paired contrast): {vs['neighbourhood_delta']:+.4f} +- "
+            f"{vs['neighbourhood_se']:.4f} (t = {vs['neighbourhood_t']:+.2f}).",
+            f"- {vs['n_better_paired']} of {vs['n_valid']} points beat the base (equivalence would give "
+            f"{vs['count_expected_if_equivalent']:g} on average; P(>= {vs['n_better_paired']} | equivalence) = "
+            f"{vs['p_count']:.2f}); {vs['n_better_beyond_noise']} beat it and {vs['n_worse_beyond_noise']} are worse "
+            f"beyond the family-wise band (|t| > {vs['t_quantile']:.3g}, test_alpha = {vs['test_alpha']}).",
+            f"- Reasons: {'; '.join(vs.get('reasons', []))}.",
+            f"- Paper's strict test ([S] §3.1, n_required = {vs['n_required']} at alpha = {st.get('alpha')}, "
+            f"p = {st.get('p')}): **{vs['strict']['verdict']}** - {vs['strict']['statement']}",
+        ]
+        if vs.get("transfer_mismatch"):
+            out.append(f"- PROCEEDED DESPITE transfer.yaml mismatch: {vs['transfer_mismatch']}")
+    else:
+        out.append(f"- {vs.get('statement', '')}")
+    out += ["", "Rule: each perturbed point runs at the base's seeds (paired: same initialisation, data order and "
+            "masks), and point j's contrast delta_j = point - base is estimated in a seed-blocked linear model with "
+            "Student-t errors. FAIL if some point beats the base beyond the Bonferroni t band (or the neighbourhood "
+            "is better on average); PASS if n >= n_required, at most half of the points beat the base and the "
+            "neighbourhood is worse on average (one-sided t); FLAT if every point is within +-"
+            f"{100 * vs.get('margin', 0.01):.0f} % of the base with its simultaneous interval; INCONCLUSIVE "
+            "otherwise (including no noise estimate). A base beaten by more than half of its neighbourhood is never "
+            "a pass. Measured error rates: README, \"Verification verdict\".", ""]
+    return out
+
+
+def scaling_section(ss: dict, sres: pd.DataFrame) -> list[str]:
+    split = ss.get("loss_split", "val")
+    t = sres.copy()
+    t["interval"] = [f"[{lo:.3f}, {hi:.3f}]" if math.isfinite(lo) else "" for lo, hi in zip(t["loss_lo"], t["loss_hi"])]
+    t["vs unigram"] = [vs_unigram(x, u) for x, u in zip(t["loss"], t["unigram_loss"])]
+    out = [f"Losses on the **{split}** split (baselines' LRs were chosen on validation), mean over "
+           f"{len(ss.get('seeds', []))} seed(s) per point; interval = 95 % t interval with the seed sd pooled over "
+           f"all cells (sd {ss.get('pooled_seed_sd') or float('nan'):.4f}, df {ss.get('pooled_df')}); token SE = "
+           f"standard error over the scored masked tokens.", "",
+           markdown_table(t, ["series", "scale", "width", "params", "n_seeds", "loss", "interval", "loss_token_se",
+                              "unigram_loss", "vs unigram", "val_loss", "best_lr", "lr_edge", "status"]), ""]
+    out += ["Fits (rule: L = a P^-b + c when c is identified - >= 4 sizes, converged, F-test against the pure law "
+            "- else L = a P^-b; 95 % intervals from a residual bootstrap over seeds):", ""]
+    for key, label in (("fits", "parameters"), ("fits_flops", "training FLOPs")):
+        for series, f in ss.get(key, {}).items():
+            out.append(f"- {series} vs {label}: {f['form']}, a = {f['a']:.3g} {_ci(f['ci']['a'])}, b = {f['b']:.3g} "
+                       f"{_ci(f['ci']['b'])}" + (f", c = {f['c']:.3g} {_ci(f['ci']['c'])}" if f['form'] ==
+                                                  'power_law_const' else "") + f"; {f.get('note') or ''}")
+    out += ["", "Differences (PT - baseline, negative = PT better), 95 % t interval:", ""]
+    for pair, per in ss.get("differences", {}).items():
+        for s, d in per.items():
+            dec = {"a_lower": "PT lower", "b_lower": "baseline lower"}.get(d["decided"], "undecided")
+            out.append(f"- {pair} at N = {s}: {d['diff']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}] -> {dec}")
+    out += ["", f"PT beats BERT at every scale: {ss.get('pt_beats_bert_at_every_scale')}; UT beats PT at every scale: "
+                f"{ss.get('ut_beats_pt_at_every_scale')} (null = undecided at some scale)."]
+    edges = [n for n in ss.get("notes", []) if "not bracketed" in n]
+    if edges:
+        out += ["", "Baseline LR edge flags: " + "; ".join(edges) + "."]
+    return out + [""]
+
+
 def write_report(root: Path, dirs: dict[str, Path], wall: dict[str, float]) -> Path:
     """<root>/report.md from the three study folders."""
+    from ptsweep.sweeps.verify_transfer import with_ledger_metrics
+
     t, v, s = dirs["tune-small"], dirs["verify-transfer"], dirs["scaling-curves"]
     ts, vs, ss = read_json(t / "summary.json"), read_json(v / "summary.json"), read_json(s / "summary.json")
-    trials = pd.read_parquet(t / "trials.parquet")
+    trials = with_ledger_metrics(pd.read_parquet(t / "trials.parquet"), t)
     vres = pd.read_parquet(v / "results.parquet")
     sres = pd.read_parquet(s / "results.parquet")
     rel = lambda p: p.relative_to(root).as_posix()  # noqa: E731
     best = ts["best"]
-    fits = ss.get("fits", {})
+    uni_val = float(trials["unigram_loss"].dropna().iloc[0]) if trials["unigram_loss"].notna().any() else math.nan
+    uni_val_se = float(trials["unigram_loss_se"].dropna().iloc[0]) if trials["unigram_loss_se"].notna().any() \
+        else math.nan
+    uni_test = float(sres["unigram_loss"].dropna().iloc[0]) if sres["unigram_loss"].notna().any() else math.nan
+    trials["vs unigram"] = [vs_unigram(x, uni_val) for x in trials["val_loss"]]
+    vres = vres.copy()
+    vres["vs unigram"] = [vs_unigram(x, vs.get("unigram_loss")) for x in vres.get("loss", vres["val_loss"])]
+    best_pt = sres[sres["series"].str.startswith("pt")]
     out = [
         "# ptsweep demo report",
         "",
@@ -64,38 +157,40 @@ def write_report(root: Path, dirs: dict[str, Path], wall: dict[str, float]) -> P
         "",
         "## Headline numbers",
         "",
+        f"- **Unigram baseline** (training-set token frequencies on the same masked tokens; a model at or above it "
+        f"has learned no context): validation {uni_val:.4f} +- {uni_val_se:.4f}, test {uni_test:.4f}.",
         f"- **Best tune-small loss**: {best['val_loss']:.4f} at width {best['width']} "
-        f"(trial {best['trial_id']}, {ts['n_trials']} trials: {ts['status_counts']}).",
-        f"- **Transfer verdict** at width {vs['settings']['width']}: **{vs['verdict']}** - {vs['statement']}",
-        f"  (n_required = {vs['n_required']}, n_run = {vs['n_run']}, alpha = {vs['settings']['alpha']}, "
-        f"p = {vs['settings']['p']})",
-        "- **Power-law fits** L = a P^-b: " + "; ".join(
-            f"{m}: a = {f['a']:.3g}, b = {f['b']:.3g} (R2 = {f['r2']:.3f})" for m, f in fits.items()),
-        "- **Winner per scale**: " + ", ".join(f"N={k}: {w['winner']}" for k, w in ss.get("winners", {}).items())
-        + f" (PT beats BERT at every scale: {ss.get('pt_beats_bert_at_every_scale')}, "
-          f"UT beats PT at every scale: {ss.get('ut_beats_pt_at_every_scale')})",
+        f"({vs_unigram(best['val_loss'], uni_val)}; trial {best['trial_id']}, {ts['n_trials']} trials: "
+        f"{ts['status_counts']}).",
+        f"- **Transfer verdict** at width {vs['settings']['width']}: **{vs['verdict']}** "
+        f"(strict test of [S]: {vs.get('strict', {}).get('verdict', 'n/a')}); details in section 2.",
+        "- **Scaling**: " + ", ".join(f"PT N={int(r['scale'])}: {r['loss']:.3f} ({vs_unigram(r['loss'], r['unigram_loss'])})"
+                                      for _, r in best_pt.iterrows())
+        + f"; PT beats BERT at every scale: {ss.get('pt_beats_bert_at_every_scale')} (null = undecided).",
         "- **Wall time** of each `demo` invocation (a re-run resumes and only runs what is missing): " + "; ".join(
             ", ".join(f"{k} {w / 60:.1f} min" for k, w in inv.items()) for inv in wall["invocations"]),
         "",
-        "## 1. tune-small (Optuna TPE + ASHA over the 7 transferable hyperparameters)",
+        "## 1. tune-small (Optuna TPE + ASHA over the 7 transferable hyperparameters, validation split)",
         "",
         "Transferred values (`transfer.yaml`): " + ", ".join(f"`{k}={best['values'][k]:.4g}`" for k in TRANSFER_KEYS),
         "",
-        markdown_table(trials.sort_values("val_loss"), ["trial_id", *TRANSFER_KEYS, "val_loss", "status", "steps"]),
+        markdown_table(trials.sort_values("val_loss"), ["trial_id", *TRANSFER_KEYS, "val_loss", "val_loss_se",
+                                                        "vs unigram", "status", "steps"]),
         "",
     ]
     for name in ("optuna_history", "optuna_importances", "optuna_slices"):
         if (t / f"{name}.png").exists():
             out += [f"![{name}]({rel(t / f'{name}.png')})", ""]
     out += [f"Notes: {'; '.join(ts.get('notes', [])) or 'none'}", "",
-            "## 2. verify-transfer (random search around the transferred point, [S] §3.1)", "",
-            markdown_table(vres, ["rank", "trial", "distance", "val_loss", "rel_increase", "status", "error"]), ""]
+            "## 2. verify-transfer (random search around the transferred point, [S] §3.1)", ""]
+    out += verdict_section(vs)
+    out += [markdown_table(vres, ["rank", "trial", "distance", "loss", "delta", "se", "t", "vs unigram", "val_loss",
+                                  "n_seeds", "rel_increase", "status", "error"]), ""]
     for name in ("fig1a_distance", "fig1b_rank"):
         if (v / f"{name}.png").exists():
             out += [f"![{name}]({rel(v / f'{name}.png')})", ""]
-    out += ["## 3. scaling-curves (PT transferred vs BERT / UT tuned per scale)", "",
-            markdown_table(sres, ["series", "scale", "width", "params", "non_embedding_params", "flops_per_token",
-                                  "tokens", "val_loss", "best_lr", "status"]), ""]
+    out += ["## 3. scaling-curves (PT transferred vs BERT / UT tuned per scale)", ""]
+    out += scaling_section(ss, sres)
     for name in ("fig2a_pt_vs_bert", "fig2b_pt_vs_ut", "loss_vs_compute"):
         if (s / f"{name}.png").exists():
             out += [f"![{name}]({rel(s / f'{name}.png')})", ""]
@@ -105,7 +200,9 @@ def write_report(root: Path, dirs: dict[str, Path], wall: dict[str, float]) -> P
     path = root / "report.md"
     path.write_text("\n".join(out))
     (root / "demo_summary.json").write_text(json.dumps({"wall_s": wall["invocations"], "verdict": vs["verdict"],
+                                                        "strict_verdict": vs.get("strict", {}).get("verdict"),
                                                         "best_tune_loss": best["val_loss"],
+                                                        "unigram_val_loss": uni_val, "unigram_test_loss": uni_test,
                                                         "winners": ss.get("winners", {})}, indent=1))
     return path
 

@@ -1,21 +1,40 @@
 """scaling-curves: PT (zero-shot transferred HPs) vs BERT and UT (tuned per scale) at matched sizes ([S] §3.2, Fig. 2).
 
 For each PT width N in sweep.scales and each paradigm in sweep.scaling (channels | rank | both):
-    PT     the 7 values of transfer.yaml, no tuning, one run.
+    PT     the 7 values of transfer.yaml, no tuning, sweep.seeds runs (seed = cfg.seed + i).
 For each N (matched to PT with the first paradigm) and each baseline in sweep.models (bert, ut):
     width  models.sizing.match_width(kind, pt_cfg(N), V): the BERT/UT width with the closest parameter count
-    LR     Optuna TPE over optim.lr in sweep.baseline_lr_range, sweep.baseline_lr_samples trials, each with
-           sweep.baseline_search_frac of the token budget (no early stopping), then one final run at the best LR
-           (with baseline_search_frac = 1 the best search trial already is that run and is reused).
+    LR     Optuna TPE over optim.lr in sweep.baseline_lr_range, sweep.baseline_lr_samples trials at seed cfg.seed,
+           each with sweep.baseline_search_frac of the token budget (no early stopping), chosen on the VALIDATION
+           split. Edge rule: when the best LR is the lowest or the highest finite trial of the search (the optimum is
+           not bracketed), the search is repeated on a range of the same log-width centred on it, up to
+           sweep.baseline_lr_widen times; an optimum still unbracketed after that is flagged in the summary.
+           Then sweep.seeds final runs at the best LR (with baseline_search_frac = 1 the best search trial is the
+           seed-0 run and is reused).
 V = data.prepare(cfg.data).vocab_size, computed once in the driver.
 
+Reported loss: the held-out TEST split when the runs have one (``data.max_test_blocks``; the baselines' LR was
+chosen on validation, so the test split is the fair comparison), else validation; every loss carries its standard
+error over masked tokens (``*_loss_se``) and the unigram baseline of the same tokens.
+
+Rules (analysis.fits): each series is fitted with L = a P^-b + c when c is identified (>= 4 distinct sizes, a
+converged bounded fit, and an F-test against the pure law), else L = a P^-b; against parameters and against
+training FLOPs; intervals and the drawn bands are a residual bootstrap over seeds (sweep.bootstrap resamples).
+"PT beats BERT at scale N" is the difference of their mean losses with a Student-t interval, the seed variance pooled
+over every (series, scale) cell: "yes" when the interval lies below 0, "no" above, "undecided" otherwise.
+
 Outputs in ``<out_dir>/<study>/`` (study = sweep.study or "scaling-curves"):
-    results.parquet / .csv   model, scaling, scale (PT width), width, params, non_embedding_params, flops_per_token,
-                             tokens, val_loss, best_lr, status, error (one row per model x scale [x paradigm])
-    lr_search.parquet / .csv every baseline LR-search trial
-    fig2a_pt_vs_bert.png, fig2b_pt_vs_ut.png (analysis.plots.plot_scaling), loss_vs_compute.png
-    summary.json             power-law fits L = a P^-b per model (analysis.fits.fit_power_law on params vs loss),
-                             the winner at each scale, and whether PT beats BERT / UT beats PT at every scale
+    runs.parquet / .csv      one row per run: series, scale, seed, params, flops, val_loss (+ _se), test_loss (+ _se),
+                             unigram losses, status
+    results.parquet / .csv   one row per series x scale: model, scaling, scale (PT width), width, params,
+                             non_embedding_params, flops_per_token, tokens, loss (mean over seeds of the reported
+                             split), loss_sd, loss_lo / loss_hi (t interval), loss_token_se, val_loss, val_loss_se,
+                             test_loss, test_loss_se, unigram_loss, n_seeds, best_lr, lr_edge, status, error
+    lr_search.parquet / .csv every baseline LR-search trial (search_round 0, 1, ... for widened ranges)
+    fig2a_pt_vs_bert.png, fig2b_pt_vs_ut.png (analysis.plots.plot_scaling), loss_vs_compute.png: seeds as dots,
+                             means with 95 % intervals, fitted law with its bootstrap band
+    summary.json             fits (params and FLOPs), differences PT - baseline per scale with intervals, winners,
+                             pt_beats_bert_at_every_scale (true / false / null = undecided), LR-edge flags
 Resume: final runs are a fixed list with a ledger; each LR search is a resumable Optuna experiment.
 """
 
@@ -25,6 +44,7 @@ import math
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from ptsweep.analysis import fits as fits_mod
@@ -33,6 +53,7 @@ from ptsweep.config import RunConfig, with_overrides
 from ptsweep.models.sizing import flops_per_token, match_width, param_count
 from ptsweep.sweeps.common import (SweepError, log_summary, ray_session, read_transfer, run_search, run_trials,
                                    save_table, study_name, study_path, sweep_tags, write_json)
+from ptsweep.sweeps.verify_transfer import with_ledger_metrics
 
 SWEEP = "scaling-curves"
 BASELINES = ("bert", "ut")
@@ -55,6 +76,44 @@ def _row_static(cfg: RunConfig, V: int) -> dict:
             "flops_per_token": float(flops_per_token(cfg.model, V, cfg.data.seq_len, cfg.data.mask_prob))}
 
 
+def _edge(good: pd.DataFrame) -> str:
+    """'low' / 'high' when the best LR is the smallest / largest finite trial (not bracketed), 'single' for one
+    finite trial, '' when bracketed."""
+    if len(good) < 2:
+        return "single"
+    lrs = good["optim.lr"].astype(float)
+    best = float(good.loc[good["val_loss"].idxmin(), "optim.lr"])
+    return "low" if best <= lrs.min() else ("high" if best >= lrs.max() else "")
+
+
+def lr_search(cfg: RunConfig, kind: str, s: int, mo: dict, sdir: Path, group: str, search_tokens: float,
+              tags: list[str]) -> tuple[pd.DataFrame, dict]:
+    """The baseline LR search of one (model, scale) with the edge rule (module docstring): (all trials, info)."""
+    sw = cfg.sweep
+    lo, hi = (float(v) for v in sw.baseline_lr_range)
+    log_width = math.log(hi / lo)
+    rng, dfs, rounds, edge = (lo, hi), [], 0, ""
+    while True:
+        suffix = f"-widen{rounds}" if rounds else ""
+        df = run_search(cfg, {"optim.lr": rng}, sdir, f"search-{kind}-w{s}{suffix}",
+                        num_samples=sw.baseline_lr_samples, seed=sw.search_seed + rounds,
+                        fixed={**mo, "train.tokens": search_tokens}, label=f"lr-{kind}-w{s}{suffix}", asha=None,
+                        tags=tags, group=group)
+        dfs.append(df.assign(search_round=rounds, lr_low=rng[0], lr_high=rng[1]))
+        allt = pd.concat(dfs, ignore_index=True)
+        good = allt[allt["val_loss"].map(math.isfinite) & (allt["status"] == "ok")] if not allt.empty else allt
+        if good.empty:
+            return allt, {"best_lr": math.nan, "edge": "", "rounds": rounds, "good": good}
+        edge = _edge(good)
+        if not edge or rounds >= sw.baseline_lr_widen:
+            break
+        best = float(good.loc[good["val_loss"].idxmin(), "optim.lr"])
+        rng = (best * math.exp(-log_width / 2), best * math.exp(log_width / 2))
+        rounds += 1
+    best_lr = float(good.loc[good["val_loss"].idxmin(), "optim.lr"])
+    return allt, {"best_lr": best_lr, "edge": edge, "rounds": rounds, "good": good}
+
+
 def run(cfg: RunConfig) -> Path:
     """Run (or resume) the comparison; write the tables, fits, plots and summary.json; return the study folder."""
     if cfg.model.name != "pt":
@@ -63,25 +122,30 @@ def run(cfg: RunConfig) -> Path:
     from ptsweep import data as data_mod
 
     sw = cfg.sweep
-    base7, provenance, tpath = read_transfer(cfg) if "pt" in sw.models else ({}, {}, None)
+    scalings = ["channels", "rank"] if sw.scaling == "both" else [sw.scaling]
+    # provenance is checked against the first paradigm run (with "both": channels)
+    base7, provenance, tpath = (read_transfer(with_overrides(cfg, {"model.scaling": scalings[0]}))
+                                if "pt" in sw.models else ({}, {}, None))
     name = study_name(cfg, SWEEP)
     group = name.replace("/", "-")
     sdir = study_path(cfg, SWEEP)
     sdir.mkdir(parents=True, exist_ok=True)
-    scalings = ["channels", "rank"] if sw.scaling == "both" else [sw.scaling]
     for s in sw.scales:  # fail fast, naming the key, on a width PT cannot build
         for sc in scalings:
             with_overrides(cfg, {"model.width": s, "model.scaling": sc})
     V = int(data_mod.prepare(cfg.data).vocab_size)
     baselines = [m for m in sw.models if m in BASELINES]
     search_tokens = max(1.0, sw.baseline_search_frac * cfg.train.tokens)
+    seeds = [cfg.seed + i for i in range(sw.seeds)]
 
-    rows: list[dict] = []  # one per (series, scale); "overrides" set for runs still to do
+    runs: list[dict] = []  # one per (series, scale, seed); "pending" = index into finals
     finals: list[dict] = []
     labels: list[str] = []
     searches: list[pd.DataFrame] = []
+    lr_info: dict[str, dict] = {}
+    notes: list[str] = []
     with ray_session(cfg.ray):
-        # ---- baselines: match width, LR search ----------------------------------------------------------------
+        # ---- baselines: match width, LR search (validation split), seeds at the best LR -----------------------
         for kind in baselines:
             for s in sw.scales:
                 pt_cfg = with_overrides(cfg, {"model.width": s, "model.scaling": scalings[0]})
@@ -89,109 +153,190 @@ def run(cfg: RunConfig) -> Path:
                 try:
                     mcfg = match_width(kind, pt_cfg.model, V)
                 except ValueError as e:
-                    rows.append({**row, "status": "failed", "error": str(e), "val_loss": math.inf})
+                    runs += [{**row, "seed": sd, "status": "failed", "error": str(e), "val_loss": math.inf}
+                             for sd in seeds]
                     continue
                 mo = model_overrides(mcfg)
                 bcfg = with_overrides(cfg, mo)
                 row.update(_row_static(bcfg, V))
-                label = f"lr-{kind}-w{s}"
-                df = run_search(cfg, {"optim.lr": tuple(sw.baseline_lr_range)}, sdir, f"search-{kind}-w{s}",
-                                num_samples=sw.baseline_lr_samples, seed=sw.search_seed,
-                                fixed={**mo, "train.tokens": search_tokens}, label=label, asha=None,
-                                tags=sweep_tags(SWEEP, bcfg.model), group=group)
+                df, info = lr_search(cfg, kind, s, mo, sdir, group, search_tokens, sweep_tags(SWEEP, bcfg.model))
                 df.insert(0, "model", kind)
                 df.insert(1, "scale", s)
                 searches.append(df)
-                good = df[df["val_loss"].map(math.isfinite) & (df["status"] == "ok")] if not df.empty else df
-                if good.empty:
-                    rows.append({**row, "status": "failed", "val_loss": math.inf, "best_lr": math.nan,
-                                 "error": "every LR-search trial failed or diverged"})
+                lr_info[f"{kind}-w{s}"] = {k: v for k, v in info.items() if k != "good"}
+                if not math.isfinite(info["best_lr"]):
+                    runs += [{**row, "seed": sd, "status": "failed", "val_loss": math.inf, "best_lr": math.nan,
+                              "error": "every LR-search trial failed or diverged"} for sd in seeds]
                     continue
+                row.update(best_lr=info["best_lr"], lr_edge=info["edge"], lr_rounds=info["rounds"])
+                if info["edge"]:
+                    notes.append(f"{kind} w{s}: best LR {info['best_lr']:.3g} is not bracketed ({info['edge']} edge of "
+                                 f"the searched LRs) after {info['rounds']} widening(s); the optimum may lie beyond")
+                good = info["good"]
                 best = good.loc[good["val_loss"].idxmin()]
-                row["best_lr"] = float(best["optim.lr"])
-                if sw.baseline_search_frac >= 1.0:  # the best search trial is the final run
-                    rows.append({**row, **{k: best.get(k) for k in ("val_loss", "tokens", "status", "error",
-                                                                   "trial_key")}, "from": "best search trial"})
-                else:
-                    rows.append({**row, "from": "final run", "pending": len(finals)})
-                    finals.append({**mo, "optim.lr": row["best_lr"]})
-                    labels.append(f"final-{kind}-w{s}")
+                for i, sd in enumerate(seeds):
+                    if i == 0 and sw.baseline_search_frac >= 1.0 and int(sd) == int(cfg.seed):
+                        runs.append({**row, "seed": sd, "trial_key": best["trial_key"], "from": "best search trial",
+                                     **{k: best.get(k) for k in ("val_loss", "tokens", "status", "error")}})
+                    else:
+                        runs.append({**row, "seed": sd, "from": "final run", "pending": len(finals)})
+                        finals.append({**mo, "optim.lr": info["best_lr"], "seed": sd})
+                        labels.append(f"final-{kind}-w{s}-s{i}")
         # ---- PT at every scale (transferred HPs) + baseline finals: one fixed list ------------------------------
         if "pt" in sw.models:
             for sc in scalings:
                 for s in sw.scales:
                     pcfg = with_overrides(cfg, {**base7, "model.width": s, "model.scaling": sc})
-                    rows.append({"model": "pt", "scaling": sc, "scale": s, **_row_static(pcfg, V),
-                                 "best_lr": base7["optim.lr"], "from": "transferred (no tuning)",
-                                 "pending": len(finals)})
-                    finals.append({**base7, "model.width": s, "model.scaling": sc})
-                    labels.append(f"final-pt-{sc}-w{s}")
+                    for i, sd in enumerate(seeds):
+                        runs.append({"model": "pt", "scaling": sc, "scale": s, "seed": sd, **_row_static(pcfg, V),
+                                     "best_lr": base7["optim.lr"], "from": "transferred (no tuning)",
+                                     "pending": len(finals)})
+                        finals.append({**base7, "model.width": s, "model.scaling": sc, "seed": sd})
+                        labels.append(f"final-pt-{sc}-w{s}-s{i}")
         if finals:
-            fdf = run_trials(cfg, finals, sdir, "final", labels=labels,
-                             tags=[f"sweep={SWEEP}"], group=group)
-            for row in rows:
+            fdf = run_trials(cfg, finals, sdir, "final", labels=labels, tags=[f"sweep={SWEEP}"], group=group)
+            for row in runs:
                 if "pending" in row:
                     r = fdf.iloc[row.pop("pending")]
                     row.update({k: r[k] for k in ("val_loss", "tokens", "status", "error", "trial_key")})
                     if r.get("params") and math.isfinite(float(r["params"])):
                         row["params"] = int(r["params"])  # counted on the built model
-    table = pd.DataFrame(rows)
-    table["series"] = [series_name(m, sc, scalings) for m, sc in zip(table["model"], table["scaling"])]
-    table["val_loss"] = table["val_loss"].astype(float)
-    table["tokens"] = table["tokens"].astype(float)
-    cols = ["model", "scaling", "series", "scale", "width", "params", "non_embedding_params", "flops_per_token",
-            "tokens", "val_loss", "best_lr", "status", "error", "from", "trial_key"]
-    table = table[[c for c in cols if c in table.columns]].sort_values(["series", "scale"]).reset_index(drop=True)
+    rt = pd.DataFrame(runs)
+    rt["series"] = [series_name(m, sc, scalings) for m, sc in zip(rt["model"], rt["scaling"])]
+    rt["val_loss"] = rt["val_loss"].astype(float)
+    rt["tokens"] = rt["tokens"].astype(float)
+    if "trial_key" not in rt.columns:
+        rt["trial_key"] = ""
+    rt["trial_key"] = rt["trial_key"].fillna("").astype(str)
+    rt = with_ledger_metrics(rt, sdir)
+    ok_runs = rt[rt["val_loss"].map(math.isfinite)]
+    split = "test" if len(ok_runs) and ok_runs["test_loss"].map(math.isfinite).all() else "val"
+    lcol = f"{split}_loss"
+    rt["loss"] = np.where(rt["val_loss"].map(math.isfinite), rt[lcol], np.inf)
+    rt["loss_token_se"] = rt[f"{lcol}_se"]
+    rt["unigram"] = rt["test_unigram_loss" if split == "test" else "unigram_loss"]
+    rt["train_flops"] = rt["flops_per_token"].astype(float) * rt["tokens"].astype(float)
+    rt = rt.sort_values(["series", "scale", "seed"]).reset_index(drop=True)
+    run_cols = ["series", "model", "scaling", "scale", "seed", "width", "params", "non_embedding_params",
+                "flops_per_token", "tokens", "train_flops", "loss", "loss_token_se", "val_loss", "val_loss_se",
+                "test_loss", "test_loss_se", "unigram", "best_lr", "status", "error", "from", "trial_key"]
+    rt = rt[[c for c in run_cols if c in rt.columns]]
+    save_table(rt, sdir, "runs")
+
+    # ---- per (series, scale): means over seeds, pooled-variance t intervals ---------------------------------
+    cells = {key: g for key, g in rt.groupby(["series", "scale"])}
+    pooled_var, pooled_df = fits_mod.pooled_seed_variance([g["loss"].tolist() for g in cells.values()])
+    q = _t_quantile(pooled_df)
+    rows = []
+    for (series, scale), g in cells.items():
+        fin = g[np.isfinite(g["loss"])]
+        first = g.iloc[0]
+        n = len(fin)
+        mean = float(fin["loss"].mean()) if n else math.inf
+        half = q * math.sqrt(pooled_var / n) if n and math.isfinite(pooled_var) else math.nan
+        statuses = sorted(set(g["status"].astype(str)))
+        rows.append({
+            "model": first["model"], "scaling": first["scaling"], "series": series, "scale": int(scale),
+            "width": first.get("width"), "params": first.get("params"),
+            "non_embedding_params": first.get("non_embedding_params"),
+            "flops_per_token": first.get("flops_per_token"), "tokens": float(fin["tokens"].mean()) if n else math.nan,
+            "loss": mean, "loss_sd": float(fin["loss"].std(ddof=1)) if n > 1 else math.nan,
+            "loss_lo": mean - half, "loss_hi": mean + half,
+            "loss_token_se": float(fin["loss_token_se"].mean()) if n else math.nan,
+            "val_loss": float(fin["val_loss"].mean()) if n else math.inf,
+            "val_loss_se": float(fin["val_loss_se"].mean()) if n else math.nan,
+            "test_loss": float(fin["test_loss"].mean()) if n else math.nan,
+            "test_loss_se": float(fin["test_loss_se"].mean()) if n else math.nan,
+            "unigram_loss": float(fin["unigram"].mean()) if n else math.nan,
+            "n_seeds": n, "best_lr": first.get("best_lr"),
+            "lr_edge": lr_info.get(f"{first['model']}-w{int(scale)}", {}).get("edge", ""),
+            "status": "ok" if statuses == ["ok"] else ",".join(statuses),
+            "error": "; ".join(e for e in g["error"].astype(str) if e and e != "nan"),
+        })
+    table = pd.DataFrame(rows).sort_values(["series", "scale"]).reset_index(drop=True)
     save_table(table, sdir, "results")
     lr_table = pd.concat(searches, ignore_index=True) if searches else pd.DataFrame()
     if not lr_table.empty:
-        save_table(lr_table, sdir, "lr_search")
+        save_table(lr_table.drop(columns=[c for c in ("good",) if c in lr_table.columns]), sdir, "lr_search")
 
-    # ---- fits, winners, plots -------------------------------------------------------------------------------
-    fits, notes = {}, []
-    for series, g in table.groupby("series"):
-        try:
-            fits[series] = fits_mod.fit_power_law(g["params"].astype(float), g["val_loss"])
-        except ValueError as e:
-            notes.append(f"no power-law fit for {series}: {e}")
+    # ---- fits (params, FLOPs), differences, winners, plots -------------------------------------------------------
+    fits, fits_flops = {}, {}
+    for series, g in rt.groupby("series"):
+        for target, xcol in ((fits, "params"), (fits_flops, "train_flops")):
+            try:
+                target[series] = fits_mod.fit_scaling_law(g[xcol].astype(float), g["loss"].astype(float),
+                                                          n_boot=sw.bootstrap, seed=sw.search_seed)
+            except ValueError as e:
+                notes.append(f"no {xcol} fit for {series}: {e}")
+    differences: dict[str, dict] = {}
+    pt_series = sorted(x for x in rt["series"].unique() if x.startswith("pt"))
+    for pts in pt_series:
+        for other in [b for b in baselines if b in set(rt["series"])]:
+            per = {}
+            for s in sw.scales:
+                a = rt[(rt["series"] == pts) & (rt["scale"] == s)]["loss"].tolist()
+                b = rt[(rt["series"] == other) & (rt["scale"] == s)]["loss"].tolist()
+                per[str(s)] = fits_mod.difference_ci(a, b, pooled_var, pooled_df)
+            differences[f"{pts}-{other}"] = per
     winners = {}
-    for s, g in table[table["val_loss"].map(math.isfinite)].groupby("scale"):
-        best = g.loc[g["val_loss"].idxmin()]
-        winners[str(int(s))] = {"winner": best["series"], "val_loss": float(best["val_loss"]),
-                                "losses": {r["series"]: float(r["val_loss"]) for _, r in g.iterrows()}}
+    for s, g in table[table["loss"].map(math.isfinite)].groupby("scale"):
+        best = g.loc[g["loss"].idxmin()]
+        winners[str(int(s))] = {"winner": best["series"], "loss": float(best["loss"]),
+                                "losses": {r["series"]: float(r["loss"]) for _, r in g.iterrows()}}
 
     def beats(a: str, b: str) -> bool | None:
-        pairs = [(w["losses"].get(a), w["losses"].get(b)) for w in winners.values()]
-        pairs = [(x, y) for x, y in pairs if x is not None and y is not None]
-        return all(x < y for x, y in pairs) if pairs else None
+        """True when a's loss is below b's at every scale with its interval below 0; False when at some scale the
+        interval lies above 0; None (undecided) otherwise."""
+        key, sign = (f"{a}-{b}", 1) if f"{a}-{b}" in differences else (f"{b}-{a}", -1)
+        per = differences.get(key)
+        if not per:
+            return None
+        dec = [d["decided"] for d in per.values()]
+        win, lose = ("a_lower", "b_lower") if sign == 1 else ("b_lower", "a_lower")
+        if any(x == lose for x in dec):
+            return False
+        return True if dec and all(x == win for x in dec) else None
 
-    plot_df = table.assign(model=table["series"])
     images = {}
-    pt_series = [x for x in table["series"].unique() if x.startswith("pt")]
     for fig, other in (("fig2a_pt_vs_bert", "bert"), ("fig2b_pt_vs_ut", "ut")):
         pair = [*pt_series, other]
-        have = plot_df[plot_df["model"].isin(pair) & plot_df["val_loss"].map(math.isfinite)]
+        have = rt[rt["series"].isin(pair) & np.isfinite(rt["loss"])]
         if have.empty:
             notes.append(f"{fig}.png skipped: no finite results for {pair}")
             continue
-        images[fig] = plots.plot_scaling(plot_df, sdir / f"{fig}.png", pair=pair, fits=fits, loss_col="val_loss",
-                                         model_col="model")
-    if plot_df["val_loss"].map(math.isfinite).any():
-        images["loss_vs_compute"] = plots.plot_loss_vs_compute(plot_df, sdir / "loss_vs_compute.png",
-                                                               loss_col="val_loss", model_col="model")
+        images[fig] = plots.plot_scaling(rt.assign(model=rt["series"]), sdir / f"{fig}.png", pair=pair, fits=fits,
+                                         loss_col="loss", model_col="model", summary=table.assign(model=table["series"]),
+                                         ylabel=f"{split} loss (MLM)")
+    if np.isfinite(rt["loss"]).any():
+        images["loss_vs_compute"] = plots.plot_loss_vs_compute(rt.assign(model=rt["series"]),
+                                                               sdir / "loss_vs_compute.png", loss_col="loss",
+                                                               model_col="model", fits=fits_flops,
+                                                               ylabel=f"{split} loss (MLM)")
     summary = {
-        "study": name, "fits": fits, "winners": winners, "pt_beats_bert_at_every_scale": beats("pt", "bert"),
-        "ut_beats_pt_at_every_scale": beats("ut", "pt"), "vocab_size": V, "scales": list(sw.scales),
-        "models": list(sw.models), "scaling": sw.scaling, "tokens": cfg.train.tokens,
+        "study": name, "loss_split": split, "seeds": seeds, "fits": fits, "fits_flops": fits_flops,
+        "pooled_seed_sd": math.sqrt(pooled_var) if math.isfinite(pooled_var) else None, "pooled_df": pooled_df,
+        "differences": differences, "winners": winners, "pt_beats_bert_at_every_scale": beats("pt", "bert"),
+        "ut_beats_pt_at_every_scale": beats("ut", "pt"), "lr_search": lr_info, "vocab_size": V,
+        "scales": list(sw.scales), "models": list(sw.models), "scaling": sw.scaling, "tokens": cfg.train.tokens,
         "baseline_search_tokens": search_tokens, "transfer_file": str(tpath) if tpath else None,
-        "transfer_provenance": provenance, "transferred": base7,
-        "status_counts": {str(k): int(v) for k, v in table["status"].value_counts().items()},
+        "transfer_provenance": provenance, "transfer_mismatch": provenance.get("mismatch", {}), "transferred": base7,
+        "status_counts": {str(k): int(v) for k, v in rt["status"].value_counts().items()},
         "plots": sorted(Path(p).name for p in images.values()), "notes": notes, "wall_s": time.time() - t0,
     }
-    note = log_summary(cfg, sdir, SWEEP, {"results": table, **({"lr_search": lr_table} if len(lr_table) else {})},
+    note = log_summary(cfg, sdir, SWEEP, {"results": table, "runs": rt,
+                                          **({"lr_search": lr_table} if len(lr_table) else {})},
                        images, {"winners": {k: v["winner"] for k, v in winners.items()}}, tags=[f"sweep={SWEEP}"])
     if note:
         summary["notes"].append(note)
     write_json(sdir / "summary.json", summary)
+    if summary["transfer_mismatch"]:
+        print(f"scaling-curves: PROCEEDING DESPITE transfer.yaml mismatch (sweep.allow_transfer_mismatch): "
+              f"{', '.join(summary['transfer_mismatch'])}")
     print("scaling-curves: winners per scale " + ", ".join(f"{k}: {v['winner']}" for k, v in winners.items()))
     return sdir
+
+
+def _t_quantile(df: int, level: float = 0.95) -> float:
+    from scipy.special import stdtrit
+
+    return float(stdtrit(df, 0.5 + level / 2)) if df and df > 0 else math.nan

@@ -27,6 +27,7 @@ from pathlib import Path
 import yaml
 
 from ptsweep.config import INFO_WEIGHTS, TRANSFER_KEYS, RunConfig
+from ptsweep.sweeps.provenance import transfer_settings
 from ptsweep.sweeps.common import (SweepError, git_commit, log_summary, optuna_study_from_table, ray_session,
                                    run_search, save_table, study_name, study_path, sweep_tags, write_json)
 
@@ -118,6 +119,7 @@ def run(cfg: RunConfig) -> Path:
         "preset": cfg.preset,
         "git_commit": git_commit(),
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "settings": transfer_settings(cfg),  # checked by every sweep that reads transfer.yaml (sweeps.provenance)
     }
     (sdir / "transfer.yaml").write_text(
         "# The 7 transferable hyperparameters found by tune-small (dotted config keys), read by verify-transfer\n"

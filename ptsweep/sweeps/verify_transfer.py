@@ -5,13 +5,22 @@
     n_run      = max(n_required, sweep.n)
     S'_j       = S * (1 + u_j), u_j ~ U[-perturb, +perturb]^7  (analysis.stats.perturb, seeded by sweep.search_seed)
 
-Runs, all at model.width = sweep.width with the same budget, no early stopping: S with sweep.seeds seeds
-(seed = cfg.seed + i: the seed-noise band) and the n_run perturbed points (seed = cfg.seed, the same data order and
-init seed as S's first run). Outputs in ``<out_dir>/<study>/`` (study = sweep.study or "verify-transfer"):
+Runs, all at model.width = sweep.width with the same budget, no early stopping. Paired design: S with m =
+sweep.seeds seeds (seed = cfg.seed + i) and each perturbed point j with k = sweep.perturbed_seeds (0 = m) of the
+same seeds, cfg.seed + (j + r) mod m for r < k. Runs with the same seed share initialisation, data order and masks,
+so the verdict compares each point with the base seed by seed (a randomized-block design: the seed effect cancels);
+the noise of one run is estimated from the point x seed residuals (df = n (k - 1) in the complete design), and
+the verdict (analysis.stats.verdict: pass | fail | flat | inconclusive, the strict test of [S] reported beside it)
+uses Student-t bands. Why every point at every seed (k = m) in the demo: with one seed per point (cycling) the
+paired model has no residual, df = 0, and nothing can be decided; k = 2 is the cheapest design with a noise estimate
+(df = n), at a cost of k n + m runs instead of n + m. The verdict scores the held-out TEST split when the runs have
+one (``data.max_test_blocks``): S was chosen on validation tokens, so the test split is the fair judge.
+Outputs in ``<out_dir>/<study>/`` (study = sweep.study or "verify-transfer"):
 
-    results.parquet / .csv   analysis.stats.rank_table: trial, the 7 values, distance D, val_loss, rel_increase,
-                             rank, status, error (base = mean of its seeds, is_base = true)
-    trials.parquet / .csv    every run (base seeds included) as run
+    results.parquet / .csv   analysis.stats.rank_table over points: trial, the 7 values, distance D, val_loss (mean
+                             over the point's seeds), loss (the scored split), delta / se / t (paired contrast with
+                             the base), rel_increase, rank, status, error (base = mean of its seeds, is_base = true)
+    trials.parquet / .csv    every run (base seeds included) with val_loss_se, test_loss, test_loss_se, seed
     summary.json             analysis.stats.verdict(...) + n_required, n_run, settings, transfer provenance
     fig1a_distance.png, fig1b_rank.png   (analysis.plots, [S] Figure 1)
 Resume: a fixed list of trials with a ledger (``sweeps.common.run_trials``): re-running skips finished trials.
@@ -34,8 +43,16 @@ from ptsweep.sweeps.common import (SweepError, log_summary, ray_session, read_tr
 SWEEP = "verify-transfer"
 
 
+def point_seeds(cfg: RunConfig, j: int) -> list[int]:
+    """Seeds of perturbed point j: cfg.seed + (j + r) mod m, r < k (k = sweep.perturbed_seeds or m)."""
+    m = cfg.sweep.seeds
+    k = cfg.sweep.perturbed_seeds or m
+    return [cfg.seed + (j + r) % m for r in range(k)]
+
+
 def plan(cfg: RunConfig, base7: dict[str, float]) -> tuple[list[dict], list[str], int, int]:
-    """(trial overrides, labels, n_required, n_run): sweep.seeds base runs first, then the n_run perturbed points."""
+    """(trial overrides, labels, n_required, n_run): sweep.seeds base runs first ("base-s<i>"), then every perturbed
+    point at its paired seeds ("p<j>-s<seed offset>")."""
     sw = cfg.sweep
     n_req = stats.n_required(sw.alpha, sw.p)
     n_run = max(n_req, sw.n)
@@ -45,9 +62,28 @@ def plan(cfg: RunConfig, base7: dict[str, float]) -> tuple[list[dict], list[str]
         trials.append({**base7, "model.width": sw.width, "seed": cfg.seed + i})
         labels.append(f"base-s{i}")
     for j, pt in enumerate(points):
-        trials.append({**pt, "model.width": sw.width, "seed": cfg.seed})
-        labels.append(f"p{j:03d}")
+        for s in point_seeds(cfg, j):
+            trials.append({**pt, "model.width": sw.width, "seed": s})
+            labels.append(f"p{j:03d}-s{s - cfg.seed}")
     return trials, labels, n_req, n_run
+
+
+LEDGER_METRICS = ("val_loss_se", "unigram_loss", "unigram_loss_se", "gain_over_unigram", "gain_over_unigram_se",
+                  "val_tokens", "test_loss", "test_loss_se", "test_unigram_loss", "test_unigram_loss_se",
+                  "test_gain_over_unigram", "test_gain_over_unigram_se", "test_tokens")
+
+
+def with_ledger_metrics(df: pd.DataFrame, study_dir: Path, names=LEDGER_METRICS) -> pd.DataFrame:
+    """``df`` (one row per trial, column trial_key) plus the final metrics ``names`` from each trial's ledger record
+    (NaN where a record lacks them, e.g. runs without a test split)."""
+    from ptsweep.sweeps.common import read_ledger
+
+    df = df.copy()
+    recs = [read_ledger(study_dir, k) or {} for k in df["trial_key"]]
+    for name in names:
+        vals = [r.get(name) for r in recs]
+        df[name] = [float(v) if isinstance(v, (int, float)) and v is not None else math.nan for v in vals]
+    return df
 
 
 def run(cfg: RunConfig) -> Path:
@@ -66,43 +102,78 @@ def run(cfg: RunConfig) -> Path:
     with ray_session(cfg.ray):
         df = run_trials(cfg, trials, sdir, "runs", labels=labels, tags=tags, group=name.replace("/", "-"))
     df = df.rename(columns={"label": "trial"})
+    df = with_ledger_metrics(df, sdir)
     save_table(df, sdir, "trials")
 
     is_base = df["trial"].str.startswith("base-")
-    base_df, pert = df[is_base], df[~is_base].reset_index(drop=True)
-    base_losses = [x for x in base_df["val_loss"] if math.isfinite(x)]
+    ok_runs = df[df["val_loss"].map(math.isfinite)]
+    # score the held-out test split when every finished run has it (S was chosen on validation tokens)
+    loss_col = "test_loss" if len(ok_runs) and ok_runs["test_loss"].map(math.isfinite).all() else "val_loss"
+    df["loss"] = np.where(df["val_loss"].map(math.isfinite), df[loss_col], np.inf)
+    base_df = df[is_base]
+    base_ok = df[is_base & np.isfinite(df["loss"])]
+    base_losses = base_ok["loss"].astype(float).tolist()
+    base_seeds = base_ok["seed"].astype(int).tolist()
+    pert_runs = df[~is_base].copy()
+    pert_runs["point"] = pert_runs["trial"].str.slice(0, 4)
+    agg = {**{k: "first" for k in TRANSFER_KEYS}, "loss": list, "seed": list, "val_loss": "mean",
+           "status": lambda x: "ok" if (x == "ok").all() else ",".join(sorted(set(x) - {"ok"})),
+           "error": lambda x: "; ".join(e for e in x if e)}
+    pert = pert_runs.groupby("point", sort=True).agg(agg).reset_index().rename(columns={"point": "trial",
+                                                                                        "loss": "losses"})
+    pert["loss"] = [float(np.mean(v)) if np.all(np.isfinite(v)) else math.inf for v in pert["losses"]]
+    pert["n_seeds"] = [len(v) for v in pert["losses"]]
     settings = {"width": sw.width, "alpha": sw.alpha, "p": sw.p, "n": sw.n, "perturb": sw.perturb, "seeds": sw.seeds,
+                "perturbed_seeds": sw.perturbed_seeds or sw.seeds, "test_alpha": sw.test_alpha,
+                "equivalence_margin": sw.equivalence_margin, "loss_split": loss_col.split("_")[0],
                 "perturb_seed": sw.search_seed, "seed": cfg.seed, "tokens": cfg.train.tokens,
                 "transfer_file": str(tpath), "transfer_provenance": provenance, "base": base7}
     images = {}
     if base_losses:
-        table = stats.rank_table(pert, base7, base_losses, keys=list(TRANSFER_KEYS), loss_col="val_loss")
+        v = stats.verdict(base_losses, pert["losses"].tolist(), alpha=sw.alpha, p=sw.p, base_seeds=base_seeds,
+                          perturbed_seeds=pert["seed"].tolist(), test_alpha=sw.test_alpha,
+                          margin=sw.equivalence_margin)
+        pert["delta"], pert["se"], pert["t"] = v["delta"], v["se"], v["t"]
+        table = stats.rank_table(pert.drop(columns=["losses", "seed"]), base7, base_losses,
+                                 keys=list(TRANSFER_KEYS), loss_col="loss")
         table.loc[table["is_base"], "trial"] = f"base (mean of {len(base_losses)} seed(s))"
         table.loc[table["is_base"], "status"] = "ok"
-        v = stats.verdict(base_losses, pert["val_loss"].tolist(), alpha=sw.alpha, p=sw.p)
+        table.loc[table["is_base"], "val_loss"] = float(base_ok["val_loss"].mean())
+        table.attrs["noise_band"] = v["noise_band"]
+        what = f"{loss_col.split('_')[0]} loss"
         images["fig1a_distance"] = plots.plot_distance_vs_increase(
-            table, sdir / "fig1a_distance.png", title=f"Transfer to width {sw.width}: distance vs loss increase")
+            table, sdir / "fig1a_distance.png",
+            title=f"Width {sw.width}: distance vs {what} increase ({v['verdict']})")
         images["fig1b_rank"] = plots.plot_rank_curve(
-            table, sdir / "fig1b_rank.png", title=f"Transfer to width {sw.width}: rank of the base point")
+            table, sdir / "fig1b_rank.png", title=f"Transfer to width {sw.width}: rank of the base point ({what})")
     else:  # the base point failed with every seed: nothing to compare against
-        table = pert.assign(distance=[stats.distance({k: r[k] for k in TRANSFER_KEYS}, base7)
-                                      for _, r in pert.iterrows()],
-                            rel_increase=np.nan, rank=np.nan, is_base=False)
-        v = {"verdict": "fail", "statement": f"FAIL: the base point failed with all {sw.seeds} seed(s) "
-                                              f"({'; '.join(base_df['error'].astype(str))})"}
-    cols = ["rank", "trial", *TRANSFER_KEYS, "distance", "val_loss", "rel_increase", "status", "error", "is_base",
-            "seed", "steps", "tokens", "trial_key"]
+        table = pert.drop(columns=["losses", "seed"]).assign(
+            distance=[stats.distance({k: r[k] for k in TRANSFER_KEYS}, base7) for _, r in pert.iterrows()],
+            rel_increase=np.nan, rank=np.nan, is_base=False)
+        v = {"verdict": "inconclusive", "statement": f"INCONCLUSIVE: the base point failed with all {sw.seeds} "
+                                                      f"seed(s) ({'; '.join(base_df['error'].astype(str))})"}
+    cols = ["rank", "trial", *TRANSFER_KEYS, "distance", "val_loss", "loss", "delta", "se", "t", "rel_increase",
+            "n_seeds", "status", "error", "is_base"]
     table = table[[c for c in cols if c in table.columns]]
     save_table(table, sdir, "results")
 
     summary = {**v, "n_required": n_req, "n_run": n_run, "n_perturbed_run": int(len(pert)),
-               "base_losses": [float(x) for x in base_df["val_loss"]], "settings": settings, "study": name,
+               "base_losses": [float(x) for x in base_df["loss"]], "base_seeds": base_df["seed"].tolist(),
+               "base_val_losses": [float(x) for x in base_df["val_loss"]],
+               "base_val_loss_se": [float(x) for x in base_df["val_loss_se"]],
+               "base_test_loss_se": [float(x) for x in base_df["test_loss_se"]],
+               "unigram_loss": float(base_df["test_unigram_loss" if loss_col == "test_loss" else "unigram_loss"]
+                                     .mean()),
+               "transfer_mismatch": provenance.get("mismatch", {}), "settings": settings, "study": name,
                "status_counts": {str(k): int(c) for k, c in df["status"].value_counts().items()},
                "plots": sorted(Path(p).name for p in images.values()), "wall_s": time.time() - t0}
     note = log_summary(cfg, sdir, SWEEP, {"results": table, "trials": df}, images,
                        {"verdict": summary["verdict"], "n_required": n_req, "n_run": n_run}, tags=[f"sweep={SWEEP}"])
     summary["notes"] = [note] if note else []
     write_json(sdir / "summary.json", summary)
+    if summary["transfer_mismatch"]:
+        print(f"verify-transfer: PROCEEDING DESPITE transfer.yaml mismatch (sweep.allow_transfer_mismatch): "
+              f"{', '.join(summary['transfer_mismatch'])}")
     print(f"verify-transfer: {summary['statement']}")
     return sdir
 

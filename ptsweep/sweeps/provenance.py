@@ -1,0 +1,85 @@
+"""Provenance of transfer.yaml: the settings a transferred configuration was tuned under, and the check that the
+sweep reading it (verify-transfer, scaling-curves) runs under the same ones.
+
+tune-small records ``provenance.settings`` (:func:`transfer_settings`): every PT model setting except the width and
+the 7 transferred values (parametrization, scaling paradigm, base shape N0 / C0 / r0, T = n_iters, topic ratio,
+distances, damping, ...), the corpus and tokenizer (data.name, tokenizer, vocab_size, seq_len, masking, caps), the
+token budget and batch size, and the optimizer's schedule. A transferred value means "the best value under these
+settings": a sweep that reads it under other settings tests something else. :func:`check_transfer` compares and
+stops with one line naming every mismatched key (SweepError -> the CLI prints it and exits non-zero), unless
+``sweep.allow_transfer_mismatch=true``, in which case the mismatches are returned and the sweep records them in its
+summary. Files written before the settings block existed are checked on the keys they do record.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Mapping
+
+from ptsweep.config import TRANSFER_KEYS, RunConfig, to_dict
+
+__all__ = ["transfer_settings", "check_transfer", "LEGACY_KEYS"]
+
+_MODEL_SKIP = {"width", *(k.split(".", 1)[1] for k in TRANSFER_KEYS if k.startswith("model."))}
+_DATA_KEYS = ("name", "hf_dataset", "files", "val_files", "text_field", "tokenizer", "vocab_size", "seq_len",
+              "max_train_tokens", "val_fraction", "mask_prob", "mask_replace_prob", "random_replace_prob")
+_TRAIN_KEYS = ("tokens", "batch_size")
+_OPTIM_KEYS = ("schedule", "warmup_frac", "min_lr_frac", "betas", "eps", "weight_decay", "grad_clip")
+LEGACY_KEYS = {"scaling": "model.scaling", "parametrization": "model.parametrization", "data": "data.name",
+               "vocab_size": "data.vocab_size", "seq_len": "data.seq_len", "token_budget": "train.tokens"}
+"""Top-level provenance keys of transfer.yaml files written before ``settings`` existed -> dotted config keys."""
+
+
+def transfer_settings(cfg: RunConfig) -> dict[str, Any]:
+    """Dotted key -> value of every setting a transferred configuration depends on (module docstring)."""
+    d = to_dict(cfg)
+    out: dict[str, Any] = {}
+    for k, v in sorted(d["model"].items()):
+        if k not in _MODEL_SKIP:
+            out[f"model.{k}"] = v
+    for section, keys in (("data", _DATA_KEYS), ("train", _TRAIN_KEYS), ("optim", _OPTIM_KEYS)):
+        for k in keys:
+            if k in d.get(section, {}):
+                out[f"{section}.{k}"] = d[section][k]
+    if out.get("data.name") != "local":
+        out.pop("data.files", None), out.pop("data.val_files", None), out.pop("data.text_field", None)
+    if out.get("data.name") != "minipile":
+        out.pop("data.hf_dataset", None)
+    return json.loads(json.dumps(out))  # tuples -> lists: the form they take after a YAML round trip
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=0.0) or float(a) == float(b)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def _fmt(v: Any) -> str:
+    return json.dumps(v) if isinstance(v, (list, dict)) else str(v)
+
+
+def check_transfer(cfg: RunConfig, provenance: Mapping[str, Any], path: Path | str) -> dict[str, dict]:
+    """Compare the settings recorded in transfer.yaml's ``provenance`` with ``cfg``'s.
+
+    Returns {dotted key: {"tuned": recorded, "now": current}} for every mismatch (empty when all match). Raises
+    SweepError with one line naming the mismatched keys unless ``cfg.sweep.allow_transfer_mismatch``."""
+    from ptsweep.sweeps.common import SweepError
+
+    current = transfer_settings(cfg)
+    recorded = dict(provenance.get("settings") or {})
+    if not recorded:  # older file: the few keys it has at top level
+        recorded = {dk: provenance[k] for k, dk in LEGACY_KEYS.items() if k in provenance}
+    mismatch = {k: {"tuned": recorded[k], "now": current[k]} for k in sorted(recorded)
+                if k in current and not _same(recorded[k], current[k])}
+    if mismatch and not cfg.sweep.allow_transfer_mismatch:
+        what = ", ".join(f"{k} (tuned: {_fmt(m['tuned'])}, now: {_fmt(m['now'])})" for k, m in mismatch.items())
+        raise SweepError(f"transfer.yaml mismatch: {what} - {path} was tuned under other settings; re-run "
+                         f"tune-small with these settings, or set sweep.allow_transfer_mismatch=true to proceed on "
+                         f"purpose")
+    return mismatch

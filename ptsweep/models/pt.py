@@ -255,19 +255,24 @@ class ProbabilisticTransformer(nn.Module):
         return (self.cfg.w_topic_g * self.const.s_g) * (p_hat @ self.B.t())
 
     def z_messages(self, input_ids: torch.Tensor, mask: torch.Tensor, q: torch.Tensor, v: torch.Tensor,
-                   q_h: torch.Tensor | None, g_hat: torch.Tensor, weights: dict | None = None) -> dict[str, torch.Tensor]:
+                   q_h: torch.Tensor | None, g_hat: torch.Tensor, weights: dict | None = None,
+                   p_hat: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
         """The four messages into Z (each (B, L, N), unweighted; spec §6.3 step 6):
         unary S_w; child side sum_c,j Q_h[c,i,j] U_{k(i,j),c} v_j; head side sum_c,j Q_h[c,j,i] V_{k(j,i),c} q_j;
-        topic B^T G^_i. ``q_h=None``: Q_h is recomputed from q, v block by block (``pt_attention``, memory linear
-        in L; plain softmax only: no damping, step size or dropout on H). ``weights``: ``flat_weights()``."""
-        bsz, n_cls, chans, length, rank = q.shape
+        topic B^T G^_i. ``q_h=None``: the blockwise path (``pt_attention``, memory linear in L; plain softmax only:
+        no damping, step size or dropout on H) computes q, v from ``p_hat`` and Q_h block by block (q, v unused,
+        may be None). ``weights``: ``flat_weights()`` of this forward."""
         weights = weights or self.flat_weights()
         unary = self.unary[input_ids] * mask[..., None]                              # (B, L, N)
         topic = g_hat @ self.B                                                       # (B, L, N)
         if q_h is None:
-            child, head = blockwise_messages(q, v, weights["child"], weights["head"], mask.bool(), self.classes,
+            if p_hat is None:
+                raise ValueError("z_messages: q_h=None (blockwise path) needs p_hat")
+            k, c, _, r = self.U.shape
+            child, head = blockwise_messages(p_hat, weights, (k, c, r), mask.bool(), self.classes,
                                              self.cfg.w_attn * self.const.s_h, self.cfg.mask_value)
             return {"unary": unary, "child": child, "head": head, "topic": topic}
+        bsz, n_cls, chans, length, rank = q.shape
         child_ctx = q.new_zeros(bsz, chans, length, n_cls, rank)  # sum_j R[i,j] 1[k(i,j)=k] v_j^k   (B, C, L, K, r)
         head_ctx = q.new_zeros(bsz, chans, length, n_cls, rank)   # sum_j R[j,i] 1[k(j,i)=k] q_j^k
         for k, member in self._far_classes(length, q.device):
@@ -323,9 +328,10 @@ class ProbabilisticTransformer(nn.Module):
             q_z = q_z * maskf
             pz_prev = q_z
             p_hat = self.features(q_z)
-            q, v = self.projections(p_hat, weights)
+            # blockwise: q, v and Q_h are computed (and recomputed for backward) inside z_messages, block by block
+            q, v = (None, None) if blockwise else self.projections(p_hat, weights)
             # 2-4. H: attention logits, damping, masks, softmax over heads j, step size, dropout
-            attn = None if blockwise else self.attention_logits(q, v)  # blockwise: Q_h recomputed in z_messages
+            attn = None if blockwise else self.attention_logits(q, v)
             if attn_prev is not None and c.damping_h > 0:
                 attn = c.damping_h * attn_prev + (1 - c.damping_h) * attn
             attn_prev = attn
@@ -346,7 +352,7 @@ class ProbabilisticTransformer(nn.Module):
             q_g = F.dropout(q_g, c.dropout, self.training)
             pg_prev = q_g
             # 6. Z: weighted messages, damping, dropout on the logits
-            msgs = self.z_messages(input_ids, mask, q, v, q_h, self.const.a_g * q_g, weights)
+            msgs = self.z_messages(input_ids, mask, q, v, q_h, self.const.a_g * q_g, weights, p_hat=p_hat)
             new = self.combine_z(msgs)
             logits = new if c.damping_z == 0 else c.damping_z * logits + (1 - c.damping_z) * new
             logits = F.dropout(logits, c.dropout, self.training)

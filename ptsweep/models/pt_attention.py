@@ -24,6 +24,7 @@ Not supported here (they need the dense Q_h): dropout, damping and step size on 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 BLOCK_ROWS = 64  # child rows per block: transient memory O(B * C * BLOCK_ROWS * L) per block
 
@@ -58,43 +59,40 @@ class ClassLayout:
         return torch.stack([c.contains(off) for c in self._near])  # (n_near, b, window)
 
 
-def _block(q, v, q_blk, mask, layout: ClassLayout, i0: int, i1: int, scale: float, mask_value: float):
+def _block(q_blk, v_far, v_win, mask, layout: ClassLayout, i0: int, i1: int, scale: float, mask_value: float):
     """Contexts of child rows [i0, i1): child (B, K, C, b, r) and this block's head-side partial (B, K, C, L, r).
 
-    q, v: (B, K, C, L, r); q_blk = q[..., i0:i1, :]; mask: (B, L) bool, True on real tokens."""
-    bsz, n_cls, chans, length, rank = q.shape
-    b = i1 - i0
+    q_blk: (B, K, C, b, r) = q[..., i0:i1, :]; v_far: (B, nF, C, L, r) = v of the far classes; v_win: (B, nN, C, W, r)
+    = v of the near classes on the window columns ``layout.window(i0, i1)``; mask: (B, L) bool, True on real tokens."""
+    bsz, _, chans, b, rank = q_blk.shape
+    length = layout.length
     not_diag = layout.offset[i0:i1] != 0                                             # (b, L)
     valid_blk = (mask[:, i0:i1, None] & mask[:, None, :] & not_diag)[:, None]        # (B, 1, b, L)
-    scores = q.new_zeros(bsz, chans, b, length)
-    if layout.far_member is not None:
-        fk = layout.far_ks
-        mem_far = layout.far_member[:, i0:i1]                                        # (nF, b, L)
-        s_far = q_blk[:, fk] @ v[:, fk].transpose(-1, -2)                            # (B, nF, C, b, L)
-        scores = scores + torch.where(mem_far[None, :, None], s_far, 0.0).sum(1)
+    fk, nk = layout.far_ks, layout.near_ks
+    scores = q_blk.new_zeros(bsz, chans, b, length)
+    if len(fk):
+        mem_far = layout.far_member[:, i0:i1][None, :, None]                         # (1, nF, 1, b, L)
+        s_far = q_blk[:, fk] @ v_far.transpose(-1, -2)                               # (B, nF, C, b, L)
+        scores = scores + torch.where(mem_far, s_far, 0.0).sum(1)
     j0, j1 = layout.window(i0, i1)
-    if len(layout.near_ks):
-        nk = layout.near_ks
-        mem_near = layout.near_member(i0, i1)                                        # (nN, b, W)
-        v_win = v[:, nk, :, j0:j1]                                                   # (B, nN, C, W, r)
-        s_near = torch.where(mem_near[None, :, None], q_blk[:, nk] @ v_win.transpose(-1, -2), 0.0).sum(1)
-        scores = scores + torch.nn.functional.pad(s_near, (j0, length - j1))         # (B, C, b, L)
+    if len(nk):
+        mem_near = layout.near_member(i0, i1)[None, :, None]                         # (1, nN, 1, b, W)
+        s_near = torch.where(mem_near, q_blk[:, nk] @ v_win.transpose(-1, -2), 0.0).sum(1)
+        scores = scores + F.pad(s_near, (j0, length - j1))                           # (B, C, b, L)
     logits = torch.where(valid_blk, scale * scores, mask_value)
-    r_blk = torch.softmax(logits.float(), dim=-1).to(q.dtype)                      # (B, C, b, L): Q_h rows
+    r_blk = torch.softmax(logits.float(), dim=-1).to(q_blk.dtype)                  # (B, C, b, L): Q_h rows
     parts_c, parts_h = [], []
-    if layout.far_member is not None:
-        r_far = torch.where(mem_far[None, :, None], r_blk[:, None], 0.0)             # (B, nF, C, b, L)
-        parts_c.append(r_far @ v[:, fk])                                             # (B, nF, C, b, r)
+    if len(fk):
+        r_far = torch.where(mem_far, r_blk[:, None], 0.0)                            # (B, nF, C, b, L)
+        parts_c.append(r_far @ v_far)                                                # (B, nF, C, b, r)
         parts_h.append(r_far.transpose(-1, -2) @ q_blk[:, fk])                       # (B, nF, C, L, r)
-    if len(layout.near_ks):
-        r_near = torch.where(mem_near[None, :, None], r_blk[:, None, :, :, j0:j1], 0.0)  # (B, nN, C, b, W)
+    if len(nk):
+        r_near = torch.where(mem_near, r_blk[:, None, :, :, j0:j1], 0.0)             # (B, nN, C, b, W)
         parts_c.append(r_near @ v_win)                                               # (B, nN, C, b, r)
         h_near = r_near.transpose(-1, -2) @ q_blk[:, nk]                             # (B, nN, C, W, r)
-        parts_h.append(torch.nn.functional.pad(h_near, (0, 0, j0, length - j1)))     # (B, nN, C, L, r)
-    order = torch.cat([layout.far_ks, layout.near_ks]).argsort()                     # back to class order k
-    child = torch.cat(parts_c, 1)[:, order]                                          # (B, K, C, b, r)
-    head = torch.cat(parts_h, 1)[:, order]                                           # (B, K, C, L, r)
-    return child, head
+        parts_h.append(F.pad(h_near, (0, 0, j0, length - j1)))                       # (B, nN, C, L, r)
+    order = torch.cat([fk, nk]).argsort()                                            # back to class order k
+    return torch.cat(parts_c, 1)[:, order], torch.cat(parts_h, 1)[:, order]
 
 
 def _flat(ctx: torch.Tensor) -> torch.Tensor:
@@ -103,66 +101,101 @@ def _flat(ctx: torch.Tensor) -> torch.Tensor:
     return ctx.permute(0, 3, 1, 2, 4).reshape(bsz * length, -1)
 
 
-def _unflat(g: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-    """Inverse of ``_flat`` for a gradient: (B*L, K*C*r) -> (B, K, C, L, r)."""
-    bsz, n_cls, chans, length, rank = like.shape
-    return g.view(bsz, length, n_cls, chans, rank).permute(0, 2, 3, 1, 4)
+def _project(p_hat: torch.Tensor, w_qv: torch.Tensor, shape: tuple[int, int, int]) -> torch.Tensor:
+    """qv = P^ W_qv: (B, L, N) -> (B, L, K, C, 2r), contiguous (the layout of ``ProbabilisticTransformer.projections``)."""
+    bsz, length, n = p_hat.shape
+    k, c, r = shape
+    return (p_hat.reshape(bsz * length, n) @ w_qv.to(p_hat.dtype)).view(bsz, length, k, c, 2 * r)
+
+
+def _split(qv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, L, K, C, 2r) -> q, v views (B, K, C, L, r)."""
+    r = qv.shape[-1] // 2
+    qv = qv.permute(0, 2, 3, 1, 4)
+    return qv[..., :r], qv[..., r:]
 
 
 class _BlockwiseMessages(torch.autograd.Function):
-    """(q, v, W_child, W_head) -> (msg_child, msg_head), each (B, L, N); saves q, v only (module docstring)."""
+    """(P^, W_qv, W_child, W_head) -> (msg_child, msg_head), each (B, L, N). Saves P^ (and qv if ``save_qv``);
+    backward recomputes qv (unless saved) and each row block (module docstring)."""
 
     @staticmethod
-    def forward(ctx, q, v, w_child, w_head, mask, layout, scale, mask_value, block):
-        bsz, _, _, length, _ = q.shape
-        ctx_c, ctx_h = torch.empty_like(q), torch.zeros_like(q)                      # (B, K, C, L, r)
+    def forward(ctx, p_hat, w_qv, w_child, w_head, mask, layout, shape, scale, mask_value, block, save_qv):
+        bsz, length, n = p_hat.shape
+        qv = _project(p_hat, w_qv, shape)
+        q, v = _split(qv)
+        w_c, w_h = w_child.to(q.dtype), w_head.to(q.dtype)
+        fk, nk = layout.far_ks, layout.near_ks
+        v_far = v[:, fk]                                                             # (B, nF, C, L, r)
+        out_c = p_hat.new_empty(bsz, length, n)
+        ctx_h = torch.zeros_like(q)                                                  # (B, K, C, L, r)
         for i0 in range(0, length, block):
             i1 = min(length, i0 + block)
-            c_blk, h_blk = _block(q, v, q[..., i0:i1, :], mask, layout, i0, i1, scale, mask_value)
-            ctx_c[..., i0:i1, :] = c_blk
+            j0, j1 = layout.window(i0, i1)
+            c_blk, h_blk = _block(q[..., i0:i1, :], v_far, v[:, nk, :, j0:j1], mask, layout, i0, i1, scale,
+                                  mask_value)
+            out_c[:, i0:i1] = (_flat(c_blk) @ w_c).view(bsz, i1 - i0, n)
             ctx_h += h_blk
-        ctx.save_for_backward(q, v, w_child, w_head, mask)
-        ctx.args = (layout, scale, mask_value, block)
-        n = w_child.shape[-1]
-        out_c = (_flat(ctx_c) @ w_child.to(q.dtype)).view(bsz, length, n)
-        out_h = (_flat(ctx_h) @ w_head.to(q.dtype)).view(bsz, length, n)
+        out_h = (_flat(ctx_h) @ w_h).view(bsz, length, n)
+        ctx.save_for_backward(p_hat, w_qv, w_child, w_head, mask, qv if save_qv else None)
+        ctx.args = (layout, shape, scale, mask_value, block)
         return out_c, out_h
 
     @staticmethod
     def backward(ctx, g_c, g_h):
-        q, v, w_child, w_head, mask = ctx.saved_tensors
-        layout, scale, mask_value, block = ctx.args
-        length = q.shape[-2]
-        g_c = g_c.reshape(-1, g_c.shape[-1]).to(q.dtype)                             # (B*L, N)
-        g_h = g_h.reshape(-1, g_h.shape[-1]).to(q.dtype)
-        gctx_c = _unflat(g_c @ w_child.to(q.dtype).t(), q)                           # (B, K, C, L, r)
-        gctx_h = _unflat(g_h @ w_head.to(q.dtype).t(), q)
-        ctx_c, ctx_h = torch.empty_like(q), torch.zeros_like(q)                      # recomputed, for dW
-        gq, gv = torch.zeros_like(q), torch.zeros_like(v)
+        p_hat, w_qv, w_child, w_head, mask, qv = ctx.saved_tensors
+        layout, shape, scale, mask_value, block = ctx.args
+        bsz, length, n = p_hat.shape
+        if qv is None:
+            qv = _project(p_hat, w_qv, shape)                                        # recomputed (B, L, K, C, 2r)
+        q, v = _split(qv)
+        dt = q.dtype
+        w_c, w_h = w_child.to(dt), w_head.to(dt)
+        g_c, g_h = g_c.to(dt), g_h.to(dt)
+        fk, nk = layout.far_ks, layout.near_ks
+        gctx_h = (g_h.reshape(-1, n) @ w_h.t()).view(bsz, length, *q.shape[1:3], -1).permute(0, 2, 3, 1, 4)
+        g_qv = torch.zeros_like(qv)                                                  # (B, L, K, C, 2r)
+        gq, gv = _split(g_qv)                                                        # views (B, K, C, L, r)
+        ctx_h = torch.zeros_like(q)                                                  # recomputed, for dW_head
+        gw_c = torch.zeros_like(w_c)
+        v_far_d = v[:, fk].detach().requires_grad_()
         for i0 in range(0, length, block):
             i1 = min(length, i0 + block)
+            j0, j1 = layout.window(i0, i1)
+            gc_blk = g_c[:, i0:i1].reshape(-1, n)                                     # (B*b, N)
+            gctx_c = (gc_blk @ w_c.t()).view(bsz, i1 - i0, *q.shape[1:3], -1).permute(0, 2, 3, 1, 4)
             with torch.enable_grad():
-                qd, vd = q.detach().requires_grad_(), v.detach().requires_grad_()
-                c_blk, h_blk = _block(qd, vd, qd[..., i0:i1, :], mask, layout, i0, i1, scale,
-                                      mask_value)
-                dq, dv = torch.autograd.grad((c_blk, h_blk), (qd, vd), (gctx_c[..., i0:i1, :], gctx_h))
-            gq += dq
-            gv += dv
-            ctx_c[..., i0:i1, :] = c_blk.detach()
+                q_blk = q[..., i0:i1, :].detach().requires_grad_()
+                v_win = v[:, nk, :, j0:j1].detach().requires_grad_()
+                c_blk, h_blk = _block(q_blk, v_far_d, v_win, mask, layout, i0, i1, scale, mask_value)
+                leaves = (q_blk, v_far_d, v_win) if len(nk) else (q_blk, v_far_d)
+                grads = torch.autograd.grad((c_blk, h_blk), leaves, (gctx_c, gctx_h), allow_unused=True)
+            gq[..., i0:i1, :] += grads[0]
+            if grads[1] is not None:
+                gv.index_add_(1, fk, grads[1])
+            if len(nk) and grads[2] is not None:
+                gv[..., j0:j1, :].index_add_(1, nk, grads[2])
             ctx_h += h_blk.detach()
-        gw_c = (_flat(ctx_c).t() @ g_c).to(w_child.dtype)                            # (K*C*r, N)
-        gw_h = (_flat(ctx_h).t() @ g_h).to(w_head.dtype)
-        return gq, gv, gw_c, gw_h, None, None, None, None, None
+            gw_c += _flat(c_blk.detach()).t() @ gc_blk
+        gw_h = _flat(ctx_h).t() @ g_h.reshape(-1, n)
+        g_flat = g_qv.view(bsz * length, -1)                                         # (B*L, K*C*2r)
+        g_p = (g_flat @ w_qv.to(dt).t()).view_as(p_hat)
+        g_wqv = p_hat.reshape(bsz * length, n).t() @ g_flat
+        return (g_p.to(p_hat.dtype), g_wqv.to(w_qv.dtype), gw_c.to(w_child.dtype), gw_h.to(w_head.dtype),
+                None, None, None, None, None, None, None)
 
 
-def blockwise_messages(q: torch.Tensor, v: torch.Tensor, w_child: torch.Tensor, w_head: torch.Tensor,
-                       mask: torch.Tensor, classes, scale: float, mask_value: float,
-                       block: int = BLOCK_ROWS) -> tuple[torch.Tensor, torch.Tensor]:
-    """Child- and head-side Z messages (B, L, N) from q, v (B, K, C, L, r) without the (L x L) tensors.
+def blockwise_messages(p_hat: torch.Tensor, weights: dict, shape: tuple[int, int, int], mask: torch.Tensor,
+                       classes, scale: float, mask_value: float, block: int = BLOCK_ROWS,
+                       save_qv: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """Child- and head-side Z messages (B, L, N) from P^ (B, L, N) without the (L x L) tensors.
 
-    w_child / w_head: U / V as flat back-projections (K*C*r, N); mask: (B, L) bool, True on real tokens (pairs with
-    a pad and j = i get ``mask_value``, as ``mask_logits``); scale = w_attn * s_H; classes: the model's DistanceClass list."""
+    weights: ``ProbabilisticTransformer.flat_weights()`` (qv (N, K*C*2r), child / head (K*C*r, N)); shape: (K, C, r);
+    mask: (B, L) bool, True on real tokens (pairs with a pad and j = i get ``mask_value``, as ``mask_logits``);
+    scale = w_attn * s_H; classes: the model's DistanceClass list; save_qv: keep q, v for backward instead of
+    recomputing them (faster, 2*K*C*r floats more per token and iteration)."""
     if block < 1:
         raise ValueError(f"block must be >= 1, got {block}")
-    layout = ClassLayout(classes, q.shape[-2], q.device)
-    return _BlockwiseMessages.apply(q, v, w_child, w_head, mask, layout, float(scale), float(mask_value), block)
+    layout = ClassLayout(classes, p_hat.shape[1], p_hat.device)
+    return _BlockwiseMessages.apply(p_hat, weights["qv"], weights["child"], weights["head"], mask, layout,
+                                    tuple(shape), float(scale), float(mask_value), block, save_qv)

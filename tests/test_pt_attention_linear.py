@@ -49,7 +49,7 @@ def test_messages_and_grads_match_dense(parametrization, scaling, block, save_qv
     def run(blockwise: bool):
         for p in (p_hat, model.U, model.V):
             p.grad = None
-        weights = model.flat_weights()
+        weights = model.flat_weights(layout_order=blockwise)
         if blockwise:
             k, c, _, r = model.U.shape
             child, head = pt_attention.blockwise_messages(
@@ -79,7 +79,7 @@ def test_near_only_offsets_and_long_dists():
     q_h = torch.softmax(model.mask_logits(model.attention_logits(q, v), mask), -1)
     ref = model.z_messages(ids, mask, q, v, q_h, torch.zeros(*ids.shape, model.cfg.topics), weights)
     k, c, _, r = model.U.shape
-    child, head = pt_attention.blockwise_messages(p_hat, weights, (k, c, r), mask, model.classes,
+    child, head = pt_attention.blockwise_messages(p_hat, model.flat_weights(True), (k, c, r), mask, model.classes,
                                                   model.cfg.w_attn * model.const.s_h, model.cfg.mask_value, block=4)
     _close(child, ref["child"])
     _close(head, ref["head"])

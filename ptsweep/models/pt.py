@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ptsweep.config import PTConfig
-from ptsweep.models.pt_attention import blockwise_messages
+from ptsweep.models import pt_attention
 from ptsweep.parametrization import Role, declare, init_parameters
 
 
@@ -170,13 +170,18 @@ class ProbabilisticTransformer(nn.Module):
         """P^ = a_Z * Q_z: distributions used as features ([S] eq. 7: Q_z <- N Q_z under muP). (B, L, N)"""
         return self.const.a_z * q_z
 
-    def flat_weights(self) -> dict[str, torch.Tensor]:
+    def flat_weights(self, layout_order: bool = False) -> dict[str, torch.Tensor]:
         """U, V laid out for flat matmuls, built once per forward (not per MFVI iteration): ``qv`` (N, K*C*2r) for
-        the projections, ``child`` / ``head`` (K*C*r, N) for projecting the message contexts back through U / V."""
+        the projections, ``child`` / ``head`` (K*C*r, N) for projecting the message contexts back through U / V.
+        ``layout_order``: classes reordered far-first for the blockwise path (``pt_attention.layout_order``)."""
         k, c, n, r = self.U.shape
-        return {"qv": torch.cat([self.U, self.V], dim=-1).permute(2, 0, 1, 3).reshape(n, k * c * 2 * r),
-                "child": self.U.transpose(-1, -2).reshape(-1, n),   # (K, C, r, N) -> (K*C*r, N)
-                "head": self.V.transpose(-1, -2).reshape(-1, n)}
+        u, v = self.U, self.V
+        if layout_order:
+            order = torch.tensor(pt_attention.layout_order(self.classes), device=u.device)
+            u, v = u[order], v[order]
+        return {"qv": torch.cat([u, v], dim=-1).permute(2, 0, 1, 3).reshape(n, k * c * 2 * r),
+                "child": u.transpose(-1, -2).reshape(-1, n),   # (K, C, r, N) -> (K*C*r, N)
+                "head": v.transpose(-1, -2).reshape(-1, n)}
 
     def projections(self, p_hat: torch.Tensor, weights: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """q = U^T P^, v = V^T P^ for every class and channel: each (B, K, C, L, r).
@@ -262,15 +267,15 @@ class ProbabilisticTransformer(nn.Module):
         topic B^T G^_i. ``q_h=None``: the blockwise path (``pt_attention``, memory linear in L; plain softmax only:
         no damping, step size or dropout on H) computes q, v from ``p_hat`` and Q_h block by block (q, v unused,
         may be None). ``weights``: ``flat_weights()`` of this forward."""
-        weights = weights or self.flat_weights()
+        weights = weights or self.flat_weights(layout_order=q_h is None)
         unary = self.unary[input_ids] * mask[..., None]                              # (B, L, N)
         topic = g_hat @ self.B                                                       # (B, L, N)
         if q_h is None:
             if p_hat is None:
                 raise ValueError("z_messages: q_h=None (blockwise path) needs p_hat")
             k, c, _, r = self.U.shape
-            child, head = blockwise_messages(p_hat, weights, (k, c, r), mask.bool(), self.classes,
-                                             self.cfg.w_attn * self.const.s_h, self.cfg.mask_value)
+            child, head = pt_attention.blockwise_messages(p_hat, weights, (k, c, r), mask.bool(), self.classes,
+                                                          self.cfg.w_attn * self.const.s_h, self.cfg.mask_value)
             return {"unary": unary, "child": child, "head": head, "topic": topic}
         bsz, n_cls, chans, length, rank = q.shape
         child_ctx = q.new_zeros(bsz, chans, length, n_cls, rank)  # sum_j R[i,j] 1[k(i,j)=k] v_j^k   (B, C, L, K, r)
@@ -318,8 +323,8 @@ class ProbabilisticTransformer(nn.Module):
         logits = self.unary[input_ids] * maskf   # l^(0) = S_w: Q_z initialised from the unary only (spec §3.2)
         attn_prev = topic_prev = None                        # damping memory (initial H/G logits: constant -> 0)
         pz_prev = ph_prev = pg_prev = None                   # step-size memory
-        weights = self.flat_weights()                        # once per forward, shared by all iterations
         blockwise = trace is None and c.blockwise_attention  # traces need the dense Q_h (pt_attention docstring)
+        weights = self.flat_weights(blockwise)               # once per forward, shared by all iterations
         for t in range(c.n_iters):
             # 1. normalise Z (fp32 softmax), optional step size, zero the pads
             q_z = torch.softmax(logits.float(), dim=-1).to(logits.dtype)

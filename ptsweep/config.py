@@ -84,15 +84,16 @@ class PTConfig:
     mask_value: float = -1e9
     """Finite logit for forbidden heads (diagonal, pads); never -inf (spec §12.1)."""
     attention_impl: Literal["auto", "dense", "blockwise"] = "auto"
-    """H softmax + ternary Z messages: 'dense' keeps (B,C,L,L) tensors (the reference); 'blockwise' recomputes row
-    blocks in backward, memory linear in L (models/pt_attention.py), and cannot apply dropout/damping/step size to
-    Q_h; 'auto' = blockwise unless one of those is on. Traces (inspect, coord-check) always use the dense path."""
+    """H softmax + ternary Z messages: 'dense' keeps (B,C,L,L) tensors (the reference); 'blockwise' recomputes
+    in backward, memory linear in L (models/pt_attention.py), and cannot apply dropout/damping/step size to Q_h;
+    'auto' = blockwise on CUDA unless one of those is on, dense on the CPU (measured ~1.4x faster there, bench/).
+    Traces (inspect, coord-check) always use the dense path."""
 
-    @property
-    def blockwise_attention(self) -> bool:
-        """Whether training forwards use the blockwise path (``attention_impl``)."""
+    def use_blockwise(self, device_type: str) -> bool:
+        """Whether a training forward on ``device_type`` ('cpu', 'cuda', ...) takes the blockwise path."""
         plain_h = self.dropout == 0 and self.damping_h == 0 and self.stepsize_h == 1.0
-        return self.attention_impl == "blockwise" or (self.attention_impl == "auto" and plain_h)
+        auto = self.attention_impl == "auto" and plain_h and device_type != "cpu"
+        return self.attention_impl == "blockwise" or auto
 
     @property
     def n_classes(self) -> int:

@@ -104,12 +104,12 @@ def test_encode_and_param_grads_match_dense(parametrization):
         _close(outs[1][1][name], g)
 
 
-def test_auto_picks_blockwise_only_for_plain_h():
-    assert _cfg().blockwise_attention
-    assert not _cfg(attention_impl="dense").blockwise_attention
-    assert not _cfg(dropout=0.1).blockwise_attention
-    assert not _cfg(damping_h=0.5).blockwise_attention
-    assert not _cfg(stepsize_h=0.5).blockwise_attention
+def test_auto_picks_blockwise_only_for_plain_h_off_cpu():
+    assert _cfg().use_blockwise("cuda") and not _cfg().use_blockwise("cpu")
+    assert _cfg(attention_impl="blockwise").use_blockwise("cpu")
+    assert not _cfg(attention_impl="dense").use_blockwise("cuda")
+    for kw in ({"dropout": 0.1}, {"damping_h": 0.5}, {"stepsize_h": 0.5}):
+        assert not _cfg(**kw).use_blockwise("cuda")
 
 
 @pytest.mark.parametrize("kw", [{"dropout": 0.1}, {"damping_h": 0.3}, {"stepsize_h": 0.5}])

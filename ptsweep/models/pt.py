@@ -323,7 +323,7 @@ class ProbabilisticTransformer(nn.Module):
         logits = self.unary[input_ids] * maskf   # l^(0) = S_w: Q_z initialised from the unary only (spec §3.2)
         attn_prev = topic_prev = None                        # damping memory (initial H/G logits: constant -> 0)
         pz_prev = ph_prev = pg_prev = None                   # step-size memory
-        blockwise = trace is None and c.blockwise_attention  # traces need the dense Q_h (pt_attention docstring)
+        blockwise = trace is None and c.use_blockwise(input_ids.device.type)  # traces: dense Q_h
         weights = self.flat_weights(blockwise)               # once per forward, shared by all iterations
         for t in range(c.n_iters):
             # 1. normalise Z (fp32 softmax), optional step size, zero the pads

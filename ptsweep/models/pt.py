@@ -18,7 +18,9 @@ One iteration t (async order, spec §6.3: H and G from the same Q_z, then Z):
 The constants (a_Z, a_G, s_H, s_G) switch between SP (original PT: 1, 1, N, N) and muP ([S] + spec §6.2:
 N, M, 1/r, M/N). Distance classes k(i,j) (spec §4): for offset d = j - i, cut points (2, 3, 4) give classes
 {1},{2},{3},{>=4} per direction, K = 8; the diagonal belongs to no class. Single-offset classes are evaluated as
-banded (diagonal) products and only unbounded classes densely, so memory per iteration is O(B*C*L*L).
+banded (diagonal) products and only unbounded classes densely, so memory per iteration is O(B*C*L*L). The
+blockwise path (``model.attention_impl``, ``pt_attention``) computes steps 2-4 and the two ternary messages row
+block by row block and recomputes them in backward: memory linear in L (no dropout/damping/step size on H there).
 
 Options beyond the plain update (all off by default): damping beta (mix logits), step size alpha (mix
 distributions), dropout on H/G probabilities and on Z logits (spec §3.2). The MLM head is

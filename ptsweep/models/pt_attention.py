@@ -29,7 +29,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-BLOCK_ROWS = 64  # child rows per block: transient memory O(B * C * BLOCK_ROWS * L) per block
+BLOCK_ROWS = 32  # child rows per block: transient memory O(B * C * BLOCK_ROWS * L) per block
 
 
 def layout_order(classes) -> list[int]:
@@ -132,10 +132,13 @@ def _split(qv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return qv[..., :r], qv[..., r:]
 
 
-def _near_padded(v: torch.Tensor, layout: ClassLayout) -> torch.Tensor:
-    """Near-class v with w zero rows either side of L: (B, nN, C, L + 2w, r)."""
-    w = layout.width
-    return F.pad(v[:, layout.n_far:], (0, 0, w, w))
+def _window(x: torch.Tensor, i0: int, i1: int, w: int) -> tuple[torch.Tensor, int, int, int]:
+    """Rows [i0 - w, i1 + w) of x (..., L, r), zero outside [0, L): (..., b + 2w, r); plus the real rows [lo, hi)
+    and the offset a of row lo in the window."""
+    length = x.shape[-2]
+    lo, hi = max(0, i0 - w), min(length, i1 + w)
+    a = lo - (i0 - w)
+    return F.pad(x[..., lo:hi, :], (0, 0, a, (i1 + w) - hi)), lo, hi, a
 
 
 class _BlockwiseMessages(torch.autograd.Function):
@@ -148,17 +151,17 @@ class _BlockwiseMessages(torch.autograd.Function):
         qv = _project(p_hat, w_qv, shape)
         q, v = _split(qv)
         w_c, w_h = w_child.to(q.dtype), w_head.to(q.dtype)
-        v_far, v_near = v[:, :nf], _near_padded(v, layout)
+        v_far = v[:, :nf]
         out_c = p_hat.new_empty(bsz, length, n)
-        ctx_h = q.new_zeros(bsz, q.shape[1], q.shape[2], length + 2 * w, q.shape[-1])  # (B, K, C, L + 2w, r)
+        ctx_h = torch.zeros_like(q)                                                  # (B, K, C, L, r)
         for i0 in range(0, length, block):
             i1 = min(length, i0 + block)
-            c_blk, h_far, h_near = _block(q[..., i0:i1, :], v_far, v_near[..., i0: i1 + 2 * w, :], mask, layout,
-                                          i0, i1, scale, mask_value)
+            v_win, lo, hi, a = _window(v[:, nf:], i0, i1, w)                         # (B, nN, C, b + 2w, r)
+            c_blk, h_far, h_near = _block(q[..., i0:i1, :], v_far, v_win, mask, layout, i0, i1, scale, mask_value)
             out_c[:, i0:i1] = (_flat(c_blk) @ w_c).view(bsz, i1 - i0, n)
-            ctx_h[:, :nf, :, w: w + length] += h_far
-            ctx_h[:, nf:, :, i0: i1 + 2 * w] += h_near
-        out_h = (_flat(ctx_h[..., w: w + length, :]) @ w_h).view(bsz, length, n)
+            ctx_h[:, :nf] += h_far
+            ctx_h[:, nf:, :, lo:hi] += h_near[..., a: a + hi - lo, :]
+        out_h = (_flat(ctx_h) @ w_h).view(bsz, length, n)
         ctx.save_for_backward(p_hat, w_qv, w_child, w_head, mask, qv if save_qv else None)
         ctx.args = (layout, shape, scale, mask_value, block)
         return out_c, out_h
@@ -177,34 +180,33 @@ class _BlockwiseMessages(torch.autograd.Function):
         w_c, w_h = w_child.to(dt), w_head.to(dt)
         g_c, g_h = g_c.to(dt), g_h.to(dt)
         gctx_h = (g_h.reshape(-1, n) @ w_h.t()).view(bsz, length, k_, c_, -1).permute(0, 2, 3, 1, 4)
-        gh_far, gh_near = gctx_h[:, :nf], F.pad(gctx_h[:, nf:], (0, 0, w, w))           # (B, nN, C, L + 2w, r)
         g_qv = torch.zeros_like(qv)                                                  # (B, L, K, C, 2r)
         gq, gv = _split(g_qv)                                                        # views (B, K, C, L, r)
-        gv_near = torch.zeros_like(gh_near)
-        ctx_h = torch.zeros_like(gh_near.new_empty(bsz, k_, c_, length + 2 * w, q.shape[-1]))
+        ctx_h = torch.zeros_like(q)                                                  # recomputed, for dW_head
         gw_c = torch.zeros_like(w_c)
         v_far = v[:, :nf].detach().requires_grad_()
-        v_near = _near_padded(v, layout)
         for i0 in range(0, length, block):
             i1 = min(length, i0 + block)
             gc_blk = g_c[:, i0:i1].reshape(-1, n)                                     # (B*b, N)
             gctx_c = (gc_blk @ w_c.t()).view(bsz, i1 - i0, k_, c_, -1).permute(0, 2, 3, 1, 4)
+            gh_win = _window(gctx_h[:, nf:], i0, i1, w)[0]                           # (B, nN, C, b + 2w, r)
             with torch.enable_grad():
                 q_blk = q[..., i0:i1, :].detach().requires_grad_()
-                v_win = v_near[..., i0: i1 + 2 * w, :].detach().requires_grad_()
+                v_win, lo, hi, a = _window(v[:, nf:].detach(), i0, i1, w)
+                v_win.requires_grad_()
                 c_blk, h_far, h_near = _block(q_blk, v_far, v_win, mask, layout, i0, i1, scale, mask_value)
                 gq_blk, gv_far, gv_win = torch.autograd.grad(
-                    (c_blk, h_far, h_near), (q_blk, v_far, v_win),
-                    (gctx_c, gh_far, gh_near[..., i0: i1 + 2 * w, :]), allow_unused=True)
+                    (c_blk, h_far, h_near), (q_blk, v_far, v_win), (gctx_c, gctx_h[:, :nf], gh_win),
+                    allow_unused=True)
             gq[..., i0:i1, :] += gq_blk
             gv[:, :nf] += gv_far
             if gv_win is not None:
-                gv_near[..., i0: i1 + 2 * w, :] += gv_win
-            ctx_h[:, :nf, :, w: w + length] += h_far.detach()
-            ctx_h[:, nf:, :, i0: i1 + 2 * w] += h_near.detach()
+                gv[:, nf:, :, lo:hi] += gv_win[..., a: a + hi - lo, :]
+            ctx_h[:, :nf] += h_far.detach()
+            ctx_h[:, nf:, :, lo:hi] += h_near.detach()[..., a: a + hi - lo, :]
             gw_c += _flat(c_blk.detach()).t() @ gc_blk
-        gv[:, nf:] += gv_near[..., w: w + length, :]
-        gw_h = _flat(ctx_h[..., w: w + length, :]).t() @ g_h.reshape(-1, n)
+            del c_blk, h_far, h_near, gq_blk, gv_far, gv_win
+        gw_h = _flat(ctx_h).t() @ g_h.reshape(-1, n)
         g_flat = g_qv.view(bsz * length, -1)                                         # (B*L, K*C*2r)
         g_p = (g_flat @ w_qv.to(dt).t()).view_as(p_hat)
         g_wqv = p_hat.reshape(bsz * length, n).t() @ g_flat

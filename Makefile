@@ -13,7 +13,7 @@ export RAY_AUTH_MODE ?= token
 export RAY_USAGE_STATS_ENABLED ?= 0
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: setup test demo tune-small verify-transfer scaling-curves coord-check lr-transfer bench size train clean-runs help
+.PHONY: setup test demo tune-small verify-transfer scaling-curves coord-check lr-transfer bench bench-memory plan size train clean-runs help
 
 help:
 	@echo "make setup            create .venv and install ptsweep (CPU torch pinned)"
@@ -25,6 +25,8 @@ help:
 	@echo "make coord-check      MODEL=pt|bert|ut: muP coordinate check with verdict"
 	@echo "make lr-transfer      LR-transfer study (muP vs SP)"
 	@echo "make bench            PT vs BERT vs UT speed/memory at matched size -> runs/bench/"
+	@echo "make bench-memory     per-sequence training memory, PT/BERT/UT, L=128,512 -> runs/bench/memory.{json,md}"
+	@echo "make plan             GPU plan of the three sweeps (PRESET=$(PRESET)): memory, micro-batch, GPU-hours"
 
 $(STAMP): pyproject.toml
 	@test -x $(VPY) || $(PY) -m venv $(VENV)
@@ -65,6 +67,12 @@ lr-transfer: setup
 
 bench: setup
 	$(VPY) bench/bench_models.py $(ARGS)
+
+bench-memory: setup
+	$(VPY) bench/bench_memory.py $(ARGS)
+
+plan: setup
+	$(VPY) -m ptsweep plan preset=$(PRESET) $(ARGS)
 
 size: setup
 	$(VPY) -m ptsweep size $(ARGS)

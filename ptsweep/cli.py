@@ -11,6 +11,7 @@ traceback instead.
 Commands:
     size             shape, parameter counts and FLOPs/token of a model (no data loading)
     train            one training run; prints the final metrics and the run folder
+    plan             per sweep trial: params, FLOPs/token, predicted memory, micro-batch, GPU-hours (planner)
     tune-small ...   the sweeps, each ``ptsweep.sweeps.<module>.run(cfg) -> Path`` (dispatched by the SWEEPS table)
 """
 
@@ -176,6 +177,34 @@ def _summary(metrics: dict) -> str:
     return json.dumps({k: fmt(v) for k, v in metrics.items() if k not in ("history", "run_dir")}, default=str)
 
 
+def cmd_plan(cfg: RunConfig, sweeps: list[str], gpu_mem: float, peak_tflops: float, mfu: float) -> int:
+    """Print the run plan of the sweeps (ptsweep.planner): per trial shape memory, micro-batch and GPU-hours."""
+    from ptsweep import planner
+
+    rows = planner.plan(cfg, sweeps, gpu_mem, peak_tflops, mfu)
+    print(planner.format_plan(rows, cfg, gpu_mem, peak_tflops, mfu))
+    return 0
+
+
+def _plan_sweeps(args) -> tuple[list[str], list[str]]:
+    """``sweep=<name>[,<name>]`` tokens and --sweep select planned sweeps; other tokens stay Hydra overrides."""
+    from ptsweep.planner import SWEEPS as PLAN_SWEEPS
+
+    names, rest = [], []
+    for tok in args.overrides:
+        key, _, value = tok.partition("=")
+        if key == "sweep" and value and all(v in PLAN_SWEEPS for v in value.split(",")):
+            names += value.split(",")
+        else:
+            rest.append(tok)
+    if args.sweep:
+        names += args.sweep.split(",")
+    bad = [n for n in names if n not in PLAN_SWEEPS]
+    if bad:
+        raise CLIError(f"sweep: unknown sweep {bad[0]!r} (choose from {', '.join(PLAN_SWEEPS)})")
+    return names or list(PLAN_SWEEPS), rest
+
+
 def cmd_train(cfg: RunConfig) -> int:
     """Compose -> tracker -> ``train.run`` -> one-line summary + the run folder."""
     from ptsweep import train
@@ -224,6 +253,12 @@ def build_parser() -> argparse.ArgumentParser:
     size = add("size", "print model shape, parameter counts and FLOPs/token (no data loading)")
     size.add_argument("--vocab", type=int, default=None, help="vocabulary size (default: data.vocab_size)")
     add("train", "one training run; prints final metrics and the run folder")
+    plan = add("plan", "per sweep trial: params, FLOPs/token, predicted memory, micro-batch and GPU-hours")
+    plan.add_argument("--sweep", default="", help="comma-separated sweeps (default: tune-small,verify-transfer,"
+                                                  "scaling-curves); also sweep=<name>")
+    plan.add_argument("--gpu-mem", type=float, default=80.0, help="GPU memory in GB (default 80)")
+    plan.add_argument("--peak-tflops", type=float, default=989.0, help="peak TFLOP/s (default: H100 SXM bf16 dense)")
+    plan.add_argument("--mfu", type=float, default=0.3, help="assumed model FLOPs utilisation (default 0.3)")
     for name, (_, help_text) in SWEEPS.items():
         add(name, help_text)
     return parser
@@ -232,6 +267,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if args.command == "plan":
+            sweeps, overrides = _plan_sweeps(args)
+            return cmd_plan(compose(overrides), sweeps, args.gpu_mem, args.peak_tflops, args.mfu)
         cfg = compose(args.overrides)
         if args.cfg:
             import yaml

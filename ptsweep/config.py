@@ -83,6 +83,17 @@ class PTConfig:
     """epsilon of the head's RMSNorm."""
     mask_value: float = -1e9
     """Finite logit for forbidden heads (diagonal, pads); never -inf (spec §12.1)."""
+    attention_impl: Literal["auto", "dense", "blockwise"] = "auto"
+    """H softmax + ternary Z messages: 'dense' keeps (B,C,L,L) tensors (the reference); 'blockwise' recomputes
+    in backward, memory linear in L (models/pt_attention.py), and cannot apply dropout/damping/step size to Q_h;
+    'auto' = blockwise on CUDA unless one of those is on, dense on the CPU (measured ~1.4x faster there, bench/).
+    Traces (inspect, coord-check) always use the dense path."""
+
+    def use_blockwise(self, device_type: str) -> bool:
+        """Whether a training forward on ``device_type`` ('cpu', 'cuda', ...) takes the blockwise path."""
+        plain_h = self.dropout == 0 and self.damping_h == 0 and self.stepsize_h == 1.0
+        auto = self.attention_impl == "auto" and plain_h and device_type != "cpu"
+        return self.attention_impl == "blockwise" or auto
 
     @property
     def n_classes(self) -> int:
@@ -133,6 +144,9 @@ class PTConfig:
         _require(0.0 < self.stepsize_h <= 1.0, "model.stepsize_h", "must be in (0, 1]")
         _require(0.0 < self.stepsize_z <= 1.0, "model.stepsize_z", "must be in (0, 1]")
         _require(0.0 <= self.dropout < 1.0, "model.dropout", "must be in [0, 1)")
+        _require(self.attention_impl != "blockwise" or (self.dropout == 0 and self.damping_h == 0
+                                                         and self.stepsize_h == 1.0), "model.attention_impl",
+                 "blockwise does not support dropout, damping_h or stepsize_h on Q_h; use dense or auto")
 
 
 @dataclass
@@ -296,6 +310,9 @@ class TrainConfig:
     """Write <run_dir>/checkpoint.pt (periodically and at the end); sweeps may turn it off to save disk."""
     stop_after_steps: int = 0
     """Stop (with a checkpoint) after this many optimizer steps of the run (0 = off): for interruption/resume tests."""
+    micro_batch_size: int | str = 0
+    """Blocks per forward/backward; gradients are accumulated to one update per batch_size (exact). 0 = the full
+    batch; 'auto' = the full batch on the CPU, the largest that fits on CUDA (probe steps, ptsweep.train)."""
 
     def validate(self) -> None:
         _require(math.isfinite(self.tokens) and self.tokens > 0, "train.tokens", f"must be positive, got {self.tokens}")
@@ -305,6 +322,9 @@ class TrainConfig:
         _require(self.log_every >= 1, "train.log_every", "must be >= 1")
         _require(self.checkpoint_every_s >= 0, "train.checkpoint_every_s", "must be >= 0")
         _require(self.stop_after_steps >= 0, "train.stop_after_steps", "must be >= 0")
+        mb = self.micro_batch_size
+        _require(mb == "auto" or (isinstance(mb, int) and not isinstance(mb, bool) and mb >= 0),
+                 "train.micro_batch_size", f"must be 'auto' or an integer >= 0, got {mb!r}")
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """One MLM training run: ``run(cfg, tracker) -> final metrics`` (no Hydra, no W&B imports).
 
-Loop (one optimizer step per batch of ``train.batch_size`` blocks of ``data.seq_len`` tokens):
+Loop (one optimizer step per batch of ``train.batch_size`` blocks of ``data.seq_len`` tokens, in micro-batches of
+``train.micro_batch_size`` blocks with exact gradient accumulation, ``accumulate_gradients``):
 
     steps      = ceil(train.tokens / (batch_size * seq_len))
     factor(s)  = (s + 1) / warmup            for s < warmup = round(optim.warmup_frac * steps)
@@ -263,6 +264,79 @@ def _final_evaluation(model, corpus, cfg: RunConfig, device, unigram_logp, state
     return out
 
 
+def micro_slices(batch_size: int, micro: int) -> list[slice]:
+    """Consecutive row slices of at most ``micro`` rows covering ``batch_size`` (micro <= 0: one slice)."""
+    micro = batch_size if micro <= 0 else micro
+    return [slice(i, min(i + micro, batch_size)) for i in range(0, batch_size, micro)]
+
+
+def accumulate_gradients(model, batch: dict, micro: int, device: torch.device, precision: str) -> torch.Tensor:
+    """Forward + backward of one batch in micro-batches of ``micro`` rows (0 = all); returns the batch loss
+    (detached). The loss is a token average over the labelled positions, so micro-batch m is weighted by
+    n_m / n_total (its share of the targets), not 1/k: the accumulated gradient is the full batch's to float
+    rounding. Micro-batches without targets are skipped. Dropout masks differ from the full-batch ones."""
+    labels = batch["labels"]
+    slices = micro_slices(labels.shape[0], micro)
+    if len(slices) == 1:
+        with autocast_context(device, precision):
+            loss, _ = mlm_loss(model, batch["input_ids"], batch["attention_mask"], labels)
+        loss.backward()
+        return loss.detach()
+    counts = [int((labels[sl] != IGNORE_INDEX).sum()) for sl in slices]
+    total = sum(counts)
+    acc = torch.zeros((), device=labels.device)
+    for sl, n in zip(slices, counts):
+        if n == 0 and total > 0:
+            continue
+        with autocast_context(device, precision):
+            loss, _ = mlm_loss(model, batch["input_ids"][sl], batch["attention_mask"][sl], labels[sl])
+        weight = n / total if total > 0 else 1.0 / len(slices)
+        (loss * weight).backward()
+        acc += loss.detach().float() * weight
+    return acc
+
+
+def largest_fitting(batch_size: int, fits: Callable[[int], bool]) -> int:
+    """Largest m in [1, batch_size] with ``fits(m)`` (assumed monotone: fits(m) -> fits(m') for m' < m), by
+    bisection (log2(batch_size) + 1 probes). Raises RuntimeError when not even m = 1 fits."""
+    if fits(batch_size):
+        return batch_size
+    lo, hi = 0, batch_size  # fits(lo) (or lo = 0), not fits(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid
+    if lo == 0:
+        raise RuntimeError("train.micro_batch_size=auto: not even one sequence fits in device memory")
+    return lo
+
+
+def resolve_micro_batch(setting, model, batch: dict, device: torch.device, precision: str) -> int:
+    """``train.micro_batch_size`` -> rows per forward/backward. 0 -> the full batch; 'auto' -> the full batch on
+    the CPU, on CUDA the largest micro-batch whose forward + backward on ``batch``'s rows runs without
+    ``torch.cuda.OutOfMemoryError`` (probe steps; gradients are discarded), capped at the batch size."""
+    bsz = batch["labels"].shape[0]
+    if setting != "auto":
+        return min(int(setting), bsz) if int(setting) > 0 else bsz
+    if device.type != "cuda":
+        return bsz
+
+    def fits(m: int) -> bool:
+        try:
+            accumulate_gradients(model, {k: v[:m] for k, v in batch.items()}, m, device, precision)
+            torch.cuda.synchronize(device)
+            return True
+        except torch.cuda.OutOfMemoryError:
+            return False
+        finally:
+            model.zero_grad(set_to_none=True)
+            torch.cuda.empty_cache()
+
+    return largest_fitting(bsz, fits)
+
+
 # --------------------------------------------------------------------------------------------------------------
 # The run
 # --------------------------------------------------------------------------------------------------------------
@@ -381,6 +455,7 @@ def _train(cfg: RunConfig, tracker, run_dir: Path, report_fn, t_start: float) ->
     t_train = 0.0  # seconds spent in training steps (throughput excludes evaluation)
     last_ckpt = time.perf_counter()
     reported = -1  # last step given to report_fn
+    micro = None  # rows per forward/backward: resolved on the first batch (train.micro_batch_size)
     bar = None
     if tc.progress:
         from tqdm import tqdm
@@ -393,9 +468,12 @@ def _train(cfg: RunConfig, tracker, run_dir: Path, report_fn, t_start: float) ->
             factor = lr_factor(step, steps, oc.warmup_frac, oc.schedule, oc.min_lr_frac)
             set_lr(optimizer, oc.lr, factor)
             b = _to_device(data_mod.train_batch(corpus, cfg.data, step, tc.batch_size, cfg.seed), device)
-            with autocast_context(device, tc.precision):
-                loss, _ = mlm_loss(model, b["input_ids"], b["attention_mask"], b["labels"])
-            loss.backward()
+            if micro is None:
+                micro = resolve_micro_batch(tc.micro_batch_size, model, b, device, tc.precision)
+                if tc.micro_batch_size == "auto" and device.type == "cuda":
+                    print(f"train.micro_batch_size=auto: {micro} of {tc.batch_size} rows per micro-batch",
+                          file=sys.stderr)
+            loss = accumulate_gradients(model, b, micro, device, tc.precision)
             grad_norm = (torch.nn.utils.clip_grad_norm_(model.parameters(), oc.grad_clip) if oc.grad_clip > 0
                          else None)
             optimizer.step()

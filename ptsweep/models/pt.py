@@ -18,7 +18,9 @@ One iteration t (async order, spec §6.3: H and G from the same Q_z, then Z):
 The constants (a_Z, a_G, s_H, s_G) switch between SP (original PT: 1, 1, N, N) and muP ([S] + spec §6.2:
 N, M, 1/r, M/N). Distance classes k(i,j) (spec §4): for offset d = j - i, cut points (2, 3, 4) give classes
 {1},{2},{3},{>=4} per direction, K = 8; the diagonal belongs to no class. Single-offset classes are evaluated as
-banded (diagonal) products and only unbounded classes densely, so memory per iteration is O(B*C*L*L).
+banded (diagonal) products and only unbounded classes densely, so memory per iteration is O(B*C*L*L). The
+blockwise path (``model.attention_impl``, ``pt_attention``) computes steps 2-4 and the two ternary messages row
+block by row block and recomputes them in backward: memory linear in L (no dropout/damping/step size on H there).
 
 Options beyond the plain update (all off by default): damping beta (mix logits), step size alpha (mix
 distributions), dropout on H/G probabilities and on Z logits (spec §3.2). The MLM head is
@@ -35,6 +37,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ptsweep.config import PTConfig
+from ptsweep.models import pt_attention
 from ptsweep.parametrization import Role, declare, init_parameters
 
 
@@ -169,13 +172,27 @@ class ProbabilisticTransformer(nn.Module):
         """P^ = a_Z * Q_z: distributions used as features ([S] eq. 7: Q_z <- N Q_z under muP). (B, L, N)"""
         return self.const.a_z * q_z
 
-    def projections(self, p_hat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def flat_weights(self, layout_order: bool = False) -> dict[str, torch.Tensor]:
+        """U, V laid out for flat matmuls, built once per forward (not per MFVI iteration): ``qv`` (N, K*C*2r) for
+        the projections, ``child`` / ``head`` (K*C*r, N) for projecting the message contexts back through U / V.
+        ``layout_order``: classes reordered far-first for the blockwise path (``pt_attention.layout_order``)."""
+        k, c, n, r = self.U.shape
+        u, v = self.U, self.V
+        if layout_order:
+            order = torch.tensor(pt_attention.layout_order(self.classes), device=u.device)
+            u, v = u[order], v[order]
+        return {"qv": torch.cat([u, v], dim=-1).permute(2, 0, 1, 3).reshape(n, k * c * 2 * r),
+                "child": u.transpose(-1, -2).reshape(-1, n),   # (K, C, r, N) -> (K*C*r, N)
+                "head": v.transpose(-1, -2).reshape(-1, n)}
+
+    def projections(self, p_hat: torch.Tensor, weights: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """q = U^T P^, v = V^T P^ for every class and channel: each (B, K, C, L, r).
 
-        One (B*L, N) x (N, 2*K*C*r) matmul for both (a batched einsum over (k, c) is 3-5x slower on CPU)."""
+        One (B*L, N) x (N, 2*K*C*r) matmul for both (a batched einsum over (k, c) is 3-5x slower on CPU).
+        ``weights``: ``flat_weights()`` of this forward (built here when None)."""
         bsz, length, n = p_hat.shape
         k, c, _, r = self.U.shape
-        weight = torch.cat([self.U, self.V], dim=-1).permute(2, 0, 1, 3).reshape(n, k * c * 2 * r)  # (N, K*C*2r)
+        weight = (weights or self.flat_weights())["qv"]  # (N, K*C*2r)
         qv = (p_hat.reshape(bsz * length, n) @ weight).view(bsz, length, k, c, 2 * r)
         qv = qv.permute(0, 2, 3, 1, 4)  # (B, K, C, L, 2r)
         return qv[..., :r], qv[..., r:]
@@ -245,10 +262,23 @@ class ProbabilisticTransformer(nn.Module):
         return (self.cfg.w_topic_g * self.const.s_g) * (p_hat @ self.B.t())
 
     def z_messages(self, input_ids: torch.Tensor, mask: torch.Tensor, q: torch.Tensor, v: torch.Tensor,
-                   q_h: torch.Tensor, g_hat: torch.Tensor) -> dict[str, torch.Tensor]:
+                   q_h: torch.Tensor | None, g_hat: torch.Tensor, weights: dict | None = None,
+                   p_hat: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
         """The four messages into Z (each (B, L, N), unweighted; spec §6.3 step 6):
         unary S_w; child side sum_c,j Q_h[c,i,j] U_{k(i,j),c} v_j; head side sum_c,j Q_h[c,j,i] V_{k(j,i),c} q_j;
-        topic B^T G^_i."""
+        topic B^T G^_i. ``q_h=None``: the blockwise path (``pt_attention``, memory linear in L; plain softmax only:
+        no damping, step size or dropout on H) computes q, v from ``p_hat`` and Q_h block by block (q, v unused,
+        may be None). ``weights``: ``flat_weights()`` of this forward."""
+        weights = weights or self.flat_weights(layout_order=q_h is None)
+        unary = self.unary[input_ids] * mask[..., None]                              # (B, L, N)
+        topic = g_hat @ self.B                                                       # (B, L, N)
+        if q_h is None:
+            if p_hat is None:
+                raise ValueError("z_messages: q_h=None (blockwise path) needs p_hat")
+            k, c, _, r = self.U.shape
+            child, head = pt_attention.blockwise_messages(p_hat, weights, (k, c, r), mask.bool(), self.classes,
+                                                          self.cfg.w_attn * self.const.s_h, self.cfg.mask_value)
+            return {"unary": unary, "child": child, "head": head, "topic": topic}
         bsz, n_cls, chans, length, rank = q.shape
         child_ctx = q.new_zeros(bsz, chans, length, n_cls, rank)  # sum_j R[i,j] 1[k(i,j)=k] v_j^k   (B, C, L, K, r)
         head_ctx = q.new_zeros(bsz, chans, length, n_cls, rank)   # sum_j R[j,i] 1[k(j,i)=k] q_j^k
@@ -271,11 +301,9 @@ class ProbabilisticTransformer(nn.Module):
 
         def back(ctx: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
             ctx = ctx.permute(0, 2, 3, 1, 4).reshape(bsz * length, -1)                  # (B*L, K*C*r)
-            return (ctx @ weight.transpose(-1, -2).reshape(-1, n)).view(bsz, length, n)  # (B, L, N)
+            return (ctx @ weight).view(bsz, length, n)                                 # (B, L, N)
 
-        child, head = back(child_ctx, self.U), back(head_ctx, self.V)
-        unary = self.unary[input_ids] * mask[..., None]                              # (B, L, N)
-        topic = g_hat @ self.B                                                       # (B, L, N)
+        child, head = back(child_ctx, weights["child"]), back(head_ctx, weights["head"])
         return {"unary": unary, "child": child, "head": head, "topic": topic}
 
     def combine_z(self, msgs: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -297,6 +325,8 @@ class ProbabilisticTransformer(nn.Module):
         logits = self.unary[input_ids] * maskf   # l^(0) = S_w: Q_z initialised from the unary only (spec §3.2)
         attn_prev = topic_prev = None                        # damping memory (initial H/G logits: constant -> 0)
         pz_prev = ph_prev = pg_prev = None                   # step-size memory
+        blockwise = trace is None and c.use_blockwise(input_ids.device.type)  # traces: dense Q_h
+        weights = self.flat_weights(blockwise)               # once per forward, shared by all iterations
         for t in range(c.n_iters):
             # 1. normalise Z (fp32 softmax), optional step size, zero the pads
             q_z = torch.softmax(logits.float(), dim=-1).to(logits.dtype)
@@ -305,16 +335,18 @@ class ProbabilisticTransformer(nn.Module):
             q_z = q_z * maskf
             pz_prev = q_z
             p_hat = self.features(q_z)
-            q, v = self.projections(p_hat)
+            # blockwise: q, v and Q_h are computed (and recomputed for backward) inside z_messages, block by block
+            q, v = (None, None) if blockwise else self.projections(p_hat, weights)
             # 2-4. H: attention logits, damping, masks, softmax over heads j, step size, dropout
-            attn = self.attention_logits(q, v)
+            attn = None if blockwise else self.attention_logits(q, v)
             if attn_prev is not None and c.damping_h > 0:
                 attn = c.damping_h * attn_prev + (1 - c.damping_h) * attn
             attn_prev = attn
-            q_h = torch.softmax(self.mask_logits(attn, mask).float(), dim=-1).to(attn.dtype)
+            q_h = None if blockwise else torch.softmax(self.mask_logits(attn, mask).float(), dim=-1).to(attn.dtype)
             if ph_prev is not None and c.stepsize_h < 1.0:
                 q_h = (1 - c.stepsize_h) * ph_prev + c.stepsize_h * q_h
-            q_h = F.dropout(q_h, c.dropout, self.training)
+            if q_h is not None:
+                q_h = F.dropout(q_h, c.dropout, self.training)
             ph_prev = q_h
             # 5. G: topic logits from the same Q_z
             topic = self.topic_logits(p_hat)
@@ -327,7 +359,7 @@ class ProbabilisticTransformer(nn.Module):
             q_g = F.dropout(q_g, c.dropout, self.training)
             pg_prev = q_g
             # 6. Z: weighted messages, damping, dropout on the logits
-            msgs = self.z_messages(input_ids, mask, q, v, q_h, self.const.a_g * q_g)
+            msgs = self.z_messages(input_ids, mask, q, v, q_h, self.const.a_g * q_g, weights, p_hat=p_hat)
             new = self.combine_z(msgs)
             logits = new if c.damping_z == 0 else c.damping_z * logits + (1 - c.damping_z) * new
             logits = F.dropout(logits, c.dropout, self.training)

@@ -1,0 +1,94 @@
+"""Gradient accumulation over micro-batches gives the full-batch update (train.accumulate_gradients)."""
+
+import pytest
+import torch
+
+from ptsweep.config import BertConfig, ConfigError, PTConfig, TrainConfig
+from ptsweep.models import build_model
+from ptsweep.parametrization import build_optimizer
+from ptsweep.train import accumulate_gradients, largest_fitting, micro_slices, resolve_micro_batch
+
+V, B, L = 50, 6, 12
+
+
+def _batch(seed=0):
+    """Rows with very different numbers of targets (0 in row 1), so 1/k weighting would be wrong."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, V, (B, L), generator=g)
+    frac = torch.tensor([0.9, 0.0, 0.1, 0.5, 0.2, 0.7])[:, None]
+    labels = torch.where(torch.rand(B, L, generator=g) < frac, ids, torch.full_like(ids, -100))
+    labels[0, 0] = ids[0, 0]
+    mask = torch.ones(B, L, dtype=torch.bool)
+    mask[3, 9:] = False
+    labels[3, 9:] = -100
+    return {"input_ids": ids, "attention_mask": mask, "labels": labels}
+
+
+def _models():
+    pt = PTConfig(width=32, base_width=32, base_channels=2, base_rank=4, n_iters=2)
+    bert = BertConfig(width=32, n_layers=2, n_heads=2)
+    return [("pt", pt), ("pt-blockwise", PTConfig(**{**pt.__dict__, "attention_impl": "blockwise"})),
+            ("bert", bert)]
+
+
+@pytest.mark.parametrize("name,cfg", _models())
+@pytest.mark.parametrize("micro", [1, 2, 4])
+def test_one_adamw_step_matches_full_batch(name, cfg, micro):
+    torch.manual_seed(0)
+    ref = build_model(cfg, V, L)
+    acc = build_model(cfg, V, L)
+    acc.load_state_dict(ref.state_dict())
+    ref.eval()  # no dropout: the update must be deterministic
+    acc.eval()
+    batch = _batch()
+    results = []
+    for model, m in ((ref, 0), (acc, micro)):
+        # eps = 1e-4: Adam's first step is ~lr * sign(g) where |g| << eps would be ill-conditioned (a 1e-8 gradient
+        # whose rounding flips its sign moves a parameter by 2 lr); with this eps the step is smooth in g
+        opt = build_optimizer(model, model.width, model.parametrization, lr=1e-3, eps=1e-4)
+        loss = accumulate_gradients(model, batch, m, torch.device("cpu"), "fp32")
+        grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+        opt.step()
+        results.append((float(loss), grads, {n: p.detach().clone() for n, p in model.named_parameters()}))
+    assert results[1][0] == pytest.approx(results[0][0], rel=1e-6)
+    for n, g in results[0][1].items():
+        assert torch.allclose(results[1][1][n], g, atol=max(1e-5 * float(g.abs().max()), 1e-9), rtol=0), (name, n, "grad")
+    for n, p in results[0][2].items():
+        assert torch.allclose(results[1][2][n], p, atol=1e-6, rtol=0), (name, n)
+    # the step moved the parameters (the comparison is not vacuous)
+    assert any(not torch.equal(p, q) for p, q in zip(ref.parameters(), build_model(cfg, V, L).parameters()))
+
+
+def test_micro_slices_cover_the_batch():
+    assert micro_slices(7, 3) == [slice(0, 3), slice(3, 6), slice(6, 7)]
+    assert micro_slices(4, 0) == [slice(0, 4)]
+    assert micro_slices(4, 9) == [slice(0, 4)]
+
+
+def test_largest_fitting_bisects_a_monotone_predicate():
+    for limit in (1, 2, 5, 37, 255, 256):
+        probes = []
+
+        def fits(m, limit=limit):
+            probes.append(m)
+            return m <= limit
+
+        assert largest_fitting(256, fits) == limit
+        assert len(probes) <= 10
+    with pytest.raises(RuntimeError, match="not even one"):
+        largest_fitting(8, lambda m: False)
+
+
+def test_resolve_micro_batch_settings():
+    batch = _batch()
+    cpu = torch.device("cpu")
+    assert resolve_micro_batch(0, None, batch, cpu, "fp32") == B
+    assert resolve_micro_batch(4, None, batch, cpu, "fp32") == 4
+    assert resolve_micro_batch(64, None, batch, cpu, "fp32") == B
+    assert resolve_micro_batch("auto", None, batch, cpu, "fp32") == B  # CPU: the full batch
+
+
+@pytest.mark.parametrize("bad", [-1, "half", 2.5, True])
+def test_bad_micro_batch_size_is_a_config_error(bad):
+    with pytest.raises(ConfigError, match="train.micro_batch_size"):
+        TrainConfig(micro_batch_size=bad).validate()

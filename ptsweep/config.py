@@ -41,8 +41,10 @@ class PTConfig:
     """N = dim_z, the number of labels of each Z_i: the model width."""
     scaling: Literal["channels", "rank"] = "channels"
     """Width-scaling paradigm ([S] §2.2): 'channels' grows C with N (r fixed), 'rank' grows r with N (C fixed)."""
-    parametrization: Literal["mup", "sp"] = "mup"
-    """'mup': [S] potentials/temperatures and Table-2 init/LR; 'sp': original PT (spec §6.3 table)."""
+    parametrization: Literal["mup", "mup_paper", "sp"] = "mup"
+    """'mup': [S] potentials/temperatures and Table-2 init/LR rules with the width-stable init constants below
+    (experiments/coord-check/README.md derives them); 'mup_paper': the same with [S]'s literal init (every constant
+    1), which is not width-stable at T >= 2 (kept to reproduce the failure); 'sp': original PT (spec §6.3 table)."""
     base_width: int = 256
     """N0: the width at which the base shape (C0, r0) holds."""
     base_channels: int = 4
@@ -55,6 +57,18 @@ class PTConfig:
     """Distance cut points (spec §4): classes [1,d1),[d1,d2),...,[dm,inf) per direction -> K = 2(m+1) = 8."""
     n_iters: int = 4
     """T: number of asynchronous MFVI iterations."""
+    init_unary: float = 0.5
+    """'mup' only: std of the unary S at init, a base-shape constant (input group, N^0; [S] Table 2 and 'mup_paper':
+    1). Keeps the spread of the Z logits, hence the tail of N*Q_z, small (coord-check README, derivation)."""
+    init_u: float = 0.0
+    """'mup' only: U ~ N(0, init_u^2 / N) (hidden group; 'mup_paper': 1). 0 (like muP's zero-initialised query):
+    the ternary round trip i -> j -> i through the random init, gain ~ (init_u * init_v)^2 w_child w_head, is then
+    absent; V's random init breaks the symmetry (coord-check README)."""
+    init_v: float = 1.0
+    """'mup' only: V ~ N(0, init_v^2 / N) (hidden group; 'mup_paper': 1)."""
+    init_topic: float = 0.02
+    """'mup' only: B ~ N(0, init_topic^2 / N) (hidden group; 'mup_paper': 1). The topic round trip Z -> G -> Z feeds
+    each label's own N*Q_z back with gain (M/N)^2 * init_topic^2 * w_topic_g * w_topic_z (16 with 'mup_paper')."""
     w_unary: float = 1.0
     """Information weight on the unary message S_w -> Z (spec §7, omega_S)."""
     w_child: float = 1.0
@@ -125,6 +139,11 @@ class PTConfig:
         _require(list(self.dists) == sorted(set(self.dists)) and all(d >= 2 for d in self.dists), "model.dists",
                  f"must be strictly increasing integers >= 2, got {list(self.dists)}")
         _require(self.n_iters >= 1, "model.n_iters", "must be >= 1")
+        for key in ("init_unary", "init_u", "init_v", "init_topic"):
+            v = getattr(self, key)
+            _require(math.isfinite(v) and v >= 0, f"model.{key}", f"init scales must be >= 0, got {v}")
+        _require(self.init_unary > 0 and self.init_topic > 0 and self.init_u + self.init_v > 0, "model.init_unary",
+                 "S and B need a random init (symmetry breaking), and U, V not both zero")
         for w in INFO_WEIGHTS:
             v = getattr(self, w)
             _require(math.isfinite(v) and v > 0, f"model.{w}", f"information weights must be positive, got {v}")
@@ -450,8 +469,8 @@ class SweepConfig:
         _require(0 < self.coord_tolerance < 1, "sweep.coord_tolerance", "must be in (0, 1)")
         for key, pars in (("sweep.coord_parametrizations", self.coord_parametrizations),
                           ("sweep.lr_parametrizations", self.lr_parametrizations)):
-            _require(len(pars) >= 1 and set(pars) <= {"mup", "sp"} and len(set(pars)) == len(pars), key,
-                     f"must be distinct values of mup | sp, got {pars}")
+            _require(len(pars) >= 1 and set(pars) <= {"mup", "mup_paper", "sp"} and len(set(pars)) == len(pars), key,
+                     f"must be distinct values of mup | mup_paper | sp, got {pars}")
         _require(len(self.lr_widths) >= 2 and all(w > 0 for w in self.lr_widths)
                  and len(set(self.lr_widths)) == len(self.lr_widths), "sweep.lr_widths",
                  f"need >= 2 distinct positive widths, got {self.lr_widths}")

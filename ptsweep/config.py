@@ -57,14 +57,18 @@ class PTConfig:
     """Distance cut points (spec §4): classes [1,d1),[d1,d2),...,[dm,inf) per direction -> K = 2(m+1) = 8."""
     n_iters: int = 4
     """T: number of asynchronous MFVI iterations."""
+    center_features: bool = True
+    """'mup' only: use N Q_z - 1 and M Q_g - 1 as features (a potential shift: the ternary and binary factors
+    double-centred, T~ = P T P; the CRF reading is kept). Removes the component shared by all tokens (U^T 1, B 1)
+    from q, v, the topic logits and the messages ('mup_paper' and 'sp': off)."""
     init_unary: float = 0.5
     """'mup' only: std of the unary S at init, a base-shape constant (input group, N^0; [S] Table 2 and 'mup_paper':
     1). Keeps the spread of the Z logits, hence the tail of N*Q_z, small (coord-check README, derivation)."""
-    init_u: float = 0.0
-    """'mup' only: U ~ N(0, init_u^2 / N) (hidden group; 'mup_paper': 1). 0 (like muP's zero-initialised query):
-    the ternary round trip i -> j -> i through the random init, gain ~ (init_u * init_v)^2 w_child w_head, is then
-    absent; V's random init breaks the symmetry (coord-check README)."""
-    init_v: float = 1.0
+    init_u: float = 0.5
+    """'mup' only: U ~ N(0, init_u^2 / N) (hidden group; 'mup_paper': 1). The ternary round trip i -> j -> i
+    through the random init has gain ~ (init_u * init_v)^2 w_child w_head, while the coherent (p_hat-side) update of
+    q = U^T p_hat is driven by a gradient ~ init_u * init_v: 0.5 * 0.5 trades the two (coord-check README)."""
+    init_v: float = 0.5
     """'mup' only: V ~ N(0, init_v^2 / N) (hidden group; 'mup_paper': 1)."""
     init_topic: float = 0.02
     """'mup' only: B ~ N(0, init_topic^2 / N) (hidden group; 'mup_paper': 1). The topic round trip Z -> G -> Z feeds
@@ -374,8 +378,12 @@ class SweepConfig:
     """Seed of the Optuna TPE sampler and of the perturbations."""
     lr_range: tuple[float, float] = (1e-3, 1e-1)
     """Log-uniform range of optim.lr for PT."""
-    weight_range: tuple[float, float] = (0.25, 4.0)
-    """Log-uniform range of each information weight."""
+    weight_range: tuple[float, float] = (0.5, 1.5)
+    """Log-uniform range of each information weight (PT 'mup': the loop-gain region that stays width-stable,
+    experiments/coord-check/README.md)."""
+    weight_ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """Per-weight log-uniform ranges that replace ``weight_range`` for the weights named (keys: w_unary, w_child,
+    w_head, w_topic_z, w_attn, w_topic_g)."""
     asha_grace_frac: float = 0.25
     """ASHA: minimum fraction of the budget before a trial can be stopped."""
     asha_reduction: int = 3
@@ -449,6 +457,12 @@ class SweepConfig:
         _require(self.num_samples >= 1, "sweep.num_samples", "must be >= 1")
         _require(0 < self.lr_range[0] < self.lr_range[1], "sweep.lr_range", "must be 0 < low < high")
         _require(0 < self.weight_range[0] < self.weight_range[1], "sweep.weight_range", "must be 0 < low < high")
+        _require(isinstance(self.weight_ranges, dict) and set(self.weight_ranges) <= set(INFO_WEIGHTS),
+                 "sweep.weight_ranges", f"keys must be information weights {list(INFO_WEIGHTS)}, got "
+                                        f"{list(self.weight_ranges) if isinstance(self.weight_ranges, dict) else self.weight_ranges}")
+        for key, rng in self.weight_ranges.items():
+            _require(isinstance(rng, (list, tuple)) and len(rng) == 2 and all(isinstance(x, (int, float)) for x in rng)
+                     and 0 < rng[0] < rng[1], f"sweep.weight_ranges.{key}", f"must be [low, high] with 0 < low < high, got {rng}")
         _require(0 < self.alpha < 1, "sweep.alpha", "must be in (0, 1)")
         _require(0 < self.p < 1, "sweep.p", "must be in (0, 1)")
         _require(self.n >= 0, "sweep.n", "must be >= 0")

@@ -14,7 +14,7 @@ from ptsweep.parametrization import Role, build_optimizer, role_of, set_lr
 VOCAB = 64
 
 
-STABLE_INIT = {"unary": 0.5, "U": 0.0, "V": 1.0, "B": 0.02}
+STABLE_INIT = {"unary": 0.5, "U": 0.5, "V": 0.5, "B": 0.02}
 """The 'mup' default's base-shape init constants (PTConfig.init_*; experiments/coord-check/README.md)."""
 
 

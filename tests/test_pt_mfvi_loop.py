@@ -14,6 +14,9 @@ G logits = w_topic_g * (-dE_topic/dQ^G) / w_G;  l <- [w_unary (-dE_unary/dQ_z) +
 + w_head (-dE_tern/d head slot) + w_topic_z (-dE_topic/dQ_z)] / w_Z;  l^(0) = S_w (spec §3.2).
 muP and mup_paper ([S]): ku, kt, kb = tau, tau N, tau M with tau = N / r; entropy weights tau, 1, tau.
 SP (original PT): potentials 1; entropy weights 1, 1/N, 1/N (the code's F * d_model, reused for the topics).
+'mup' (center_features): the ternary and binary factors double-centred, T~ = P T P, B~ = P_M B P_N; written here
+as the energy of the centred marginals, Q -> Q - 1/N (Q^G -> Q^G - 1/M) inside E_tern and E_topic, which is the
+same expected energy for distributions (spec §2 factors, a potential shift).
 
 Mutations of ``mfvi()`` that this file catches (tried by hand, see experiments/coord-check/README.md):
 (a) initial Z logits 0 instead of S_w, (b) topic logits from Q_z instead of N * Q_z.
@@ -39,9 +42,9 @@ def brute_class(i: int, j: int) -> int:
     return mag - 1 if d > 0 else 4 + mag - 1
 
 
-def make(parametrization: str, scaling: str, n_iters: int, width: int = 16) -> ProbabilisticTransformer:
+def make(parametrization: str, scaling: str, n_iters: int, width: int = 16, **kw) -> ProbabilisticTransformer:
     cfg = PTConfig(width=width, base_width=8, base_channels=2, base_rank=4, topic_ratio=2, scaling=scaling,
-                   parametrization=parametrization, n_iters=n_iters, **WEIGHTS)
+                   parametrization=parametrization, n_iters=n_iters, **WEIGHTS, **kw)
     torch.manual_seed(0)
     model = ProbabilisticTransformer(cfg, vocab_size=VOCAB).to(torch.float64)
     with torch.no_grad():  # random parameters so every message matters (the stable init has U = 0), small enough
@@ -81,12 +84,17 @@ def reference_mfvi(model, ids, mask) -> torch.Tensor:
     def e_unary(qz):
         return -ku * sum(qz[b, i] @ S[ids[b, i]] for b in range(bsz) for i in range(length) if mask[b, i])
 
+    shift = cfg.parametrization == "mup" and cfg.center_features
+    u_n = 1.0 / cfg.width if shift else 0.0    # Q -> Q - u: the double-centred factors
+    u_m = 1.0 / cfg.topics if shift else 0.0
+
     def e_tern(q_child, q_head, qh):
-        return -kt * sum(qh[b, c, i, j] * (q_child[b, i] @ tern[(brute_class(i, j), c)] @ q_head[b, j])
+        return -kt * sum(qh[b, c, i, j] * ((q_child[b, i] - u_n) @ tern[(brute_class(i, j), c)] @ (q_head[b, j] - u_n))
                          for b, i, j in pairs for c in range(cfg.channels))
 
     def e_topic(qz, qg):
-        return -kb * sum(qg[b, i] @ B @ qz[b, i] for b in range(bsz) for i in range(length) if mask[b, i])
+        return -kb * sum((qg[b, i] - u_m) @ B @ (qz[b, i] - u_n) for b in range(bsz) for i in range(length)
+                         if mask[b, i])
 
     def softmax(x):
         return torch.softmax(x, -1)
@@ -121,9 +129,12 @@ def model_mfvi(model, ids, mask) -> torch.Tensor:
 
 @pytest.mark.parametrize("n_iters", [1, 2, 3])
 @pytest.mark.parametrize("scaling", ["channels", "rank"])
-@pytest.mark.parametrize("parametrization", ["mup", "mup_paper", "sp"])
+@pytest.mark.parametrize("parametrization", ["mup", "mup_uncentred", "mup_paper", "sp"])
 def test_whole_mfvi_loop_matches_energy_reference(parametrization, scaling, n_iters):
-    model = make(parametrization, scaling, n_iters)
+    if parametrization == "mup_uncentred":
+        model = make("mup", scaling, n_iters, center_features=False)
+    else:
+        model = make(parametrization, scaling, n_iters)
     ids, mask = batch()
     ours = model_mfvi(model, ids, mask)
     ref = reference_mfvi(model, ids, mask)

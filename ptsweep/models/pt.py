@@ -128,6 +128,7 @@ class MFVIConstants:
     init_u: float = 1.0  # ... of U
     init_v: float = 1.0  # ... of V
     init_b: float = 1.0  # ... of B
+    center: float = 0.0  # features a_Z Q_z - center, a_G Q_g - center (1 under 'mup' with center_features)
 
     @staticmethod
     def of(cfg: PTConfig) -> MFVIConstants:
@@ -139,6 +140,7 @@ class MFVIConstants:
             if cfg.parametrization == "mup":  # the width-stable init (coord-check README, derivation)
                 const.init_s, const.init_u, const.init_v, const.init_b = (cfg.init_unary, cfg.init_u, cfg.init_v,
                                                                           cfg.init_topic)
+                const.center = 1.0 if cfg.center_features else 0.0
             return const
         # original PT: lambda_Z = 1, lambda_H = 1/N (the code's F * d_model), topics reuse N (spec §3.3).
         return MFVIConstants(a_z=1.0, a_g=1.0, s_h=float(n), s_g=float(n))
@@ -188,8 +190,21 @@ class ProbabilisticTransformer(nn.Module):
 
     # ------------------------------------------------------------------ single updates (pure in their inputs)
     def features(self, q_z: torch.Tensor) -> torch.Tensor:
-        """P^ = a_Z * Q_z: distributions used as features ([S] eq. 7: Q_z <- N Q_z under muP). (B, L, N)"""
-        return self.const.a_z * q_z
+        """P^ = a_Z * Q_z - center * sum(Q_z): distributions used as features ([S] eq. 7: Q_z <- N Q_z under muP).
+        (B, L, N). With center = 1 ('mup'): N Q_z - 1 on real tokens, 0 on pads (zeroed Q_z); this is the CRF with
+        double-centred factors T~ = P T P (P = I - 11^T/N), the same for B, since (Q - 1/N)^T T (Q' - 1/N) =
+        Q^T T~ Q' for distributions Q, Q' (coord-check README)."""
+        p_hat = self.const.a_z * q_z
+        if self.const.center:
+            p_hat = p_hat - self.const.center * q_z.sum(-1, keepdim=True)
+        return p_hat
+
+    def topic_features(self, q_g: torch.Tensor) -> torch.Tensor:
+        """G^ = a_G * Q_g - center * sum(Q_g) (B, L, M): the topic distribution as a feature (M Q_g under muP)."""
+        g_hat = self.const.a_g * q_g
+        if self.const.center:
+            g_hat = g_hat - self.const.center * q_g.sum(-1, keepdim=True)
+        return g_hat
 
     def projections(self, p_hat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """q = U^T P^, v = V^T P^ for every class and channel: each (B, K, C, L, r).
@@ -353,7 +368,7 @@ class ProbabilisticTransformer(nn.Module):
             q_g = F.dropout(q_g, c.dropout, self.training)
             pg_prev = q_g
             # 6. Z: weighted messages, damping, dropout on the logits
-            msgs = self.z_messages(input_ids, mask, q, v, q_h, self.const.a_g * q_g)
+            msgs = self.z_messages(input_ids, mask, q, v, q_h, self.topic_features(q_g))
             new = self.combine_z(msgs)
             logits = new if c.damping_z == 0 else c.damping_z * logits + (1 - c.damping_z) * new
             logits = F.dropout(logits, c.dropout, self.training)

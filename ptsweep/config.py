@@ -413,6 +413,9 @@ class SweepConfig:
     """lr-transfer: lowest and highest base LR of the log-spaced grid."""
     lr_grid_points: int = 9
     """lr-transfer: number of LR grid points (log-spaced, both ends included)."""
+    lr_sp_grid_range: list[float] = field(default_factory=list)
+    """lr-transfer: [low, high] of the SP LR grid ([] = lr_grid_range). muP's eta multiplies the hidden LR by 1/N,
+    SP's does not, so the two optima can sit decades apart."""
     lr_seeds: int = 3
     """lr-transfer: seeds at each of the ``lr_refine_top`` best values per (parametrization, width); stage 1 runs the
     whole grid with seed ``seed``, stage 2 adds seeds ``seed+1 .. seed+lr_seeds-1`` near the optimum."""
@@ -467,6 +470,9 @@ class SweepConfig:
                  f"need >= 2 distinct positive widths, got {self.lr_widths}")
         _require(0 < self.lr_grid_range[0] < self.lr_grid_range[1], "sweep.lr_grid_range", "must be 0 < low < high")
         _require(self.lr_grid_points >= 2, "sweep.lr_grid_points", "must be >= 2")
+        _require(not self.lr_sp_grid_range or (len(self.lr_sp_grid_range) == 2
+                                                and 0 < self.lr_sp_grid_range[0] < self.lr_sp_grid_range[1]),
+                 "sweep.lr_sp_grid_range", f"must be [] or [low, high] with 0 < low < high, got {self.lr_sp_grid_range}")
         _require(self.lr_seeds >= 1, "sweep.lr_seeds", "must be >= 1")
         _require(self.lr_refine_top >= 0, "sweep.lr_refine_top", "must be >= 0 (0 = every grid value)")
         _require(self.lr_weight_key in {f"model.{w}" for w in INFO_WEIGHTS}, "sweep.lr_weight_key",

@@ -50,6 +50,10 @@ def test_grid_is_log_spaced_and_stage1_covers_every_point(smoke_cfg):
     t2, l2 = lt.stage1_trials(cfg2)
     wt = [t for t, lab in zip(t2, l2) if lab.startswith("wtopicg-")]
     assert len(wt) == 9 and all("model.w_topic_g" in t and t["optim.lr"] == 0.05 for t in wt)
+    cfg4 = _study_cfg(smoke_cfg, **{"sweep.lr_sp_grid_range": [1e-4, 1e-2]})
+    t4, l4 = lt.stage1_trials(cfg4)
+    assert sorted({t["optim.lr"] for t, lab in zip(t4, l4) if lab.startswith("lr-sp")}) == lt.lr_grid(cfg4, "sp")
+    assert lt.lr_grid(cfg4, "sp")[0] == 1e-4 and lt.lr_grid(cfg4, "mup")[0] == 1e-3
     cfg3 = _study_cfg(smoke_cfg, **{"sweep.lr_weight_widths": [32, 128]})
     t3, l3 = lt.stage1_trials(cfg3)
     assert sorted({t["model.width"] for t, lab in zip(t3, l3) if lab.startswith("wattn-")}) == [32, 128]
@@ -97,6 +101,8 @@ def test_config_rejects_bad_settings(smoke_cfg):
         with_overrides(smoke_cfg, {"sweep.lr_widths": [64]})
     with pytest.raises(ConfigError, match="sweep.lr_weight_key"):
         with_overrides(smoke_cfg, {"sweep.lr_weight_key": "optim.lr"})
+    with pytest.raises(ConfigError, match="sweep.lr_sp_grid_range"):
+        with_overrides(smoke_cfg, {"sweep.lr_sp_grid_range": [1e-2, 1e-4]})
     with pytest.raises(ConfigError, match="sweep.lr_refine_top"):
         with_overrides(smoke_cfg, {"sweep.lr_refine_top": -1})
 

@@ -4,6 +4,7 @@ divergences kept):
 
     stage 1 "grid"   one seed (``seed``) over the whole grid:
                      LR study      sweep.lr_parametrizations x sweep.lr_widths x geomspace(*lr_grid_range, lr_grid_points)
+                                   (SP: lr_sp_grid_range when set)
                      weight study  muP only: sweep.lr_weight_widths (default lr_widths) x sweep.lr_weight_grid (the
                                    weight ``sweep.lr_weight_key``)
                                    at the base LR ``sweep.lr_weight_lr`` (0 = optim.lr)
@@ -52,9 +53,11 @@ def weight_label(key: str) -> str:
     return key.split(".", 1)[1].replace("_", "")
 
 
-def lr_grid(cfg: RunConfig) -> list[float]:
-    """The log-spaced LR grid (both ends included), rounded to 4 significant digits for readable trial keys."""
-    lo, hi = cfg.sweep.lr_grid_range
+def lr_grid(cfg: RunConfig, parametrization: str = "mup") -> list[float]:
+    """The log-spaced LR grid of a parametrization (both ends included; SP: ``lr_sp_grid_range`` when set), rounded
+    to 4 significant digits for readable trial keys."""
+    lo, hi = (cfg.sweep.lr_sp_grid_range if parametrization == "sp" and cfg.sweep.lr_sp_grid_range
+              else cfg.sweep.lr_grid_range)
     return [float(f"{x:.4g}") for x in np.geomspace(lo, hi, cfg.sweep.lr_grid_points)]
 
 
@@ -83,7 +86,7 @@ def _groups(cfg: RunConfig) -> list[tuple[str, str, int, list[float]]]:
     out = []
     for width in sorted(sw.lr_widths, reverse=True):
         for par in sw.lr_parametrizations:
-            out.append(("lr", par, int(width), lr_grid(cfg)))
+            out.append(("lr", par, int(width), lr_grid(cfg, par)))
         if (sw.lr_weight_grid and "mup" in sw.lr_parametrizations  # information weights are muP hyperparameters
                 and (not sw.lr_weight_widths or width in sw.lr_weight_widths)):
             out.append(("weight", "mup", int(width), [float(v) for v in sw.lr_weight_grid]))
@@ -300,7 +303,8 @@ def run(cfg: RunConfig) -> Path:
         "lr": result.get("lr", {}),
         "weight": result.get("weight", {}),
         "optima": opt.to_dict("records"),
-        "settings": {"widths": list(cfg.sweep.lr_widths), "lr_grid": lr_grid(cfg),
+        "settings": {"widths": list(cfg.sweep.lr_widths),
+                     "lr_grid": {p: lr_grid(cfg, p) for p in cfg.sweep.lr_parametrizations},
                      "weight_key": cfg.sweep.lr_weight_key, "weight_grid": list(cfg.sweep.lr_weight_grid),
                      "weight_widths": list(cfg.sweep.lr_weight_widths or cfg.sweep.lr_widths),
                      "weight_study_lr": weight_lr(cfg), "seeds": cfg.sweep.lr_seeds,

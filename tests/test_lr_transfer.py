@@ -280,3 +280,24 @@ def test_smoke_two_stage_study_runs_on_ray_and_resumes(smoke_cfg):
     assert len(starts) == 6
     lt.run(cfg)  # resume: every trial of both stages is in the ledger, nothing trains again
     assert (sdir / "trial_starts.log").read_text().splitlines() == starts
+
+
+def test_partial_report_reads_the_ledger_of_a_running_study(smoke_cfg, tmp_path, capsys):
+    cfg = _study_cfg(smoke_cfg, **{"sweep.lr_widths": [32, 256]})
+    df = _synthetic({("mup", 32): -5, ("mup", 256): -5, ("sp", 32): -4, ("sp", 256): -7})
+    for i, r in df.iterrows():
+        ov = {k: r[k] for k in ("model.parametrization", "model.width", "optim.lr", "seed")}
+        rec = {"trial_key": f"k{i}", "label": r["label"], "overrides": ov, "status": "ok",
+               **{m: r[m] for m in ("val_loss", "val_loss_se", "unigram_loss", "unigram_loss_se",
+                                    "gain_over_unigram", "gain_over_unigram_se")}}
+        (tmp_path / "trials" / f"k{i}").mkdir(parents=True)
+        (tmp_path / "trials" / f"k{i}" / "final.json").write_text(json.dumps({k: (v.item() if hasattr(v, "item") else v)
+                                                                             for k, v in rec.items()}))
+    (tmp_path / "trials" / "running").mkdir()  # a trial still running has no final.json: skipped
+    t = lt.ledger_table(tmp_path, cfg)
+    assert len(t) == len(df) and set(t["stage"]) == {1, 2}
+    lt.main([str(tmp_path), "preset=smoke", "tracker=disabled", "sweep.lr_grid_range=[1e-3,1e-1]"])
+    out = capsys.readouterr().out
+    assert "drift of optim.lr (sp), width 32 -> 256: -3.00 factors of 2" in out
+    assert "Unigram baseline" in out and "| optim.lr | mup | 256 | 3 | 0.0312 |" in out
+    assert (tmp_path / "partial_optima.csv").exists() and (tmp_path / "partial_lr_transfer.png").exists()

@@ -340,3 +340,102 @@ def run(cfg: RunConfig) -> Path:
     log_summary(cfg, sdir, SWEEP, {"trials": df}, {"lr_transfer": image} if image else {},
                 {k: v for k, v in summary.items() if k not in ("settings", "lr", "weight")}, tags=[f"sweep={SWEEP}"])
     return sdir
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Reading a study folder (finished or still running) and printing its tables
+# --------------------------------------------------------------------------------------------------------------
+def ledger_table(sdir: Path, cfg: RunConfig):
+    """Every finished trial of a study folder, from its ledger records (``trials/*/final.json``): works while the
+    study is still running (``trials.csv`` is only written when an invocation ends). Stage = 1 for seed ``cfg.seed``,
+    else 2."""
+    import json
+
+    import pandas as pd
+
+    rows = []
+    for f in sorted(Path(sdir, "trials").glob("*/final.json")):
+        try:
+            rec = json.loads(f.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        if "trial_key" not in rec:
+            continue
+        row = {"trial_key": rec["trial_key"], "label": rec.get("label", ""), **rec.get("overrides", {})}
+        for m in ("val_loss", "status", "error", "steps", "wall_s", *EXTRA_METRICS):
+            row[m] = rec.get(m)
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return df
+    df["val_loss"] = pd.to_numeric(df["val_loss"], errors="coerce").fillna(math.inf)
+    for m in EXTRA_METRICS:
+        df[m] = pd.to_numeric(df[m], errors="coerce")
+    df["stage"] = np.where(df["seed"] == cfg.seed, 1, 2)
+    return _fill_base(df, cfg)
+
+
+def markdown(result: dict) -> str:
+    """The optima table and the drift lines as markdown (README)."""
+    lines = []
+    if result.get("unigram_loss") is not None:
+        lines.append(f"Unigram baseline (training-set frequencies on the same masked tokens): "
+                     f"{result['unigram_loss']:.4f} ± {result['unigram_loss_se']:.4f}\n")
+    lines.append("| study | param. | width | seeds | optimum | within 2 paired SE | bootstrap 90% | parabola vertex "
+                 "| loss at optimum ± SE | gain over unigram ± SE | best run: loss, gain ± SE |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
+    for study in ("lr", "weight"):
+        if study not in result:
+            continue
+        xc = result[study]["x_col"]
+        for par, r in result[study]["by_parametrization"].items():
+            for w, o in r["per_width"].items():
+                if o.get("x_opt") is None:
+                    continue
+                q = np.quantile(o["boot_log2"], [0.05, 0.95])
+                g, b = o.get("gains", {}), o.get("best_run", {})
+                vx = f"{2 ** o['vertex_log2']:.3g}" if o["vertex_log2"] is not None else "-"
+                lines.append(
+                    f"| {xc} | {par} | {w} | {o['n_seeds']} | {o['x_opt']:.3g}{' (edge)' if o['at_edge'] else ''} "
+                    f"| {o['plausible'][0]:.3g} - {o['plausible'][-1]:.3g} | {2 ** q[0]:.3g} - {2 ** q[1]:.3g} | {vx} "
+                    f"| {g.get('val_loss', math.nan):.3f} ± {g.get('val_loss_se', math.nan):.3f} "
+                    f"| {g.get('gain_over_unigram', math.nan):+.3f} ± {g.get('gain_over_unigram_se', math.nan):.3f} "
+                    f"| {b.get('val_loss', math.nan):.3f}, {b.get('gain_over_unigram', math.nan):+.3f} ± "
+                    f"{b.get('gain_over_unigram_se', math.nan):.3f} |")
+    lines.append("")
+    for study in ("lr", "weight"):
+        if study not in result:
+            continue
+        for par, r in result[study]["by_parametrization"].items():
+            q, pr = r["drift_boot_q"], r["drift_plausible_range"]
+            lines.append(f"* drift of {result[study]['x_col']} ({par}), width {r['smallest_width']} -> "
+                         f"{r['largest_width']}: {r['drift_log2']:+.2f} factors of 2 (bootstrap 90% [{q[0]:+.1f}, "
+                         f"{q[2]:+.1f}]; plausible-set range [{pr[0]:+.1f}, {pr[1]:+.1f}])"
+                         + (" - an optimum on a grid edge: a bound" if r["drift_is_bound"] else ""))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m ptsweep.sweeps.lr_transfer STUDY_DIR [overrides]``: analyse the finished trials of a study folder
+    (also while it runs) and print the markdown tables; writes ``partial_optima.csv`` and ``partial_lr_transfer.png``."""
+    import sys
+
+    from ptsweep.cli import compose
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    sdir, overrides = Path(argv[0]), argv[1:]
+    cfg = compose(overrides)
+    df = ledger_table(sdir, cfg)
+    if df.empty:
+        print(f"no finished trials in {sdir}")
+        return
+    result = analyse(df, cfg)
+    optima_table(result).to_csv(sdir / "partial_optima.csv", index=False)
+    plot(df, result, cfg, sdir / "partial_lr_transfer.png")
+    counts = df.groupby(["label", "stage"]).size().to_dict()
+    print(f"{len(df)} finished trials: " + ", ".join(f"{k[0]}/stage{k[1]}: {v}" for k, v in sorted(counts.items())))
+    print(markdown(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -283,11 +283,21 @@ def test_smoke_two_stage_study_runs_on_ray_and_resumes(smoke_cfg):
 
 
 def test_partial_report_reads_the_ledger_of_a_running_study(smoke_cfg, tmp_path, capsys):
-    cfg = _study_cfg(smoke_cfg, **{"sweep.lr_widths": [32, 256]})
-    df = _synthetic({("mup", 32): -5, ("mup", 256): -5, ("sp", 32): -4, ("sp", 256): -7})
+    from ptsweep.config import to_dict
+    from ptsweep.sweeps.common import trial_key
+
+    grid = [2.0 ** k for k in range(-10, -1)]
+    cfg = _study_cfg(smoke_cfg, **{"sweep.lr_widths": [32, 256], "sweep.lr_grid_range": [grid[0], grid[-1]],
+                                   "sweep.lr_grid_points": len(grid), "sweep.lr_weight_grid": [],
+                                   "sweep.lr_refine_top": 3})
+    df = _synthetic({("mup", 32): -5, ("mup", 256): -5, ("sp", 32): -4, ("sp", 256): -7},
+                    grid=tuple(lt.lr_grid(cfg)), refine=1)
+    base = to_dict(cfg)
     for i, r in df.iterrows():
-        ov = {k: r[k] for k in ("model.parametrization", "model.width", "optim.lr", "seed")}
-        rec = {"trial_key": f"k{i}", "label": r["label"], "overrides": ov, "status": "ok",
+        ov = {**lt._common(cfg), **{k: r[k].item() if hasattr(r[k], "item") else r[k]
+                                    for k in ("model.parametrization", "model.width", "optim.lr", "seed")}}
+        key = trial_key(base, ov, r["label"]) if i != 0 else "other-model-version"  # not this study's trial
+        rec = {"trial_key": key, "label": r["label"], "overrides": ov, "status": "ok",
                **{m: r[m] for m in ("val_loss", "val_loss_se", "unigram_loss", "unigram_loss_se",
                                     "gain_over_unigram", "gain_over_unigram_se")}}
         (tmp_path / "trials" / f"k{i}").mkdir(parents=True)
@@ -295,8 +305,10 @@ def test_partial_report_reads_the_ledger_of_a_running_study(smoke_cfg, tmp_path,
                                                                              for k, v in rec.items()}))
     (tmp_path / "trials" / "running").mkdir()  # a trial still running has no final.json: skipped
     t = lt.ledger_table(tmp_path, cfg)
-    assert len(t) == len(df) and set(t["stage"]) == {1, 2}
-    lt.main([str(tmp_path), "preset=smoke", "tracker=disabled", "sweep.lr_grid_range=[1e-3,1e-1]"])
+    assert len(t) == len(df) - 1 and set(t["stage"]) == {1, 2}
+    lt.main([str(tmp_path), "preset=smoke", "tracker=disabled", "sweep.lr_widths=[32,256]",
+             f"sweep.lr_grid_range=[{grid[0]},{grid[-1]}]", f"sweep.lr_grid_points={len(grid)}",
+             "sweep.lr_weight_grid=[]", "sweep.lr_refine_top=3", "sweep.lr_seeds=3"])
     out = capsys.readouterr().out
     assert "drift of optim.lr (sp), width 32 -> 256: -3.00 factors of 2" in out
     assert "Unigram baseline" in out and "| optim.lr | mup | 256 | 3 | 0.0312 |" in out

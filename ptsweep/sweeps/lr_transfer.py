@@ -346,9 +346,9 @@ def run(cfg: RunConfig) -> Path:
 # Reading a study folder (finished or still running) and printing its tables
 # --------------------------------------------------------------------------------------------------------------
 def ledger_table(sdir: Path, cfg: RunConfig):
-    """Every finished trial of a study folder, from its ledger records (``trials/*/final.json``): works while the
-    study is still running (``trials.csv`` is only written when an invocation ends). Stage = 1 for seed ``cfg.seed``,
-    else 2."""
+    """Every finished trial of a study folder that belongs to the study ``cfg`` describes (its trial keys), from the
+    ledger records (``trials/*/final.json``): works while the study is still running (``trials.csv`` is only written
+    when an invocation ends). Stage = 1 for seed ``cfg.seed``, else 2."""
     import json
 
     import pandas as pd
@@ -372,7 +372,17 @@ def ledger_table(sdir: Path, cfg: RunConfig):
     for m in EXTRA_METRICS:
         df[m] = pd.to_numeric(df[m], errors="coerce")
     df["stage"] = np.where(df["seed"] == cfg.seed, 1, 2)
-    return _fill_base(df, cfg)
+    df = _fill_base(df, cfg)
+    # only this configuration's trials (a folder may also hold records of another grid or model version)
+    from ptsweep.config import to_dict
+    from ptsweep.sweeps.common import trial_key
+
+    base = to_dict(cfg)
+    t1, l1 = stage1_trials(cfg)
+    keys = {trial_key(base, ov, lab) for ov, lab in zip(t1, l1)}
+    t2, l2 = stage2_trials(cfg, df[df["trial_key"].isin(keys)])
+    keys |= {trial_key(base, ov, lab) for ov, lab in zip(t2, l2)}
+    return df[df["trial_key"].isin(keys)].reset_index(drop=True)
 
 
 def markdown(result: dict) -> str:

@@ -41,8 +41,10 @@ class PTConfig:
     """N = dim_z, the number of labels of each Z_i: the model width."""
     scaling: Literal["channels", "rank"] = "channels"
     """Width-scaling paradigm ([S] §2.2): 'channels' grows C with N (r fixed), 'rank' grows r with N (C fixed)."""
-    parametrization: Literal["mup", "sp"] = "mup"
-    """'mup': [S] potentials/temperatures and Table-2 init/LR; 'sp': original PT (spec §6.3 table)."""
+    parametrization: Literal["mup", "mup_paper", "sp"] = "mup"
+    """'mup': [S] potentials/temperatures and Table-2 init/LR rules with the width-stable init constants below
+    (experiments/coord-check/README.md derives them); 'mup_paper': the same with [S]'s literal init (every constant
+    1), which is not width-stable at T >= 2 (kept to reproduce the failure); 'sp': original PT (spec §6.3 table)."""
     base_width: int = 256
     """N0: the width at which the base shape (C0, r0) holds."""
     base_channels: int = 4
@@ -55,6 +57,22 @@ class PTConfig:
     """Distance cut points (spec §4): classes [1,d1),[d1,d2),...,[dm,inf) per direction -> K = 2(m+1) = 8."""
     n_iters: int = 4
     """T: number of asynchronous MFVI iterations."""
+    center_features: bool = True
+    """'mup' only: use N Q_z - 1 and M Q_g - 1 as features (a potential shift: the ternary and binary factors
+    double-centred, T~ = P T P; the CRF reading is kept). Removes the component shared by all tokens (U^T 1, B 1)
+    from q, v, the topic logits and the messages ('mup_paper' and 'sp': off)."""
+    init_unary: float = 0.5
+    """'mup' only: std of the unary S at init, a base-shape constant (input group, N^0; [S] Table 2 and 'mup_paper':
+    1). Keeps the spread of the Z logits, hence the tail of N*Q_z, small (coord-check README, derivation)."""
+    init_u: float = 0.5
+    """'mup' only: U ~ N(0, init_u^2 / N) (hidden group; 'mup_paper': 1). The ternary round trip i -> j -> i
+    through the random init has gain ~ (init_u * init_v)^2 w_child w_head, while the coherent (p_hat-side) update of
+    q = U^T p_hat is driven by a gradient ~ init_u * init_v: 0.5 * 0.5 trades the two (coord-check README)."""
+    init_v: float = 0.5
+    """'mup' only: V ~ N(0, init_v^2 / N) (hidden group; 'mup_paper': 1)."""
+    init_topic: float = 0.02
+    """'mup' only: B ~ N(0, init_topic^2 / N) (hidden group; 'mup_paper': 1). The topic round trip Z -> G -> Z feeds
+    each label's own N*Q_z back with gain (M/N)^2 * init_topic^2 * w_topic_g * w_topic_z (16 with 'mup_paper')."""
     w_unary: float = 1.0
     """Information weight on the unary message S_w -> Z (spec §7, omega_S)."""
     w_child: float = 1.0
@@ -125,6 +143,11 @@ class PTConfig:
         _require(list(self.dists) == sorted(set(self.dists)) and all(d >= 2 for d in self.dists), "model.dists",
                  f"must be strictly increasing integers >= 2, got {list(self.dists)}")
         _require(self.n_iters >= 1, "model.n_iters", "must be >= 1")
+        for key in ("init_unary", "init_u", "init_v", "init_topic"):
+            v = getattr(self, key)
+            _require(math.isfinite(v) and v >= 0, f"model.{key}", f"init scales must be >= 0, got {v}")
+        _require(self.init_unary > 0 and self.init_topic > 0 and self.init_u + self.init_v > 0, "model.init_unary",
+                 "S and B need a random init (symmetry breaking), and U, V not both zero")
         for w in INFO_WEIGHTS:
             v = getattr(self, w)
             _require(math.isfinite(v) and v > 0, f"model.{w}", f"information weights must be positive, got {v}")
@@ -355,8 +378,12 @@ class SweepConfig:
     """Seed of the Optuna TPE sampler and of the perturbations."""
     lr_range: tuple[float, float] = (1e-3, 1e-1)
     """Log-uniform range of optim.lr for PT."""
-    weight_range: tuple[float, float] = (0.25, 4.0)
-    """Log-uniform range of each information weight."""
+    weight_range: tuple[float, float] = (0.5, 1.5)
+    """Log-uniform range of each information weight (PT 'mup': the loop-gain region that stays width-stable,
+    experiments/coord-check/README.md)."""
+    weight_ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """Per-weight log-uniform ranges that replace ``weight_range`` for the weights named (keys: w_unary, w_child,
+    w_head, w_topic_z, w_attn, w_topic_g)."""
     asha_grace_frac: float = 0.25
     """ASHA: minimum fraction of the budget before a trial can be stopped."""
     asha_reduction: int = 3
@@ -443,6 +470,12 @@ class SweepConfig:
         _require(self.num_samples >= 1, "sweep.num_samples", "must be >= 1")
         _require(0 < self.lr_range[0] < self.lr_range[1], "sweep.lr_range", "must be 0 < low < high")
         _require(0 < self.weight_range[0] < self.weight_range[1], "sweep.weight_range", "must be 0 < low < high")
+        _require(isinstance(self.weight_ranges, dict) and set(self.weight_ranges) <= set(INFO_WEIGHTS),
+                 "sweep.weight_ranges", f"keys must be information weights {list(INFO_WEIGHTS)}, got "
+                                        f"{list(self.weight_ranges) if isinstance(self.weight_ranges, dict) else self.weight_ranges}")
+        for key, rng in self.weight_ranges.items():
+            _require(isinstance(rng, (list, tuple)) and len(rng) == 2 and all(isinstance(x, (int, float)) for x in rng)
+                     and 0 < rng[0] < rng[1], f"sweep.weight_ranges.{key}", f"must be [low, high] with 0 < low < high, got {rng}")
         _require(0 < self.alpha < 1, "sweep.alpha", "must be in (0, 1)")
         _require(0 < self.p < 1, "sweep.p", "must be in (0, 1)")
         _require(self.n >= 0, "sweep.n", "must be >= 0")
@@ -463,8 +496,8 @@ class SweepConfig:
         _require(0 < self.coord_tolerance < 1, "sweep.coord_tolerance", "must be in (0, 1)")
         for key, pars in (("sweep.coord_parametrizations", self.coord_parametrizations),
                           ("sweep.lr_parametrizations", self.lr_parametrizations)):
-            _require(len(pars) >= 1 and set(pars) <= {"mup", "sp"} and len(set(pars)) == len(pars), key,
-                     f"must be distinct values of mup | sp, got {pars}")
+            _require(len(pars) >= 1 and set(pars) <= {"mup", "mup_paper", "sp"} and len(set(pars)) == len(pars), key,
+                     f"must be distinct values of mup | mup_paper | sp, got {pars}")
         _require(len(self.lr_widths) >= 2 and all(w > 0 for w in self.lr_widths)
                  and len(set(self.lr_widths)) == len(self.lr_widths), "sweep.lr_widths",
                  f"need >= 2 distinct positive widths, got {self.lr_widths}")

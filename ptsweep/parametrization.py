@@ -14,6 +14,10 @@ rule set; `build_optimizer` makes one AdamW group per (role, multiplier) and the
 
 N is the model width (dim_z). "Output LR eta/N" follows [S] Table 2 (App. C's multiplier 1 is wrong without a 1/N
 forward multiplier; spec §8).
+
+Two muP variants share these rules: 'mup_paper' uses the table literally; 'mup' multiplies the init std of some
+tensors by a base-shape constant declared with the parameter (``mup_init_mult``: same exponent of N, a different
+constant; PT's S, U, V, B, see ``models.pt.MFVIConstants`` and experiments/coord-check/README.md). LRs are identical.
 """
 
 from __future__ import annotations
@@ -38,12 +42,28 @@ class Role(str, Enum):
 
 _ROLE_ATTR = "_ptsweep_role"
 _SP_INIT_ATTR = "_ptsweep_sp_init"
+_MUP_MULT_ATTR = "_ptsweep_mup_init_mult"
+
+MUP_VARIANTS = ("mup", "mup_paper")
+"""Parametrizations that follow the muP init/LR table (they differ only in declared init multipliers)."""
 
 
-def declare(param: nn.Parameter, role: Role, sp_init: Callable[[torch.Tensor], None] | None = None) -> nn.Parameter:
-    """Tag ``param`` with its muP ``role`` (and the in-place init used under SP). Returns the parameter."""
+def is_mup(parametrization: str) -> bool:
+    """True for the muP family ('mup', 'mup_paper'); False for 'sp'; raises on anything else."""
+    if parametrization == "sp":
+        return False
+    if parametrization not in MUP_VARIANTS:
+        raise ValueError(f"unknown parametrization {parametrization!r} (mup | mup_paper | sp)")
+    return True
+
+
+def declare(param: nn.Parameter, role: Role, sp_init: Callable[[torch.Tensor], None] | None = None,
+            mup_init_mult: float = 1.0) -> nn.Parameter:
+    """Tag ``param`` with its muP ``role``, the in-place init used under SP, and a base-shape constant multiplying
+    the role's muP init std (1 = [S] Table 2). Returns the parameter."""
     setattr(param, _ROLE_ATTR, Role(role))
     setattr(param, _SP_INIT_ATTR, sp_init)
+    setattr(param, _MUP_MULT_ATTR, float(mup_init_mult))
     return param
 
 
@@ -63,20 +83,20 @@ def init_std(role: Role, width: int) -> float:
 
 def lr_multiplier(role: Role, width: int, parametrization: str) -> float:
     """LR multiplier of a role: muP gives hidden and output eta/N, the rest eta ([S] Table 2); SP gives 1 to all."""
-    if parametrization == "sp":
+    if not is_mup(parametrization):
         return 1.0
-    if parametrization != "mup":
-        raise ValueError(f"unknown parametrization {parametrization!r} (mup | sp)")
     return 1.0 / width if Role(role) in (Role.HIDDEN, Role.OUTPUT) else 1.0
 
 
 @torch.no_grad()
 def init_parameters(module: nn.Module, width: int, parametrization: str,
                     generator: torch.Generator | None = None) -> None:
-    """(Re-)initialise every parameter of ``module`` by its role (muP) or its declared SP init."""
+    """(Re-)initialise every parameter of ``module`` by its role (muP: role std x declared ``mup_init_mult``) or its
+    declared SP init."""
+    mup = is_mup(parametrization)
     for name, p in module.named_parameters():
         role = role_of(p)
-        if parametrization == "sp":
+        if not mup:
             sp_init = getattr(p, _SP_INIT_ATTR, None)
             if sp_init is None:
                 raise ValueError(f"{name}: no SP init declared")
@@ -87,7 +107,7 @@ def init_parameters(module: nn.Module, width: int, parametrization: str,
         elif role is Role.BIAS:
             p.zero_()
         else:
-            p.normal_(0.0, init_std(role, width), generator=generator)
+            p.normal_(0.0, init_std(role, width) * getattr(p, _MUP_MULT_ATTR, 1.0), generator=generator)
 
 
 def param_groups(module: nn.Module, width: int, parametrization: str, weight_decay: float = 0.0) -> list[dict]:

@@ -1,5 +1,6 @@
-"""muP coordinate check (ptsweep.sweeps.coord_check): the check passes where muP theory applies, catches a broken rule,
-and records the known failure of PT's MFVI feedback loop at the default information weights.
+"""muP coordinate check (ptsweep.sweeps.coord_check): the default PT ('mup', width-stable init constants) passes with
+both scalings, a broken LR rule fails it, and the paper-literal constants ('mup_paper') fail it through the MFVI
+feedback loops (experiments/coord-check/README.md).
 
 Small widths (64, 128, 256), smoke data (8 x 32 tokens), 2 optimizer steps: each check takes a few seconds.
 """
@@ -20,9 +21,8 @@ from ptsweep.data import prepare
 from ptsweep.sweeps import coord_check as cc
 
 WIDTHS = [64, 128, 256]
-THEORY_REGIME = {"model.n_iters": 1, "model.w_topic_g": 0.25}
-"""One MFVI iteration with a topic softmax that is not saturated at init: the regime muP's Theta(1) argument covers
-(experiments/coord-check/README.md explains why the default n_iters = 4 / w_topic_g = 1 is not)."""
+PAPER = {"sweep.coord_parametrizations": ["mup_paper"]}
+"""[S]'s literal init constants (all 1): not width-stable at the default T = 4 (README)."""
 
 
 @pytest.fixture(scope="module")
@@ -43,15 +43,20 @@ def _check(cfg, corpus, quantities=None):
     coords = cc.collect(cfg, corpus, log=lambda *_: None)
     table = cc.slopes(coords)
     return cc.verdict(table, cfg.sweep.coord_tolerance, cfg.model.name, getattr(cfg.model, "scaling", None),
-                      quantities), coords, table
+                      quantities, parametrization=cfg.sweep.coord_parametrizations[0]), coords, table
 
 
 @pytest.mark.parametrize("scaling", ["channels", "rank"])
-def test_muP_coords_flat_across_widths(base_cfg, corpus, scaling):
-    cfg = with_overrides(base_cfg, {**THEORY_REGIME, "model.scaling": scaling})
-    result, coords, _ = _check(cfg, corpus)
+def test_default_muP_coords_flat_across_widths(base_cfg, corpus, scaling):
+    """The default PT (T = 4, all weights 1, 'mup' init constants) passes at init and after 2 steps at LR 0.03."""
+    cfg = with_overrides(base_cfg, {"model.scaling": scaling})
+    assert cfg.model.parametrization == "mup" and cfg.model.n_iters == 4
+    result, coords, table = _check(cfg, corpus)
     assert result["pass"], result["failures"]
-    assert result["n_checked"] > 40  # every quantity x step x {value, delta}
+    assert result["n_checked"] > 100  # every quantity x iteration x step x {value, delta} that is not exactly 0
+    # Q_z stays spread: max N*Q_z-like tail (p_hat_rms, a diagnostic) is flat too at iteration 4
+    v = table[(table["stat"] == "value") & (table["step"] == 0)].set_index(["quantity", "iteration"])["slope"]
+    assert abs(v[("p_hat_rms", 4)]) < 0.1
     assert set(coords["quantity"]) >= {"z_logits", "p_hat", "q", "v", "attn_logits", "topic_logits", "msg_unary",
                                        "msg_child", "msg_head", "msg_topic", "head_norm", "output_logits"}
 
@@ -64,8 +69,7 @@ def test_broken_hidden_lr_fails_the_check(base_cfg, corpus, monkeypatch):
         return 1.0 if parametrization.Role(role) is parametrization.Role.HIDDEN else real(role, width, par)
 
     monkeypatch.setattr(parametrization, "lr_multiplier", broken)
-    cfg = with_overrides(base_cfg, THEORY_REGIME)
-    result, _, _ = _check(cfg, corpus)
+    result, _, _ = _check(base_cfg, corpus)
     assert not result["pass"]
     assert result["worst"]["slope"] > 0.5  # a blow-up (value or update), not a borderline miss
     assert {"q", "attn_logits"} & set(result["failed_quantities"])
@@ -79,17 +83,17 @@ def test_broken_output_lr_fails_the_check(base_cfg, corpus, monkeypatch):
         return 1.0 if parametrization.Role(role) is parametrization.Role.OUTPUT else real(role, width, par)
 
     monkeypatch.setattr(parametrization, "lr_multiplier", broken)
-    result, _, _ = _check(with_overrides(base_cfg, THEORY_REGIME), corpus)
+    result, _, _ = _check(base_cfg, corpus)
     assert not result["pass"]
     assert "output_logits" in result["failed_quantities"]
 
 
-def test_default_information_weights_saturate_mfvi_and_fail(base_cfg, corpus):
-    """Documents the truth at the defaults (n_iters = 4, all weights 1): the topic softmax is saturated at init, so
+def test_paper_literal_mup_saturates_mfvi_and_fails(base_cfg, corpus):
+    """Documents [S]'s literal constants ('mup_paper', T = 4, all weights 1): the topic softmax is frozen at init, so
     msg_topic = B^T (M Q_g) grows like sqrt(N) already in iteration 1, and from iteration 2 on Q_z is nearly one-hot
     (p_hat_rms ~ sqrt(N)) and the attention logits grow like N. If this test starts failing, the model changed:
-    re-run `make coord-check` and update experiments/coord-check/README.md."""
-    cfg = with_overrides(base_cfg, {"sweep.coord_steps": 0})
+    re-run `make coord-check ARGS="sweep.coord_parametrizations=[mup_paper]"` and update the README."""
+    cfg = with_overrides(base_cfg, {**PAPER, "sweep.coord_steps": 0})
     result, _, table = _check(cfg, corpus)
     assert not result["pass"]
     v = table[(table["stat"] == "value") & (table["step"] == 0)].set_index(["quantity", "iteration"])["slope"]
@@ -111,18 +115,20 @@ def test_bert_sp_blows_up_and_mup_much_flatter(base_cfg, corpus):
 
 
 def test_run_writes_summary_images_and_strict_exit(base_cfg, tmp_path):
-    cfg = with_overrides(base_cfg, {**THEORY_REGIME, "out_dir": str(tmp_path),
-                                    "sweep.coord_parametrizations": ["mup", "sp"]})
+    cfg = with_overrides(base_cfg, {"out_dir": str(tmp_path), "sweep.coord_widths": [64, 128],
+                                    "sweep.coord_parametrizations": ["mup", "mup_paper", "sp"]})
     folder = cc.run(cfg)
     summary = json.loads((folder / "summary.json").read_text())
-    assert summary["verdict"] == "pass" and summary["mup"]["worst"] is not None
+    assert summary["verdict"] == "pass" and summary["verdict_of"] == "mup" and summary["mup"]["worst"] is not None
+    assert summary["verdicts"] == {"mup": "pass", "mup_paper": "fail"} and not summary["mup_paper"]["pass"]
     assert (folder / "coords.csv").exists() and len(pd.read_csv(folder / "slopes.csv")) > 0
     assert summary["images"] and all((folder / name).exists() for name in summary["images"])
     assert summary["sp_max_delta_slope_per_quantity"]
-    strict_fail = with_overrides(base_cfg, {"out_dir": str(tmp_path / "strict"), "sweep.coord_widths": [64, 128],
-                                            "sweep.coord_steps": 0, "sweep.strict": True})
+    strict_fail = with_overrides(base_cfg, {**PAPER, "out_dir": str(tmp_path / "strict"),
+                                            "sweep.coord_widths": [64, 128], "sweep.coord_steps": 0,
+                                            "sweep.strict": True})
     with pytest.raises(SystemExit) as e:
-        cc.run(strict_fail)  # the default weights fail (see above): strict exits 1
+        cc.run(strict_fail)  # the paper-literal constants fail (see above): strict exits 1
     assert e.value.code == 1
 
 

@@ -14,23 +14,30 @@ from ptsweep.parametrization import Role, build_optimizer, role_of, set_lr
 VOCAB = 64
 
 
+STABLE_INIT = {"unary": 0.5, "U": 0.5, "V": 0.5, "B": 0.02}
+"""The 'mup' default's base-shape init constants (PTConfig.init_*; experiments/coord-check/README.md)."""
+
+
+@pytest.mark.parametrize("parametrization", ["mup", "mup_paper"])
 @pytest.mark.parametrize("scaling", ["channels", "rank"])
 @pytest.mark.parametrize("width", [64, 256, 1024])
-def test_mup_init_std_and_group_lrs_follow_table_2(width, scaling):
+def test_mup_init_std_and_group_lrs_follow_table_2(width, scaling, parametrization):
+    """Same exponents of N as [S] Table 2 in both muP variants; 'mup' changes only the constants of S, U, V, B."""
     torch.manual_seed(0)
-    model = ProbabilisticTransformer(PTConfig(width=width, scaling=scaling), VOCAB)
-    expected_std = {"unary": 1.0, "U": width ** -0.5, "V": width ** -0.5, "B": width ** -0.5,
-                    "head_weight": 1.0 / width}
+    model = ProbabilisticTransformer(PTConfig(width=width, scaling=scaling, parametrization=parametrization), VOCAB)
+    const = STABLE_INIT if parametrization == "mup" else dict.fromkeys(STABLE_INIT, 1.0)
+    expected_std = {"unary": const["unary"], "U": const["U"] * width ** -0.5, "V": const["V"] * width ** -0.5,
+                    "B": const["B"] * width ** -0.5, "head_weight": 1.0 / width}
     for name, std in expected_std.items():
         measured = getattr(model, name).detach().std().item()
-        assert measured == pytest.approx(std, rel=0.05), name
+        assert measured == pytest.approx(std, rel=0.05, abs=1e-12), name
     assert torch.all(model.head_gain == 1) and torch.all(model.head_bias == 0)
     # shape follows the paradigm: C r = C0 r0 N / N0 in both
     cfg = model.cfg
     assert cfg.channels * cfg.rank == 4 * 64 * width // 256
     assert (cfg.rank == 64) if scaling == "channels" else (cfg.channels == 4)
     eta = 0.01
-    opt = build_optimizer(model, model.width, "mup", lr=eta)
+    opt = build_optimizer(model, model.width, parametrization, lr=eta)
     lr_by_role = {g["role"]: g["lr"] for g in opt.param_groups}
     assert lr_by_role == pytest.approx({"input": eta, "gain": eta, "bias": eta, "hidden": eta / width,
                                         "output": eta / width})
@@ -73,3 +80,17 @@ def test_base_model_is_about_17M_parameters():
     counts = pt_param_count(PTConfig(width=256), 30522)
     assert counts["total"] == 16_968_762  # 2VN + V + N + 2KCrN + MN with N=256, K=8, C=4, r=64, M=1024
     assert counts["non_embedding"] == 256 + 2 * 8 * 4 * 64 * 256 + 1024 * 256
+
+
+def test_init_constants_are_config_fields_and_validated():
+    torch.manual_seed(0)
+    model = ProbabilisticTransformer(PTConfig(width=64, init_unary=0.25, init_u=0.3, init_v=0.7, init_topic=0.1),
+                                     VOCAB)
+    for name, std in {"unary": 0.25, "U": 0.3 / 8, "V": 0.7 / 8, "B": 0.1 / 8}.items():
+        assert getattr(model, name).detach().std().item() == pytest.approx(std, rel=0.05), name
+    from ptsweep.config import ConfigError
+    for bad in ({"init_unary": 0.0}, {"init_topic": -1.0}, {"init_u": 0.0, "init_v": 0.0}):
+        with pytest.raises(ConfigError):
+            PTConfig(width=64, **bad).validate()
+    with pytest.raises(ValueError):
+        build_optimizer(model, 64, "mup_typo", lr=1e-3)

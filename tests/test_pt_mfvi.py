@@ -64,11 +64,16 @@ def energy(model, ids, mask, qz, qh, qg) -> torch.Tensor:
     """Expected energy E of the mean-field Q (spec §2 / [S] App. A.2), pads excluded, loops over pairs."""
     cfg = model.cfg
     n, r, m = cfg.width, cfg.rank, cfg.topics
-    if cfg.parametrization == "mup":
+    if cfg.parametrization in ("mup", "mup_paper"):
         tau = n / r
         ku, kt, kb = tau, tau * n, tau * m
     else:
         ku = kt = kb = 1.0
+    # 'mup' centres the features: the ternary and binary factors are double-centred (T~ = P T P), i.e. the energy
+    # of Q - 1/N (and Q^G - 1/M) in those two terms
+    shift = cfg.parametrization == "mup" and cfg.center_features
+    cz = qz - (1.0 / n if shift else 0.0)
+    cg = qg - (1.0 / m if shift else 0.0)
     e = torch.zeros((), dtype=qz.dtype)
     bsz, length = ids.shape
     for b in range(bsz):
@@ -76,21 +81,21 @@ def energy(model, ids, mask, qz, qh, qg) -> torch.Tensor:
             if not mask[b, i]:
                 continue
             e = e - ku * (qz[b, i] @ model.unary[ids[b, i]])
-            e = e - kb * (qg[b, i] @ model.B @ qz[b, i])
+            e = e - kb * (cg[b, i] @ model.B @ cz[b, i])
             for j in range(length):
                 if j == i or not mask[b, j]:
                     continue
                 k = brute_class(i, j)
                 for c in range(cfg.channels):
                     t = model.U[k, c] @ model.V[k, c].T  # (N, N): rows child label a, columns head label b
-                    e = e - kt * qh[b, c, i, j] * (qz[b, i] @ t @ qz[b, j])
+                    e = e - kt * qh[b, c, i, j] * (cz[b, i] @ t @ cz[b, j])
     return e
 
 
 def entropy_weights(model):
     """(Z, H, G) entropy weights: muP tau, 1, tau ([S] eqs. for F(Q_i), F(Q_ic); spec §6.2); SP 1, 1/N, 1/N."""
     n, r = model.cfg.width, model.cfg.rank
-    return (n / r, 1.0, n / r) if model.cfg.parametrization == "mup" else (1.0, 1.0 / n, 1.0 / n)
+    return (n / r, 1.0, n / r) if model.cfg.parametrization in ("mup", "mup_paper") else (1.0, 1.0 / n, 1.0 / n)
 
 
 def energy_updates(model, ids, mask, qz, qh, qg):
@@ -110,12 +115,12 @@ def model_updates(model, ids, mask, qz, qh, qg):
     q, v = model.projections(p_hat)
     new_h = torch.softmax(model.mask_logits(model.attention_logits(q, v), mask), -1)
     new_g = torch.softmax(model.topic_logits(p_hat), -1)
-    msgs = model.z_messages(ids, mask, q, v, qh, model.const.a_g * qg)
+    msgs = model.z_messages(ids, mask, q, v, qh, model.topic_features(qg))
     new_z = torch.softmax(model.combine_z(msgs), -1)
     return new_z, new_h, new_g
 
 
-@pytest.mark.parametrize("parametrization", ["mup", "sp"])
+@pytest.mark.parametrize("parametrization", ["mup", "mup_paper", "sp"])
 @pytest.mark.parametrize("scaling", ["channels", "rank"])
 def test_mean_field_updates_match_energy_gradients(parametrization, scaling):
     model = make(parametrization, width=16, scaling=scaling)
@@ -151,7 +156,7 @@ def free_energy(model, ids, mask, qz, qh, qg) -> float:
                  - wg * ent(qg, rows))
 
 
-@pytest.mark.parametrize("parametrization", ["mup", "sp"])
+@pytest.mark.parametrize("parametrization", ["mup", "mup_paper", "sp"])
 def test_coordinate_updates_never_increase_free_energy(parametrization):
     model = make(parametrization, width=8)
     for seed in range(4):

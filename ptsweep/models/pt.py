@@ -113,22 +113,45 @@ def pt_flops_per_token(cfg: PTConfig, vocab_size: int, seq_len: int, mask_prob: 
 # ----------------------------------------------------------------------------------------------------------------
 @dataclass
 class MFVIConstants:
-    """Per-parametrization constants of the unified graph (spec §6.3 table)."""
+    """Per-parametrization constants of the unified graph (spec §6.3 table) and the muP init multipliers.
+
+    The init multipliers are base-shape constants: under 'mup' S ~ N(0, init_s^2), U ~ N(0, init_u^2/N),
+    V ~ N(0, init_v^2/N), B ~ N(0, init_b^2/N) (same exponents of N as [S] Table 2, other constants); 'mup_paper'
+    has them all 1 ([S] literally); SP ignores them (original PT init). Why they are needed: the MFVI loop gains of
+    experiments/coord-check/README.md (topic round trip 16 init_b^2 w_topic_g w_topic_z at M = 4N)."""
 
     a_z: float  # Q_z -> feature multiplier
     a_g: float  # Q_g -> feature multiplier
     s_h: float  # attention-logit scale
     s_g: float  # topic-logit scale
+    init_s: float = 1.0  # muP init-std multiplier of S
+    init_u: float = 1.0  # ... of U
+    init_v: float = 1.0  # ... of V
+    init_b: float = 1.0  # ... of B
+    center: float = 0.0  # features a_Z Q_z - center, a_G Q_g - center (1 under 'mup' with center_features)
 
     @staticmethod
     def of(cfg: PTConfig) -> MFVIConstants:
         n, r, m = cfg.width, cfg.rank, cfg.topics
-        if cfg.parametrization == "mup":
+        if cfg.parametrization in ("mup", "mup_paper"):
             # tau = N/r cancels in the Z and G updates, leaving N*Q_z, M*Q_g as features; H logits tau*N*<.> / 1
             # = (N^2/r) P^T T P = (1/r) <U^T N P_i, V^T N P_j> ([S] App. A.3); G logits M/N * B(N Q_z) (spec §6.2).
-            return MFVIConstants(a_z=float(n), a_g=float(m), s_h=1.0 / r, s_g=m / n)
+            const = MFVIConstants(a_z=float(n), a_g=float(m), s_h=1.0 / r, s_g=m / n)
+            if cfg.parametrization == "mup":  # the width-stable init (coord-check README, derivation)
+                const.init_s, const.init_u, const.init_v, const.init_b = (cfg.init_unary, cfg.init_u, cfg.init_v,
+                                                                          cfg.init_topic)
+                const.center = 1.0 if cfg.center_features else 0.0
+            return const
         # original PT: lambda_Z = 1, lambda_H = 1/N (the code's F * d_model), topics reuse N (spec §3.3).
         return MFVIConstants(a_z=1.0, a_g=1.0, s_h=float(n), s_g=float(n))
+
+
+def _softmax(x: torch.Tensor) -> torch.Tensor:
+    """softmax over the last axis; in float32 for half-precision inputs (spec §12.1), else in x's own dtype (so
+    float64 stays float64)."""
+    if x.dtype in (torch.float16, torch.bfloat16):
+        return torch.softmax(x.float(), dim=-1).to(x.dtype)
+    return torch.softmax(x, dim=-1)
 
 
 def _sp_normal(std: float):
@@ -154,11 +177,12 @@ class ProbabilisticTransformer(nn.Module):
         self.const = MFVIConstants.of(cfg)
 
         # Roles ([S] Table 1) and the original PT's SP init (spec §3.4, §8 last bullet) are declared at creation.
+        const = self.const
         self.unary = declare(nn.Parameter(torch.empty(v, n)), Role.INPUT,
-                             _sp_uniform(math.sqrt(6.0 / (v + n))))          # S: (V, N), xavier-uniform under SP
-        self.U = declare(nn.Parameter(torch.empty(k, c, n, r)), Role.HIDDEN, _sp_normal(1 / math.sqrt(r)))
-        self.V = declare(nn.Parameter(torch.empty(k, c, n, r)), Role.HIDDEN, _sp_normal(1 / math.sqrt(r)))
-        self.B = declare(nn.Parameter(torch.empty(m, n)), Role.HIDDEN, _sp_normal(1 / math.sqrt(n)))
+                             _sp_uniform(math.sqrt(6.0 / (v + n))), const.init_s)  # S: (V, N), xavier-uniform (SP)
+        self.U = declare(nn.Parameter(torch.empty(k, c, n, r)), Role.HIDDEN, _sp_normal(1 / math.sqrt(r)), const.init_u)
+        self.V = declare(nn.Parameter(torch.empty(k, c, n, r)), Role.HIDDEN, _sp_normal(1 / math.sqrt(r)), const.init_v)
+        self.B = declare(nn.Parameter(torch.empty(m, n)), Role.HIDDEN, _sp_normal(1 / math.sqrt(n)), const.init_b)
         self.head_gain = declare(nn.Parameter(torch.empty(n)), Role.GAIN, nn.init.ones_)
         self.head_weight = declare(nn.Parameter(torch.empty(v, n)), Role.OUTPUT, _sp_uniform(1 / math.sqrt(n)))
         self.head_bias = declare(nn.Parameter(torch.empty(v)), Role.BIAS, _sp_uniform(1 / math.sqrt(n)))
@@ -166,8 +190,21 @@ class ProbabilisticTransformer(nn.Module):
 
     # ------------------------------------------------------------------ single updates (pure in their inputs)
     def features(self, q_z: torch.Tensor) -> torch.Tensor:
-        """P^ = a_Z * Q_z: distributions used as features ([S] eq. 7: Q_z <- N Q_z under muP). (B, L, N)"""
-        return self.const.a_z * q_z
+        """P^ = a_Z * Q_z - center * sum(Q_z): distributions used as features ([S] eq. 7: Q_z <- N Q_z under muP).
+        (B, L, N). With center = 1 ('mup'): N Q_z - 1 on real tokens, 0 on pads (zeroed Q_z); this is the CRF with
+        double-centred factors T~ = P T P (P = I - 11^T/N), the same for B, since (Q - 1/N)^T T (Q' - 1/N) =
+        Q^T T~ Q' for distributions Q, Q' (coord-check README)."""
+        p_hat = self.const.a_z * q_z
+        if self.const.center:
+            p_hat = p_hat - self.const.center * q_z.sum(-1, keepdim=True)
+        return p_hat
+
+    def topic_features(self, q_g: torch.Tensor) -> torch.Tensor:
+        """G^ = a_G * Q_g - center * sum(Q_g) (B, L, M): the topic distribution as a feature (M Q_g under muP)."""
+        g_hat = self.const.a_g * q_g
+        if self.const.center:
+            g_hat = g_hat - self.const.center * q_g.sum(-1, keepdim=True)
+        return g_hat
 
     def projections(self, p_hat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """q = U^T P^, v = V^T P^ for every class and channel: each (B, K, C, L, r).
@@ -285,6 +322,10 @@ class ProbabilisticTransformer(nn.Module):
                 + c.w_topic_z * msgs["topic"])
 
     # ------------------------------------------------------------------ full inference
+    def initial_logits(self, input_ids: torch.Tensor, maskf: torch.Tensor) -> torch.Tensor:
+        """l^(0) = m * S_w (B, L, N): Q_z is initialised from the unary only (spec §3.2; [PT] eq. 7)."""
+        return self.unary[input_ids] * maskf
+
     def mfvi(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
              trace: list[dict] | None = None) -> torch.Tensor:
         """Run ``n_iters`` async MFVI iterations; return the final Z logits l^(T) (B, L, N).
@@ -294,12 +335,12 @@ class ProbabilisticTransformer(nn.Module):
         c = self.cfg
         mask = attention_mask.bool()
         maskf = mask[..., None].to(self.unary.dtype)
-        logits = self.unary[input_ids] * maskf   # l^(0) = S_w: Q_z initialised from the unary only (spec §3.2)
+        logits = self.initial_logits(input_ids, maskf)       # l^(0) = S_w (B, L, N)
         attn_prev = topic_prev = None                        # damping memory (initial H/G logits: constant -> 0)
         pz_prev = ph_prev = pg_prev = None                   # step-size memory
         for t in range(c.n_iters):
-            # 1. normalise Z (fp32 softmax), optional step size, zero the pads
-            q_z = torch.softmax(logits.float(), dim=-1).to(logits.dtype)
+            # 1. normalise Z (fp32 softmax for half precision only), optional step size, zero the pads
+            q_z = _softmax(logits)
             if pz_prev is not None and c.stepsize_z < 1.0:
                 q_z = (1 - c.stepsize_z) * pz_prev + c.stepsize_z * q_z
             q_z = q_z * maskf
@@ -311,7 +352,7 @@ class ProbabilisticTransformer(nn.Module):
             if attn_prev is not None and c.damping_h > 0:
                 attn = c.damping_h * attn_prev + (1 - c.damping_h) * attn
             attn_prev = attn
-            q_h = torch.softmax(self.mask_logits(attn, mask).float(), dim=-1).to(attn.dtype)
+            q_h = _softmax(self.mask_logits(attn, mask))
             if ph_prev is not None and c.stepsize_h < 1.0:
                 q_h = (1 - c.stepsize_h) * ph_prev + c.stepsize_h * q_h
             q_h = F.dropout(q_h, c.dropout, self.training)
@@ -321,13 +362,13 @@ class ProbabilisticTransformer(nn.Module):
             if topic_prev is not None and c.damping_h > 0:
                 topic = c.damping_h * topic_prev + (1 - c.damping_h) * topic
             topic_prev = topic
-            q_g = torch.softmax(topic.float(), dim=-1).to(topic.dtype)
+            q_g = _softmax(topic)
             if pg_prev is not None and c.stepsize_h < 1.0:
                 q_g = (1 - c.stepsize_h) * pg_prev + c.stepsize_h * q_g
             q_g = F.dropout(q_g, c.dropout, self.training)
             pg_prev = q_g
             # 6. Z: weighted messages, damping, dropout on the logits
-            msgs = self.z_messages(input_ids, mask, q, v, q_h, self.const.a_g * q_g)
+            msgs = self.z_messages(input_ids, mask, q, v, q_h, self.topic_features(q_g))
             new = self.combine_z(msgs)
             logits = new if c.damping_z == 0 else c.damping_z * logits + (1 - c.damping_z) * new
             logits = F.dropout(logits, c.dropout, self.training)
@@ -343,12 +384,12 @@ class ProbabilisticTransformer(nn.Module):
         """Encoder output h (B, L, N): l^(T) (default) or a_Z * softmax(l^(T)) (``head_input='probs'``)."""
         logits = self.mfvi(input_ids, attention_mask, trace)
         if self.cfg.head_input == "probs":
-            return self.features(torch.softmax(logits.float(), dim=-1).to(logits.dtype))
+            return self.features(_softmax(logits))
         return logits
 
     def head(self, hidden: torch.Tensor) -> torch.Tensor:
         """logits = W_out RMSNorm_gamma(h) + b_out (spec §5), for the selected positions only: (n, N) -> (n, V)."""
-        h = hidden.float()
+        h = hidden.float() if hidden.dtype in (torch.float16, torch.bfloat16) else hidden  # float64 stays float64
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.cfg.rms_eps)
         h = (h * self.head_gain).to(hidden.dtype)
         return F.linear(h, self.head_weight, self.head_bias)

@@ -14,7 +14,10 @@ Intermediates (``quantity``, ``iteration``):
   PT   per MFVI iteration t = 1..T (trace of ``ProbabilisticTransformer.mfvi``): z_logits, p_hat (= a_Z Q_z; its mean
        |.| is identically 1 under muP, so the diagnostic p_hat_rms = sqrt(mean p_hat^2) is recorded too: it grows with
        width when Q_z concentrates), g_hat_rms (a_G Q_g, same reason), q, v, attn_logits (valid pairs only),
-       topic_logits, msg_unary, msg_child, msg_head, msg_topic. Iteration 0 (no MFVI iteration): encoder_out (h at
+       topic_logits, msg_unary, msg_child, msg_head, msg_topic. attn_logits and topic_logits enter nothing but a
+       softmax (over heads j, over topics g), which ignores a shift of its input: they are measured centred over
+       that axis (valid heads only), so that a shift common to all j or all g - which has no effect on the model -
+       is not counted as an activation (it dominated the topic-logit delta of the stable init, README). Iteration 0 (no MFVI iteration): encoder_out (h at
        every real token), head_norm (its RMSNorm output times gain) and output_logits (at the labelled positions).
   BERT/UT per layer application l = 1..n_layers (forward hooks on the HF modules; for UT the one shared layer fires
        n_layers times): attn_context (BertSelfAttention output), attn_out (attention output dense, before its LN),
@@ -28,7 +31,8 @@ after averaging seeds, for ``value`` and for ``delta`` (t >= 1). Verdict (muP on
 two-sidedly like every other (see experiments/coord-check/README.md).
 
 Outputs, under ``<out_dir>/<study or coord-check>/<model>/``: ``coords.csv`` (every measurement), ``slopes.csv``,
-``summary.json`` (slopes, verdict, worst quantity, settings) and PNGs (``analysis.plots.plot_coord_check``, one per
+``summary.json`` (slopes, verdict, worst quantity, settings; one verdict per muP variant measured, 'mup' and/or
+'mup_paper', the headline ``verdict`` being about 'mup' when it was measured) and PNGs (``analysis.plots.plot_coord_check``, one per
 iteration and statistic, SP next to muP in every panel). With ``sweep.strict=true`` a failed verdict raises
 ``SystemExit(1)`` after everything is written. Runs in-process (no Ray): the check is a few seconds per width.
 """
@@ -47,7 +51,7 @@ from ptsweep import data as data_mod
 from ptsweep.analysis.fits import coord_slopes
 from ptsweep.config import PTConfig, RunConfig, to_dict, with_overrides
 from ptsweep.models import IGNORE_INDEX, build_model, mlm_loss
-from ptsweep.parametrization import build_optimizer
+from ptsweep.parametrization import MUP_VARIANTS, build_optimizer
 from ptsweep.sweeps.common import write_json
 from ptsweep.train import resolve_device
 
@@ -89,10 +93,13 @@ def _pt_activations(model, batch: dict) -> dict[tuple[str, int], torch.Tensor]:
     valid = model.valid_pairs(mask.bool())  # (B, 1, L, L)
     out: dict[tuple[str, int], torch.Tensor] = {}
     for t, rec in enumerate(trace, start=1):
-        for name in ("z_logits", "p_hat", "q", "v", "topic_logits", "msg_unary", "msg_child", "msg_head",
-                     "msg_topic"):
+        for name in ("z_logits", "p_hat", "q", "v", "msg_unary", "msg_child", "msg_head", "msg_topic"):
             out[(name, t)] = rec[name]
-        out[("attn_logits", t)] = rec["attn_logits"].masked_select(valid.expand_as(rec["attn_logits"]))
+        topic = rec["topic_logits"]                                         # (B, L, M)
+        out[("topic_logits", t)] = (topic - topic.mean(-1, keepdim=True))[mask.bool()]
+        attn, keep = rec["attn_logits"], valid.expand_as(rec["attn_logits"])  # (B, C, L, L)
+        row_mean = torch.where(keep, attn, 0.0).sum(-1, keepdim=True) / keep.sum(-1, keepdim=True).clamp_min(1)
+        out[("attn_logits", t)] = (attn - row_mean).masked_select(keep)
         out[("p_hat_rms", t)] = rec["p_hat"]
         out[("g_hat_rms", t)] = model.const.a_g * rec["q_g"]
     h = hidden[mask.bool()].float()  # (n_tokens, N): every real token (less noisy than the labelled ones only)
@@ -233,14 +240,15 @@ def exempt(model_name: str, scaling: str | None) -> set[str]:
 
 
 def verdict(slope_table: pd.DataFrame, tolerance: float, model_name: str = "pt", scaling: str | None = None,
-            quantities: set[str] | None = None) -> dict:
-    """muP verdict: every checked muP slope within [-tolerance, +tolerance].
+            quantities: set[str] | None = None, parametrization: str = "mup") -> dict:
+    """muP verdict: every checked slope of ``parametrization`` ('mup' or 'mup_paper') within [-tolerance, +tolerance].
 
     ``quantities`` restricts the check (None = all). Rows with a NaN slope (a quantity that is exactly 0 at some
     width, e.g. a delta of a parameter-free quantity) are not checked. Returns {"pass", "n_checked", "n_failed",
     "worst" (the checked row furthest outside), "failures" (up to 20 rows, worst first)}. Quantities in
     :func:`exempt` are checked one-sidedly (no blow-up), value and delta."""
-    m = slope_table[(slope_table["parametrization"] == "mup") & ~slope_table["quantity"].isin(DIAGNOSTICS)].copy()
+    m = slope_table[(slope_table["parametrization"] == parametrization)
+                    & ~slope_table["quantity"].isin(DIAGNOSTICS)].copy()
     if quantities is not None:
         m = m[m["quantity"].isin(quantities)]
     # Quantities that vanish at init by design: only a blow-up (slope > +tol) counts, for value and delta, at every
@@ -280,6 +288,23 @@ def _sp_summary(slope_table: pd.DataFrame) -> dict:
     return {q: float(v) for q, v in g.items()}
 
 
+def check_at_init(cfg: RunConfig, widths: tuple[int, ...] = (64, 128, 256), corpus=None) -> dict:
+    """Cheap at-init coordinate check of ``cfg.model`` (e.g. tune-small's tuned point): one seed, no optimizer step,
+    ``widths``, the model's own parametrization (muP family only), verdict as :func:`verdict`. This is the regime of
+    the loop-gain derivation (experiments/coord-check/README.md); it does not test the LR rules."""
+    par = cfg.model.parametrization
+    if par not in MUP_VARIANTS:
+        return {"kind": "at-init", "verdict": f"n/a (parametrization {par})"}
+    run_cfg = with_overrides(cfg, {"sweep.coord_widths": list(widths), "sweep.coord_seeds": 1, "sweep.coord_steps": 0,
+                                   "sweep.coord_parametrizations": [par]})
+    table = slopes(collect(run_cfg, corpus, log=lambda *_: None))
+    result = verdict(table, run_cfg.sweep.coord_tolerance, cfg.model.name, getattr(cfg.model, "scaling", None),
+                     parametrization=par)
+    return {"kind": f"at-init (0 optimizer steps), widths {list(widths)}, 1 seed, tolerance "
+                    f"{run_cfg.sweep.coord_tolerance}", "verdict": "pass" if result["pass"] else "fail",
+            "n_failed": result["n_failed"], "n_checked": result["n_checked"], "worst": result["worst"]}
+
+
 # --------------------------------------------------------------------------------------------------------------
 # Plots and the sweep entry point
 # --------------------------------------------------------------------------------------------------------------
@@ -316,12 +341,19 @@ def run(cfg: RunConfig) -> Path:
     table = slopes(coords)
     table.to_csv(folder / "slopes.csv", index=False)
     scaling = getattr(cfg.model, "scaling", None)
-    result = verdict(table, sw.coord_tolerance, model_name, scaling) if "mup" in sw.coord_parametrizations else None
+    # one verdict per muP variant measured; the headline verdict is about 'mup' (else 'mup_paper')
+    variants = [p for p in MUP_VARIANTS if p in sw.coord_parametrizations]
+    verdicts = {p: verdict(table, sw.coord_tolerance, model_name, scaling, parametrization=p) for p in variants}
+    headline = variants[0] if variants else None
+    result = verdicts[headline] if headline else None
     images = plot(coords, folder, model_name)
     summary = {
         "model": model_name,
         "verdict": ("pass" if result["pass"] else "fail") if result else "n/a (mup not measured)",
+        "verdict_of": headline,
         "mup": result,
+        "verdicts": {p: ("pass" if v["pass"] else "fail") for p, v in verdicts.items()},
+        **({"mup_paper": verdicts["mup_paper"]} if headline == "mup" and "mup_paper" in verdicts else {}),
         "sp_max_delta_slope_per_quantity": _sp_summary(table),
         "settings": {"widths": list(sw.coord_widths), "seeds": sw.coord_seeds, "steps": sw.coord_steps,
                      "lr": sw.coord_lr, "batch_size": sw.coord_batch_size or cfg.train.batch_size,
@@ -334,7 +366,7 @@ def run(cfg: RunConfig) -> Path:
     write_json(folder / "summary.json", summary)
     if result:
         w = result["worst"]
-        print(f"coord-check {model_name}: muP {summary['verdict'].upper()} (tolerance {sw.coord_tolerance}; "
+        print(f"coord-check {model_name}: {headline} {summary['verdict'].upper()} (tolerance {sw.coord_tolerance}; "
               f"{result['n_failed']}/{result['n_checked']} slopes outside; worst {w['stat']} of {w['quantity']} "
               f"iteration {w['iteration']} step {w['step']}: slope {w['slope']:+.2f})")
     if sw.strict and result is not None and not result["pass"]:

@@ -2,7 +2,7 @@
 
 Search space (Optuna parameter names = dotted config keys):
     optim.lr                       log-uniform in sweep.lr_range
-    model.w_unary ... w_topic_g    log-uniform in sweep.weight_range (six information weights)
+    model.w_unary ... w_topic_g    log-uniform in sweep.weight_ranges[w] if given, else sweep.weight_range
 TPE is seeded with sweep.search_seed; Ray Tune runs sweep.num_samples trials, ray.max_concurrent at once, each with
 ray.cpus_per_trial / ray.gpus_per_trial, and ASHA stops poor trials early on val_loss (time = tokens seen; grace =
 sweep.asha_grace_frac of the budget; reduction sweep.asha_reduction, 1 = off).
@@ -13,7 +13,8 @@ Outputs in ``<out_dir>/<study>/`` (study = sweep.study or "tune-small"):
     trials.parquet / .csv  one row per trial: dotted hyperparameters, val_loss, status (ok | early_stopped |
                            diverged | failed), error, steps, tokens, ...
     optuna_history.png, optuna_importances.png, optuna_slices.png   (optuna.visualization.matplotlib)
-    summary.json           best trial, counts, notes (e.g. why a plot was skipped)
+    summary.json           best trial, counts, notes (e.g. why a plot was skipped), and coord_check_at_best: the
+                           cheap at-init coordinate check of the tuned point (coord_check.check_at_init)
 Only trials that ran their whole budget (status ok) can be the best: ASHA-stopped losses are partial.
 """
 
@@ -26,7 +27,7 @@ from pathlib import Path
 
 import yaml
 
-from ptsweep.config import INFO_WEIGHTS, TRANSFER_KEYS, RunConfig
+from ptsweep.config import INFO_WEIGHTS, TRANSFER_KEYS, RunConfig, with_overrides
 from ptsweep.sweeps.common import (SweepError, git_commit, log_summary, optuna_study_from_table, ray_session,
                                    run_search, save_table, study_name, study_path, sweep_tags, write_json)
 
@@ -36,7 +37,7 @@ SWEEP = "tune-small"
 def search_space(cfg: RunConfig) -> dict[str, tuple[float, float]]:
     """Dotted key -> (low, high), all log-uniform."""
     space = {"optim.lr": tuple(cfg.sweep.lr_range)}
-    space.update({f"model.{w}": tuple(cfg.sweep.weight_range) for w in INFO_WEIGHTS})
+    space.update({f"model.{w}": tuple(cfg.sweep.weight_ranges.get(w, cfg.sweep.weight_range)) for w in INFO_WEIGHTS})
     assert tuple(space) == TRANSFER_KEYS
     return space
 
@@ -125,15 +126,20 @@ def run(cfg: RunConfig) -> Path:
         + yaml.safe_dump({"values": values, "provenance": provenance}, sort_keys=False))
 
     images, notes = optuna_plots(df, space, sdir)
+    from ptsweep.sweeps.coord_check import check_at_init  # does the tuned point keep PT width-stable?
+
+    tuned = with_overrides(cfg, values)
+    coord = check_at_init(tuned)
     counts = df["status"].value_counts().to_dict()
     summary = {"study": name, "best": {"values": values, **provenance}, "n_trials": int(len(df)),
                "status_counts": {str(k): int(v) for k, v in counts.items()}, "plots": sorted(p.name for p in images.values()),
-               "notes": notes, "wall_s": time.time() - t0}
+               "coord_check_at_best": coord, "notes": notes, "wall_s": time.time() - t0}
     note = log_summary(cfg, sdir, SWEEP, {"trials": df}, images, {"best_val_loss": provenance["val_loss"], **values},
                        tags=[f"sweep={SWEEP}"])
     if note:
         summary["notes"].append(note)
     write_json(sdir / "summary.json", summary)
     print(f"tune-small: best val_loss {provenance['val_loss']:.4f} (trial {provenance['trial_id']}) of {len(df)} "
-          f"trials {summary['status_counts']}; transfer.yaml written")
+          f"trials {summary['status_counts']}; transfer.yaml written; coordinate check of the tuned point "
+          f"({coord['kind']}): {coord['verdict']}")
     return sdir

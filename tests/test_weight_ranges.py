@@ -1,0 +1,42 @@
+"""tune-small's search space comes from the loop-gain derivation (experiments/coord-check/README.md): log-uniform
+information-weight ranges around the stable default, optionally per weight; and the cheap at-init coordinate check
+that tune-small runs at its tuned point."""
+
+from __future__ import annotations
+
+import pytest
+
+from ptsweep.cli import compose
+from ptsweep.config import INFO_WEIGHTS, TRANSFER_KEYS, ConfigError, with_overrides
+from ptsweep.sweeps import coord_check as cc
+from ptsweep.sweeps.tune_small import search_space
+
+
+def test_default_weight_range_contains_the_default_and_its_neighbourhood():
+    cfg = compose(["preset=smoke"])
+    space = search_space(cfg)
+    assert tuple(space) == TRANSFER_KEYS
+    for w in INFO_WEIGHTS:
+        lo, hi = space[f"model.{w}"]
+        default = getattr(cfg.model, w)
+        assert lo <= default / 1.2 and default * 1.2 <= hi  # verify-transfer's +-20 % around the default fits
+        assert hi <= 1.5  # the loop gains grow like products of weights: wider corners saturate MFVI at N = 1024
+
+
+def test_per_weight_ranges_override_the_common_range():
+    cfg = with_overrides(compose(["preset=smoke"]), {"sweep.weight_ranges": {"w_attn": [0.5, 2.0]}})
+    space = search_space(cfg)
+    assert space["model.w_attn"] == (0.5, 2.0)
+    assert space["model.w_unary"] == tuple(cfg.sweep.weight_range)
+    for bad in ({"w_nope": [0.5, 2.0]}, {"w_attn": [2.0, 0.5]}, {"w_attn": [0.0, 1.0]}):
+        with pytest.raises(ConfigError):
+            with_overrides(cfg, {"sweep.weight_ranges": bad})
+
+
+def test_check_at_init_passes_the_default_and_fails_the_paper_constants(tmp_path):
+    cfg = compose(["preset=smoke", f"out_dir={tmp_path}", "tracker=disabled", "sweep.coord_batch_size=8"])
+    ok = cc.check_at_init(cfg, widths=(64, 128))
+    assert ok["verdict"] == "pass" and ok["kind"].startswith("at-init"), ok
+    bad = cc.check_at_init(with_overrides(cfg, {"model.parametrization": "mup_paper"}), widths=(64, 128))
+    assert bad["verdict"] == "fail", bad
+    assert cc.check_at_init(with_overrides(cfg, {"model.parametrization": "sp"}))["verdict"].startswith("n/a")

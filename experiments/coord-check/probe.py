@@ -106,6 +106,7 @@ def main() -> None:
             print(f"{key:5s} it{t + 1}: " + " ".join(f"{v:9.3g}" for v in vals) + f"   slope {slope:+.2f}")
     g = [res[w][1] for w in widths]
     print("gS rms   : " + " ".join(f"{v:9.3g}" for v in g))
+    print("N * gS   : " + " ".join(f"{v * w:9.3g}" for v, w in zip(g, widths)))
     print("gS median: " + " ".join(f"{res[w][2]:9.3g}" for w in widths))
 
 

@@ -262,7 +262,7 @@ def plot(df, result: dict, cfg: RunConfig, path: Path) -> Path | None:
                 ax.set_ylim(lo_y - 0.05, max(uni + 0.35, lo_y + 0.4))
         ax.set_xscale("log", base=2)
         ax.set_xlabel("base learning rate" if study == "lr" else result[study]["x_col"])
-        ax.set_ylabel("validation loss (seed mean; points above the frame are off-scale)")
+        ax.set_ylabel("validation loss (seed mean ± seed SE)")
         ax.set_title(f"{'muP' if par == 'mup' else 'SP'}: {'LR' if study == 'lr' else result[study]['x_col']}"
                      f" (drift {r['drift_log2']:+.1f} x2)")
         ax.grid(True, alpha=0.3)

@@ -479,12 +479,25 @@ class SweepConfig:
     """lr-transfer: lowest and highest base LR of the log-spaced grid."""
     lr_grid_points: int = 9
     """lr-transfer: number of LR grid points (log-spaced, both ends included)."""
-    lr_seeds: int = 1
-    """lr-transfer: seeds per grid point (losses are averaged before taking the optimum)."""
+    lr_sp_grid_range: list[float] = field(default_factory=list)
+    """lr-transfer: [low, high] of the SP LR grid ([] = lr_grid_range). muP's eta multiplies the hidden LR by 1/N,
+    SP's does not, so the two optima can sit decades apart."""
+    lr_seeds: int = 3
+    """lr-transfer: seeds at each of the ``lr_refine_top`` best values per (parametrization, width); stage 1 runs the
+    whole grid with seed ``seed``, stage 2 adds seeds ``seed+1 .. seed+lr_seeds-1`` near the optimum."""
+    lr_refine_top: int = 3
+    """lr-transfer: grid values per (parametrization, width) that get the extra seeds, chosen from stage 1's losses
+    (0 = every grid value: the full grid with every seed)."""
     lr_parametrizations: list[str] = field(default_factory=lambda: ["mup", "sp"])
     """lr-transfer: parametrizations compared."""
     lr_weight_grid: list[float] = field(default_factory=lambda: [0.25, 0.5, 1.0, 2.0, 4.0])
-    """lr-transfer: grid of model.w_attn (at optim.lr, muP only) for the information-weight study ([] = skip it)."""
+    """lr-transfer: grid of the information weight ``lr_weight_key`` (muP only) for the weight study ([] = skip it)."""
+    lr_weight_key: str = "model.w_attn"
+    """lr-transfer: the information weight of the weight study (one of model.w_unary ... model.w_topic_g)."""
+    lr_weight_lr: float = 0.0
+    """lr-transfer: base LR of the weight study (0 = optim.lr)."""
+    lr_weight_widths: list[int] = field(default_factory=list)
+    """lr-transfer: widths of the weight study ([] = lr_widths)."""
     lr_scaling: Literal["channels", "rank"] = "channels"
     """lr-transfer: PT width-scaling paradigm of the study (model.scaling of every trial)."""
     lr_tokens: float = 0.0
@@ -534,7 +547,16 @@ class SweepConfig:
                  f"need >= 2 distinct positive widths, got {self.lr_widths}")
         _require(0 < self.lr_grid_range[0] < self.lr_grid_range[1], "sweep.lr_grid_range", "must be 0 < low < high")
         _require(self.lr_grid_points >= 2, "sweep.lr_grid_points", "must be >= 2")
+        _require(not self.lr_sp_grid_range or (len(self.lr_sp_grid_range) == 2
+                                                and 0 < self.lr_sp_grid_range[0] < self.lr_sp_grid_range[1]),
+                 "sweep.lr_sp_grid_range", f"must be [] or [low, high] with 0 < low < high, got {self.lr_sp_grid_range}")
         _require(self.lr_seeds >= 1, "sweep.lr_seeds", "must be >= 1")
+        _require(self.lr_refine_top >= 0, "sweep.lr_refine_top", "must be >= 0 (0 = every grid value)")
+        _require(self.lr_weight_key in {f"model.{w}" for w in INFO_WEIGHTS}, "sweep.lr_weight_key",
+                 f"must be one of {', '.join('model.' + w for w in INFO_WEIGHTS)}, got {self.lr_weight_key!r}")
+        _require(math.isfinite(self.lr_weight_lr) and self.lr_weight_lr >= 0, "sweep.lr_weight_lr", "must be >= 0")
+        _require(all(w > 0 for w in self.lr_weight_widths) and len(set(self.lr_weight_widths)) == len(self.lr_weight_widths),
+                 "sweep.lr_weight_widths", f"must be distinct positive widths, got {self.lr_weight_widths}")
         _require(math.isfinite(self.lr_tokens) and self.lr_tokens >= 0, "sweep.lr_tokens", "must be >= 0")
         _require(all(math.isfinite(w) and w > 0 for w in self.lr_weight_grid), "sweep.lr_weight_grid",
                  f"information weights must be positive, got {self.lr_weight_grid}")

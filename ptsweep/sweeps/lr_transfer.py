@@ -1,23 +1,32 @@
-"""Learning-rate transfer study: does the optimal base LR stay put across widths under muP (and move under SP)?
+"""Learning-rate (and information-weight) transfer study: does the optimum stay put across widths under muP (and move
+under SP)? Two stages, both real Ray Tune runs through ``sweeps.common.run_trials`` (resumable, failures and
+divergences kept):
 
-Grid (one Ray Tune trial per point, through ``sweeps.common.run_trials``: resumable, failures and divergences kept):
+    stage 1 "grid"   one seed (``seed``) over the whole grid:
+                     LR study      sweep.lr_parametrizations x sweep.lr_widths x geomspace(*lr_grid_range, lr_grid_points)
+                                   (SP: lr_sp_grid_range when set)
+                     weight study  muP only: sweep.lr_weight_widths (default lr_widths) x sweep.lr_weight_grid (the
+                                   weight ``sweep.lr_weight_key``)
+                                   at the base LR ``sweep.lr_weight_lr`` (0 = optim.lr)
+    stage 2 "seeds"  seeds ``seed+1 .. seed+lr_seeds-1`` at the ``sweep.lr_refine_top`` best values of stage 1 per
+                     (study, parametrization, width) (0 = at every value)
 
-    LR study      sweep.lr_parametrizations x sweep.lr_widths x geomspace(*sweep.lr_grid_range, sweep.lr_grid_points)
-                  x sweep.lr_seeds                                  (overrides model.parametrization, model.width,
-                                                                     optim.lr, seed)
-    weight study  muP only: sweep.lr_widths x sweep.lr_weight_grid (model.w_attn) x sweep.lr_seeds at the base LR
-                  optim.lr                                          (skipped when lr_weight_grid is empty)
+Stage 2's choice is a pure function of stage 1's ledger, so re-running the same command after an interruption
+finishes stage 1, chooses the same values and skips every finished trial of stage 2. Every trial uses the scaling
+paradigm ``sweep.lr_scaling`` and trains PT for the same token budget (``sweep.lr_tokens`` or ``train.tokens``) with
+the preset's schedule and warm-up. Within each stage the widest models are submitted first (the longest jobs first
+keeps both Ray slots busy until the end).
 
-Every trial uses the scaling paradigm ``sweep.lr_scaling`` and trains PT for the same token budget (``sweep.lr_tokens``
-or ``train.tokens``) with the preset's schedule and warm-up; the metric is the
-final validation loss. For each parametrization, :func:`ptsweep.analysis.stats.lr_optimum_drift` gives the optimum
-per width (seeds averaged, diverged runs dropped) and the drift log2(lr*(largest width) / lr*(smallest width)) in
-factors of 2 (muP: ~0; SP: typically negative). The same is done for model.w_attn. An optimum on the edge of its grid
-is flagged (``at_edge``): its drift is then only a bound.
+Analysis (``ptsweep.analysis.transfer_drift``): per (parametrization, width) the optimum over the values that have all
+seeds (seed-averaged), the values within 2 paired SEs of it, a paired bootstrap over seeds, and the drift
+log2(x*(largest width) / x*(smallest width)) in factors of 2 with a bootstrap interval. Every run's final metrics
+(``val_loss`` ± ``val_loss_se``, ``unigram_loss``, ``gain_over_unigram`` ± SE, read from the ledger) go into the
+table; the summary puts each optimum next to the unigram baseline.
 
-Outputs in ``<out_dir>/<study or lr-transfer>/``: ``trials.csv/.parquet`` (every trial), ``summary.json``,
-``lr_transfer.png`` (validation loss vs LR, one curve per width, one panel per parametrization) and
-``w_attn_transfer.png``; Ray state in ``ray/`` and the per-trial ledger in ``trials/``.
+Outputs in ``<out_dir>/<study or lr-transfer>/``: ``trials.csv/.parquet`` (every trial), ``optima.csv`` (one row per
+study/parametrization/width), ``summary.json``, ``lr_transfer.png`` (loss vs value, one curve per width, one panel per
+study and parametrization, the unigram baseline as a horizontal line); Ray state in ``ray/`` and the per-trial ledger
+in ``trials/``.
 """
 
 from __future__ import annotations
@@ -29,126 +38,414 @@ from pathlib import Path
 import numpy as np
 
 from ptsweep.config import RunConfig
-from ptsweep.sweeps.common import (log_summary, ray_session, run_trials, save_table, study_path, sweep_tags,
-                                   write_json)
+from ptsweep.sweeps.common import (log_summary, ray_session, read_ledger, run_trials, save_table, study_path,
+                                   sweep_tags, write_json)
 
 SWEEP = "lr-transfer"
-WEIGHT_KEY = "model.w_attn"
-"""The information weight studied alongside the LR (spec §7: omega_ZH, the attention temperature)."""
+LR_KEY = "optim.lr"
+EXTRA_METRICS = ("val_loss_se", "unigram_loss", "unigram_loss_se", "gain_over_unigram", "gain_over_unigram_se",
+                 "val_tokens", "val_blocks")
+"""Final metrics of ``train.run`` read from each trial's ledger record (not among common.TABLE_METRICS)."""
 
 
-def lr_grid(cfg: RunConfig) -> list[float]:
-    """The log-spaced LR grid (both ends included), rounded to 4 significant digits for readable trial keys."""
-    lo, hi = cfg.sweep.lr_grid_range
+def weight_label(key: str) -> str:
+    """Label prefix of the weight study's trials: model.w_attn -> "wattn" (the notebook reads "wattn-" rows)."""
+    return key.split(".", 1)[1].replace("_", "")
+
+
+def lr_grid(cfg: RunConfig, parametrization: str = "mup") -> list[float]:
+    """The log-spaced LR grid of a parametrization (both ends included; SP: ``lr_sp_grid_range`` when set), rounded
+    to 4 significant digits for readable trial keys."""
+    lo, hi = (cfg.sweep.lr_sp_grid_range if parametrization == "sp" and cfg.sweep.lr_sp_grid_range
+              else cfg.sweep.lr_grid_range)
     return [float(f"{x:.4g}") for x in np.geomspace(lo, hi, cfg.sweep.lr_grid_points)]
 
 
-def trial_list(cfg: RunConfig) -> tuple[list[dict], list[str]]:
-    """(overrides, labels) of every trial of the study (module docstring)."""
+def weight_lr(cfg: RunConfig) -> float:
+    return float(cfg.sweep.lr_weight_lr or cfg.optim.lr)
+
+
+def _common(cfg: RunConfig) -> dict:
+    return {"model.scaling": cfg.sweep.lr_scaling, "train.tokens": float(cfg.sweep.lr_tokens or cfg.train.tokens)}
+
+
+def _trial(cfg: RunConfig, study: str, par: str, width: int, x: float, seed: int) -> tuple[dict, str]:
+    """(overrides, label) of one trial; study "lr" varies optim.lr, study "weight" varies sweep.lr_weight_key."""
+    ov = {**_common(cfg), "model.parametrization": par, "model.width": int(width), "seed": int(seed)}
+    if study == "lr":
+        ov[LR_KEY] = float(x)
+        return ov, f"lr-{par}-w{width}"
+    ov[LR_KEY] = weight_lr(cfg)
+    ov[cfg.sweep.lr_weight_key] = float(x)
+    return ov, f"{weight_label(cfg.sweep.lr_weight_key)}-{par}-w{width}"
+
+
+def _groups(cfg: RunConfig) -> list[tuple[str, str, int, list[float]]]:
+    """(study, parametrization, width, grid) of every group of the study, widest first."""
     sw = cfg.sweep
-    common = {"model.scaling": sw.lr_scaling, "train.tokens": float(sw.lr_tokens or cfg.train.tokens)}
-    trials, labels = [], []
-    for par in sw.lr_parametrizations:
-        for width in sw.lr_widths:
-            for s in range(sw.lr_seeds):
-                seed = cfg.seed + s
-                for lr in lr_grid(cfg):
-                    trials.append({**common, "model.parametrization": par, "model.width": int(width),
-                                   "optim.lr": lr, "seed": seed})
-                    labels.append(f"lr-{par}-w{width}")
-                if par != "mup":  # the information weights are muP hyperparameters (spec §7)
-                    continue
-                for wa in sw.lr_weight_grid:
-                    trials.append({**common, "model.parametrization": par, "model.width": int(width),
-                                   WEIGHT_KEY: float(wa), "seed": seed})
-                    labels.append(f"wattn-{par}-w{width}")
-    return trials, labels
-
-
-def _with_edges(drift: dict, grid: list[float]) -> dict:
-    """Add ``at_edge`` {width: bool} (optimum on the first/last grid point) and ``drift_is_bound``."""
-    lo, hi = min(grid), max(grid)
-    for res in drift.values():
-        edge = {w: bool(math.isclose(v, lo, rel_tol=1e-6) or math.isclose(v, hi, rel_tol=1e-6))
-                for w, v in res["optimum_lr"].items()}
-        res["at_edge"] = edge
-        res["drift_is_bound"] = bool(edge.get(res["smallest_width"]) or edge.get(res["largest_width"]))
-    return drift
-
-
-def analyse(df, cfg: RunConfig) -> dict:
-    """Optima and drifts of the LR study and of the w_attn study from a trials table (see module docstring)."""
-    from ptsweep.analysis.stats import lr_optimum_drift
-
-    out: dict = {}
-    lr_rows = df[df["label"].str.startswith("lr-")]
-    if len(lr_rows):
-        out["lr"] = _with_edges(lr_optimum_drift(lr_rows, lr_col="optim.lr", width_col="model.width",
-                                                 loss_col="val_loss", param_col="model.parametrization"),
-                                lr_grid(cfg))
-    w_rows = df[df["label"].str.startswith("wattn-")]
-    if len(w_rows):
-        out["w_attn"] = _with_edges(lr_optimum_drift(w_rows, lr_col=WEIGHT_KEY, width_col="model.width",
-                                                     loss_col="val_loss", param_col="model.parametrization"),
-                                    list(cfg.sweep.lr_weight_grid))
+    out = []
+    for width in sorted(sw.lr_widths, reverse=True):
+        for par in sw.lr_parametrizations:
+            out.append(("lr", par, int(width), lr_grid(cfg, par)))
+        if (sw.lr_weight_grid and "mup" in sw.lr_parametrizations  # information weights are muP hyperparameters
+                and (not sw.lr_weight_widths or width in sw.lr_weight_widths)):
+            out.append(("weight", "mup", int(width), [float(v) for v in sw.lr_weight_grid]))
     return out
 
 
-def plot(df, sdir: Path) -> dict[str, Path]:
-    """lr_transfer.png (+ w_attn_transfer.png when the weight study ran)."""
-    from ptsweep.analysis.plots import plot_lr_transfer
+def stage1_trials(cfg: RunConfig) -> tuple[list[dict], list[str]]:
+    """Stage 1: every grid value of every group, seed ``cfg.seed``."""
+    trials, labels = [], []
+    for study, par, width, grid in _groups(cfg):
+        for x in grid:
+            ov, lab = _trial(cfg, study, par, width, x, cfg.seed)
+            trials.append(ov)
+            labels.append(lab)
+    return trials, labels
 
-    images = {}
-    lr_rows = df[df["label"].str.startswith("lr-")]
-    if len(lr_rows) and np.isfinite(lr_rows["val_loss"].astype(float)).any():
-        images["lr_transfer"] = plot_lr_transfer(
-            lr_rows, sdir / "lr_transfer.png", lr_col="optim.lr", width_col="model.width", loss_col="val_loss",
-            param_col="model.parametrization", title="PT: validation loss vs base LR across widths (muP vs SP)")
-    w_rows = df[df["label"].str.startswith("wattn-")]
-    if len(w_rows) and np.isfinite(w_rows["val_loss"].astype(float)).any():
-        images["w_attn_transfer"] = plot_lr_transfer(
-            w_rows, sdir / "w_attn_transfer.png", lr_col=WEIGHT_KEY, width_col="model.width", loss_col="val_loss",
-            param_col="model.parametrization",
-            title="PT: validation loss vs information weight model.w_attn (x axis) across widths")
-    return images
+
+def _x_col(cfg: RunConfig, study: str) -> str:
+    return LR_KEY if study == "lr" else cfg.sweep.lr_weight_key
+
+
+def refine_values(cfg: RunConfig, df1) -> dict[tuple[str, str, int], list[float]]:
+    """Stage 2's values per (study, parametrization, width): the ``lr_refine_top`` lowest finite stage-1 losses
+    (ties broken by the smaller value; every value when ``lr_refine_top`` = 0)."""
+    out = {}
+    for study, par, width, grid in _groups(cfg):
+        if cfg.sweep.lr_refine_top == 0:
+            out[(study, par, width)] = list(grid)
+            continue
+        _, lab = _trial(cfg, study, par, width, grid[0], cfg.seed)
+        g = df1[df1["label"] == lab]
+        xc = _x_col(cfg, study)
+        loss = g["val_loss"].astype(float).to_numpy()
+        xs = g[xc].astype(float).to_numpy()
+        ok = np.isfinite(loss)
+        order = sorted(zip(loss[ok], xs[ok]))
+        out[(study, par, width)] = sorted(float(x) for _, x in order[: cfg.sweep.lr_refine_top])
+    return out
+
+
+def stage2_trials(cfg: RunConfig, df1) -> tuple[list[dict], list[str]]:
+    """Stage 2: seeds ``seed+1 .. seed+lr_seeds-1`` at the values chosen by :func:`refine_values`."""
+    trials, labels = [], []
+    values = refine_values(cfg, df1)
+    for study, par, width, _ in _groups(cfg):
+        for s in range(1, cfg.sweep.lr_seeds):
+            for x in values[(study, par, width)]:
+                ov, lab = _trial(cfg, study, par, width, x, cfg.seed + s)
+                trials.append(ov)
+                labels.append(lab)
+    return trials, labels
+
+
+def trial_list(cfg: RunConfig) -> tuple[list[dict], list[str]]:
+    """Stage 1's trials (stage 2 depends on their results: :func:`stage2_trials`)."""
+    return stage1_trials(cfg)
+
+
+def add_ledger_metrics(df, sdir: Path):
+    """Copy ``EXTRA_METRICS`` of each trial's ledger record into the table (NaN where missing)."""
+    df = df.copy()
+    recs = [read_ledger(sdir, k) or {} for k in df["trial_key"]]
+    for m in EXTRA_METRICS:
+        df[m] = [float(r[m]) if isinstance(r.get(m), (int, float)) else math.nan for r in recs]
+    return df
+
+
+def _fill_base(df, cfg: RunConfig):
+    """The LR study's rows ran at the model's default weight: fill that column (and the LR where absent)."""
+    wk = cfg.sweep.lr_weight_key
+    base_w = float(getattr(cfg.model, wk.split(".", 1)[1]))
+    df[wk] = df[wk].fillna(base_w) if wk in df else base_w
+    df[LR_KEY] = df[LR_KEY].fillna(weight_lr(cfg)) if LR_KEY in df else weight_lr(cfg)
+    return df
+
+
+def analyse(df, cfg: RunConfig) -> dict:
+    """{"lr": drift result, "weight": drift result} (``transfer_drift.drift``) plus the unigram baseline and the gains
+    at each optimum (``transfer_drift.gains``)."""
+    from ptsweep.analysis import transfer_drift as td
+
+    out: dict = {}
+    unigram = df["unigram_loss"].astype(float) if "unigram_loss" in df else None
+    if unigram is not None and np.isfinite(unigram).any():
+        u = unigram[np.isfinite(unigram)]
+        out["unigram_loss"] = float(u.mean())
+        out["unigram_loss_spread"] = float(u.max() - u.min())  # 0 when every run scored the same tokens
+        use = df["unigram_loss_se"].astype(float)
+        out["unigram_loss_se"] = float(use[np.isfinite(use)].mean()) if np.isfinite(use).any() else math.nan
+    for study, prefix, xc in (("lr", "lr-", LR_KEY),
+                              ("weight", weight_label(cfg.sweep.lr_weight_key) + "-", cfg.sweep.lr_weight_key)):
+        rows = df[df["label"].str.startswith(prefix)]
+        if not len(rows):
+            continue
+        res = td.drift(rows, xc, width_col="model.width", param_col="model.parametrization", loss_col="val_loss",
+                       seed_col="seed")
+        for par, r in res.items():
+            gp = rows[rows["model.parametrization"] == par]
+            for w, o in r["per_width"].items():
+                if o.get("x_opt") is None:
+                    continue
+                gw = gp[gp["model.width"] == w]
+                o["gains"] = td.gains(gw, xc, o["x_opt"])
+                fin = gw[np.isfinite(gw["val_loss"].astype(float))]
+                if len(fin):
+                    b = fin.loc[fin["val_loss"].astype(float).idxmin()]
+                    o["best_run"] = {k: (float(b[k]) if k in b and b[k] is not None else math.nan)
+                                     for k in ("val_loss", "val_loss_se", "gain_over_unigram",
+                                               "gain_over_unigram_se", xc, "seed")}
+        out[study] = {"x_col": xc, "by_parametrization": res}
+    return out
+
+
+def optima_table(result: dict):
+    """One row per (study, parametrization, width): optimum, its uncertainty and the gain over unigram."""
+    import pandas as pd
+
+    rows = []
+    for study in ("lr", "weight"):
+        if study not in result:
+            continue
+        for par, r in result[study]["by_parametrization"].items():
+            for w, o in r["per_width"].items():
+                if o.get("x_opt") is None:
+                    continue
+                q = np.quantile(o["boot_log2"], [0.05, 0.95])
+                g = o.get("gains", {})
+                rows.append({"study": study, "x": result[study]["x_col"], "parametrization": par, "width": w,
+                             "x_opt": o["x_opt"], "vertex": 2 ** o["vertex_log2"] if o["vertex_log2"] is not None
+                             else math.nan, "n_seeds": o["n_seeds"], "at_edge": o["at_edge"],
+                             "plausible_lo": o["plausible"][0], "plausible_hi": o["plausible"][-1],
+                             "boot_q05": 2 ** q[0], "boot_q95": 2 ** q[1],
+                             "loss": g.get("val_loss", math.nan), "loss_se": g.get("val_loss_se", math.nan),
+                             "unigram": g.get("unigram_loss", math.nan),
+                             "gain": g.get("gain_over_unigram", math.nan),
+                             "gain_se": g.get("gain_over_unigram_se", math.nan)})
+    return pd.DataFrame(rows)
+
+
+def plot(df, result: dict, cfg: RunConfig, path: Path) -> Path | None:
+    """Loss vs value (log2 x), seed-mean with seed-SE bars, one curve per width, optimum starred, unigram baseline as
+    a dashed horizontal line; one panel per (study, parametrization)."""
+    from matplotlib import colormaps
+
+    from ptsweep.analysis.plots import _figure, _save
+
+    panels = [(s, p) for s in ("lr", "weight") if s in result for p in result[s]["by_parametrization"]]
+    if not panels:
+        return None
+    fig, axes = _figure(1, len(panels), size=(5.2 * len(panels), 4.5))
+    uni = result.get("unigram_loss")
+    widths = sorted(cfg.sweep.lr_widths)
+    colors = dict(zip(widths, (colormaps["viridis"](v) for v in np.linspace(0.1, 0.9, len(widths)))))
+    for j, (study, par) in enumerate(panels):
+        ax = axes[0, j]
+        r = result[study]["by_parametrization"][par]
+        lo_y = math.inf
+        for w, o in sorted(r["per_width"].items()):
+            c = o["curve"]
+            x, m, se = np.array(c["x"]), np.array(c["mean"]), np.array(c["se"], dtype=float)
+            ok = np.isfinite(m)
+            if not ok.any():
+                continue
+            ax.errorbar(x[ok], m[ok], yerr=np.nan_to_num(se[ok]), fmt="-o", ms=3, capsize=2,
+                        color=colors.get(w, "k"), label=f"width {w}")
+            lo_y = min(lo_y, float(m[ok].min()))
+            if o.get("x_opt") is not None:
+                ax.scatter([o["x_opt"]], [o["loss_opt"]], marker="*", s=160, color=colors.get(w, "k"),
+                           edgecolor="k", zorder=5)
+        if uni is not None and math.isfinite(uni):
+            ax.axhline(uni, ls="--", color="crimson", lw=1.2, label=f"unigram {uni:.3f}")
+            if math.isfinite(lo_y):
+                ax.set_ylim(lo_y - 0.05, max(uni + 0.35, lo_y + 0.4))
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("base learning rate" if study == "lr" else result[study]["x_col"])
+        ax.set_ylabel("validation loss (seed mean ± seed SE)")
+        ax.set_title(f"{'muP' if par == 'mup' else 'SP'}: {'LR' if study == 'lr' else result[study]['x_col']}"
+                     f" (drift {r['drift_log2']:+.1f} x2)")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7, title="star = optimum (all seeds)", title_fontsize=7)
+    fig.suptitle("PT: validation loss vs hyperparameter across widths (muP vs SP)")
+    return _save(fig, path)
 
 
 def run(cfg: RunConfig) -> Path:
-    """Run (or resume) the study and write its tables, plots and summary; returns the study folder."""
+    """Run (or resume) the two-stage study and write its tables, plot and summary; returns the study folder."""
+    import pandas as pd
+
     t0 = time.perf_counter()
     sdir = study_path(cfg, SWEEP)
     sdir.mkdir(parents=True, exist_ok=True)
-    trials, labels = trial_list(cfg)
+    tags = sweep_tags(SWEEP, cfg.model)
     with ray_session(cfg.ray):
-        df = run_trials(cfg, trials, sdir, "grid", labels=labels, tags=sweep_tags(SWEEP, cfg.model))
-    for col in ("optim.lr", WEIGHT_KEY):  # the rows of the other study ran at the base value
-        base = cfg.optim.lr if col == "optim.lr" else cfg.model.w_attn
-        df[col] = df[col].fillna(base) if col in df else base
+        t1, l1 = stage1_trials(cfg)
+        df1 = run_trials(cfg, t1, sdir, "grid", labels=l1, tags=tags)
+        df1 = _fill_base(df1, cfg)
+        t2, l2 = stage2_trials(cfg, df1)
+        df2 = run_trials(cfg, t2, sdir, "seeds", labels=l2, tags=tags) if t2 else df1.iloc[:0]
+    df1["stage"], df2["stage"] = 1, 2
+    df = _fill_base(pd.concat([df1, df2], ignore_index=True), cfg)
+    df = add_ledger_metrics(df, sdir)
     save_table(df, sdir, "trials")
     result = analyse(df, cfg)
-    images = plot(df, sdir)
+    opt = optima_table(result)
+    if len(opt):
+        opt.to_csv(sdir / "optima.csv", index=False)
+    image = plot(df, result, cfg, sdir / "lr_transfer.png")
     counts = df["status"].value_counts().to_dict()
     summary = {
         "study": sdir.name,
+        "unigram_loss": result.get("unigram_loss"),
+        "unigram_loss_se": result.get("unigram_loss_se"),
+        "unigram_loss_spread": result.get("unigram_loss_spread"),
         "lr": result.get("lr", {}),
-        "w_attn": result.get("w_attn", {}),
-        "settings": {"widths": list(cfg.sweep.lr_widths), "lr_grid": lr_grid(cfg),
-                     "w_attn_grid": list(cfg.sweep.lr_weight_grid), "w_attn_study_lr": cfg.optim.lr,
-                     "seeds": cfg.sweep.lr_seeds, "parametrizations": list(cfg.sweep.lr_parametrizations),
-                     "tokens": float(cfg.sweep.lr_tokens or cfg.train.tokens), "batch_size": cfg.train.batch_size, "seq_len": cfg.data.seq_len,
+        "weight": result.get("weight", {}),
+        "optima": opt.to_dict("records"),
+        "settings": {"widths": list(cfg.sweep.lr_widths),
+                     "lr_grid": {p: lr_grid(cfg, p) for p in cfg.sweep.lr_parametrizations},
+                     "weight_key": cfg.sweep.lr_weight_key, "weight_grid": list(cfg.sweep.lr_weight_grid),
+                     "weight_widths": list(cfg.sweep.lr_weight_widths or cfg.sweep.lr_widths),
+                     "weight_study_lr": weight_lr(cfg), "seeds": cfg.sweep.lr_seeds,
+                     "refine_top": cfg.sweep.lr_refine_top, "parametrizations": list(cfg.sweep.lr_parametrizations),
+                     "tokens": float(cfg.sweep.lr_tokens or cfg.train.tokens), "batch_size": cfg.train.batch_size,
+                     "seq_len": cfg.data.seq_len, "max_val_blocks": cfg.data.max_val_blocks,
                      "schedule": cfg.optim.schedule, "warmup_frac": cfg.optim.warmup_frac,
                      "scaling": cfg.sweep.lr_scaling, "data": cfg.data.name, "preset": cfg.preset,
-                     "w_attn_parametrizations": ["mup"]},
+                     "weight_parametrizations": ["mup"]},
         "n_trials": int(len(df)),
+        "n_stage1": int(len(df1)), "n_stage2": int(len(df2)),
         "status_counts": {str(k): int(v) for k, v in counts.items()},
-        "images": {k: Path(v).name for k, v in images.items()},
+        "images": {"lr_transfer": Path(image).name} if image else {},
         "wall_s": time.perf_counter() - t0,
     }
     write_json(sdir / "summary.json", summary)
-    for name, res in summary["lr"].items():
-        opt = ", ".join(f"{w}: {v:.3g}" for w, v in res["optimum_lr"].items())
-        print(f"lr-transfer {name}: optimum LR per width {{{opt}}}; drift {res['drift_log2']:+.2f} factors of 2"
-              + (" (optimum at a grid edge: a bound)" if res["drift_is_bound"] else ""))
-    log_summary(cfg, sdir, SWEEP, {"trials": df}, images, {k: v for k, v in summary.items() if k != "settings"},
-                tags=[f"sweep={SWEEP}"])
+    if result.get("unigram_loss") is not None:
+        print(f"lr-transfer: unigram baseline {result['unigram_loss']:.4f} ± {result['unigram_loss_se']:.4f}")
+    for study in ("lr", "weight"):
+        for par, r in result.get(study, {}).get("by_parametrization", {}).items():
+            parts = []
+            for w, o in r["per_width"].items():
+                if o.get("x_opt") is None:
+                    continue
+                g = o.get("gains", {})
+                parts.append(f"{w}: {o['x_opt']:.3g} [{o['plausible'][0]:.3g}, {o['plausible'][-1]:.3g}] "
+                             f"loss {g.get('val_loss', math.nan):.3f} gain {g.get('gain_over_unigram', math.nan):+.3f}"
+                             f" ± {g.get('gain_over_unigram_se', math.nan):.3f}")
+            q = r["drift_boot_q"]
+            print(f"lr-transfer {study} {par}: optimum per width {{{'; '.join(parts)}}}; drift {r['drift_log2']:+.2f}"
+                  f" factors of 2 (bootstrap 90% [{q[0]:+.1f}, {q[2]:+.1f}])"
+                  + (" (optimum at a grid edge: a bound)" if r["drift_is_bound"] else ""))
+    log_summary(cfg, sdir, SWEEP, {"trials": df}, {"lr_transfer": image} if image else {},
+                {k: v for k, v in summary.items() if k not in ("settings", "lr", "weight")}, tags=[f"sweep={SWEEP}"])
     return sdir
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Reading a study folder (finished or still running) and printing its tables
+# --------------------------------------------------------------------------------------------------------------
+def ledger_table(sdir: Path, cfg: RunConfig):
+    """Every finished trial of a study folder that belongs to the study ``cfg`` describes (its trial keys), from the
+    ledger records (``trials/*/final.json``): works while the study is still running (``trials.csv`` is only written
+    when an invocation ends). Stage = 1 for seed ``cfg.seed``, else 2."""
+    import json
+
+    import pandas as pd
+
+    rows = []
+    for f in sorted(Path(sdir, "trials").glob("*/final.json")):
+        try:
+            rec = json.loads(f.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        if "trial_key" not in rec:
+            continue
+        row = {"trial_key": rec["trial_key"], "label": rec.get("label", ""), **rec.get("overrides", {})}
+        for m in ("val_loss", "status", "error", "steps", "wall_s", *EXTRA_METRICS):
+            row[m] = rec.get(m)
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return df
+    df["val_loss"] = pd.to_numeric(df["val_loss"], errors="coerce").fillna(math.inf)
+    for m in EXTRA_METRICS:
+        df[m] = pd.to_numeric(df[m], errors="coerce")
+    df["stage"] = np.where(df["seed"] == cfg.seed, 1, 2)
+    df = _fill_base(df, cfg)
+    # only this configuration's trials (a folder may also hold records of another grid or model version)
+    from ptsweep.config import to_dict
+    from ptsweep.sweeps.common import trial_key
+
+    base = to_dict(cfg)
+    t1, l1 = stage1_trials(cfg)
+    keys = {trial_key(base, ov, lab) for ov, lab in zip(t1, l1)}
+    t2, l2 = stage2_trials(cfg, df[df["trial_key"].isin(keys)])
+    keys |= {trial_key(base, ov, lab) for ov, lab in zip(t2, l2)}
+    return df[df["trial_key"].isin(keys)].reset_index(drop=True)
+
+
+def markdown(result: dict) -> str:
+    """The optima table and the drift lines as markdown (README)."""
+    lines = []
+    if result.get("unigram_loss") is not None:
+        lines.append(f"Unigram baseline (training-set frequencies on the same masked tokens): "
+                     f"{result['unigram_loss']:.4f} ± {result['unigram_loss_se']:.4f}\n")
+    lines.append("| study | param. | width | seeds | optimum | within 2 paired SE | bootstrap 90% | parabola vertex "
+                 "| loss at optimum ± SE | gain over unigram ± SE | best run: loss, gain ± SE |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
+    for study in ("lr", "weight"):
+        if study not in result:
+            continue
+        xc = result[study]["x_col"]
+        for par, r in result[study]["by_parametrization"].items():
+            for w, o in r["per_width"].items():
+                if o.get("x_opt") is None:
+                    continue
+                q = np.quantile(o["boot_log2"], [0.05, 0.95])
+                g, b = o.get("gains", {}), o.get("best_run", {})
+                vx = f"{2 ** o['vertex_log2']:.3g}" if o["vertex_log2"] is not None else "-"
+                lines.append(
+                    f"| {xc} | {par} | {w} | {o['n_seeds']} | {o['x_opt']:.3g}{' (edge)' if o['at_edge'] else ''} "
+                    f"| {o['plausible'][0]:.3g} - {o['plausible'][-1]:.3g} | {2 ** q[0]:.3g} - {2 ** q[1]:.3g} | {vx} "
+                    f"| {g.get('val_loss', math.nan):.3f} ± {g.get('val_loss_se', math.nan):.3f} "
+                    f"| {g.get('gain_over_unigram', math.nan):+.3f} ± {g.get('gain_over_unigram_se', math.nan):.3f} "
+                    f"| {b.get('val_loss', math.nan):.3f}, {b.get('gain_over_unigram', math.nan):+.3f} ± "
+                    f"{b.get('gain_over_unigram_se', math.nan):.3f} |")
+    lines.append("")
+    for study in ("lr", "weight"):
+        if study not in result:
+            continue
+        for par, r in result[study]["by_parametrization"].items():
+            q, pr = r["drift_boot_q"], r["drift_plausible_range"]
+            lines.append(f"* drift of {result[study]['x_col']} ({par}), width {r['smallest_width']} -> "
+                         f"{r['largest_width']}: {r['drift_log2']:+.2f} factors of 2 (bootstrap 90% [{q[0]:+.1f}, "
+                         f"{q[2]:+.1f}]; plausible-set range [{pr[0]:+.1f}, {pr[1]:+.1f}])"
+                         + (" - an optimum on a grid edge: a bound" if r["drift_is_bound"] else ""))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m ptsweep.sweeps.lr_transfer STUDY_DIR [overrides]``: analyse the finished trials of a study folder
+    (also while it runs) and print the markdown tables; writes ``partial_optima.csv`` and ``partial_lr_transfer.png``."""
+    import sys
+
+    from ptsweep.cli import compose
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    sdir, overrides = Path(argv[0]), argv[1:]
+    cfg = compose(overrides)
+    df = ledger_table(sdir, cfg)
+    if df.empty:
+        print(f"no finished trials in {sdir}")
+        return
+    result = analyse(df, cfg)
+    optima_table(result).to_csv(sdir / "partial_optima.csv", index=False)
+    plot(df, result, cfg, sdir / "partial_lr_transfer.png")
+    counts = df.groupby(["label", "stage"]).size().to_dict()
+    print(f"{len(df)} finished trials: " + ", ".join(f"{k[0]}/stage{k[1]}: {v}" for k, v in sorted(counts.items())))
+    print(markdown(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,183 @@
+"""Optimum of a hyperparameter per width, with its seed noise, and its drift across widths.
+
+Input: a trials table with one row per run: the hyperparameter ``x_col`` (e.g. ``optim.lr`` or ``model.w_attn``), a
+width, a parametrization, a seed and the final validation loss. Runs at the same (parametrization, width, x) with
+different seeds are repeats. A non-finite loss (diverged run) counts as +inf: a value where one seed of three diverged
+is not an optimum.
+
+Per (parametrization, width):
+
+- ``curve``: every x with its number of seeds n, seed-mean loss and seed SE (sd / sqrt(n); NaN for n = 1).
+- **Optimum** ``x_opt``: the argmin of the seed-mean loss over the *candidates*, the x values with the most seeds
+  (in the two-stage design of the lr-transfer study: the refined values; a single-seed grid point cannot win over
+  3-seed means by luck). With one seed everywhere, every x is a candidate.
+- **Plausible set**: candidates whose seed-mean exceeds the best by at most ``k_se`` (= 2) paired SEs of the
+  difference (same seed = same init and data order, so differences are taken seed by seed:
+  SE = sd_seeds(loss(x) - loss(x_opt)) / sqrt(n)). Its log2 range is a conservative uncertainty of the optimum.
+- **Bootstrap** over seeds (paired: one resample of seed indices is applied to every candidate): the distribution
+  of log2 x_opt; ``boot_freq`` = how often each candidate wins.
+- ``vertex_log2``: the vertex of the parabola (in log2 x) through the optimum and its two grid neighbours (seed
+  means), a sub-grid estimate; None on a grid edge or when the neighbours do not bracket a minimum.
+
+Drift (per parametrization, smallest -> largest width): ``drift_log2 = log2(x_opt(largest) / x_opt(smallest))`` in
+factors of 2, with a bootstrap interval (independent seed resamples per width) and the range allowed by the two
+plausible sets.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+K_SE = 2.0
+N_BOOT = 2000
+QUANTILES = (0.05, 0.5, 0.95)
+
+
+def _py(v: Any) -> Any:
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def _finite_loss(s: pd.Series) -> np.ndarray:
+    a = pd.to_numeric(s, errors="coerce").astype(float).to_numpy()
+    return np.where(np.isfinite(a), a, np.inf)
+
+
+def curve(g: pd.DataFrame, x_col: str, loss_col: str = "val_loss") -> pd.DataFrame:
+    """Seed statistics per x value: columns x, n, mean, se (seed SE; NaN for n = 1), sorted by x."""
+    d = g.assign(_loss=_finite_loss(g[loss_col]))
+    rows = []
+    for x, gx in d.groupby(x_col, sort=True):
+        v = gx["_loss"].to_numpy()
+        n = len(v)
+        mean = float(v.mean()) if np.all(np.isfinite(v)) else math.inf
+        se = float(v.std(ddof=1) / math.sqrt(n)) if n > 1 and np.isfinite(mean) else math.nan
+        rows.append({"x": float(x), "n": int(n), "mean": mean, "se": se})
+    return pd.DataFrame(rows, columns=["x", "n", "mean", "se"])
+
+
+def _vertex_log2(c: pd.DataFrame, i: int) -> float | None:
+    """Vertex (log2 x) of the parabola through points i-1, i, i+1 of the curve, or None."""
+    if i <= 0 or i >= len(c) - 1:
+        return None
+    xs = np.log2(c["x"].to_numpy()[i - 1:i + 2])
+    ys = c["mean"].to_numpy()[i - 1:i + 2]
+    if not np.all(np.isfinite(ys)):
+        return None
+    a, b, _ = np.polyfit(xs, ys, 2)
+    if a <= 0:
+        return None
+    v = -b / (2 * a)
+    return float(v) if xs[0] <= v <= xs[2] else None
+
+
+def optimum(g: pd.DataFrame, x_col: str, loss_col: str = "val_loss", seed_col: str = "seed", k_se: float = K_SE,
+            n_boot: int = N_BOOT, rng: np.random.Generator | None = None) -> dict:
+    """Optimum of one (parametrization, width) group with its uncertainty (module docstring)."""
+    rng = rng if rng is not None else np.random.default_rng(0)
+    c = curve(g, x_col, loss_col)
+    out: dict = {"curve": c.to_dict("list")}
+    finite = c[np.isfinite(c["mean"])]
+    if finite.empty:
+        return {**out, "x_opt": None}
+    n_max = int(c["n"].max())
+    cand = c[(c["n"] == n_max) & np.isfinite(c["mean"])]
+    if cand.empty:  # every multi-seed value has a diverged seed: fall back to every finite value
+        cand = finite
+    best_i = int(cand["mean"].to_numpy().argmin())
+    x_opt = float(cand["x"].to_numpy()[best_i])
+    i_curve = int(np.flatnonzero(np.isclose(c["x"].to_numpy(), x_opt))[0])
+    out.update(x_opt=x_opt, loss_opt=float(cand["mean"].to_numpy()[best_i]),
+               loss_opt_se=float(cand["se"].to_numpy()[best_i]), n_seeds=n_max,
+               candidates=[float(x) for x in cand["x"]],
+               at_edge=bool(i_curve == 0 or i_curve == len(c) - 1),
+               vertex_log2=_vertex_log2(c, i_curve))
+
+    # seeds x candidates matrix (paired: rows = seeds present at every candidate)
+    d = g.assign(_loss=_finite_loss(g[loss_col]))
+    d = d[d[x_col].astype(float).isin(cand["x"].to_numpy())]
+    piv = d.pivot_table(index=seed_col, columns=x_col, values="_loss", aggfunc="mean").dropna(axis=0)
+    piv = piv.reindex(columns=sorted(piv.columns))
+    xs = np.array([float(x) for x in piv.columns])
+    m = piv.to_numpy()
+    plausible = [x_opt]
+    if m.shape[0] >= 2 and len(xs) >= 1:
+        j_best = int(np.flatnonzero(np.isclose(xs, x_opt))[0])
+        for j, x in enumerate(xs):
+            if j == j_best:
+                continue
+            diff = m[:, j] - m[:, j_best]
+            if not np.all(np.isfinite(diff)):
+                continue
+            se = diff.std(ddof=1) / math.sqrt(len(diff))
+            if diff.mean() <= k_se * se:
+                plausible.append(float(x))
+        idx = rng.integers(0, m.shape[0], size=(n_boot, m.shape[0]))
+        boot_means = m[idx].mean(axis=1)  # (n_boot, n_candidates)
+        wins = xs[np.argmin(boot_means, axis=1)]
+        out["boot_log2"] = np.log2(wins).tolist()
+        out["boot_freq"] = {float(x): float(np.mean(np.isclose(wins, x))) for x in xs}
+    else:
+        out["boot_log2"] = [math.log2(x_opt)]
+        out["boot_freq"] = {x_opt: 1.0}
+    plausible = sorted(plausible)
+    out["plausible"] = plausible
+    out["plausible_log2_range"] = [math.log2(plausible[0]), math.log2(plausible[-1])]
+    return out
+
+
+def drift(df: pd.DataFrame, x_col: str, width_col: str = "model.width", param_col: str = "model.parametrization",
+          loss_col: str = "val_loss", seed_col: str = "seed", k_se: float = K_SE, n_boot: int = N_BOOT,
+          seed: int = 0) -> dict[str, dict]:
+    """Per parametrization: ``{"per_width": {width: optimum(...)}, "smallest_width", "largest_width", "drift_log2",
+    "drift_boot_q": [q05, q50, q95], "drift_plausible_range": [lo, hi], "drift_is_bound"}`` (module docstring).
+    ``drift_is_bound``: an end width's optimum lies on the edge of its grid, so the drift is only a bound."""
+    rng = np.random.default_rng(seed)
+    out: dict[str, dict] = {}
+    for par, gp in df.groupby(param_col, sort=True):
+        per_width = {}
+        for w, gw in gp.groupby(width_col, sort=True):
+            per_width[_py(w)] = optimum(gw, x_col, loss_col, seed_col, k_se, n_boot, rng)
+        widths = [w for w in sorted(per_width) if per_width[w].get("x_opt") is not None]
+        if len(widths) < 1:
+            continue
+        res: dict = {"per_width": per_width, "smallest_width": widths[0], "largest_width": widths[-1]}
+        lo, hi = per_width[widths[0]], per_width[widths[-1]]
+        res["drift_log2"] = float(math.log2(hi["x_opt"] / lo["x_opt"]))
+        b_lo, b_hi = np.asarray(lo["boot_log2"]), np.asarray(hi["boot_log2"])
+        nb = max(len(b_lo), len(b_hi))
+        db = rng.choice(b_hi, nb) - rng.choice(b_lo, nb)
+        res["drift_boot_q"] = [float(np.quantile(db, q)) for q in QUANTILES]
+        res["drift_plausible_range"] = [hi["plausible_log2_range"][0] - lo["plausible_log2_range"][1],
+                                        hi["plausible_log2_range"][1] - lo["plausible_log2_range"][0]]
+        res["drift_is_bound"] = bool(lo["at_edge"] or hi["at_edge"])
+        out[str(par)] = res
+    return out
+
+
+def gains(df: pd.DataFrame, x_col: str, x_value: float, loss_col: str = "val_loss") -> dict:
+    """Loss and gain over the unigram baseline of the runs of one group at ``x_value`` (seeds averaged).
+
+    ``gain_over_unigram`` = unigram - model (positive = better than unigram). ``gain_se`` combines the seed spread
+    (sd / sqrt(n)) with the validation-set SE every seed shares (mean of the runs' paired SEs, not divided by n: the
+    validation tokens are the same for every seed): sqrt(se_val^2 + sd^2 / n)."""
+    d = df[np.isclose(df[x_col].astype(float), float(x_value))]
+    out = {"n": int(len(d))}
+    for col in ("val_loss", "unigram_loss", "gain_over_unigram"):
+        if col not in d:
+            continue
+        v = pd.to_numeric(d[col], errors="coerce").astype(float).to_numpy()
+        se_col = {"val_loss": "val_loss_se", "unigram_loss": "unigram_loss_se",
+                  "gain_over_unigram": "gain_over_unigram_se"}[col]
+        se_val = (float(np.sqrt(np.nanmean(pd.to_numeric(d[se_col], errors="coerce").astype(float) ** 2)))
+                  if se_col in d and len(d) else math.nan)
+        sd = float(np.std(v, ddof=1)) if len(v) > 1 else math.nan
+        seed_se = sd / math.sqrt(len(v)) if len(v) > 1 else 0.0
+        out[col] = float(np.mean(v)) if len(v) else math.nan
+        out[f"{col}_seed_sd"] = sd
+        out[f"{col}_val_se"] = se_val
+        out[f"{col}_se"] = float(math.sqrt(se_val ** 2 + seed_se ** 2)) if math.isfinite(se_val) else seed_se
+    return out

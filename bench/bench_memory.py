@@ -24,13 +24,14 @@ Writes <out>/memory.json and <out>/memory.md and prints the table.
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing as mp
 import os
 import platform
 import sys
 import time
 from pathlib import Path
+
+from bench_output import write_outputs
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -180,14 +181,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(r)
     meta = {"width": a.width, "batches": list(batches), "layers": a.layers, "vocab": a.vocab,
             "device": rows[0]["device"], "platform": platform.platform(), "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "memory.json").write_text(json.dumps({"meta": meta, "results": rows}, indent=1))
-    md = markdown(rows, meta)
-    (out / "memory.md").write_text(md)
-    print()
-    print(md)
-    print(f"wrote {out / 'memory.json'} and {out / 'memory.md'}")
+    write_outputs(a.out, "memory", meta, rows, markdown(rows, meta))
     return 0
 
 

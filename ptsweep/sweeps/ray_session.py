@@ -7,7 +7,7 @@ machines out is Ray's token authentication: with ``RAY_AUTH_MODE=token`` every g
 servers refuse a request without the cluster token (a client with a wrong token gets "Failed to connect"; the agent
 answers HTTP 401). So ptsweep
 
-- never starts or joins Ray with authentication disabled: ``RAY_AUTH_MODE=disabled`` is refused with one line;
+- never starts or joins Ray with authentication disabled: a ``RAY_AUTH_MODE`` set to "disabled" is refused with one line;
 - sets ``RAY_AUTH_MODE=token`` (a local ``ray.init`` then generates ``~/.ray/auth_token``; Ray writes it 0644, ptsweep
   makes it 0600 so other users of a shared machine cannot read it);
 - starts the dashboard off (``include_dashboard=False``) and asks for the loopback address anyway.

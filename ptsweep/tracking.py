@@ -114,6 +114,9 @@ class Tracker:
     def restore_history(self, metrics: dict, step: int) -> None:
         """A resumed run's earlier rows: back into the local history, never sent to W&B again."""
 
+    def release(self) -> None:
+        """Free process-wide resources before the process may be killed (a Ray trial actor); after ``finish``."""
+
 
 def wandb_run_id(run_dir: Path, job_type: str = "train") -> str:
     """Stable W&B run id of a run folder: the same trial / run resumes the same W&B run (``resume="allow"``)."""
@@ -232,6 +235,15 @@ class WandbTracker(LocalTracker):
         run, self._run = self._run, None
         run.summary.update(_jsonable({k: v for k, v in summary.items() if k != "history"}))
         run.finish(exit_code=1 if summary.get("status") == "failed" else 0)
+
+    def release(self) -> None:
+        """Shut the wandb-core service of this process down now. Ray ends a trial's actor by killing its process
+        tree, wandb-core included, before Python's atexit runs, so W&B's own teardown hook then printed
+        ``ConnectionResetError: Connection lost`` tracebacks (the run itself was already finished and synced)."""
+        import sys
+
+        if "wandb" in sys.modules:
+            sys.modules["wandb"].teardown()
 
     def log_table(self, name: str, df) -> None:
         super().log_table(name, df)

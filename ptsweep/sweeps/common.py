@@ -332,6 +332,7 @@ def _trainable(config: dict, *, base: dict, fixed: dict, table: dict, study_dir:
         torch.set_num_threads(threads)
 
     last: dict = {}
+    tracker = None
 
     def interrupted() -> bool:
         return (study / INTERRUPT_MARKER).exists()
@@ -383,6 +384,10 @@ def _trainable(config: dict, *, base: dict, fixed: dict, table: dict, study_dir:
         metrics = {"status": "failed", "error": _one_line(e), "val_loss": math.inf,
                    "steps": last.get("step", 0), "tokens": last.get("tokens", 0)}
         print(f"[ptsweep] trial {key} failed: {metrics['error']}", file=sys.stderr)
+    finally:
+        if tracker is not None:
+            with contextlib.suppress(Exception):  # never lose the trial's record to a tracker shutdown error
+                tracker.release()
     rec = _record(study, key, label, overrides, metrics)
     if rec.get("status") in ("ok", "diverged", "failed") and not base.get("sweep", {}).get("keep_checkpoints", False):
         with contextlib.suppress(OSError):

@@ -579,7 +579,7 @@ class RunConfig:
     out_dir: str = "runs"
     """Root of all outputs."""
     run_name: str = ""
-    """Run folder name under <out_dir>/train ('' = derived from model, width and seed)."""
+    """Run folder <out_dir>/train/<run_name>-<config hash> ('' = <model>-w<width>-s<seed>; train.run_dir)."""
     preset: str = ""
     """Name of the preset that was applied (informational)."""
 

@@ -209,6 +209,12 @@ def test_scaling_curves_table_fits_and_plots(tmp_path):
     assert ok_runs["test_loss"].map(math.isfinite).all() and (ok_runs["loss"] == ok_runs["test_loss"]).all()
     assert (ok_runs["val_loss_se"] > 0).all() and (ok_runs["loss_token_se"] > 0).all()
     lr = pd.read_parquet(sdir / "lr_search.parquet")
+    # no reported run is an LR-search trial (a reused winner's losses are biased low): searches train at seed 2
+    assert not set(runs["trial_key"].dropna()) & set(lr["trial_key"])
+    assert set(runs[runs["model"] != "pt"]["from"].dropna()) == {"final run"}  # (BERT w64 fails: no width match)
+    assert scaling_curves.search_training_seed(cfg) == 2
+    assert all(json.loads((sdir / "trials" / k / "trial.json").read_text())["overrides"]["seed"] == 2
+               for k in lr["trial_key"])
     # one LR trial per search is never bracketed: the edge rule re-searches once (sweep.baseline_lr_widen = 1)
     rounds = lr.groupby(["model", "scale"])["search_round"].agg(["min", "max", "size"])
     assert (rounds["min"] == 0).all() and (rounds["max"] == 1).all() and (rounds["size"] == 2).all()

@@ -4,13 +4,14 @@ For each PT width N in sweep.scales and each paradigm in sweep.scaling (channels
     PT     the 7 values of transfer.yaml, no tuning, sweep.seeds runs (seed = cfg.seed + i).
 For each N (matched to PT with the first paradigm) and each baseline in sweep.models (bert, ut):
     width  models.sizing.match_width(kind, pt_cfg(N), V): the BERT/UT width with the closest parameter count
-    LR     Optuna TPE over optim.lr in sweep.baseline_lr_range, sweep.baseline_lr_samples trials at seed cfg.seed,
-           each with sweep.baseline_search_frac of the token budget (no early stopping), chosen on the VALIDATION
-           split. Edge rule: when the best LR is the lowest or the highest finite trial of the search (the optimum is
+    LR     Optuna TPE over optim.lr in sweep.baseline_lr_range, sweep.baseline_lr_samples trials at training seed
+           cfg.seed + sweep.seeds (a seed no reported run uses), each with sweep.baseline_search_frac of the token
+           budget (no early stopping), chosen on the VALIDATION split. Edge rule: when the best LR is the lowest or the highest finite trial of the search (the optimum is
            not bracketed), the search is repeated on a range of the same log-width centred on it, up to
            sweep.baseline_lr_widen times; an optimum still unbracketed after that is flagged in the summary.
-           Then sweep.seeds final runs at the best LR (with baseline_search_frac = 1 the best search trial is the
-           seed-0 run and is reused).
+           Then sweep.seeds final runs at the best LR, seeds cfg.seed + i like PT's. No search trial is reported:
+           the winning trial's own losses are biased low (it won on a validation split whose noise its test loss
+           shares through the same model), so reusing it would favour the baselines.
 V = data.prepare(cfg.data).vocab_size, computed once in the driver.
 
 Reported loss: the held-out TEST split when the runs have one (``data.max_test_blocks``; the baselines' LR was
@@ -86,6 +87,12 @@ def _edge(good: pd.DataFrame) -> str:
     return "low" if best <= lrs.min() else ("high" if best >= lrs.max() else "")
 
 
+def search_training_seed(cfg: RunConfig) -> int:
+    """Training seed of the baseline LR-search trials: the first seed after the reported ones (cfg.seed + i,
+    i < sweep.seeds), so no reported run is a selected one (module docstring)."""
+    return int(cfg.seed) + int(cfg.sweep.seeds)
+
+
 def lr_search(cfg: RunConfig, kind: str, s: int, mo: dict, sdir: Path, group: str, search_tokens: float,
               tags: list[str]) -> tuple[pd.DataFrame, dict]:
     """The baseline LR search of one (model, scale) with the edge rule (module docstring): (all trials, info)."""
@@ -97,7 +104,8 @@ def lr_search(cfg: RunConfig, kind: str, s: int, mo: dict, sdir: Path, group: st
         suffix = f"-widen{rounds}" if rounds else ""
         df = run_search(cfg, {"optim.lr": rng}, sdir, f"search-{kind}-w{s}{suffix}",
                         num_samples=sw.baseline_lr_samples, seed=sw.search_seed + rounds,
-                        fixed={**mo, "train.tokens": search_tokens}, label=f"lr-{kind}-w{s}{suffix}", asha=None,
+                        fixed={**mo, "train.tokens": search_tokens, "seed": search_training_seed(cfg)},
+                        label=f"lr-{kind}-w{s}{suffix}", asha=None,
                         tags=tags, group=group)
         dfs.append(df.assign(search_round=rounds, lr_low=rng[0], lr_high=rng[1]))
         allt = pd.concat(dfs, ignore_index=True)
@@ -172,16 +180,10 @@ def run(cfg: RunConfig) -> Path:
                 if info["edge"]:
                     notes.append(f"{kind} w{s}: best LR {info['best_lr']:.3g} is not bracketed ({info['edge']} edge of "
                                  f"the searched LRs) after {info['rounds']} widening(s); the optimum may lie beyond")
-                good = info["good"]
-                best = good.loc[good["val_loss"].idxmin()]
                 for i, sd in enumerate(seeds):
-                    if i == 0 and sw.baseline_search_frac >= 1.0 and int(sd) == int(cfg.seed):
-                        runs.append({**row, "seed": sd, "trial_key": best["trial_key"], "from": "best search trial",
-                                     **{k: best.get(k) for k in ("val_loss", "tokens", "status", "error")}})
-                    else:
-                        runs.append({**row, "seed": sd, "from": "final run", "pending": len(finals)})
-                        finals.append({**mo, "optim.lr": info["best_lr"], "seed": sd})
-                        labels.append(f"final-{kind}-w{s}-s{i}")
+                    runs.append({**row, "seed": sd, "from": "final run", "pending": len(finals)})
+                    finals.append({**mo, "optim.lr": info["best_lr"], "seed": sd})
+                    labels.append(f"final-{kind}-w{s}-s{i}")
         # ---- PT at every scale (transferred HPs) + baseline finals: one fixed list ------------------------------
         if "pt" in sw.models:
             for sc in scalings:

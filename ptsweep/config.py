@@ -113,6 +113,16 @@ class PTConfig:
         auto = self.attention_impl == "auto" and plain_h and device_type != "cpu"
         return self.attention_impl == "blockwise" or auto
 
+    def attention_note(self, device_type: str) -> str | None:
+        """One line when 'auto' keeps the dense path on an accelerator (O(L^2) memory) only because dropout, damping
+        or a step size on H is on: the choice is then not the one a user of 'auto' expects, so it is said."""
+        if self.attention_impl != "auto" or device_type == "cpu" or self.use_blockwise(device_type):
+            return None
+        on = [f"{k}={getattr(self, k)}" for k, off in (("dropout", 0), ("damping_h", 0), ("stepsize_h", 1.0))
+              if getattr(self, k) != off]
+        return (f"note: model.attention_impl=auto uses the dense H path on {device_type} (memory O(L^2) per sequence) "
+                f"because {', '.join(on)}; the blockwise path supports none of these")
+
     @property
     def n_classes(self) -> int:
         """K: number of relative-distance classes."""

@@ -379,6 +379,9 @@ def _train(cfg: RunConfig, tracker, run_dir: Path, report_fn, t_start: float) ->
     corpus = data_mod.prepare(cfg.data)
     V = corpus.vocab_size
     model = build_model(cfg.model, V, cfg.data.seq_len).to(device)
+    note = cfg.model.attention_note(device.type) if hasattr(cfg.model, "attention_note") else None
+    if note:
+        print(note, file=sys.stderr)
     optimizer = build_optimizer(model, model.width, model.parametrization, oc.lr, betas=oc.betas, eps=oc.eps,
                                 weight_decay=oc.weight_decay)
     if tc.compile:

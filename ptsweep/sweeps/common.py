@@ -49,13 +49,13 @@ import hashlib
 import json
 import math
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from ptsweep.config import TRANSFER_KEYS, RunConfig, flatten, to_dict, with_overrides
+from ptsweep.sweeps.code_version import SOURCE_CHANGED, check_worker_source, git_commit, source_fingerprint
 from ptsweep.sweeps.ray_session import SweepError, SweepInterrupted, interrupt_guard, make_stopper, ray_session
 
 __all__ = [
@@ -95,7 +95,8 @@ _KEY_EXCLUDE = {"out_dir", "run_name", "preset", "data.cache_dir", "data.num_pro
                 "train.stop_after_steps", "train.log_every"}
 # Final metrics copied from the ledger into result tables (in this order; history is never copied).
 TABLE_METRICS = ("val_loss", "status", "error", "steps", "tokens", "best_val_loss", "val_loss_init", "train_loss",
-                 "params", "non_embedding_params", "flops_per_token", "tokens_per_s", "wall_s", "device")
+                 "params", "non_embedding_params", "flops_per_token", "tokens_per_s", "wall_s", "device",
+                 "source_sha")
 
 
 TUNE_STUDY = "tune-small"
@@ -149,16 +150,6 @@ def write_json(path: Path, obj: Any) -> None:
 
 def read_json(path: Path) -> Any:
     return json.loads(Path(path).read_text())
-
-
-def git_commit() -> str:
-    """``git rev-parse HEAD`` of the repository holding ptsweep, or "unknown"."""
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent, capture_output=True,
-                             text=True, timeout=10)
-        return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 def study_name(cfg: RunConfig, default: str) -> str:
@@ -241,10 +232,11 @@ def read_ledger(study_dir: Path, key: str) -> dict | None:
     return rec
 
 
-def _record(study_dir: Path, key: str, label: str, overrides: Mapping[str, Any], metrics: Mapping[str, Any]) -> dict:
+def _record(study_dir: Path, key: str, label: str, overrides: Mapping[str, Any], metrics: Mapping[str, Any],
+            source_sha: str = "") -> dict:
     rec = {"trial_key": key, "label": label, "overrides": dict(overrides),
            **{k: v for k, v in metrics.items() if k != "history"},
-           "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
+           "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "source_sha": source_sha}
     rec["val_loss"] = _finite_or_inf(rec.get("val_loss"))
     rec.setdefault("error", "")
     write_json(trial_dir(study_dir, key) / "final.json", rec)
@@ -296,8 +288,11 @@ def _node_id() -> str:
         return ""
 
 
-def _trainable(config: dict, *, base: dict, fixed: dict, table: dict, study_dir: str, threads: int) -> None:
-    """Ray Tune function trainable: one ``train.run`` of base + overrides; never raises for a failed run."""
+def _trainable(config: dict, *, base: dict, fixed: dict, table: dict, study_dir: str, threads: int,
+               source: str = "") -> None:
+    """Ray Tune function trainable: one ``train.run`` of base + overrides; never raises for a failed run. Raises
+    ``SourceChanged`` before training when ptsweep's source on disk is not the driver's ``source`` fingerprint
+    (``code_version``): no ledger record, the trial runs again on the next invocation."""
     import torch
     from ray import tune
 
@@ -320,11 +315,13 @@ def _trainable(config: dict, *, base: dict, fixed: dict, table: dict, study_dir:
         tune.report(_report_subset({**done, "trial_key": key}))
         return
 
+    source_sha = check_worker_source(source)
     tdir = trial_dir(study, key)
     tdir.mkdir(parents=True, exist_ok=True)
     write_json(tdir / "trial.json", {"trial_key": key, "label": label, "overrides": overrides,
                                      "started_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "pid": os.getpid(),
-                                     "node_id": _node_id(), "host": os.uname().nodename})
+                                     "node_id": _node_id(), "host": os.uname().nodename, "source_sha": source_sha,
+                                     "git_commit": git_commit()})
     from ptsweep.tracking import append_line
 
     append_line(study / STARTS_LOG, f"{time.strftime('%Y-%m-%dT%H:%M:%S')} start {key}")
@@ -371,7 +368,7 @@ def _trainable(config: dict, *, base: dict, fixed: dict, table: dict, study_dir:
             record_interrupt()
             return
         _record(study, key, label, overrides, {**last, "steps": last.get("step", 0), "status": "early_stopped",
-                                               "error": ""})
+                                               "error": ""}, source_sha)
         return  # (Ray's sys.exit only ends this trial's thread: returning does the same, without an error)
     except Exception as e:  # noqa: BLE001 - any failure is recorded, never propagated
         if _stop_requested() and interrupted():
@@ -379,7 +376,7 @@ def _trainable(config: dict, *, base: dict, fixed: dict, table: dict, study_dir:
             return
         if _stop_requested():  # e.g. W&B torn down while the stopped trial's actor exits
             _record(study, key, label, overrides, {**last, "steps": last.get("step", 0),
-                                                   "status": "early_stopped", "error": ""})
+                                                   "status": "early_stopped", "error": ""}, source_sha)
             return
         metrics = {"status": "failed", "error": _one_line(e), "val_loss": math.inf,
                    "steps": last.get("step", 0), "tokens": last.get("tokens", 0)}
@@ -388,7 +385,7 @@ def _trainable(config: dict, *, base: dict, fixed: dict, table: dict, study_dir:
         if tracker is not None:
             with contextlib.suppress(Exception):  # never lose the trial's record to a tracker shutdown error
                 tracker.release()
-    rec = _record(study, key, label, overrides, metrics)
+    rec = _record(study, key, label, overrides, metrics, source_sha)
     if rec.get("status") in ("ok", "diverged", "failed") and not base.get("sweep", {}).get("keep_checkpoints", False):
         with contextlib.suppress(OSError):
             (tdir / train.CHECKPOINT).unlink()
@@ -421,8 +418,19 @@ def _trainable_with_resources(cfg: RunConfig, base: dict, fixed: dict, table: di
     from ray import tune
 
     fn = tune.with_parameters(_trainable, base=base, fixed=dict(fixed), table=table, study_dir=str(study_dir),
-                              threads=max(1, int(cfg.ray.cpus_per_trial)))
+                              threads=max(1, int(cfg.ray.cpus_per_trial)), source=driver_source())
     return tune.with_resources(fn, {"cpu": cfg.ray.cpus_per_trial, "gpu": cfg.ray.gpus_per_trial})
+
+
+_DRIVER_SOURCE: list[str] = []
+
+
+def driver_source() -> str:
+    """The ptsweep source fingerprint this driver process submits every trial with: taken at its first sweep, so an
+    edit made while a multi-stage sweep runs stops its later trials too (``code_version``)."""
+    if not _DRIVER_SOURCE:
+        _DRIVER_SOURCE.append(source_fingerprint())
+    return _DRIVER_SOURCE[0]
 
 
 def _storage(cfg: RunConfig, study_dir: Path) -> str:
@@ -483,6 +491,11 @@ def _fit(tuner, study_dir: Path, name: str):
     if flag.requested:
         raise SweepInterrupted(f"{Path(study_dir).name}: interrupted; finished trials are kept in "
                                f"{Path(study_dir) / 'trials'} - re-run the same command to resume")
+    stale = [r for r in grid if r.error is not None and SOURCE_CHANGED in str(r.error)]
+    if stale:
+        raise SweepError(f"{Path(study_dir).name}/{name}: {SOURCE_CHANGED} ({driver_source()}); {len(stale)} "
+                         f"trial(s) refused to train on the edited code and have no ledger record - commit or revert "
+                         f"the edit, then re-run the same command (finished trials are kept)")
     return grid
 
 

@@ -160,6 +160,11 @@ def make_searcher(space: Mapping[str, tuple[float, float]], study_name: str, sto
             if error and "status" not in rec:
                 rec["status"] = "failed"
             interrupted = INTERRUPT.requested and rec.get("status") not in ("ok", "diverged", "failed")
+            if error and not interrupted:  # a worker that refused edited source (code_version): queue it again
+                from ptsweep.sweeps.common import driver_source
+                from ptsweep.sweeps.code_version import source_fingerprint
+
+                interrupted = source_fingerprint() != driver_source()
             try:
                 tell_from_record(self._ot_study, number, rec, interrupted=interrupted)
             except Exception as exc:  # noqa: BLE001 - the ledger still holds the record

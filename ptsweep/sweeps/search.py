@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ptsweep.config import RunConfig, flatten, to_dict, with_overrides
-from ptsweep.sweeps.common import (_KEY_EXCLUDE, _KEY_EXCLUDE_PREFIXES, METRIC, MODE, TABLE_METRICS, SweepInterrupted,
-                                   _finite_or_inf, _fit, _jsonable, _norm, _prepare_base, _ray_run_config,
+from ptsweep.sweeps.common import (_KEY_EXCLUDE, _KEY_EXCLUDE_PREFIXES, METRIC, MODE, TABLE_METRICS, SweepError,
+                                   SweepInterrupted, _finite_or_inf, _fit, _jsonable, _norm, _prepare_base, _ray_run_config,
                                    _short_dirname, _trainable_with_resources, _warm_data, read_json, read_ledger,
                                    trial_dir, trial_key)
 
@@ -88,7 +88,7 @@ def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_d
         )
         try:
             _fit(tuner, study_dir, experiment_name)
-        except SweepInterrupted:  # record the running trials as interrupted (queued again) before stopping
+        except (SweepInterrupted, SweepError):  # record the running trials as interrupted (queued again), stop
             _reconcile(optuna_store.open_study(study_dir, experiment_name, signature)[0], study_dir, base, fixed,
                        label)
             raise

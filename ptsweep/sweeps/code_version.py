@@ -1,0 +1,60 @@
+"""Which code a trial ran: a fingerprint of ptsweep's Python source, checked in every Ray worker.
+
+Ray workers on a local cluster import ptsweep from the working tree when they start, not when the sweep started. A
+sweep that runs for hours therefore picks up any edit made meanwhile - a half-written change, a mutation test - and
+records its results under the same trial key as the committed code. This happened in the lr-transfer study
+(experiments/lr-transfer/README.md): two width-256 trials ran with a mutation test's s_H = 1/sqrt(r) on disk and
+differed from the committed model by 0.09 nats.
+
+The driver takes :func:`source_fingerprint` once when it submits trials; each worker recomputes it before training
+(:func:`check_worker_source`) and refuses to train on other code: the trial fails with a one-line error and no ledger
+record, so the next run of the same command trains it with the code then on disk. The fingerprint is also written to
+the trial's ``trial.json`` and ledger record (``source_sha``), so every result names the code that produced it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from pathlib import Path
+
+__all__ = ["PACKAGE_DIR", "SOURCE_CHANGED", "SourceChanged", "source_fingerprint", "check_worker_source",
+           "git_commit"]
+
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the ptsweep package
+SOURCE_CHANGED = "ptsweep's source changed after the sweep started"  # prefix of the worker's error
+
+
+class SourceChanged(RuntimeError):
+    """A Ray worker found other ptsweep source on disk than the driver saw when it submitted the trial."""
+
+
+def source_fingerprint(root: Path = PACKAGE_DIR) -> str:
+    """sha1 (12 hex digits) over the relative path and bytes of every ``*.py`` file under ``root`` (caches and
+    compiled files excluded): equal exactly when the importable source is equal."""
+    h = hashlib.sha1()
+    root = Path(root)
+    for path in sorted(p for p in root.rglob("*.py") if "__pycache__" not in p.parts):
+        h.update(path.relative_to(root).as_posix().encode() + b"\0")
+        h.update(path.read_bytes() + b"\0")
+    return h.hexdigest()[:12]
+
+
+def check_worker_source(expected: str, root: Path = PACKAGE_DIR) -> str:
+    """The worker's fingerprint; raises :class:`SourceChanged` (one line) when it is not ``expected``."""
+    actual = source_fingerprint(root)
+    if expected and actual != expected:
+        raise SourceChanged(f"{SOURCE_CHANGED} (driver saw {expected}, this worker sees {actual} in {root}): not "
+                            f"training on code nobody submitted; commit or revert the edit, then re-run the same "
+                            f"command (finished trials are kept)")
+    return actual
+
+
+def git_commit() -> str:
+    """``git rev-parse HEAD`` of the repository holding ptsweep, or "unknown"."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=PACKAGE_DIR, capture_output=True, text=True,
+                             timeout=10)
+        return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"

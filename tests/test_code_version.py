@@ -8,7 +8,6 @@ sweep stops with one SweepError line; the same command afterwards trains it, and
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -63,17 +62,10 @@ from ptsweep.cli import compose  # noqa: E402
 from ptsweep.sweeps import common  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def ray_local():
-    os.environ.setdefault("WANDB_MODE", "disabled")
-    with common.ray_session(compose(["preset=smoke"]).ray):
-        yield
-
-
 @pytest.fixture
 def stale_driver(monkeypatch):
     """The driver believes it submitted other source than the workers will find on disk (as after an edit)."""
-    monkeypatch.setattr(common, "_DRIVER_SOURCE", ["0123456789ab"])
+    monkeypatch.setattr(common, "driver_source", lambda: "0123456789ab")
     return monkeypatch
 
 
@@ -90,7 +82,6 @@ def test_fixed_list_trial_refuses_edited_source_then_runs_on_rerun(tmp_path, ray
     assert not (sdir / common.STARTS_LOG).exists(), "a refused trial must not start training"
 
     stale_driver.undo()  # the edit is committed: the driver and the workers agree again
-    common._DRIVER_SOURCE.clear()
     df = common.run_trials(cfg, [{"optim.lr": 1e-2}], sdir, "t", labels=["a"])
     fp = source_fingerprint()
     assert df["status"].tolist() == ["ok"] and df["source_sha"].tolist() == [fp]
@@ -111,7 +102,6 @@ def test_search_trial_refusing_edited_source_is_queued_again(tmp_path, ray_local
         common.run_search(cfg, space, sdir, "s", num_samples=1, seed=0)
     assert not list(sdir.glob("trials/*/final.json"))
     stale_driver.undo()
-    common._DRIVER_SOURCE.clear()
     df = common.run_search(cfg, space, sdir, "s", num_samples=1, seed=0)
     assert df["status"].tolist() == ["ok"], df[["status", "error"]]
     import optuna
@@ -121,3 +111,4 @@ def test_search_trial_refusing_edited_source_is_queued_again(tmp_path, ray_local
     assert states.count(TrialState.COMPLETE) == 1, states  # the refused trial was queued again, not counted done
     refused = [t for t in st.trials if t.user_attrs.get(optuna_store.INTERRUPTED_ATTR)]
     assert len(refused) == 1 and refused[0].params == st.best_trial.params
+    assert refused[0].user_attrs[optuna_store.STATUS_ATTR] == "refused"

@@ -35,13 +35,7 @@ BASE7 = {"optim.lr": 0.02, "model.w_unary": 1.5, "model.w_child": 0.8, "model.w_
          "model.w_attn": 0.9, "model.w_topic_g": 2.0}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def ray_local():
-    """One local Ray (num_cpus=2, token auth) for every test of the module; the sweeps reuse it."""
-    os.environ.setdefault("WANDB_MODE", "disabled")
-    cfg = compose(["preset=smoke"])
-    with common.ray_session(cfg.ray):
-        yield
+pytestmark = pytest.mark.usefixtures("ray_local")  # one local Ray for the module (conftest.py)
 
 
 def smoke(out_dir: Path, *overrides: str):

@@ -7,8 +7,9 @@ records its results under the same trial key as the committed code. This happene
 differed from the committed model by 0.09 nats.
 
 The driver takes :func:`source_fingerprint` once when it submits trials; each worker recomputes it before training
-(:func:`check_worker_source`) and refuses to train on other code: the trial fails with a one-line error and no ledger
-record, so the next run of the same command trains it with the code then on disk. The fingerprint is also written to
+(:func:`check_worker_source`) and refuses to train on other code: it reports status ``REFUSED`` with a one-line error
+and writes no ledger record (an Optuna trial is queued again, like an interrupted one), the sweep stops with one line,
+and the next run of the same command trains the trial with the code then on disk. The fingerprint is also written to
 the trial's ``trial.json`` and ledger record (``source_sha``), so every result names the code that produced it.
 """
 
@@ -18,11 +19,12 @@ import hashlib
 import subprocess
 from pathlib import Path
 
-__all__ = ["PACKAGE_DIR", "SOURCE_CHANGED", "SourceChanged", "source_fingerprint", "check_worker_source",
+__all__ = ["PACKAGE_DIR", "REFUSED", "SOURCE_CHANGED", "SourceChanged", "source_fingerprint", "check_worker_source",
            "git_commit"]
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the ptsweep package
 SOURCE_CHANGED = "ptsweep's source changed after the sweep started"  # prefix of the worker's error
+REFUSED = "refused"  # the status a worker reports for a trial it did not train (never a ledger record)
 
 
 class SourceChanged(RuntimeError):

@@ -20,7 +20,8 @@ Ledger and resume. Every trial has a stable ``trial_key`` = [label-]sha1(resolve
 such as out_dir, tracker, ray, sweep)[:10], and a folder ``<study>/trials/<trial_key>/`` holding ``trial.json``
 (written at start: key, label, overrides) and, once the trial is over, ``final.json`` (the ledger record: status
 ok | diverged | failed | early_stopped, error, val_loss and the other final metrics of ``train.run``; written
-atomically). A ledger entry means "finished, never run again":
+atomically). A ledger entry means "finished, never run again". A worker that finds other ptsweep source than the
+driver (``code_version``) reports status "refused" and writes no record: the sweep stops with one line.
 
 - fixed lists (``run_trials``): trials whose ``final.json`` exists are not submitted to Ray at all;
 - Optuna searches (``run_search``): the study lives in ``<study>/optuna.journal`` (``sweeps.optuna_store``); a
@@ -45,6 +46,7 @@ diverged) is recorded as status "diverged" with val_loss = inf.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import math
@@ -55,7 +57,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from ptsweep.config import TRANSFER_KEYS, RunConfig, flatten, to_dict, with_overrides
-from ptsweep.sweeps.code_version import SOURCE_CHANGED, check_worker_source, git_commit, source_fingerprint
+from ptsweep.sweeps.code_version import (REFUSED, SOURCE_CHANGED, SourceChanged, check_worker_source, git_commit,
+                                        source_fingerprint)
 from ptsweep.sweeps.ray_session import SweepError, SweepInterrupted, interrupt_guard, make_stopper, ray_session
 
 __all__ = [
@@ -290,9 +293,9 @@ def _node_id() -> str:
 
 def _trainable(config: dict, *, base: dict, fixed: dict, table: dict, study_dir: str, threads: int,
                source: str = "") -> None:
-    """Ray Tune function trainable: one ``train.run`` of base + overrides; never raises for a failed run. Raises
-    ``SourceChanged`` before training when ptsweep's source on disk is not the driver's ``source`` fingerprint
-    (``code_version``): no ledger record, the trial runs again on the next invocation."""
+    """Ray Tune function trainable: one ``train.run`` of base + overrides; never raises for a failed run. When
+    ptsweep's source on disk is not the driver's ``source`` fingerprint (``code_version``) it reports status
+    "refused" without training or a ledger record: the trial runs again on the next invocation."""
     import torch
     from ray import tune
 
@@ -315,7 +318,12 @@ def _trainable(config: dict, *, base: dict, fixed: dict, table: dict, study_dir:
         tune.report(_report_subset({**done, "trial_key": key}))
         return
 
-    source_sha = check_worker_source(source)
+    try:
+        source_sha = check_worker_source(source)
+    except SourceChanged as e:
+        print(f"[ptsweep] trial {key} not run: {e}", file=sys.stderr)
+        tune.report(_report_subset({"status": REFUSED, "error": str(e), "val_loss": math.inf, "trial_key": key}))
+        return
     tdir = trial_dir(study, key)
     tdir.mkdir(parents=True, exist_ok=True)
     write_json(tdir / "trial.json", {"trial_key": key, "label": label, "overrides": overrides,
@@ -422,15 +430,11 @@ def _trainable_with_resources(cfg: RunConfig, base: dict, fixed: dict, table: di
     return tune.with_resources(fn, {"cpu": cfg.ray.cpus_per_trial, "gpu": cfg.ray.gpus_per_trial})
 
 
-_DRIVER_SOURCE: list[str] = []
-
-
+@functools.cache
 def driver_source() -> str:
     """The ptsweep source fingerprint this driver process submits every trial with: taken at its first sweep, so an
     edit made while a multi-stage sweep runs stops its later trials too (``code_version``)."""
-    if not _DRIVER_SOURCE:
-        _DRIVER_SOURCE.append(source_fingerprint())
-    return _DRIVER_SOURCE[0]
+    return source_fingerprint()
 
 
 def _storage(cfg: RunConfig, study_dir: Path) -> str:
@@ -491,7 +495,7 @@ def _fit(tuner, study_dir: Path, name: str):
     if flag.requested:
         raise SweepInterrupted(f"{Path(study_dir).name}: interrupted; finished trials are kept in "
                                f"{Path(study_dir) / 'trials'} - re-run the same command to resume")
-    stale = [r for r in grid if r.error is not None and SOURCE_CHANGED in str(r.error)]
+    stale = [r for r in grid if (r.metrics or {}).get("status") == REFUSED]
     if stale:
         raise SweepError(f"{Path(study_dir).name}/{name}: {SOURCE_CHANGED} ({driver_source()}); {len(stale)} "
                          f"trial(s) refused to train on the edited code and have no ledger record - commit or revert "

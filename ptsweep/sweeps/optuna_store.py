@@ -15,9 +15,10 @@ or ``optuna-dashboard runs/tune-small/optuna.journal``.
   re-running with another space or config is refused with one line naming what differs (use ``sweep.study=<new>``).
 - A re-run with a larger ``num_samples`` adds trials to the same study (only the missing ones are run).
 - Trial states: ran its budget -> COMPLETE (diverged: value inf); stopped by ASHA -> PRUNED (with its last
-  intermediate value); failed -> FAIL; interrupted (Ctrl-C, or the driver was killed) -> FAIL with user attr
-  ``interrupted`` and its parameters are queued again (``enqueue_trial``), so the next run continues it from its
-  checkpoint. Interrupted trials do not count towards ``num_samples``.
+  intermediate value); failed -> FAIL; interrupted (Ctrl-C, or the driver was killed) or refused (the worker found
+  edited source, ``code_version``) -> FAIL with user attr ``interrupted`` and its parameters are queued again
+  (``enqueue_trial``), so the next run continues it from its checkpoint. Interrupted trials do not count towards
+  ``num_samples``.
 - TPE's random start-up trials are set from the budget: ``n_startup_trials = clip(num_samples // 3, 1, 10)``; the
   sampler is seeded with ``seed + len(study.trials)`` so an extension never repeats an earlier random draw.
 """
@@ -28,6 +29,7 @@ import math
 from pathlib import Path
 from typing import Any, Mapping
 
+from ptsweep.sweeps.code_version import REFUSED
 from ptsweep.sweeps.ray_session import INTERRUPT, SweepError
 
 STUDY_FILE = "optuna.journal"
@@ -108,9 +110,9 @@ def tell_from_record(study, trial_number: int, rec: Mapping[str, Any] | None, in
         loss = math.nan
     trial_id = study._storage.get_trial_id_from_study_id_trial_number(study._study_id, trial_number)
     storage_ = study._storage
-    if interrupted or status == "interrupted":
+    if interrupted or status in ("interrupted", REFUSED):  # not trained to its end: queued again
         storage_.set_trial_user_attr(trial_id, INTERRUPTED_ATTR, True)
-        storage_.set_trial_user_attr(trial_id, STATUS_ATTR, "interrupted")
+        storage_.set_trial_user_attr(trial_id, STATUS_ATTR, status if status == REFUSED else "interrupted")
         study.tell(trial_number, state=TrialState.FAIL)
         params = study._storage.get_trial(trial_id).params
         study.enqueue_trial(params, user_attrs={"requeued_from": trial_number}, skip_if_exists=False)
@@ -160,11 +162,6 @@ def make_searcher(space: Mapping[str, tuple[float, float]], study_name: str, sto
             if error and "status" not in rec:
                 rec["status"] = "failed"
             interrupted = INTERRUPT.requested and rec.get("status") not in ("ok", "diverged", "failed")
-            if error and not interrupted:  # a worker that refused edited source (code_version): queue it again
-                from ptsweep.sweeps.common import driver_source
-                from ptsweep.sweeps.code_version import source_fingerprint
-
-                interrupted = source_fingerprint() != driver_source()
             try:
                 tell_from_record(self._ot_study, number, rec, interrupted=interrupted)
             except Exception as exc:  # noqa: BLE001 - the ledger still holds the record

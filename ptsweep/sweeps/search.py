@@ -15,9 +15,9 @@ from typing import Any, Mapping, Sequence
 
 from ptsweep.config import RunConfig, flatten, to_dict, with_overrides
 from ptsweep.sweeps.common import (_KEY_EXCLUDE, _KEY_EXCLUDE_PREFIXES, METRIC, MODE, TABLE_METRICS, SweepError,
-                                   SweepInterrupted, _finite_or_inf, _fit, _jsonable, _norm, _prepare_base, _ray_run_config,
-                                   _short_dirname, _trainable_with_resources, _warm_data, read_json, read_ledger,
-                                   trial_dir, trial_key)
+                                   SweepInterrupted, _finite_or_inf, _fit, _jsonable, _norm, _prepare_base,
+                                   _ray_run_config, _short_dirname, _trainable_with_resources, _warm_data, read_json,
+                                   read_ledger, trial_dir, trial_key)
 
 
 def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_dir: Path, experiment_name: str, *,

@@ -11,6 +11,18 @@
   non-special vocabulary) on the same masked tokens. A model that does not beat it has learned no context.
 - **Gain over unigram**: the paired per-token difference model - unigram with its clustered SE (paired, so it is far
   more precise than the two losses' errors suggest).
+- **No-context baseline** (:class:`NoContextBaseline`): the best predictor that sees only the target's own input token.
+  Under BERT's corruption (a target t shows [MASK] with p_m, a uniform random regular token with p_r, itself with
+  p_u = 1 - p_m - p_r; R regular tokens, unigram prior p), Bayes gives
+
+      P(t | [MASK]) = p(t),     P(t | x) = p(t) (p_u 1[t = x] + p_r / R) / (p_u p(x) + p_r / R)   (x visible)
+
+  so on the 20 % of targets that show a token it beats the unigram without any context (0.57 nats on the
+  lr_study validation set). ``gain_over_no_context`` = no-context - model on all targets.
+- **Context gain**: on the targets whose input is [MASK] - the only ones no context-free predictor can beat the
+  unigram on - ``context_gain`` = unigram - model (paired, clustered SE), with ``mask_loss`` and
+  ``mask_unigram_loss`` on the same targets. A model has **learned context** when ``context_gain`` > 2 SE
+  (:func:`learned_context`).
 """
 
 from __future__ import annotations
@@ -22,6 +34,8 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+from ptsweep.metric_keys import CONTEXT_KEYS, EVAL_KEYS, LEDGER_KEYS, learned_context  # noqa: F401 (re-exported)
 
 UNIGRAM_FILE = "unigram_counts.npy"
 
@@ -88,28 +102,97 @@ def unigram_log_probs(corpus) -> torch.Tensor:
     return memo["unigram_logp"]
 
 
+@dataclass(frozen=True)
+class NoContextBaseline:
+    """The context-free reference predictors of one corpus and corruption scheme (module docstring).
+
+    ``unigram_logp`` (V,) log p over the regular tokens (-inf on special ones), ``mask_id`` the [MASK] id,
+    ``n_regular`` R, ``p_random`` / ``p_unchanged`` the corruption probabilities of a selected target."""
+
+    unigram_logp: torch.Tensor
+    mask_id: int
+    n_regular: int
+    p_random: float
+    p_unchanged: float
+
+    @staticmethod
+    def of(corpus, data_cfg) -> NoContextBaseline:
+        """The baseline of ``corpus`` under the masking of ``data_cfg`` (``data.mask_replace_prob``,
+        ``data.random_replace_prob``)."""
+        p_random = float(data_cfg.random_replace_prob)
+        return NoContextBaseline(unigram_log_probs(corpus), int(corpus.mask_id), int(len(corpus.regular_ids)),
+                                 p_random, max(0.0, 1.0 - float(data_cfg.mask_replace_prob) - p_random))
+
+    def unigram_losses(self, targets: torch.Tensor) -> torch.Tensor:
+        """-log p(t) (n,) for targets (n,)."""
+        return -self.unigram_logp.to(targets.device)[targets]
+
+    def no_context_losses(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """-log P(t | x) (n,) of the visible-token predictor for targets (n,) shown as inputs (n,) (float64)."""
+        logp = self.unigram_logp.to(targets.device).double()
+        lp_t = logp[targets]
+        visible = inputs != self.mask_id
+        if not bool(visible.any()):
+            return -lp_t
+        x = torch.where(visible, inputs, targets)  # any regular id where masked (unused there)
+        base = self.p_random / self.n_regular
+        same = (targets == x).double()
+        with torch.no_grad():
+            num = torch.log(self.p_unchanged * same + base)                    # log(p_u 1[t=x] + p_r/R)
+            den = torch.log(self.p_unchanged * logp[x].exp() + base)           # log(p_u p(x) + p_r/R)
+        return torch.where(visible, -(lp_t + num - den), -lp_t)
+
+
 def token_losses(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Per-token cross-entropy (n,) of ``logits`` (n, V) in fp32."""
     return F.cross_entropy(logits.float(), targets, reduction="none")
 
 
-def summarize(model_losses: torch.Tensor, unigram_losses: torch.Tensor, block: torch.Tensor) -> dict[str, float]:
+
+
+def summarize(model_losses: torch.Tensor, unigram_losses: torch.Tensor, block: torch.Tensor,
+              is_mask: torch.Tensor | None = None, no_context_losses: torch.Tensor | None = None) -> dict[str, float]:
     """The metrics dict of one evaluation: val_loss (+ _se), unigram_loss (+ _se), gain_over_unigram = unigram -
-    model (+ _se, paired), val_tokens, val_blocks."""
+    model (+ _se, paired), val_tokens, val_blocks; with ``is_mask`` (n,) (targets whose input is [MASK]) and
+    ``no_context_losses`` (n,) also ``CONTEXT_KEYS`` (NaN where absent)."""
     model = clustered_mean_se(model_losses, block)
     unigram = clustered_mean_se(unigram_losses, block)
     gain = clustered_mean_se(unigram_losses.double() - model_losses.double(), block)
-    return {"val_loss": model.mean, "val_loss_se": model.se, "unigram_loss": unigram.mean,
-            "unigram_loss_se": unigram.se, "gain_over_unigram": gain.mean, "gain_over_unigram_se": gain.se,
-            "val_tokens": model.n_tokens, "val_blocks": model.n_blocks}
+    out = {"val_loss": model.mean, "val_loss_se": model.se, "unigram_loss": unigram.mean,
+           "unigram_loss_se": unigram.se, "gain_over_unigram": gain.mean, "gain_over_unigram_se": gain.se,
+           "val_tokens": model.n_tokens, "val_blocks": model.n_blocks}
+    out.update({k: math.nan for k in CONTEXT_KEYS})
+    out["mask_tokens"] = 0
+    if is_mask is not None:
+        sel = is_mask.bool()
+        mask_model = clustered_mean_se(model_losses[sel], block[sel])
+        mask_unigram = clustered_mean_se(unigram_losses[sel], block[sel])
+        ctx = clustered_mean_se(unigram_losses[sel].double() - model_losses[sel].double(), block[sel])
+        out.update(mask_loss=mask_model.mean, mask_loss_se=mask_model.se, mask_unigram_loss=mask_unigram.mean,
+                   mask_unigram_loss_se=mask_unigram.se, context_gain=ctx.mean, context_gain_se=ctx.se,
+                   mask_tokens=mask_model.n_tokens)
+    if no_context_losses is not None:
+        ref = clustered_mean_se(no_context_losses, block)
+        over = clustered_mean_se(no_context_losses.double() - model_losses.double(), block)
+        out.update(no_context_loss=ref.mean, no_context_loss_se=ref.se, gain_over_no_context=over.mean,
+                   gain_over_no_context_se=over.se)
+    return out
 
 
-def format_loss(m: dict, key: str = "val_loss") -> str:
-    """'6.123 +- 0.012 (unigram 6.270, gain 0.147 +- 0.004)' for reports and CLI summaries."""
-    def f(x):
-        return "nan" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"
+def format_loss(m: dict, key: str = "val_loss", prefix: str = "") -> str:
+    """'6.123 +- 0.012 (unigram 6.270, no-context 5.730; context gain +0.147 +- 0.004: learned)' for reports and CLI
+    summaries; ``prefix='test_'`` reads the test split's keys (``key`` then defaults to ``test_loss``)."""
+    def f(x, sign=""):
+        return "nan" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:{sign}.3f}"
+    key = f"{prefix}loss" if prefix and key == "val_loss" else key
     out = f"{f(m.get(key))} +- {f(m.get(key + '_se'))}"
-    if "unigram_loss" in m:
-        out += (f" (unigram {f(m.get('unigram_loss'))}, gain {f(m.get('gain_over_unigram'))}"
-                f" +- {f(m.get('gain_over_unigram_se'))})")
+    if prefix + "unigram_loss" in m:
+        out += f" (unigram {f(m.get(prefix + 'unigram_loss'))}"
+        if m.get(prefix + "no_context_loss") is not None:
+            out += f", no-context {f(m.get(prefix + 'no_context_loss'))}"
+        if m.get(prefix + "context_gain") is not None:
+            mark = "learned" if learned_context(m, prefix) else "NOT learned"
+            out += (f"; context gain {f(m.get(prefix + 'context_gain'), '+')} +- "
+                    f"{f(m.get(prefix + 'context_gain_se'))}: {mark}")
+        out += ")"
     return out

@@ -219,13 +219,13 @@ def _to_device(batch: dict, device: torch.device) -> dict:
 
 @torch.no_grad()
 def evaluate(model, batches: list[dict], device: torch.device, precision: str,
-             unigram_logp: torch.Tensor | None = None) -> dict[str, float]:
+             baseline: metrics.NoContextBaseline | None = None) -> dict[str, float]:
     """Validation metrics over every masked token of ``batches`` (``ptsweep.metrics.summarize``): val_loss with its
-    block-clustered SE and, given the unigram log-probabilities (V,), the unigram loss on the same tokens and the
-    paired gain over it."""
+    block-clustered SE and, given the corpus's context-free ``baseline``, the unigram and no-context losses on the
+    same tokens, the paired gains over them, and the [MASK]-target ``context_gain``."""
     was_training = model.training
     model.eval()
-    losses, blocks, targets_all = [], [], []
+    losses, blocks, targets_all, inputs_all = [], [], [], []
     offset = 0
     for batch in batches:
         b = _to_device(batch, device)
@@ -236,15 +236,19 @@ def evaluate(model, batches: list[dict], device: torch.device, precision: str,
         losses.append(metrics.token_losses(logits, targets).cpu())
         blocks.append(selected.nonzero()[:, 0].cpu() + offset)  # block id of each target, row-major like logits
         targets_all.append(targets.cpu())
+        inputs_all.append(b["input_ids"][selected].cpu())                                # what each target showed
         offset += b["labels"].shape[0]
     model.train(was_training)
     model_losses, block, targets = torch.cat(losses), torch.cat(blocks), torch.cat(targets_all)
-    unigram = (-unigram_logp[targets] if unigram_logp is not None
-               else torch.full_like(model_losses, math.nan))
-    return metrics.summarize(model_losses, unigram, block)
+    if baseline is None:
+        return metrics.summarize(model_losses, torch.full_like(model_losses, math.nan), block)
+    inputs = torch.cat(inputs_all)
+    return metrics.summarize(model_losses, baseline.unigram_losses(targets), block,
+                             is_mask=inputs == baseline.mask_id,
+                             no_context_losses=baseline.no_context_losses(inputs, targets))
 
 
-def _final_evaluation(model, corpus, cfg: RunConfig, device, unigram_logp, state: dict, n_eval_batches: int) -> dict:
+def _final_evaluation(model, corpus, cfg: RunConfig, device, baseline, state: dict, n_eval_batches: int) -> dict:
     """After a finished run: (1) when ``train.eval_batches`` capped the in-loop evaluations, the validation metrics
     again on every validation block (the loop's cheaper subset only served ASHA / curves); (2) the held-out TEST
     split (``data.max_test_blocks``), which no search ever looks at: test_loss (+ _se), test_unigram_loss (+ _se),
@@ -253,13 +257,13 @@ def _final_evaluation(model, corpus, cfg: RunConfig, device, unigram_logp, state
     out: dict = {}
     full = data_mod.val_batches(corpus, cfg.data, tc.batch_size)
     if len(full) > n_eval_batches:
-        ev = evaluate(model, full, device, tc.precision, unigram_logp)
+        ev = evaluate(model, full, device, tc.precision, baseline)
         if math.isfinite(ev["val_loss"]):
             out.update(ev, val_loss_subset=state["val_loss"])
             state["val_loss"] = ev["val_loss"]
     test = data_mod.test_batches(corpus, cfg.data, tc.batch_size)
     if test:
-        ev = evaluate(model, test, device, tc.precision, unigram_logp)
+        ev = evaluate(model, test, device, tc.precision, baseline)
         out.update({f"test_{k}".replace("test_val_", "test_"): v for k, v in ev.items()})
     return out
 
@@ -393,7 +397,7 @@ def _train(cfg: RunConfig, tracker, run_dir: Path, report_fn, t_start: float) ->
     val = data_mod.val_batches(corpus, cfg.data, tc.batch_size)
     if tc.eval_batches:
         val = val[: tc.eval_batches]
-    unigram_logp = metrics.unigram_log_probs(corpus)
+    baseline = metrics.NoContextBaseline.of(corpus, cfg.data)
     counts = param_count(cfg.model, V)
     static = {
         "params": int(sum(p.numel() for p in model.parameters())),
@@ -437,7 +441,7 @@ def _train(cfg: RunConfig, tracker, run_dir: Path, report_fn, t_start: float) ->
                                         "state": dict(state), "rng": rng_state(), "config": to_dict(cfg)})
 
     def do_eval(step: int) -> float:
-        ev = evaluate(model, val, device, tc.precision, unigram_logp)
+        ev = evaluate(model, val, device, tc.precision, baseline)
         loss = ev["val_loss"]
         state["val_loss"] = loss if math.isfinite(loss) else math.inf
         state["best_val_loss"] = min(state["best_val_loss"], state["val_loss"])
@@ -535,7 +539,7 @@ def _train(cfg: RunConfig, tracker, run_dir: Path, report_fn, t_start: float) ->
         checkpoint()  # at the end, or where stop_after_steps interrupted the run
     status = "diverged" if diverged else ("stopped" if stopped else "ok")
     if status == "ok":
-        state["eval"].update(_final_evaluation(model, corpus, cfg, device, unigram_logp, state, len(val)))
+        state["eval"].update(_final_evaluation(model, corpus, cfg, device, baseline, state, len(val)))
     return {
         **state["eval"],
         "val_loss": state["val_loss"],  # the full validation set when the run finished (see _final_evaluation)

@@ -103,3 +103,89 @@ def test_run_reports_loss_se_and_unigram_baseline_on_the_same_tokens(corpus_cfg)
     # an untrained model's losses are all near log V (small spread); the paired gain inherits the unigram's spread
     assert 0 < m["val_loss_se"] < 0.5 and 0 < m["gain_over_unigram_se"] < 1.0
     assert m["val_blocks"] == labels.shape[0]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The context-free baselines and the [MASK]-target context gain
+# --------------------------------------------------------------------------------------------------------------
+def _brute_force_posterior(p: np.ndarray, regular: list[int], mask_id: int, p_mask: float, p_random: float):
+    """P(t | x) by enumerating every corruption outcome of every target t: [MASK] (p_mask), each regular token r
+    (p_random / R each, r = t included), t itself (1 - p_mask - p_random). Returns {x: {t: P(t | x)}}."""
+    joint: dict[int, dict[int, float]] = {}
+    p_keep = max(0.0, 1.0 - p_mask - p_random)
+    for t in regular:
+        outcomes = [(mask_id, p_mask), (t, p_keep)] + [(r, p_random / len(regular)) for r in regular]
+        for x, px in outcomes:
+            joint.setdefault(x, {}).setdefault(t, 0.0)
+            joint[x][t] += p[t] * px
+    return {x: {t: v / sum(row.values()) for t, v in row.items()} for x, row in joint.items()}
+
+
+@pytest.mark.parametrize("p_mask,p_random", [(0.8, 0.1), (0.5, 0.3), (0.6, 0.0), (0.9, 0.1)])
+def test_no_context_baseline_matches_brute_force_enumeration(p_mask: float, p_random: float) -> None:
+    """Tiny vocabulary (2 specials, 4 regular tokens, uneven unigram): every (target, shown input) pair's
+    -log P(t | x) equals the Bayes posterior built by enumerating the corruption outcomes."""
+    vocab, mask_id, regular = 6, 1, [2, 3, 4, 5]
+    p = np.zeros(vocab)
+    p[regular] = [0.5, 0.25, 0.15, 0.1]
+    logp = torch.from_numpy(np.log(np.where(p > 0, p, 0.0), where=p > 0, out=np.full(vocab, -np.inf)))
+    base = metrics.NoContextBaseline(logp, mask_id, len(regular), p_random, max(0.0, 1.0 - p_mask - p_random))
+    post = _brute_force_posterior(p, regular, mask_id, p_mask, p_random)
+    pairs = [(x, t) for x, row in post.items() for t in row if row[t] > 0]
+    inputs = torch.tensor([x for x, _ in pairs])
+    targets = torch.tensor([t for _, t in pairs])
+    got = base.no_context_losses(inputs, targets).numpy()
+    want = np.array([-math.log(post[x][t]) for x, t in pairs])
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    # and its expected loss under the corruption process is below the unigram's (Bayes vs a worse guess)
+    p_keep = max(0.0, 1.0 - p_mask - p_random)
+    exp_nc = exp_uni = 0.0
+    for t in regular:
+        for x, px in [(mask_id, p_mask), (t, p_keep)] + [(r, p_random / len(regular)) for r in regular]:
+            if px == 0:
+                continue
+            exp_nc += p[t] * px * -math.log(post[x][t])
+            exp_uni += p[t] * px * -math.log(p[t])
+    # (equal when no target is ever shown unchanged: a random visible token says nothing about t)
+    assert exp_nc < exp_uni - 1e-3 if p_keep > 0 else exp_nc == pytest.approx(exp_uni, rel=1e-12)
+
+
+def test_context_gain_is_the_paired_gain_on_mask_input_targets_only() -> None:
+    rng = np.random.default_rng(3)
+    n = 600
+    block = torch.tensor(np.repeat(np.arange(60), 10))
+    model = torch.tensor(rng.normal(5.0, 1.0, n))
+    unigram = torch.tensor(rng.normal(6.0, 1.0, n))
+    nc = torch.tensor(rng.normal(5.5, 1.0, n))
+    is_mask = torch.tensor(rng.random(n) < 0.8)
+    m = metrics.summarize(model, unigram, block, is_mask=is_mask, no_context_losses=nc)
+    sel = is_mask.numpy()
+    assert m["mask_tokens"] == int(sel.sum())
+    assert m["context_gain"] == pytest.approx(float((unigram - model).numpy()[sel].mean()), rel=1e-12)
+    assert m["mask_loss"] == pytest.approx(float(model.numpy()[sel].mean()), rel=1e-12)
+    assert m["gain_over_no_context"] == pytest.approx(float((nc - model).numpy().mean()), rel=1e-12)
+    direct = metrics.clustered_mean_se((unigram - model)[is_mask], block[is_mask])
+    assert m["context_gain_se"] == pytest.approx(direct.se, rel=1e-12)
+    assert metrics.learned_context(m) == (m["context_gain"] > 2 * m["context_gain_se"])
+    assert not metrics.learned_context({"context_gain": 0.1, "context_gain_se": 0.06})
+    assert not metrics.learned_context({"context_gain": math.nan, "context_gain_se": 0.01})
+
+
+def test_run_reports_context_gain_and_no_context_baseline(corpus_cfg) -> None:
+    """A real run: the [MASK] subset is ~80 % of the targets, the no-context baseline beats the unigram on the
+    visible-token targets (so its loss is lower overall), and the keys exist for the held-out test split too."""
+    m = train.run(corpus_cfg, LocalTracker())
+    corpus = D.prepare(corpus_cfg.data)
+    val = D.val_batches(corpus, corpus_cfg.data, corpus_cfg.train.batch_size)
+    if corpus_cfg.train.eval_batches:
+        val = val[: corpus_cfg.train.eval_batches]
+    inputs = torch.cat([b["input_ids"][b["labels"] != -100] for b in val])
+    assert m["mask_tokens"] == int((inputs == corpus.mask_id).sum())
+    assert 0.65 < m["mask_tokens"] / m["val_tokens"] < 0.95
+    assert m["no_context_loss"] < m["unigram_loss"]
+    assert m["gain_over_no_context"] == pytest.approx(m["no_context_loss"] - m["val_loss"], abs=1e-6)
+    assert m["context_gain"] == pytest.approx(m["mask_unigram_loss"] - m["mask_loss"], abs=1e-6)
+    assert math.isfinite(m["context_gain_se"]) and m["context_gain_se"] > 0
+    assert all(k in m["history"][-1] for k in metrics.CONTEXT_KEYS)
+    if "test_loss" in m:
+        assert math.isfinite(m["test_context_gain"]) and math.isfinite(m["test_no_context_loss"])

@@ -42,7 +42,7 @@ def main() -> None:
     for p in model.parameters():
         h.update(p.detach().numpy().tobytes())
     val = data_mod.val_batches(corpus, cfg.data, cfg.train.batch_size)
-    ev = evaluate(model, val, torch.device("cpu"), cfg.train.precision, metrics.unigram_log_probs(corpus))
+    ev = evaluate(model, val, torch.device("cpu"), cfg.train.precision, metrics.NoContextBaseline.of(corpus, cfg.data))
     print(f"ptsweep={ptsweep.__file__} threads={args.threads} junk={args.junk} flush_denormal={args.flush_denormal} "
           f"params_sha1={h.hexdigest()[:12]} val_loss_init={ev['val_loss']:.12f}")
 

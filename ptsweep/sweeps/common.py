@@ -56,6 +56,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from ptsweep import metric_keys
 from ptsweep.config import TRANSFER_KEYS, RunConfig, flatten, to_dict, with_overrides
 from ptsweep.sweeps.code_version import (REFUSED, SOURCE_CHANGED, SourceChanged, check_worker_source, git_commit,
                                         source_fingerprint)
@@ -99,7 +100,7 @@ _KEY_EXCLUDE = {"out_dir", "run_name", "preset", "data.cache_dir", "data.num_pro
 # Final metrics copied from the ledger into result tables (in this order; history is never copied).
 TABLE_METRICS = ("val_loss", "status", "error", "steps", "tokens", "best_val_loss", "val_loss_init", "train_loss",
                  "params", "non_embedding_params", "flops_per_token", "tokens_per_s", "wall_s", "device",
-                 "source_sha")
+                 "source_sha", *metric_keys.LEDGER_KEYS)
 
 
 TUNE_STUDY = "tune-small"
@@ -256,8 +257,9 @@ def _report_subset(m: Mapping[str, Any]) -> dict:
         if k in m:
             v = m[k]
             out[k] = _finite_or_inf(v) if k in ("train_loss", "best_val_loss") else str(v)
-    for k in ("val_loss_se", "unigram_loss", "gain_over_unigram", "gain_over_unigram_se", "test_loss",
-              "test_loss_se"):  # every loss with its noise and its baseline (NaN stays NaN: not estimated)
+    for k in ("val_loss_se", "unigram_loss", "gain_over_unigram", "gain_over_unigram_se", "no_context_loss",
+              "context_gain", "context_gain_se", "test_loss", "test_loss_se", "test_context_gain",
+              "test_context_gain_se"):  # every loss with its noise and its baselines (NaN stays NaN: not estimated)
         if isinstance(m.get(k), (int, float)):
             out[k] = float(m[k])
     return out

@@ -37,14 +37,14 @@ from pathlib import Path
 
 import numpy as np
 
+from ptsweep import metric_keys
 from ptsweep.config import RunConfig
 from ptsweep.sweeps.common import (log_summary, ray_session, read_ledger, run_trials, save_table, study_path,
                                    sweep_tags, write_json)
 
 SWEEP = "lr-transfer"
 LR_KEY = "optim.lr"
-EXTRA_METRICS = ("val_loss_se", "unigram_loss", "unigram_loss_se", "gain_over_unigram", "gain_over_unigram_se",
-                 "val_tokens", "val_blocks")
+EXTRA_METRICS = metric_keys.LEDGER_KEYS
 """Final metrics of ``train.run`` read from each trial's ledger record (not among common.TABLE_METRICS)."""
 
 

@@ -1,0 +1,25 @@
+"""Names of the evaluation metrics every run reports (``ptsweep.metrics`` computes them; no torch import here, so
+sweep drivers and tables can use the names without loading torch)."""
+
+import math
+
+CONTEXT_KEYS = ("context_gain", "context_gain_se", "mask_loss", "mask_loss_se", "mask_unigram_loss",
+                "mask_unigram_loss_se", "mask_tokens", "no_context_loss", "no_context_loss_se", "gain_over_no_context",
+                "gain_over_no_context_se")
+"""The context metrics of every evaluation (``ptsweep.metrics`` docstring); test evaluations carry them with a ``test_`` prefix."""
+
+EVAL_KEYS = ("val_loss_se", "unigram_loss", "unigram_loss_se", "gain_over_unigram", "gain_over_unigram_se",
+             *CONTEXT_KEYS)
+"""Every number of one evaluation besides ``val_loss`` itself (tables, ledgers and reports read these)."""
+
+LEDGER_KEYS = (*EVAL_KEYS, "val_tokens", "val_blocks", "test_loss", "test_loss_se",
+               *(f"test_{k}" for k in EVAL_KEYS), "test_tokens")
+"""The final metrics of a run that result tables copy from its ledger record (validation and held-out test)."""
+
+
+def learned_context(m: dict, prefix: str = "") -> bool:
+    """True when ``context_gain`` > 2 SE (the [MASK]-target gain over unigram is resolved above 0)."""
+    g, se = m.get(prefix + "context_gain"), m.get(prefix + "context_gain_se")
+    if g is None or se is None or not (math.isfinite(g) and math.isfinite(se)):
+        return False
+    return g > 2.0 * se

@@ -16,6 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 # The seven transferable hyperparameters ([S] §3.1, spec §7/§10): base LR + six information weights.
+MESSAGE_PATHS = ("child", "head", "topic")
+"""Message paths into Z that ``model.messages_off`` can switch off (the unary is always on)."""
+
 INFO_WEIGHTS = ("w_unary", "w_child", "w_head", "w_topic_z", "w_attn", "w_topic_g")
 TRANSFER_KEYS = ("optim.lr",) + tuple(f"model.{w}" for w in INFO_WEIGHTS)
 
@@ -56,7 +59,9 @@ class PTConfig:
     dists: tuple[int, ...] = (2, 3, 4)
     """Distance cut points (spec §4): classes [1,d1),[d1,d2),...,[dm,inf) per direction -> K = 2(m+1) = 8."""
     n_iters: int = 4
-    """T: number of asynchronous MFVI iterations."""
+    """T: number of asynchronous MFVI iterations (0: no inference, h = S_w - the no-context control)."""
+    messages_off: tuple[str, ...] = ()
+    """Message paths into Z switched off (controls; spec §6.3 step 6): any of 'child', 'head', 'topic'."""
     center_features: bool = True
     """'mup' only: use N Q_z - 1 and M Q_g - 1 as features (a potential shift: the ternary and binary factors
     double-centred, T~ = P T P; the CRF reading is kept). Removes the component shared by all tokens (U^T 1, B 1)
@@ -73,6 +78,15 @@ class PTConfig:
     init_topic: float = 0.02
     """'mup' only: B ~ N(0, init_topic^2 / N) (hidden group; 'mup_paper': 1). The topic round trip Z -> G -> Z feeds
     each label's own N*Q_z back with gain (M/N)^2 * init_topic^2 * w_topic_g * w_topic_z (16 with 'mup_paper')."""
+    lr_unary: float = 1.0
+    """'mup' only: base-shape constant on the LR of S (input group: LR eta * lr_unary). Not tuned: it sets the
+    input:hidden LR ratio that none of the 7 transferred hyperparameters can change (issue 16)."""
+    lr_ternary: float = 1.0
+    """'mup' only: constant on the LR of U, V (hidden group: eta * lr_ternary / N)."""
+    lr_topic: float = 1.0
+    """'mup' only: constant on the LR of B (hidden group: eta * lr_topic / N)."""
+    lr_output: float = 1.0
+    """'mup' only: constant on the LR of the decoder W_out (output group: eta * lr_output / N)."""
     w_unary: float = 1.0
     """Information weight on the unary message S_w -> Z (spec §7, omega_S)."""
     w_child: float = 1.0
@@ -163,10 +177,15 @@ class PTConfig:
         _require(self.topic_ratio >= 1, "model.topic_ratio", "must be >= 1")
         _require(list(self.dists) == sorted(set(self.dists)) and all(d >= 2 for d in self.dists), "model.dists",
                  f"must be strictly increasing integers >= 2, got {list(self.dists)}")
-        _require(self.n_iters >= 1, "model.n_iters", "must be >= 1")
+        _require(self.n_iters >= 0, "model.n_iters", "must be >= 0 (0 = no inference: the unary feeds the head)")
         for key in ("init_unary", "init_u", "init_v", "init_topic"):
             v = getattr(self, key)
             _require(math.isfinite(v) and v >= 0, f"model.{key}", f"init scales must be >= 0, got {v}")
+        for key in ("lr_unary", "lr_ternary", "lr_topic", "lr_output"):
+            v = getattr(self, key)
+            _require(math.isfinite(v) and v > 0, f"model.{key}", f"LR constants must be positive, got {v}")
+        bad = sorted(set(self.messages_off) - set(MESSAGE_PATHS))
+        _require(not bad, "model.messages_off", f"unknown message path(s) {bad}; choose from {list(MESSAGE_PATHS)}")
         _require(self.init_unary > 0 and self.init_topic > 0 and self.init_u + self.init_v > 0, "model.init_unary",
                  "S and B need a random init (symmetry breaking), and U, V not both zero")
         for w in INFO_WEIGHTS:
@@ -476,6 +495,12 @@ class SweepConfig:
     """coord-check: constant base LR of the steps (no warm-up, no clipping): large, so that mistakes show early."""
     coord_batch_size: int = 0
     """coord-check: blocks per training and measurement batch (0 = train.batch_size)."""
+    coord_schedule: str = "constant"
+    """coord-check: 'constant' (coord_lr at every step, no clipping: mistakes show early) or 'train' (the run's
+    warm-up and decay over coord_steps and its gradient clipping: the check of a real training run at the tuned
+    eta = coord_lr)."""
+    coord_measure_steps: list[int] = field(default_factory=list)
+    """coord-check: steps at which sizes are measured and checked (besides init); empty = every step."""
     coord_tolerance: float = 0.25
     """coord-check: muP passes when every checked log-log slope (size vs width) is within +-tolerance of 0."""
     coord_parametrizations: list[str] = field(default_factory=lambda: ["mup", "sp"])
@@ -502,6 +527,9 @@ class SweepConfig:
     """lr-transfer: parametrizations compared."""
     lr_weight_grid: list[float] = field(default_factory=lambda: [0.25, 0.5, 1.0, 2.0, 4.0])
     """lr-transfer: grid of the information weight ``lr_weight_key`` (muP only) for the weight study ([] = skip it)."""
+    lr_control: dict[str, Any] = field(default_factory=dict)
+    """lr-transfer: overrides of a control model run over muP's LR grid beside PT (e.g. {"model.n_iters": 0}: PT
+    without inference, the head reads the unary alone); empty = no control. Reported as study "control"."""
     lr_weight_key: str = "model.w_attn"
     """lr-transfer: the information weight of the weight study (one of model.w_unary ... model.w_topic_g)."""
     lr_weight_lr: float = 0.0
@@ -547,6 +575,10 @@ class SweepConfig:
         _require(self.coord_steps >= 0, "sweep.coord_steps", "must be >= 0")
         _require(math.isfinite(self.coord_lr) and self.coord_lr > 0, "sweep.coord_lr", "must be positive")
         _require(self.coord_batch_size >= 0, "sweep.coord_batch_size", "must be >= 0")
+        _require(self.coord_schedule in ("constant", "train"), "sweep.coord_schedule",
+                 f"must be 'constant' or 'train', got {self.coord_schedule!r}")
+        _require(all(0 < t <= self.coord_steps for t in self.coord_measure_steps), "sweep.coord_measure_steps",
+                 f"steps must lie in 1..coord_steps={self.coord_steps}, got {self.coord_measure_steps}")
         _require(0 < self.coord_tolerance < 1, "sweep.coord_tolerance", "must be in (0, 1)")
         for key, pars in (("sweep.coord_parametrizations", self.coord_parametrizations),
                           ("sweep.lr_parametrizations", self.lr_parametrizations)):

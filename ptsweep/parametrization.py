@@ -43,6 +43,7 @@ class Role(str, Enum):
 _ROLE_ATTR = "_ptsweep_role"
 _SP_INIT_ATTR = "_ptsweep_sp_init"
 _MUP_MULT_ATTR = "_ptsweep_mup_init_mult"
+_MUP_LR_ATTR = "_ptsweep_mup_lr_mult"
 
 MUP_VARIANTS = ("mup", "mup_paper")
 """Parametrizations that follow the muP init/LR table (they differ only in declared init multipliers)."""
@@ -58,12 +59,14 @@ def is_mup(parametrization: str) -> bool:
 
 
 def declare(param: nn.Parameter, role: Role, sp_init: Callable[[torch.Tensor], None] | None = None,
-            mup_init_mult: float = 1.0) -> nn.Parameter:
-    """Tag ``param`` with its muP ``role``, the in-place init used under SP, and a base-shape constant multiplying
-    the role's muP init std (1 = [S] Table 2). Returns the parameter."""
+            mup_init_mult: float = 1.0, mup_lr_mult: float = 1.0) -> nn.Parameter:
+    """Tag ``param`` with its muP ``role``, the in-place init used under SP, and two base-shape constants: one
+    multiplying the role's muP init std, one its muP LR (1 = [S] Table 2; same exponent of N, another constant).
+    Returns the parameter."""
     setattr(param, _ROLE_ATTR, Role(role))
     setattr(param, _SP_INIT_ATTR, sp_init)
     setattr(param, _MUP_MULT_ATTR, float(mup_init_mult))
+    setattr(param, _MUP_LR_ATTR, float(mup_lr_mult))
     return param
 
 
@@ -111,23 +114,27 @@ def init_parameters(module: nn.Module, width: int, parametrization: str,
 
 
 def param_groups(module: nn.Module, width: int, parametrization: str, weight_decay: float = 0.0) -> list[dict]:
-    """One optimizer group per role, each carrying ``lr_mult`` (and ``role`` for logging).
+    """One optimizer group per (role, declared LR constant), each carrying ``lr_mult`` = the role's multiplier x the
+    constant under muP (SP: 1) and ``role`` for logging.
 
     Weight decay applies to matrices (input/hidden/output) but not to gains and biases."""
-    by_role: dict[Role, list[nn.Parameter]] = {}
+    mup = is_mup(parametrization)
+    by_key: dict[tuple[Role, float], list[nn.Parameter]] = {}
     for p in module.parameters():
         if p.requires_grad:
-            by_role.setdefault(role_of(p), []).append(p)
+            const = getattr(p, _MUP_LR_ATTR, 1.0) if mup else 1.0
+            by_key.setdefault((role_of(p), const), []).append(p)
     groups = []
     for role in Role:
-        if role not in by_role:
-            continue
-        groups.append({
-            "params": by_role[role],
-            "role": role.value,
-            "lr_mult": lr_multiplier(role, width, parametrization),
-            "weight_decay": 0.0 if role in (Role.GAIN, Role.BIAS) else weight_decay,
-        })
+        for (r, const), params in by_key.items():
+            if r is not role:
+                continue
+            groups.append({
+                "params": params,
+                "role": role.value,
+                "lr_mult": lr_multiplier(role, width, parametrization) * const,
+                "weight_decay": 0.0 if role in (Role.GAIN, Role.BIAS) else weight_decay,
+            })
     return groups
 
 

@@ -15,6 +15,7 @@ from ptsweep.analysis import transfer_drift as td
 from ptsweep.cli import compose
 from ptsweep.config import ConfigError, with_overrides
 from ptsweep.sweeps import lr_transfer as lt
+from ptsweep.sweeps import lr_transfer_report
 
 
 @pytest.fixture(scope="module")
@@ -243,10 +244,10 @@ def test_analyse_reports_unigram_gains_and_plots(smoke_cfg, tmp_path):
     g = res["lr"]["by_parametrization"]["mup"]["per_width"][32]["gains"]
     assert g["gain_over_unigram"] == pytest.approx(0.3 - df[(df["label"] == "lr-mup-w32")
                                                            & (df["optim.lr"] == 2 ** -5)]["val_loss"].sub(6.0).mean())
-    opt = lt.optima_table(res)
+    opt = lr_transfer_report.optima_table(res)
     assert len(opt) == 2 * 2 + 2 and set(opt["study"]) == {"lr", "weight"}
     assert (opt["gain"] > 0).all() and np.isfinite(opt["gain_se"]).all()
-    path = lt.plot(df, res, cfg, tmp_path / "lr.png")
+    path = lr_transfer_report.plot(df, res, cfg, tmp_path / "lr.png")
     assert path.exists() and path.read_bytes()[:4] == b"\x89PNG"
 
 
@@ -257,12 +258,20 @@ def test_analyse_reports_unigram_gains_and_plots(smoke_cfg, tmp_path):
 def test_smoke_two_stage_study_runs_on_ray_and_resumes(smoke_cfg):
     cfg = with_overrides(smoke_cfg, {"sweep.lr_widths": [32, 64], "sweep.lr_grid_points": 2,
                                      "sweep.lr_weight_grid": [], "sweep.lr_parametrizations": ["mup"],
-                                     "sweep.lr_seeds": 2, "sweep.lr_refine_top": 1, "sweep.lr_tokens": 512})
+                                     "sweep.lr_seeds": 2, "sweep.lr_refine_top": 1, "sweep.lr_tokens": 512,
+                                     "sweep.lr_control": {"model.n_iters": 0}})
     sdir = lt.run(cfg)
     summary = json.loads((sdir / "summary.json").read_text())
     trials = pd.read_csv(sdir / "trials.csv")
-    # stage 1: 2 widths x 2 LRs (seed 0); stage 2: the best LR per width with seed 1
-    assert len(trials) == 6 and summary["n_stage1"] == 4 and summary["n_stage2"] == 2
+    # the control (PT without inference) runs beside PT over the same grid and stages, and is reported
+    ctrl = trials[trials["label"].str.startswith("ctrl-")]
+    assert len(ctrl) == 6 and (ctrl["model.n_iters"] == 0).all()
+    assert set(summary["control"]["by_parametrization"]["mup"]["per_width"]) == {"32", "64"}
+    trials = trials[~trials["label"].str.startswith("ctrl-")]
+    # every run reports the [MASK]-target context gain and the no-context baseline (the same for every run)
+    assert np.isfinite(trials["context_gain"]).all() and trials["no_context_loss"].nunique() == 1
+    # stage 1: 2 widths x 2 LRs (seed 0); stage 2: the best LR per width with seed 1 (PT and control each)
+    assert len(trials) == 6 and summary["n_stage1"] == 8 and summary["n_stage2"] == 4
     s1 = trials[trials["stage"] == 1]
     for w in (32, 64):
         g = s1[(s1["model.width"] == w) & np.isfinite(s1["val_loss"])]
@@ -277,7 +286,7 @@ def test_smoke_two_stage_study_runs_on_ray_and_resumes(smoke_cfg):
     assert set(per_width) == {"32", "64"} and all(o["n_seeds"] == 2 for o in per_width.values())
     assert (sdir / "lr_transfer.png").exists() and (sdir / "optima.csv").exists()
     starts = (sdir / "trial_starts.log").read_text().splitlines()
-    assert len(starts) == 6
+    assert len(starts) == 12
     lt.run(cfg)  # resume: every trial of both stages is in the ledger, nothing trains again
     assert (sdir / "trial_starts.log").read_text().splitlines() == starts
 

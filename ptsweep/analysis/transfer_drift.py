@@ -159,21 +159,22 @@ def drift(df: pd.DataFrame, x_col: str, width_col: str = "model.width", param_co
 
 
 def gains(df: pd.DataFrame, x_col: str, x_value: float, loss_col: str = "val_loss") -> dict:
-    """Loss and gain over the unigram baseline of the runs of one group at ``x_value`` (seeds averaged).
+    """Loss, the gains over the unigram and no-context baselines and the [MASK]-target ``context_gain`` of the runs of
+    one group at ``x_value`` (seeds averaged; ``ptsweep.metrics``).
 
     ``gain_over_unigram`` = unigram - model (positive = better than unigram). ``gain_se`` combines the seed spread
     (sd / sqrt(n)) with the validation-set SE every seed shares (mean of the runs' paired SEs, not divided by n: the
     validation tokens are the same for every seed): sqrt(se_val^2 + sd^2 / n)."""
     d = df[np.isclose(df[x_col].astype(float), float(x_value))]
     out = {"n": int(len(d))}
-    for col in ("val_loss", "unigram_loss", "gain_over_unigram"):
+    for col in ("val_loss", "unigram_loss", "gain_over_unigram", "context_gain", "no_context_loss",
+                "gain_over_no_context"):
         if col not in d:
             continue
         v = pd.to_numeric(d[col], errors="coerce").astype(float).to_numpy()
-        se_col = {"val_loss": "val_loss_se", "unigram_loss": "unigram_loss_se",
-                  "gain_over_unigram": "gain_over_unigram_se"}[col]
-        se_val = (float(np.sqrt(np.nanmean(pd.to_numeric(d[se_col], errors="coerce").astype(float) ** 2)))
-                  if se_col in d and len(d) else math.nan)
+        se_col = f"{col}_se"
+        ses = pd.to_numeric(d[se_col], errors="coerce").astype(float).to_numpy() if se_col in d else np.array([])
+        se_val = float(np.sqrt(np.nanmean(ses ** 2))) if np.isfinite(ses).any() else math.nan
         sd = float(np.std(v, ddof=1)) if len(v) > 1 else math.nan
         seed_se = sd / math.sqrt(len(v)) if len(v) > 1 else 0.0
         out[col] = float(np.mean(v)) if len(v) else math.nan

@@ -181,13 +181,20 @@ class ProbabilisticTransformer(nn.Module):
 
         # Roles ([S] Table 1) and the original PT's SP init (spec §3.4, §8 last bullet) are declared at creation.
         const = self.const
+        # muP LR constants (cfg.lr_*: base-shape constants, 'mup' only) are declared with the parameter as well.
+        lr_const = cfg.parametrization == "mup"
         self.unary = declare(nn.Parameter(torch.empty(v, n)), Role.INPUT,
-                             _sp_uniform(math.sqrt(6.0 / (v + n))), const.init_s)  # S: (V, N), xavier-uniform (SP)
-        self.U = declare(nn.Parameter(torch.empty(k, c, n, r)), Role.HIDDEN, _sp_normal(1 / math.sqrt(r)), const.init_u)
-        self.V = declare(nn.Parameter(torch.empty(k, c, n, r)), Role.HIDDEN, _sp_normal(1 / math.sqrt(r)), const.init_v)
-        self.B = declare(nn.Parameter(torch.empty(m, n)), Role.HIDDEN, _sp_normal(1 / math.sqrt(n)), const.init_b)
+                             _sp_uniform(math.sqrt(6.0 / (v + n))), const.init_s,  # S: (V, N), xavier-uniform (SP)
+                             cfg.lr_unary if lr_const else 1.0)
+        self.U = declare(nn.Parameter(torch.empty(k, c, n, r)), Role.HIDDEN, _sp_normal(1 / math.sqrt(r)), const.init_u,
+                         cfg.lr_ternary if lr_const else 1.0)
+        self.V = declare(nn.Parameter(torch.empty(k, c, n, r)), Role.HIDDEN, _sp_normal(1 / math.sqrt(r)), const.init_v,
+                         cfg.lr_ternary if lr_const else 1.0)
+        self.B = declare(nn.Parameter(torch.empty(m, n)), Role.HIDDEN, _sp_normal(1 / math.sqrt(n)), const.init_b,
+                         cfg.lr_topic if lr_const else 1.0)
         self.head_gain = declare(nn.Parameter(torch.empty(n)), Role.GAIN, nn.init.ones_)
-        self.head_weight = declare(nn.Parameter(torch.empty(v, n)), Role.OUTPUT, _sp_uniform(1 / math.sqrt(n)))
+        self.head_weight = declare(nn.Parameter(torch.empty(v, n)), Role.OUTPUT, _sp_uniform(1 / math.sqrt(n)),
+                                   mup_lr_mult=cfg.lr_output if lr_const else 1.0)
         self.head_bias = declare(nn.Parameter(torch.empty(v)), Role.BIAS, _sp_uniform(1 / math.sqrt(n)))
         init_parameters(self, n, cfg.parametrization)
 
@@ -344,10 +351,11 @@ class ProbabilisticTransformer(nn.Module):
         return {"unary": unary, "child": child, "head": head, "topic": topic}
 
     def combine_z(self, msgs: dict[str, torch.Tensor]) -> torch.Tensor:
-        """New Z logits: the information-weighted sum of the four messages (B, L, N)."""
+        """New Z logits: the information-weighted sum of the four messages (B, L, N); a path in
+        ``model.messages_off`` contributes nothing (a control)."""
         c = self.cfg
-        return (c.w_unary * msgs["unary"] + c.w_child * msgs["child"] + c.w_head * msgs["head"]
-                + c.w_topic_z * msgs["topic"])
+        weights = {"unary": c.w_unary, "child": c.w_child, "head": c.w_head, "topic": c.w_topic_z}
+        return sum(w * msgs[name] for name, w in weights.items() if name not in c.messages_off)
 
     # ------------------------------------------------------------------ full inference
     def initial_logits(self, input_ids: torch.Tensor, maskf: torch.Tensor) -> torch.Tensor:

@@ -42,6 +42,7 @@ from __future__ import annotations
 import math
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -52,9 +53,9 @@ from ptsweep import data as data_mod
 from ptsweep.analysis.fits import coord_slopes
 from ptsweep.config import PTConfig, RunConfig, to_dict, with_overrides
 from ptsweep.models import IGNORE_INDEX, build_model, mlm_loss
-from ptsweep.parametrization import MUP_VARIANTS, build_optimizer
+from ptsweep.parametrization import MUP_VARIANTS, build_optimizer, set_lr
 from ptsweep.sweeps.common import log_summary, write_json
-from ptsweep.train import resolve_device
+from ptsweep.train import lr_factor, resolve_device
 
 GROUPS = ("parametrization", "quantity", "iteration", "step")
 
@@ -166,18 +167,26 @@ def _stat(name: str, x: torch.Tensor) -> float:
     return _size(x)
 
 
-def measure_run(cfg: RunConfig, corpus, steps: int, lr: float, batch_size: int) -> list[dict]:
-    """Rows {quantity, iteration, step, value, delta} for one (model config, seed): init, then ``steps`` AdamW steps."""
+def measure_run(cfg: RunConfig, corpus, steps: int, lr: float, batch_size: int, schedule: str = "constant",
+                measure_steps: Sequence[int] = ()) -> list[dict]:
+    """Rows {quantity, iteration, step, value, delta} for one (model config, seed): init, then ``steps`` AdamW steps
+    (``schedule`` 'constant': ``lr`` throughout, no clipping; 'train': the run's warm-up/decay and gradient clipping),
+    measured at init and at ``measure_steps`` (empty: every step)."""
     torch.manual_seed(cfg.seed)
     model = build_model(cfg.model, corpus.vocab_size, cfg.data.seq_len)
-    opt = build_optimizer(model, model.width, model.parametrization, lr, betas=cfg.optim.betas, eps=cfg.optim.eps,
+    oc = cfg.optim
+    opt = build_optimizer(model, model.width, model.parametrization, lr, betas=oc.betas, eps=oc.eps,
                           weight_decay=0.0)
     probe = data_mod.val_batches(corpus, cfg.data, batch_size)[0]
     rows: list[dict] = []
     ref: dict[tuple[str, int], torch.Tensor] = {}
+    measured = set(measure_steps) if measure_steps else set(range(steps + 1))
     model.train()
     for t in range(steps + 1):
-        acts = activations(model, probe)
+        if t > 0 and t not in measured and t != steps:
+            acts = {}
+        else:
+            acts = activations(model, probe)
         for (name, it), x in acts.items():
             x = x.detach().float()
             if t == 0:
@@ -188,10 +197,14 @@ def measure_run(cfg: RunConfig, corpus, steps: int, lr: float, batch_size: int) 
                          "delta": delta if t > 0 else math.nan})
         if t == steps:
             break
+        if schedule == "train":
+            set_lr(opt, lr, lr_factor(t, steps, oc.warmup_frac, oc.schedule, oc.min_lr_frac))
         b = data_mod.train_batch(corpus, cfg.data, t, batch_size, cfg.seed)
         loss, _ = mlm_loss(model, b["input_ids"], b["attention_mask"], b["labels"])
         opt.zero_grad(set_to_none=True)
         loss.backward()
+        if schedule == "train" and oc.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), oc.grad_clip)
         opt.step()
     return rows
 
@@ -209,7 +222,8 @@ def collect(cfg: RunConfig, corpus=None, log=print) -> pd.DataFrame:
                 t0 = time.perf_counter()
                 run_cfg = with_overrides(cfg, {"model.width": int(width), "model.parametrization": par,
                                                "seed": cfg.seed + s})
-                rows = measure_run(run_cfg, corpus, sw.coord_steps, sw.coord_lr, batch_size)
+                rows = measure_run(run_cfg, corpus, sw.coord_steps, sw.coord_lr, batch_size, sw.coord_schedule,
+                                   sw.coord_measure_steps)
                 df = pd.DataFrame(rows)
                 df["parametrization"], df["width"], df["seed"] = par, int(width), cfg.seed + s
                 frames.append(df)
@@ -357,7 +371,8 @@ def run(cfg: RunConfig) -> Path:
         **({"mup_paper": verdicts["mup_paper"]} if headline == "mup" and "mup_paper" in verdicts else {}),
         "sp_max_delta_slope_per_quantity": _sp_summary(table),
         "settings": {"widths": list(sw.coord_widths), "seeds": sw.coord_seeds, "steps": sw.coord_steps,
-                     "lr": sw.coord_lr, "batch_size": sw.coord_batch_size or cfg.train.batch_size,
+                     "lr": sw.coord_lr, "schedule": sw.coord_schedule,
+                     "measure_steps": list(sw.coord_measure_steps) or "all", "batch_size": sw.coord_batch_size or cfg.train.batch_size,
                      "seq_len": cfg.data.seq_len, "parametrizations": list(sw.coord_parametrizations),
                      "tolerance": sw.coord_tolerance, "model": to_dict(cfg.model)},
         "slopes": table.replace({np.nan: None}).to_dict(orient="records"),

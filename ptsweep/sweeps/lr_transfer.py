@@ -41,6 +41,7 @@ from ptsweep import metric_keys
 from ptsweep.config import RunConfig
 from ptsweep.sweeps.common import (log_summary, ray_session, read_ledger, run_trials, save_table, study_path,
                                    sweep_tags, write_json)
+from ptsweep.sweeps.lr_transfer_report import STUDIES, markdown, optima_table, plot
 
 SWEEP = "lr-transfer"
 LR_KEY = "optim.lr"
@@ -70,11 +71,15 @@ def _common(cfg: RunConfig) -> dict:
 
 
 def _trial(cfg: RunConfig, study: str, par: str, width: int, x: float, seed: int) -> tuple[dict, str]:
-    """(overrides, label) of one trial; study "lr" varies optim.lr, study "weight" varies sweep.lr_weight_key."""
+    """(overrides, label) of one trial; study "lr" varies optim.lr, "control" the same for the control model
+    (``sweep.lr_control`` overrides), "weight" varies sweep.lr_weight_key."""
     ov = {**_common(cfg), "model.parametrization": par, "model.width": int(width), "seed": int(seed)}
     if study == "lr":
         ov[LR_KEY] = float(x)
         return ov, f"lr-{par}-w{width}"
+    if study == "control":
+        ov.update({k: v for k, v in cfg.sweep.lr_control.items()}, **{LR_KEY: float(x)})
+        return ov, f"ctrl-{par}-w{width}"
     ov[LR_KEY] = weight_lr(cfg)
     ov[cfg.sweep.lr_weight_key] = float(x)
     return ov, f"{weight_label(cfg.sweep.lr_weight_key)}-{par}-w{width}"
@@ -87,6 +92,8 @@ def _groups(cfg: RunConfig) -> list[tuple[str, str, int, list[float]]]:
     for width in sorted(sw.lr_widths, reverse=True):
         for par in sw.lr_parametrizations:
             out.append(("lr", par, int(width), lr_grid(cfg, par)))
+        if sw.lr_control and "mup" in sw.lr_parametrizations:  # the control beside muP PT, over muP's LR grid
+            out.append(("control", "mup", int(width), lr_grid(cfg, "mup")))
         if (sw.lr_weight_grid and "mup" in sw.lr_parametrizations  # information weights are muP hyperparameters
                 and (not sw.lr_weight_widths or width in sw.lr_weight_widths)):
             out.append(("weight", "mup", int(width), [float(v) for v in sw.lr_weight_grid]))
@@ -105,7 +112,7 @@ def stage1_trials(cfg: RunConfig) -> tuple[list[dict], list[str]]:
 
 
 def _x_col(cfg: RunConfig, study: str) -> str:
-    return LR_KEY if study == "lr" else cfg.sweep.lr_weight_key
+    return cfg.sweep.lr_weight_key if study == "weight" else LR_KEY
 
 
 def refine_values(cfg: RunConfig, df1) -> dict[tuple[str, str, int], list[float]]:
@@ -176,8 +183,12 @@ def analyse(df, cfg: RunConfig) -> dict:
         out["unigram_loss_spread"] = float(u.max() - u.min())  # 0 when every run scored the same tokens
         use = df["unigram_loss_se"].astype(float)
         out["unigram_loss_se"] = float(use[np.isfinite(use)].mean()) if np.isfinite(use).any() else math.nan
+    if "no_context_loss" in df and np.isfinite(df["no_context_loss"].astype(float)).any():
+        nc = df["no_context_loss"].astype(float)
+        out["no_context_loss"] = float(nc[np.isfinite(nc)].mean())  # the same tokens for every run
     for study, prefix, xc in (("lr", "lr-", LR_KEY),
-                              ("weight", weight_label(cfg.sweep.lr_weight_key) + "-", cfg.sweep.lr_weight_key)):
+                              ("weight", weight_label(cfg.sweep.lr_weight_key) + "-", cfg.sweep.lr_weight_key),
+                              ("control", "ctrl-", LR_KEY)):
         rows = df[df["label"].str.startswith(prefix)]
         if not len(rows):
             continue
@@ -195,80 +206,10 @@ def analyse(df, cfg: RunConfig) -> dict:
                     b = fin.loc[fin["val_loss"].astype(float).idxmin()]
                     o["best_run"] = {k: (float(b[k]) if k in b and b[k] is not None else math.nan)
                                      for k in ("val_loss", "val_loss_se", "gain_over_unigram",
-                                               "gain_over_unigram_se", xc, "seed")}
+                                               "gain_over_unigram_se", "context_gain", "context_gain_se", xc,
+                                               "seed")}
         out[study] = {"x_col": xc, "by_parametrization": res}
     return out
-
-
-def optima_table(result: dict):
-    """One row per (study, parametrization, width): optimum, its uncertainty and the gain over unigram."""
-    import pandas as pd
-
-    rows = []
-    for study in ("lr", "weight"):
-        if study not in result:
-            continue
-        for par, r in result[study]["by_parametrization"].items():
-            for w, o in r["per_width"].items():
-                if o.get("x_opt") is None:
-                    continue
-                q = np.quantile(o["boot_log2"], [0.05, 0.95])
-                g = o.get("gains", {})
-                rows.append({"study": study, "x": result[study]["x_col"], "parametrization": par, "width": w,
-                             "x_opt": o["x_opt"], "vertex": 2 ** o["vertex_log2"] if o["vertex_log2"] is not None
-                             else math.nan, "n_seeds": o["n_seeds"], "at_edge": o["at_edge"],
-                             "plausible_lo": o["plausible"][0], "plausible_hi": o["plausible"][-1],
-                             "boot_q05": 2 ** q[0], "boot_q95": 2 ** q[1],
-                             "loss": g.get("val_loss", math.nan), "loss_se": g.get("val_loss_se", math.nan),
-                             "unigram": g.get("unigram_loss", math.nan),
-                             "gain": g.get("gain_over_unigram", math.nan),
-                             "gain_se": g.get("gain_over_unigram_se", math.nan)})
-    return pd.DataFrame(rows)
-
-
-def plot(df, result: dict, cfg: RunConfig, path: Path) -> Path | None:
-    """Loss vs value (log2 x), seed-mean with seed-SE bars, one curve per width, optimum starred, unigram baseline as
-    a dashed horizontal line; one panel per (study, parametrization)."""
-    from matplotlib import colormaps
-
-    from ptsweep.analysis.plots import _figure, _save
-
-    panels = [(s, p) for s in ("lr", "weight") if s in result for p in result[s]["by_parametrization"]]
-    if not panels:
-        return None
-    fig, axes = _figure(1, len(panels), size=(5.2 * len(panels), 4.5))
-    uni = result.get("unigram_loss")
-    widths = sorted(cfg.sweep.lr_widths)
-    colors = dict(zip(widths, (colormaps["viridis"](v) for v in np.linspace(0.1, 0.9, len(widths)))))
-    for j, (study, par) in enumerate(panels):
-        ax = axes[0, j]
-        r = result[study]["by_parametrization"][par]
-        lo_y = math.inf
-        for w, o in sorted(r["per_width"].items()):
-            c = o["curve"]
-            x, m, se = np.array(c["x"]), np.array(c["mean"]), np.array(c["se"], dtype=float)
-            ok = np.isfinite(m)
-            if not ok.any():
-                continue
-            ax.errorbar(x[ok], m[ok], yerr=np.nan_to_num(se[ok]), fmt="-o", ms=3, capsize=2,
-                        color=colors.get(w, "k"), label=f"width {w}")
-            lo_y = min(lo_y, float(m[ok].min()))
-            if o.get("x_opt") is not None:
-                ax.scatter([o["x_opt"]], [o["loss_opt"]], marker="*", s=160, color=colors.get(w, "k"),
-                           edgecolor="k", zorder=5)
-        if uni is not None and math.isfinite(uni):
-            ax.axhline(uni, ls="--", color="crimson", lw=1.2, label=f"unigram {uni:.3f}")
-            if math.isfinite(lo_y):
-                ax.set_ylim(lo_y - 0.05, max(uni + 0.35, lo_y + 0.4))
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("base learning rate" if study == "lr" else result[study]["x_col"])
-        ax.set_ylabel("validation loss (seed mean ± seed SE)")
-        ax.set_title(f"{'muP' if par == 'mup' else 'SP'}: {'LR' if study == 'lr' else result[study]['x_col']}"
-                     f" (drift {r['drift_log2']:+.1f} x2)")
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7, title="star = optimum (all seeds)", title_fontsize=7)
-    fig.suptitle("PT: validation loss vs hyperparameter across widths (muP vs SP)")
-    return _save(fig, path)
 
 
 def run(cfg: RunConfig) -> Path:
@@ -300,8 +241,10 @@ def run(cfg: RunConfig) -> Path:
         "unigram_loss": result.get("unigram_loss"),
         "unigram_loss_se": result.get("unigram_loss_se"),
         "unigram_loss_spread": result.get("unigram_loss_spread"),
+        "no_context_loss": result.get("no_context_loss"),
         "lr": result.get("lr", {}),
         "weight": result.get("weight", {}),
+        "control": result.get("control", {}),
         "optima": opt.to_dict("records"),
         "settings": {"widths": list(cfg.sweep.lr_widths),
                      "lr_grid": {p: lr_grid(cfg, p) for p in cfg.sweep.lr_parametrizations},
@@ -313,7 +256,7 @@ def run(cfg: RunConfig) -> Path:
                      "seq_len": cfg.data.seq_len, "max_val_blocks": cfg.data.max_val_blocks,
                      "schedule": cfg.optim.schedule, "warmup_frac": cfg.optim.warmup_frac,
                      "scaling": cfg.sweep.lr_scaling, "data": cfg.data.name, "preset": cfg.preset,
-                     "weight_parametrizations": ["mup"]},
+                     "weight_parametrizations": ["mup"], "control": dict(cfg.sweep.lr_control)},
         "n_trials": int(len(df)),
         "n_stage1": int(len(df1)), "n_stage2": int(len(df2)),
         "status_counts": {str(k): int(v) for k, v in counts.items()},
@@ -322,8 +265,9 @@ def run(cfg: RunConfig) -> Path:
     }
     write_json(sdir / "summary.json", summary)
     if result.get("unigram_loss") is not None:
-        print(f"lr-transfer: unigram baseline {result['unigram_loss']:.4f} ± {result['unigram_loss_se']:.4f}")
-    for study in ("lr", "weight"):
+        print(f"lr-transfer: unigram baseline {result['unigram_loss']:.4f} ± {result['unigram_loss_se']:.4f}, "
+              f"no-context baseline {result.get('no_context_loss', math.nan):.4f}")
+    for study in STUDIES:
         for par, r in result.get(study, {}).get("by_parametrization", {}).items():
             parts = []
             for w, o in r["per_width"].items():
@@ -331,14 +275,14 @@ def run(cfg: RunConfig) -> Path:
                     continue
                 g = o.get("gains", {})
                 parts.append(f"{w}: {o['x_opt']:.3g} [{o['plausible'][0]:.3g}, {o['plausible'][-1]:.3g}] "
-                             f"loss {g.get('val_loss', math.nan):.3f} gain {g.get('gain_over_unigram', math.nan):+.3f}"
-                             f" ± {g.get('gain_over_unigram_se', math.nan):.3f}")
+                             f"loss {g.get('val_loss', math.nan):.3f} context gain "
+                             f"{g.get('context_gain', math.nan):+.3f} ± {g.get('context_gain_se', math.nan):.3f}")
             q = r["drift_boot_q"]
             print(f"lr-transfer {study} {par}: optimum per width {{{'; '.join(parts)}}}; drift {r['drift_log2']:+.2f}"
                   f" factors of 2 (bootstrap 90% [{q[0]:+.1f}, {q[2]:+.1f}])"
                   + (" (optimum at a grid edge: a bound)" if r["drift_is_bound"] else ""))
     log_summary(cfg, sdir, SWEEP, {"trials": df}, {"lr_transfer": image} if image else {},
-                {k: v for k, v in summary.items() if k not in ("settings", "lr", "weight")}, tags=[f"sweep={SWEEP}"])
+                {k: v for k, v in summary.items() if k not in ("settings", *STUDIES)}, tags=[f"sweep={SWEEP}"])
     return sdir
 
 
@@ -383,46 +327,6 @@ def ledger_table(sdir: Path, cfg: RunConfig):
     t2, l2 = stage2_trials(cfg, df[df["trial_key"].isin(keys)])
     keys |= {trial_key(base, ov, lab) for ov, lab in zip(t2, l2)}
     return df[df["trial_key"].isin(keys)].reset_index(drop=True)
-
-
-def markdown(result: dict) -> str:
-    """The optima table and the drift lines as markdown (README)."""
-    lines = []
-    if result.get("unigram_loss") is not None:
-        lines.append(f"Unigram baseline (training-set frequencies on the same masked tokens): "
-                     f"{result['unigram_loss']:.4f} ± {result['unigram_loss_se']:.4f}\n")
-    lines.append("| study | param. | width | seeds | optimum | within 2 paired SE | bootstrap 90% | parabola vertex "
-                 "| loss at optimum ± SE | gain over unigram ± SE | best run: loss, gain ± SE |")
-    lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
-    for study in ("lr", "weight"):
-        if study not in result:
-            continue
-        xc = result[study]["x_col"]
-        for par, r in result[study]["by_parametrization"].items():
-            for w, o in r["per_width"].items():
-                if o.get("x_opt") is None:
-                    continue
-                q = np.quantile(o["boot_log2"], [0.05, 0.95])
-                g, b = o.get("gains", {}), o.get("best_run", {})
-                vx = f"{2 ** o['vertex_log2']:.3g}" if o["vertex_log2"] is not None else "-"
-                lines.append(
-                    f"| {xc} | {par} | {w} | {o['n_seeds']} | {o['x_opt']:.3g}{' (edge)' if o['at_edge'] else ''} "
-                    f"| {o['plausible'][0]:.3g} - {o['plausible'][-1]:.3g} | {2 ** q[0]:.3g} - {2 ** q[1]:.3g} | {vx} "
-                    f"| {g.get('val_loss', math.nan):.3f} ± {g.get('val_loss_se', math.nan):.3f} "
-                    f"| {g.get('gain_over_unigram', math.nan):+.3f} ± {g.get('gain_over_unigram_se', math.nan):.3f} "
-                    f"| {b.get('val_loss', math.nan):.3f}, {b.get('gain_over_unigram', math.nan):+.3f} ± "
-                    f"{b.get('gain_over_unigram_se', math.nan):.3f} |")
-    lines.append("")
-    for study in ("lr", "weight"):
-        if study not in result:
-            continue
-        for par, r in result[study]["by_parametrization"].items():
-            q, pr = r["drift_boot_q"], r["drift_plausible_range"]
-            lines.append(f"* drift of {result[study]['x_col']} ({par}), width {r['smallest_width']} -> "
-                         f"{r['largest_width']}: {r['drift_log2']:+.2f} factors of 2 (bootstrap 90% [{q[0]:+.1f}, "
-                         f"{q[2]:+.1f}]; plausible-set range [{pr[0]:+.1f}, {pr[1]:+.1f}])"
-                         + (" - an optimum on a grid edge: a bound" if r["drift_is_bound"] else ""))
-    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -463,6 +463,10 @@ class SweepConfig:
     """verify-transfer: level of the noise-aware tests of the verdict (family-wise over the perturbed points)."""
     equivalence_margin: float = 0.01
     """verify-transfer: relative margin within which a neighbourhood counts as "flat" (equivalent to the base)."""
+    regret_tolerance: float = 0.004
+    """verify-transfer: relative regret the user accepts (0.004 = 0.4 %, the gap [S] §3.1 called noise): the
+    regret verdict passes when the upper bound of (L(S) - min over the box) / L(S) is below it, fails when the
+    lower bound is above it (analysis.regret)."""
     allow_transfer_mismatch: bool = False
     """verify-transfer / scaling-curves: proceed although transfer.yaml was tuned under other settings (the
     summary records the mismatched keys)."""
@@ -561,6 +565,7 @@ class SweepConfig:
         _require(0 <= self.perturbed_seeds <= self.seeds, "sweep.perturbed_seeds", "must be in [0, sweep.seeds]")
         _require(0.0 < self.test_alpha < 1.0, "sweep.test_alpha", "must be in (0, 1)")
         _require(self.equivalence_margin > 0.0, "sweep.equivalence_margin", "must be > 0")
+        _require(0.0 < self.regret_tolerance < 1.0, "sweep.regret_tolerance", "must be in (0, 1) (relative regret)")
         _require(self.baseline_lr_widen >= 0, "sweep.baseline_lr_widen", "must be >= 0")
         _require(self.bootstrap >= 0, "sweep.bootstrap", "must be >= 0")
         _require(len(self.scales) >= 1 and all(s > 0 for s in self.scales), "sweep.scales", "must be positive widths")

@@ -20,6 +20,7 @@ from .stats import LOSS_COLS, LR_COLS, PARAM_COLS, WIDTH_COLS, pick_column
 __all__ = [
     "plot_distance_vs_increase",
     "plot_rank_curve",
+    "plot_regret_axes",
     "plot_scaling",
     "plot_loss_vs_compute",
     "plot_coord_check",
@@ -125,6 +126,34 @@ def plot_rank_curve(table: pd.DataFrame, path, noise_band: float | None = None, 
     ax.set_ylabel("eval-loss increase vs base (%)")
     ax.set_title(title or "Rank vs evaluation-loss increase")
     ax.legend(loc="upper left", fontsize=8)
+    return _save(fig, path)
+
+
+def plot_regret_axes(res: Mapping, path, title: str | None = None):
+    """Figure 1(c): the fitted response surface along each hyperparameter's axis (others at S), relative change in
+    % with its pointwise t band, and every point's partial residual on that axis (``res`` =
+    :func:`ptsweep.analysis.regret.regret_analysis`'s result: ``axis_curves``, ``axis_points``, ``axes``)."""
+    keys = list(res["axis_curves"])
+    ncols = 4
+    nrows = -(-len(keys) // ncols)
+    fig, axes = _figure(nrows, ncols, size=(3.4 * ncols, 2.9 * nrows))
+    for ax, k in zip(axes.ravel(), keys):
+        c, p, a = res["axis_curves"][k], res["axis_points"][k], res["axes"][k]
+        ax.fill_between(c["factor"], 100 * np.asarray(c["lo"]), 100 * np.asarray(c["hi"]), color="0.85", lw=0)
+        ax.plot(c["factor"], 100 * np.asarray(c["rel_change"]), color="tab:red", lw=1.5)
+        ax.scatter(p["factor"], 100 * np.asarray(p["rel_change"]), s=8, color="tab:blue", alpha=0.7)
+        ax.axhline(0.0, color="0.4", lw=0.8, ls="--")
+        ax.axvline(a["min_factor"], color="tab:green", lw=0.8, ls=":")
+        ax.set_title(f"{k}: +{100 * (c['factor'][-1] - 1):.0f} % -> {100 * a['up']['rel_change']:+.2f} "
+                     f"± {50 * (a['up']['ci'][1] - a['up']['ci'][0]):.2f} %", fontsize=8)
+        ax.set_xlabel("factor S'/S on this axis", fontsize=8)
+    for ax in axes.ravel()[len(keys):]:
+        ax.set_axis_off()
+    axes[0, 0].set_ylabel("loss change vs S (%)", fontsize=8)
+    lo, hi = res["regret_rel_ci"]
+    fig.suptitle(title or f"Fitted {res['model']} surface along each axis (points: partial residuals; dotted: box "
+                          f"minimum); regret {100 * res['regret_rel']:.2f} % [{100 * lo:.2f}, {100 * hi:.2f}]",
+                 fontsize=9)
     return _save(fig, path)
 
 

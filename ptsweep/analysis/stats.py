@@ -492,7 +492,7 @@ def verdict(
 # --------------------------------------------------------------------------------------------------------------
 # Simulation of the decision rule (tests/test_verdict_simulation.py and the README's error rates)
 # --------------------------------------------------------------------------------------------------------------
-SCENARIOS = ("equal", "base_best", "base_worse")
+SCENARIOS = ("equal", "base_best", "base_worse", "bowl")
 
 
 def simulate_verdicts(scenario: str, noise: float, n_sims: int = 400, n: int = 8, m: int = 2, k: int = 0,
@@ -502,9 +502,20 @@ def simulate_verdicts(scenario: str, noise: float, n_sims: int = 400, n: int = 8
     base at m seeds, point j at k seeds (j + r) mod m, r < k (k = 0: all m, the complete design). Runs: L_{j,s} = mu_j + u_s + e_{j,s}, e ~ N(0, (noise * loss)^2), u_s ~ N(0, (seed_sd * loss)^2)
     (default seed_sd = noise). mu_0 = loss; "equal": mu_j = loss; "base_best": mu_j = loss (1 + U(effect));
     "base_worse": mu_j = loss (1 - U(effect)). ``paired=False`` analyses the same runs without seeds (unpaired).
-    Returns {outcome: rate} over the four outcomes. ``kw`` goes to :func:`verdict` (alpha, p, test_alpha, margin)."""
+    Returns {outcome: rate} over the four outcomes. ``kw`` goes to :func:`verdict` (alpha, p, test_alpha, margin).
+
+    ``"bowl"``: a quadratic loss bowl in the log-coordinates whose optimum sits at ``shift`` (factors per axis, in
+    ``kw``) with the project's measured ``curvature``; rates of this verdict, of the regret verdict and the coverage
+    of the regret and better-fraction intervals (:func:`ptsweep.analysis.regret_sim.simulate_bowl`)."""
     if scenario not in SCENARIOS:
         raise ValueError(f"scenario must be one of {SCENARIOS}")
+    if scenario == "bowl":
+        if not paired:
+            raise ValueError("the bowl scenario simulates the paired design only")
+        from .regret_sim import simulate_bowl
+
+        return simulate_bowl(noise, n_sims=n_sims, n=n, m=m, k=k, seed_sd=seed_sd, loss=loss, rng_seed=rng_seed,
+                             **kw)
     rng = np.random.default_rng(rng_seed)
     seed_sd = noise if seed_sd is None else seed_sd
     counts = dict.fromkeys(OUTCOMES, 0)

@@ -21,8 +21,14 @@ Outputs in ``<out_dir>/<study>/`` (study = sweep.study or "verify-transfer"):
                              over the point's seeds), loss (the scored split), delta / se / t (paired contrast with
                              the base), rel_increase, rank, status, error (base = mean of its seeds, is_base = true)
     trials.parquet / .csv    every run (base seeds included) with val_loss_se, test_loss, test_loss_se, seed
-    summary.json             analysis.stats.verdict(...) + n_required, n_run, settings, transfer provenance
-    fig1a_distance.png, fig1b_rank.png   (analysis.plots, [S] Figure 1)
+    summary.json             the regret verdict (``verdict``, ``statement``, ``regret``: analysis.regret - a response
+                             surface fitted to the runs, regret L(S) - min over the box with its bootstrap interval,
+                             the box minimum's location, per-axis effects of +-perturb, the better fraction), the
+                             contrast rule as a secondary line (``contrast_verdict``, ``contrast_statement`` and the
+                             keys of analysis.stats.verdict), the strict test (``strict``), n_required, n_run,
+                             settings, transfer provenance
+    report.md                the same in words (one table row per hyperparameter)
+    fig1a_distance.png, fig1b_rank.png   (analysis.plots, [S] Figure 1); fig1c_surface.png (surface along each axis)
 Resume: a fixed list of trials with a ledger (``sweeps.common.run_trials``): re-running skips finished trials.
 """
 
@@ -35,7 +41,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ptsweep.analysis import plots, stats
+from ptsweep.analysis import plots, regret, stats
 from ptsweep.config import TRANSFER_KEYS, RunConfig, with_overrides
 from ptsweep.sweeps.common import (SweepError, log_summary, ray_session, read_transfer, run_trials, save_table,
                                    study_name, study_path, sweep_tags, write_json)
@@ -125,7 +131,8 @@ def run(cfg: RunConfig) -> Path:
     pert["n_seeds"] = [len(v) for v in pert["losses"]]
     settings = {"width": sw.width, "alpha": sw.alpha, "p": sw.p, "n": sw.n, "perturb": sw.perturb, "seeds": sw.seeds,
                 "perturbed_seeds": sw.perturbed_seeds or sw.seeds, "test_alpha": sw.test_alpha,
-                "equivalence_margin": sw.equivalence_margin, "loss_split": loss_col.split("_")[0],
+                "equivalence_margin": sw.equivalence_margin, "regret_tolerance": sw.regret_tolerance,
+                "loss_split": loss_col.split("_")[0],
                 "perturb_seed": sw.search_seed, "seed": cfg.seed, "tokens": cfg.train.tokens,
                 "transfer_file": str(tpath), "transfer_provenance": provenance, "base": base7}
     images = {}
@@ -134,6 +141,14 @@ def run(cfg: RunConfig) -> Path:
                           perturbed_seeds=pert["seed"].tolist(), test_alpha=sw.test_alpha,
                           margin=sw.equivalence_margin)
         pert["delta"], pert["se"], pert["t"] = v["delta"], v["se"], v["t"]
+        try:
+            reg = regret.regret_analysis(base7, pert[list(TRANSFER_KEYS)].to_dict("records"), pert["losses"].tolist(),
+                                         base_losses, point_seeds=pert["seed"].tolist(), base_seeds=base_seeds,
+                                         rel=sw.perturb, tolerance=sw.regret_tolerance, test_alpha=sw.test_alpha,
+                                         seed=sw.search_seed)
+            rv = regret.regret_verdict(reg)
+        except ValueError as e:  # too few points / no residual: said in the verdict, no surface
+            reg, rv = {"available": False, "reason": str(e)}, regret.regret_verdict(None, reason=str(e))
         table = stats.rank_table(pert.drop(columns=["losses", "seed"]), base7, base_losses,
                                  keys=list(TRANSFER_KEYS), loss_col="loss")
         table.loc[table["is_base"], "trial"] = f"base (mean of {len(base_losses)} seed(s))"
@@ -146,18 +161,24 @@ def run(cfg: RunConfig) -> Path:
             title=f"Width {sw.width}: distance vs {what} increase ({v['verdict']})")
         images["fig1b_rank"] = plots.plot_rank_curve(
             table, sdir / "fig1b_rank.png", title=f"Transfer to width {sw.width}: rank of the base point ({what})")
+        if "axis_curves" in reg:
+            images["fig1c_surface"] = plots.plot_regret_axes(reg, sdir / "fig1c_surface.png")
     else:  # the base point failed with every seed: nothing to compare against
         table = pert.drop(columns=["losses", "seed"]).assign(
             distance=[stats.distance({k: r[k] for k in TRANSFER_KEYS}, base7) for _, r in pert.iterrows()],
             rel_increase=np.nan, rank=np.nan, is_base=False)
         v = {"verdict": "inconclusive", "statement": f"INCONCLUSIVE: the base point failed with all {sw.seeds} "
                                                       f"seed(s) ({'; '.join(base_df['error'].astype(str))})"}
+        reg = {"available": False, "reason": "the base point failed with every seed"}
+        rv = regret.regret_verdict(None, reason=reg["reason"])
     cols = ["rank", "trial", *TRANSFER_KEYS, "distance", "val_loss", "loss", "delta", "se", "t", "rel_increase",
             "n_seeds", "status", "error", "is_base"]
     table = table[[c for c in cols if c in table.columns]]
     save_table(table, sdir, "results")
 
-    summary = {**v, "n_required": n_req, "n_run": n_run, "n_perturbed_run": int(len(pert)),
+    summary = {**v, "verdict": rv["verdict"], "contrast_verdict": v["verdict"], "contrast_statement": v["statement"],
+               "statement": f"{rv['statement']}. Secondary, contrast rule: {v['statement']}",
+               "regret": reg, "regret_tolerance": sw.regret_tolerance, "n_required": n_req, "n_run": n_run, "n_perturbed_run": int(len(pert)),
                "base_losses": [float(x) for x in base_df["loss"]], "base_seeds": base_df["seed"].tolist(),
                "base_val_losses": [float(x) for x in base_df["val_loss"]],
                "base_val_loss_se": [float(x) for x in base_df["val_loss_se"]],
@@ -171,11 +192,46 @@ def run(cfg: RunConfig) -> Path:
                        {"verdict": summary["verdict"], "n_required": n_req, "n_run": n_run}, tags=[f"sweep={SWEEP}"])
     summary["notes"] = [note] if note else []
     write_json(sdir / "summary.json", summary)
+    (sdir / "report.md").write_text(report(summary))
     if summary["transfer_mismatch"]:
         print(f"verify-transfer: PROCEEDING DESPITE transfer.yaml mismatch (sweep.allow_transfer_mismatch): "
               f"{', '.join(summary['transfer_mismatch'])}")
     print(f"verify-transfer: {summary['statement']}")
     return sdir
+
+
+def report(summary: dict) -> str:
+    """report.md: the regret verdict with its numbers, a row per hyperparameter, the strict test, the contrast rule."""
+    reg, split = summary.get("regret", {}), summary["settings"]["loss_split"]
+    out = [f"# verify-transfer at width {summary['settings']['width']}: {summary['verdict'].upper()}", "",
+           f"Scored on the {split} split; tolerance {summary['regret_tolerance']:.2%} of the loss "
+           f"(sweep.regret_tolerance).", ""]
+    if reg.get("available", True) and "regret_rel" in reg:
+        lo, hi = reg["regret_rel_ci"]
+        bf = reg["better_fraction"]
+        out += [f"- **Regret** (loss S leaves on the table inside the +-{reg['rel']:.0%} box): "
+                f"{reg['regret_rel']:.3%} [{lo:.3%}, {hi:.3%}] = {reg['regret']:.4g} nats; {reg['interval']}. "
+                f"The fitted surface's own box minimum gives {reg['regret_rel_plugin']:.3%} (biased high: the "
+                f"minimum of a noisy surface is too low), box minimum loss {reg['box_min_loss']:.4f}.",
+                f"- Surface: {reg['model']} ({reg['model_reason']}); {reg['n_points']} points, {reg['n_runs']} runs, "
+                f"df = {reg['df']}, run-noise sd {reg['sigma_rel']:.3%}; lack of fit p = {reg['lack_of_fit']['p']}.",
+                f"- Fraction of the box better than S: " + (f"{bf:.1%} [{reg['better_fraction_ci'][0]:.1%}, "
+                                                            f"{reg['better_fraction_ci'][1]:.1%}]" if bf is not None
+                                                            else "not estimable from a linear surface") + ".",
+                "", "| hyperparameter | box minimum at (x S) | +{0:.0%}: loss change | -{0:.0%}: loss change |"
+                .format(reg["rel"]), "|---|---|---|---|"]
+        for k, a in reg["axes"].items():
+            cell = lambda e: f"{e['rel_change']:+.3%} ± {(e['ci'][1] - e['ci'][0]) / 2:.3%}"  # noqa: E731
+            out.append(f"| {k} | {a['min_factor']:.3g} [{a['min_factor_ci'][0]:.3g}, {a['min_factor_ci'][1]:.3g}] | "
+                       f"{cell(a['up'])} | {cell(a['down'])} |")
+        out += ["", f"Axis intervals: {reg['axis_interval']}. Figure: fig1c_surface.png.", ""]
+    else:
+        out += [f"- Regret: not estimated ({reg.get('reason')}).", ""]
+    out += [f"- Regret verdict: {summary['statement'].split('. Secondary, contrast rule: ')[0]}.",
+            f"- Strict test of [S] §3.1: **{summary.get('strict', {}).get('verdict', 'n/a')}** - "
+            f"{summary.get('strict', {}).get('statement', '')}",
+            f"- Contrast rule (secondary): **{summary['contrast_verdict']}** - {summary['contrast_statement']}", ""]
+    return "\n".join(out)
 
 
 def results_frame(study_dir: Path) -> pd.DataFrame:

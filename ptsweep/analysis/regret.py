@@ -1,0 +1,370 @@
+"""Regret of the transferred point S: a response surface fitted to the +-20 % verification study (issue 18).
+
+Coordinates: u_i = ln(S'_i / S_i) for the d = 7 hyperparameters, so S is u = 0 and the sampling box
+[(1 - rel) S_i, (1 + rel) S_i] of [S] §3.1 / spec §10 is B = prod_i [ln(1 - rel), ln(1 + rel)].
+
+Model (one row per run, seeds as blocks exactly as in :func:`ptsweep.analysis.stats.paired_contrasts`):
+
+    L_{j,s} = f(u_j) + b_s + e_{j,s},   e ~ N(0, sigma^2),   f(u) = c + g'u + 1/2 u'Hu              (R1)
+
+H is 0 ("linear", 1 + d coefficients), diagonal ("diagonal", 1 + 2d) or symmetric ("full", 1 + d + d(d+1)/2 = 36).
+``model="auto"`` takes the richest of full > diagonal > linear whose coefficients number at most (distinct points
+- 1) and whose design has full rank, and says so (``model_reason``); demo (n = 8: 9 distinct points) -> linear, because
+a diagonal quadratic has 15 coefficients; paper (n = 59: 60 points) -> full. Least squares give beta, sigma^2 = RSS /
+df (df = runs - rank) and Cov(beta) = sigma^2 (X'X)^-1.
+
+Quantities, all functions of the surface coefficients (c, g, H):
+
+    regret      R = f(0) - min_{u in B} f(u)  >= 0                                                    (R2)
+    relative    r = R / Lbar(S)   (Lbar(S) = mean of the base runs)
+    axis effect Delta_i^+- = f(ln(1 +- rel) e_i) - f(0) = g_i ln(1 +- rel) + 1/2 H_ii ln(1 +- rel)^2          (R3)
+    better frac F = P_{S' ~ U[(1-rel)S, (1+rel)S]}( f(u(S')) < f(0) )   (the sampling measure of [S] §3.1)   (R4)
+
+(R3) is linear in beta: Student-t interval, exact under (R1). (R2) and (R4) are not: their intervals come from a
+**parametric bootstrap** - draws beta* = beta_hat + sqrt(df / chi2_df) L z (L L' = Cov(beta), z ~ N(0, I)), i.e. the
+multivariate-t sampling distribution of beta_hat around the truth - at level 1 - 2 test_alpha (each bound one-sided
+1 - test_alpha). The box minimum is found by exact coordinate descent (each
+coordinate's 1-D quadratic minimised on its interval) from u = 0 and from the linear-model vertex; for linear and
+diagonal surfaces one sweep is exact, for an indefinite full H it is a local minimum that is at least as good as both
+starts. Coverage is measured by simulation (``bench/regret_error_rates.py``, README "Verification verdict").
+
+The regret and better-fraction intervals are **basic (bias-corrected) bootstrap** intervals, 2 x_hat - q: the box
+minimum of a noisy surface is biased low, and percentile bounds repeat the bias (:func:`basic_interval`).
+
+Verdict on regret (tolerance tau, relative): pass if the upper bound r_hi < tau, fail if the lower bound r_lo > tau,
+inconclusive otherwise (also when the surface cannot be fitted; the reason is given). A linear surface never fails:
+for a convex loss f(u) >= f(0) + g'u, so a plane's regret over-states the true one: its lower bound is set to 0.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from .stats import _t_ppf
+
+MODELS = ("linear", "diagonal", "full")
+REGRET_TOLERANCE = 0.004
+"""Default relative regret tolerance: [S] §3.1 called points beating S by at most 0.4 % noise (spec §10)."""
+N_DRAWS = 2000
+N_MC = 4000
+CD_SWEEPS = 60
+
+
+def n_coefficients(model: str, d: int) -> int:
+    """Surface coefficients of (R1): 1 + d (linear), 1 + 2d (diagonal), 1 + d + d(d+1)/2 (full)."""
+    return {"linear": 1 + d, "diagonal": 1 + 2 * d, "full": 1 + d + d * (d + 1) // 2}[model]
+
+
+def features(u: np.ndarray, model: str) -> np.ndarray:
+    """Design columns of f for log-coordinates u (N, d): [1, u, u_i^2 / 2 (diagonal, full), u_i u_j (i < j, full)]."""
+    u = np.atleast_2d(np.asarray(u, dtype=float))
+    cols = [np.ones((u.shape[0], 1)), u]
+    if model in ("diagonal", "full"):
+        cols.append(0.5 * u**2)
+    if model == "full":
+        i, j = np.triu_indices(u.shape[1], k=1)
+        cols.append(u[:, i] * u[:, j])
+    return np.concatenate(cols, axis=1)  # (N, p)
+
+
+def unpack(beta: np.ndarray, model: str, d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(c, g, H) from coefficient vectors beta (..., p): c (...), g (..., d), H (..., d, d)."""
+    beta = np.asarray(beta, dtype=float)
+    c, g = beta[..., 0], beta[..., 1:1 + d]
+    H = np.zeros(beta.shape[:-1] + (d, d))
+    if model in ("diagonal", "full"):
+        idx = np.arange(d)
+        H[..., idx, idx] = beta[..., 1 + d:1 + 2 * d]
+    if model == "full":
+        i, j = np.triu_indices(d, k=1)
+        H[..., i, j] = beta[..., 1 + 2 * d:]
+        H[..., j, i] = beta[..., 1 + 2 * d:]
+    return c, g, H
+
+
+def box_minimum(g: np.ndarray, H: np.ndarray, lo: float, hi: float, sweeps: int = CD_SWEEPS) -> np.ndarray:
+    """argmin over the box [lo, hi]^d of g'u + 1/2 u'Hu for a batch (g (B, d), H (B, d, d)) -> u (B, d).
+
+    Exact coordinate descent from u = 0 and from the linear vertex (lo where g_i > 0, else hi); the better end point
+    of each batch element is returned. f never increases, so f(u) <= f(0) = 0 (regret >= 0)."""
+    g, H = np.atleast_2d(g), np.asarray(H).reshape(-1, g.shape[-1], g.shape[-1])
+    B, d = g.shape
+    starts = [np.zeros((B, d)), np.where(g > 0, lo, hi)]
+    best_u, best_f = None, None
+    diag = H[:, np.arange(d), np.arange(d)]  # (B, d)
+    for u in starts:
+        u = u.copy()
+        for _ in range(sweeps if np.any(H) else 1):
+            for i in range(d):
+                b = g[:, i] + np.einsum("bj,bj->b", H[:, i, :], u) - diag[:, i] * u[:, i]  # linear coefficient in u_i
+                h = diag[:, i]
+                f_lo, f_hi = b * lo + 0.5 * h * lo**2, b * hi + 0.5 * h * hi**2
+                edge = np.where(f_lo <= f_hi, lo, hi)
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    inner = np.clip(-b / h, lo, hi)
+                u[:, i] = np.where(h > 0, inner, edge)
+        f = np.einsum("bi,bi->b", g, u) + 0.5 * np.einsum("bi,bij,bj->b", u, H, u)
+        if best_u is None:
+            best_u, best_f = u, f
+        else:
+            take = f < best_f
+            best_u, best_f = np.where(take[:, None], u, best_u), np.where(take, f, best_f)
+    return best_u
+
+
+def choose_model(u_points: np.ndarray, model: str = "auto") -> tuple[str, str]:
+    """(model, reason) by the rule of the module docstring; ValueError (one line) if none is identifiable."""
+    d = u_points.shape[1]
+    n_loc = len(np.unique(np.round(u_points, 12), axis=0))
+    if model != "auto":
+        if model not in MODELS:
+            raise ValueError(f"regret model must be one of {('auto',) + MODELS}, got {model!r}")
+        p = n_coefficients(model, d)
+        if n_loc < p + 1 or np.linalg.matrix_rank(features(u_points, model)) < p:
+            raise ValueError(f"regret: the {model} surface has {p} coefficients; {n_loc} distinct points (base "
+                             f"included) do not identify it (needs >= {p + 1} in general position)")
+        return model, f"{model} (requested); {n_loc} distinct points for {p} coefficients"
+    skipped = []
+    for m in reversed(MODELS):
+        p = n_coefficients(m, d)
+        if n_loc >= p + 1 and np.linalg.matrix_rank(features(u_points, m)) == p:
+            why = f"; {', '.join(skipped)}" if skipped else ""
+            return m, f"{m}: richest surface with <= {n_loc} - 1 coefficients ({p}) and a full-rank design{why}"
+        skipped.append(f"{m} needs {p} coefficients + 1 (have {n_loc} distinct points)")
+    raise ValueError(f"regret: {n_loc} distinct points (base included) cannot identify even the linear surface "
+                     f"({n_coefficients('linear', d)} coefficients + 1): run more perturbed points")
+
+
+def fit_surface(u_runs: np.ndarray, y: np.ndarray, seeds: Sequence | None, model: str = "auto") -> dict:
+    """Least-squares fit of (R1) to runs at log-coordinates ``u_runs`` (N, d) with losses y (N,) and seeds (blocks;
+    None = no blocks). Returns {"model", "model_reason", "beta" (p,), "cov" (p, p) (surface block of
+    sigma^2 (X'X)^-1, seed effects profiled out), "sigma", "df", "n_runs", "n_points", "lack_of_fit", "adjusted" (N,)
+    (each run's loss minus its fitted seed effect)}."""
+    u_runs, y = np.asarray(u_runs, dtype=float), np.asarray(y, dtype=float)
+    if u_runs.ndim != 2 or len(u_runs) != len(y) or not np.all(np.isfinite(y)):
+        raise ValueError("regret: u_runs must be (N, d) with N finite losses")
+    model, reason = choose_model(u_runs, model)
+    F = features(u_runs, model)
+    p = F.shape[1]
+    blocks = []
+    if seeds is not None:
+        s = np.asarray(seeds)
+        blocks = [(s == v).astype(float) for v in list(dict.fromkeys(s.tolist()))[1:]]
+    X = np.column_stack([F, *blocks]) if blocks else F  # (N, p + seeds - 1)
+    shift = float(y.mean())
+    beta, *_ = np.linalg.lstsq(X, y - shift, rcond=None)
+    rank = int(np.linalg.matrix_rank(X))
+    df = len(y) - rank
+    if rank < X.shape[1]:
+        raise ValueError(f"regret: the {model} surface with seed blocks is not identifiable (rank {rank} < "
+                         f"{X.shape[1]} columns)")
+    if df < 1:
+        raise ValueError(f"regret: no residual degrees of freedom ({len(y)} runs, {rank} coefficients): run each "
+                         f"perturbed point at >= 2 seeds or more points")
+    resid = (y - shift) - X @ beta
+    sigma2 = float(resid @ resid) / df
+    cov = sigma2 * np.linalg.inv(X.T @ X)[:p, :p]
+    adjusted = y - (np.column_stack(blocks) @ beta[p:] if blocks else 0.0)  # runs with their seed effect removed
+    beta = beta[:p].copy()
+    beta[0] += shift
+    return {"model": model, "model_reason": reason, "beta": beta, "cov": cov, "sigma": math.sqrt(sigma2),
+            "adjusted": adjusted,
+            "df": int(df), "n_runs": int(len(y)), "n_points": int(len(np.unique(u_runs, axis=0))),
+            "lack_of_fit": _lack_of_fit(u_runs, y, blocks, float(resid @ resid), df)}
+
+
+def _lack_of_fit(u_runs, y, blocks, rss, df) -> dict:
+    """F test of the surface against one mean per distinct point (with the same seed blocks): pure error from
+    replicates. p < 0.05 says the surface misses structure the points show."""
+    from scipy.special import fdtrc
+
+    _, loc = np.unique(np.round(u_runs, 12), axis=0, return_inverse=True)
+    Xs = np.column_stack([(loc == k).astype(float) for k in range(loc.max() + 1)] + blocks)
+    b, *_ = np.linalg.lstsq(Xs, y - y.mean(), rcond=None)
+    r = (y - y.mean()) - Xs @ b
+    df_pe = len(y) - int(np.linalg.matrix_rank(Xs))
+    df_lof = df - df_pe
+    if df_pe < 1 or df_lof < 1:
+        return {"F": None, "p": None, "df": [df_lof, df_pe]}
+    rss_pe = float(r @ r)
+    F = ((rss - rss_pe) / df_lof) / (rss_pe / df_pe) if rss_pe > 0 else math.inf
+    return {"F": float(F), "p": float(fdtrc(df_lof, df_pe, F)), "df": [int(df_lof), int(df_pe)]}
+
+
+def draws(fit: dict, n_draws: int, rng: np.random.Generator) -> np.ndarray:
+    """Parametric-bootstrap coefficient draws (n_draws, p): beta_hat + sqrt(df / chi2_df) L z (multivariate t)."""
+    p = len(fit["beta"])
+    w, V = np.linalg.eigh(fit["cov"])
+    L = V * np.sqrt(np.clip(w, 0.0, None))  # (p, p), L L' = cov (robust to round-off)
+    z = rng.standard_normal((n_draws, p))
+    scale = np.sqrt(fit["df"] / rng.chisquare(fit["df"], n_draws))
+    return fit["beta"] + (z @ L.T) * scale[:, None]
+
+
+def basic_interval(x: np.ndarray, alpha: float, lo: float, hi: float) -> tuple[float, list[float]]:
+    """Basic bootstrap from x = [plug-in, draws...]: bias-corrected estimate 2 x0 - mean(draws) and interval
+    [2 x0 - q_{1-alpha}, 2 x0 - q_alpha], clipped to the parameter's range [lo, hi].
+
+    Why not the percentile interval: the box minimum of a noisy surface is biased low (the regret high), and the
+    draws around the estimate repeat that bias, so percentile bounds sit about two biases above the truth (paper
+    design, 0.2 % noise: the percentile lower bound never covered; the basic one covers 0.92-0.98, README)."""
+    x0, qa, qb = float(x[0]), float(np.quantile(x[1:], alpha)), float(np.quantile(x[1:], 1 - alpha))
+    clip = lambda v: float(min(max(v, lo), hi))  # noqa: E731
+    return clip(2 * x0 - float(np.mean(x[1:]))), [clip(2 * x0 - qb), clip(2 * x0 - qa)]
+
+
+def regret_analysis(base: Mapping[str, float], points: Sequence[Mapping[str, float]],
+                    point_losses: Sequence[Sequence[float]], base_losses: Sequence[float], *,
+                    point_seeds: Sequence[Sequence] | None = None, base_seeds: Sequence | None = None,
+                    rel: float = 0.2, tolerance: float = REGRET_TOLERANCE, test_alpha: float = 0.05,
+                    model: str = "auto", n_draws: int = N_DRAWS, seed: int = 0) -> dict:
+    """Regret of the base point from the verification runs (module docstring); JSON-ready dict.
+
+    ``points`` are the perturbed points (key -> value, keys of ``base``), ``point_losses[j]`` the runs of point j
+    (seeds ``point_seeds[j]``; None = unpaired, no seed blocks), ``base_losses`` the base runs (seeds ``base_seeds``,
+    default 0..m-1). Points with a non-finite run are left out of the fit (counted in ``n_failed_points``).
+    Raises ValueError (one line) when no surface can be fitted; :func:`regret_verdict` turns that into
+    "inconclusive" with the reason.
+    """
+    if not (0.0 < rel < 1.0):
+        raise ValueError(f"regret: rel must be in (0, 1), got {rel}")
+    if tolerance <= 0:
+        raise ValueError(f"regret: tolerance must be > 0, got {tolerance}")
+    keys = list(base)
+    s = np.array([float(base[k]) for k in keys])
+    if np.any(s <= 0):
+        raise ValueError(f"regret: log-coordinates need positive base values, got {dict(base)}")
+    base_l = np.asarray(base_losses, dtype=float)
+    if base_l.size == 0 or not np.all(np.isfinite(base_l)):
+        raise ValueError("regret: the base needs >= 1 finite run")
+    paired = point_seeds is not None
+    bseeds = list(base_seeds) if base_seeds is not None else list(range(base_l.size))
+    u_rows, y, seeds, n_failed = [np.zeros((base_l.size, len(keys)))], [base_l], [bseeds], 0
+    for j, (pt, ls) in enumerate(zip(points, point_losses)):
+        ls = np.atleast_1d(np.asarray(ls, dtype=float))
+        if ls.size == 0 or not np.all(np.isfinite(ls)):
+            n_failed += 1
+            continue
+        u = np.log(np.array([float(pt[k]) for k in keys]) / s)
+        if np.any(u < math.log(1 - rel) - 1e-9) or np.any(u > math.log(1 + rel) + 1e-9):
+            raise ValueError(f"regret: point {j} lies outside the +-{rel:.0%} box around the base")
+        u_rows.append(np.tile(u, (ls.size, 1)))
+        y.append(ls)
+        seeds.append(list(point_seeds[j]) if paired else [0] * ls.size)
+    u_all = np.concatenate(u_rows)
+    fit = fit_surface(u_all, np.concatenate(y), np.concatenate([np.asarray(x) for x in seeds]) if paired else None,
+                      model)
+    d, lo, hi = len(keys), math.log(1 - rel), math.log(1 + rel)
+    lbar = float(base_l.mean())
+    rng = np.random.default_rng(seed)
+    B = draws(fit, n_draws, rng)  # (n_draws, p)
+    allb = np.vstack([fit["beta"][None, :], B])
+    _, g, H = unpack(allb, fit["model"], d)
+    umin = box_minimum(g, H, lo, hi)  # (1 + n_draws, d)
+    R = -(np.einsum("bi,bi->b", g, umin) + 0.5 * np.einsum("bi,bij,bj->b", umin, H, umin)) / lbar
+    # better fraction (R4): Monte-Carlo points from the sampling measure, fixed per call
+    umc = np.log1p(rng.uniform(-rel, rel, (N_MC, d)))
+    dF = features(umc, fit["model"])[:, 1:] @ allb[:, 1:].T  # (N_MC, 1 + n_draws): f(u) - f(0)
+    frac = (dF < 0).mean(axis=0)
+    A = float(test_alpha)
+    q = lambda a: [float(np.quantile(a[1:], A)), float(np.quantile(a[1:], 1 - A))]  # noqa: E731
+    r_bc, (r_lo, r_hi) = basic_interval(R, A, 0.0, math.inf)
+    if fit["model"] == "linear":  # a plane over-states a convex loss's regret: 0 is the only lower bound it gives
+        r_lo = 0.0
+    f_bc, f_ci = basic_interval(frac, A, 0.0, 1.0)
+    tq = _t_ppf(1 - A / 2, fit["df"])
+    axes = {}
+    for i, k in enumerate(keys):
+        row = {}
+        for name, step in (("up", hi), ("down", lo)):
+            cvec = np.zeros(len(fit["beta"]))
+            cvec[1 + i] = step
+            if fit["model"] != "linear":
+                cvec[1 + d + i] = 0.5 * step**2
+            est, se = float(cvec @ fit["beta"]) / lbar, math.sqrt(float(cvec @ fit["cov"] @ cvec)) / lbar
+            row[name] = {"rel_change": est, "se": se, "ci": [est - tq * se, est + tq * se]}
+        row["slope_log"] = float(g[0, i])
+        row["slope_log_se"] = math.sqrt(float(fit["cov"][1 + i, 1 + i]))
+        row["min_factor"] = float(math.exp(umin[0, i]))
+        row["min_factor_ci"] = [float(math.exp(x)) for x in q(umin[:, i])]
+        axes[k] = row
+    curves, pts = _axis_curves(fit, u_all, keys, lo, hi, lbar, tq)
+    out = {
+        "axis_curves": curves, "axis_points": pts,
+        "model": fit["model"], "model_reason": fit["model_reason"], "n_runs": fit["n_runs"],
+        "n_points": fit["n_points"], "n_failed_points": n_failed, "df": fit["df"], "sigma": fit["sigma"],
+        "sigma_rel": fit["sigma"] / lbar, "lack_of_fit": fit["lack_of_fit"], "base_loss_mean": lbar,
+        "fitted_base_loss": float(allb[0, 0]), "box_min_loss": float(allb[0, 0] - R[0] * lbar),
+        "box_min_location": {k: axes[k]["min_factor"] for k in keys},
+        "regret": float(r_bc * lbar), "regret_rel": r_bc, "regret_rel_ci": [r_lo, r_hi],
+        "regret_rel_plugin": float(R[0]), "axes": axes,
+        # a plane through S has half the box below it whatever its slope: no better fraction from a linear surface
+        "better_fraction": f_bc if fit["model"] != "linear" else None,
+        "better_fraction_ci": f_ci if fit["model"] != "linear" else None,
+        "better_fraction_plugin": float(frac[0]),
+        "interval": f"parametric bootstrap ({n_draws} multivariate-t draws of the surface), basic (bias-corrected) "
+                    f"{1 - 2 * A:.0%} interval (each bound one-sided {1 - A:.0%})",
+        "axis_interval": f"Student t, {1 - A:.0%} two-sided, df = {fit['df']}",
+        "tolerance": float(tolerance), "test_alpha": A, "rel": float(rel), "keys": keys,
+        "beta": fit["beta"].tolist(),
+    }
+    return out
+
+
+def _axis_curves(fit: dict, u_all: np.ndarray, keys: list[str], lo: float, hi: float, lbar: float, tq: float,
+                 n_grid: int = 21) -> tuple[dict, dict]:
+    """Figure data: along each axis i, the fitted relative change (f(t e_i) - f(0)) / Lbar(S) with its pointwise
+    Student-t band over a grid of factors, and the points' partial residuals (seed-adjusted point mean - f(u_j) +
+    f(u_ji e_i) - f(0)) / Lbar(S) at their factor on axis i (the base at factor 1)."""
+    d, model, beta = len(keys), fit["model"], fit["beta"]
+    loc, inv = np.unique(np.round(u_all, 12), axis=0, return_inverse=True)
+    u_pts = np.array([u_all[inv == j][0] for j in range(len(loc))])  # (P, d)
+    means = np.array([fit["adjusted"][inv == j].mean() for j in range(len(loc))])
+    resid = means - features(u_pts, model) @ beta  # (P,)
+    t = np.log(np.linspace(math.exp(lo), math.exp(hi), n_grid))
+    curves, pts = {}, {}
+    for i, k in enumerate(keys):
+        ug = np.zeros((n_grid, d))
+        ug[:, i] = t
+        C = features(ug, model) - features(np.zeros((1, d)), model)  # (n_grid, p): contrasts f(t e_i) - f(0)
+        est = C @ beta
+        se = np.sqrt(np.einsum("gp,pq,gq->g", C, fit["cov"], C))
+        curves[k] = {"factor": np.exp(t).tolist(), "rel_change": (est / lbar).tolist(),
+                     "lo": ((est - tq * se) / lbar).tolist(), "hi": ((est + tq * se) / lbar).tolist()}
+        ui = np.zeros_like(u_pts)
+        ui[:, i] = u_pts[:, i]
+        part = resid + (features(ui, model) - features(np.zeros((1, d)), model)) @ beta
+        pts[k] = {"factor": np.exp(u_pts[:, i]).tolist(), "rel_change": (part / lbar).tolist()}
+    return curves, pts
+
+
+def regret_verdict(res: dict | None, reason: str | None = None) -> dict:
+    """{"verdict": pass | fail | inconclusive, "statement"} from :func:`regret_analysis`'s result against its
+    ``tolerance`` (None + ``reason`` when the surface could not be fitted)."""
+    if res is None:
+        return {"verdict": "inconclusive", "statement": f"regret INCONCLUSIVE: no response surface ({reason})"}
+    lo, hi = res["regret_rel_ci"]
+    tolerance = res["tolerance"]
+    v = "pass" if hi < tolerance else "fail" if lo > tolerance else "inconclusive"
+    word = {"pass": "upper bound below", "fail": "lower bound above", "inconclusive": "interval contains"}[v]
+    if v == "fail" and res["model"] == "linear":  # a plane ignores curvature: for a convex loss its regret is an
+        v, word = "inconclusive", "linear surface (never a fail: it over-states a convex loss's regret), lower bound above"
+    worst = max(res["axes"].items(), key=lambda kv: -min(kv[1]["up"]["rel_change"], kv[1]["down"]["rel_change"]))
+    k, a = worst
+    step = "up" if a["up"]["rel_change"] < a["down"]["rel_change"] else "down"
+    rel = res["rel"]
+    st = (f"regret {v.upper()}: S leaves {res['regret_rel']:.3%} of the loss on the table "
+          f"[{lo:.3%}, {hi:.3%}] ({res['interval']}; the fitted surface's own box minimum, biased high by the noise, "
+          f"gives {res['regret_rel_plugin']:.3%}), {word} the tolerance {tolerance:.2%}; {res['model']} surface "
+          f"({res['model_reason']}), df = {res['df']}; estimated box minimum at "
+          + ", ".join(f"{key.split('.')[-1]} x{f:.3g}" for key, f in res["box_min_location"].items())
+          + (f"; fraction of the box better than S {res['better_fraction']:.1%} [{res['better_fraction_ci'][0]:.1%}, "
+             f"{res['better_fraction_ci'][1]:.1%}]" if res["better_fraction"] is not None else
+             "; no better fraction from a linear surface")
+          + f"; steepest axis: {'raising' if step == 'up' else 'lowering'} {k} "
+            f"{rel:.0%} changes the loss by {a[step]['rel_change']:+.3%} +- "
+            f"{(a[step]['ci'][1] - a[step]['ci'][0]) / 2:.3%}")
+    return {"verdict": v, "statement": st}

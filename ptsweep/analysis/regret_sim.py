@@ -1,0 +1,104 @@
+"""Simulated verification studies around a misplaced optimum: error rates of both verdicts and interval coverage.
+
+Truth (relative loss bowl in the log-coordinates u_i = ln(S'_i / S_i) of :mod:`ptsweep.analysis.regret`):
+
+    mu(u) = loss * (1 + sum_i c_i (u_i - ln k_i)^2),   runs L_{j,s} = mu(u_j) + b_s + e_{j,s}                    (B1)
+
+k_i = the optimum's factor on axis i (1 = S is optimal on that axis; 1.3 = the optimum sits at 1.3 S_i),
+b_s ~ N(0, (seed_sd loss)^2), e ~ N(0, (noise loss)^2), and the design of verify-transfer: the base at m seeds, point
+j at k seeds (j + r) mod m.
+
+Curvatures c_i measured in this project (experiments/lr-transfer/README.md, muP width 256, 3-seed means where run):
+
+- learning rate: losses 6.312 / 6.115 / 6.346 at eta* / 2, eta* = 2^-5, 2 eta*: second difference 0.428 nats per
+  (log2 eta)^2, i.e. 0.214 / ln(2)^2 = 0.445 nats per (ln eta)^2, relative 0.445 / 6.115 = **0.073**;
+- information weight w_attn: 6.115 / 6.090 / 6.294 at 1, 2, 4: 0.1145 / ln(2)^2 / 6.090 = **0.039**. The other
+  five weights were not measured: they get w_attn's value (an assumption, stated in the README table).
+
+True regret and better fraction of (B1) are computed the same way as the estimates (box minimum by
+:func:`regret.box_minimum`, fraction by 20,000 Monte-Carlo points of the sampling measure).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+from . import regret
+from .stats import OUTCOMES, perturb, verdict
+
+CURVATURE = (0.073, 0.039, 0.039, 0.039, 0.039, 0.039, 0.039)
+"""Relative curvature per (ln factor)^2: optim.lr first, then the six information weights (module docstring)."""
+
+
+def truth(shift: Sequence[float], curvature: Sequence[float], rel: float = 0.2, n_mc: int = 20000) -> dict:
+    """True relative regret (R2 / mu(0)) and better fraction (R4) of the bowl (B1)."""
+    c, us = np.asarray(curvature, float), np.log(np.asarray(shift, float))
+    f0 = 1.0 + float(np.sum(c * us**2))
+    g, H = -2.0 * c * us, np.diag(2.0 * c)  # mu(u) / loss - f0 = g'u + 1/2 u'Hu
+    umin = regret.box_minimum(g[None], H[None], math.log(1 - rel), math.log(1 + rel))[0]
+    R = -(g @ umin + 0.5 * umin @ H @ umin) / f0
+    u = np.log1p(np.random.default_rng(12345).uniform(-rel, rel, (n_mc, len(c))))
+    frac = float(((u @ g + 0.5 * np.einsum("ki,i,ki->k", u, np.diag(H), u)) < 0).mean())
+    return {"regret_rel": float(R), "better_fraction": frac}
+
+
+def simulate_bowl(noise: float, shift: Sequence[float] | None = None, curvature: Sequence[float] = CURVATURE,
+                  n_sims: int = 200, n: int = 8, m: int = 2, k: int = 0, seed_sd: float | None = None,
+                  loss: float = 6.0, rel: float = 0.2, tolerance: float = regret.REGRET_TOLERANCE,
+                  n_draws: int = 500, rng_seed: int = 0, **kw) -> dict[str, float]:
+    """Rates over ``n_sims`` simulated studies of (B1): the contrast verdict (keys of OUTCOMES), the regret verdict
+    (``regret_pass`` / ``regret_fail`` / ``regret_inconclusive``), the strict test (``strict_pass``), coverage of the
+    regret bounds (``regret_hi_covers``: truth <= upper bound; ``regret_lo_covers``; ``regret_covers``: both) and of
+    the better-fraction interval (``fraction_covers``; NaN for a linear surface, which gives none), the mean estimates and the truth (``true_regret_rel``,
+    ``true_better_fraction``). ``kw`` goes to :func:`stats.verdict` (alpha, p, test_alpha, margin)."""
+    d = len(curvature)
+    shift = np.ones(d) if shift is None else np.asarray(shift, float)
+    if shift.shape != (d,) or np.any(shift <= 0):
+        raise ValueError(f"shift must hold {d} positive factors, got {shift.tolist()}")
+    rng = np.random.default_rng(rng_seed)
+    seed_sd = noise if seed_sd is None else seed_sd
+    k = k or m
+    c, us = np.asarray(curvature, float), np.log(shift)
+    mu = lambda u: loss * (1.0 + np.sum(c * (u - us) ** 2, axis=-1))  # noqa: E731
+    true = truth(shift, curvature, rel)
+    keys = [f"x{i}" for i in range(d)]
+    base = dict.fromkeys(keys, 1.0)
+    pseeds = [[(j + r) % m for r in range(k)] for j in range(n)]
+    acc: dict[str, float] = dict.fromkeys([*OUTCOMES, "regret_pass", "regret_fail", "regret_inconclusive",
+                                           "strict_pass", "regret_hi_covers", "regret_lo_covers", "regret_covers",
+                                           "fraction_covers", "mean_regret_rel", "mean_regret_hi",
+                                           "mean_better_fraction"], 0.0)
+    n_frac = 0
+    for _ in range(n_sims):
+        pts = perturb(base, n, rel, seed=int(rng.integers(2**31)))
+        u = np.log(np.array([[p[key] for key in keys] for p in pts]))  # (n, d)
+        b = rng.normal(0.0, seed_sd * loss, m)
+        base_l = mu(np.zeros(d)) + b + rng.normal(0.0, noise * loss, m)
+        runs = mu(u)[:, None] + b[np.asarray(pseeds)] + rng.normal(0.0, noise * loss, (n, k))  # (n, k)
+        v = verdict(base_l, runs.tolist(), base_seeds=list(range(m)), perturbed_seeds=pseeds, **kw)
+        acc[v["verdict"]] += 1
+        acc["strict_pass"] += v["strict"]["verdict"] == "pass"
+        res = regret.regret_analysis(base, pts, runs.tolist(), base_l, point_seeds=pseeds, base_seeds=list(range(m)),
+                                     rel=rel, tolerance=tolerance, test_alpha=kw.get("test_alpha", 0.05),
+                                     n_draws=n_draws, seed=int(rng.integers(2**31)))
+        acc["regret_" + regret.regret_verdict(res)["verdict"]] += 1
+        lo, hi = res["regret_rel_ci"]
+        has_frac = res["better_fraction_ci"] is not None  # a linear surface gives none
+        acc["regret_hi_covers"] += true["regret_rel"] <= hi
+        acc["regret_lo_covers"] += lo <= true["regret_rel"]
+        acc["regret_covers"] += lo <= true["regret_rel"] <= hi
+        if has_frac:
+            flo, fhi = res["better_fraction_ci"]
+            acc["fraction_covers"] += flo <= true["better_fraction"] <= fhi
+            acc["mean_better_fraction"] += res["better_fraction"]
+            n_frac += 1
+        acc["mean_regret_rel"] += res["regret_rel"]
+        acc["mean_regret_hi"] += hi
+    out = {key: val / n_sims for key, val in acc.items()}
+    for key in ("fraction_covers", "mean_better_fraction"):  # over the studies that gave a better fraction
+        out[key] = acc[key] / n_frac if n_frac else math.nan
+    out.update(true_regret_rel=true["regret_rel"], true_better_fraction=true["better_fraction"])
+    return out

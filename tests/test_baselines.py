@@ -295,6 +295,11 @@ def test_match_shape_is_the_closest_rule_shape(match):
         ut = sizing.match_shape("ut", pt, vocab, seq_len, match=match)
         got = abs(math.log(sizing.measure(bert, match, vocab, seq_len) / target))
         assert got <= math.log(1.075)  # the paper preset's shapes all match within 7.5 %
+        direct = {"total": lambda c: sizing.param_count(c, vocab)["total"],
+                  "non_embedding": lambda c: sizing.param_count(c, vocab)["non_embedding"],
+                  "flops": lambda c: sizing.flops_per_token(c, vocab, seq_len)}[match]
+        for cfg in (bert, ut):
+            assert direct(cfg) / direct(pt) == pytest.approx(1.0, abs=0.075)
         h = bert.width // 64
         for hh in range(max(1, h - 2), h + 3):  # no rule shape nearby is closer
             for n in range(hh, 2 * hh + 1):

@@ -151,7 +151,10 @@ def run(cfg: RunConfig) -> Path:
                 row.update(best_lr=info["best_lr"], best_warmup_frac=info["best"]["optim.warmup_frac"],
                            lr_edge=info["edge"], lr_rounds=info["rounds"], tuning_trials=info["n_trials"])
                 for key, e in info["edges"].items():
-                    if e:
+                    if e == "single":
+                        notes.append(f"{kind} w{s}: only one search trial finished its budget (ASHA stopped the "
+                                     f"rest): whether best {key} {info['best'][key]:.3g} is bracketed is unknown")
+                    elif e:
                         notes.append(f"{kind} w{s}: best {key} {info['best'][key]:.3g} is not bracketed ({e} edge "
                                      f"of the searched values) after {info['rounds']} widening(s); the optimum may "
                                      f"lie beyond")

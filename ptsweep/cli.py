@@ -146,11 +146,14 @@ def _fmt_count(n: float) -> str:
     return str(int(n))
 
 
-def cmd_size(cfg: RunConfig, vocab: int | None) -> int:
-    """Print the model's shape, parameter counts and training FLOPs/token (no data loading)."""
+def cmd_size(cfg: RunConfig, vocab: int | None, table: bool = False) -> int:
+    """Print the model's shape, parameter counts and training FLOPs/token (no data loading); with ``table``, the
+    sizing table of every PT width in sweep.scales with the BERT / UT matched by sweep.match."""
     from ptsweep.models.sizing import describe
 
     V = vocab or cfg.data.vocab_size
+    if table:
+        return _size_table(cfg, V)
     info = describe(cfg.model, V, cfg.data.seq_len, cfg.data.mask_prob)
     m = cfg.model
     if m.name == "pt":
@@ -164,6 +167,30 @@ def cmd_size(cfg: RunConfig, vocab: int | None) -> int:
     print(f"params {_fmt_count(info['params'])} ({info['params']:,})  "
           f"non-embedding {_fmt_count(info['non_embedding_params'])} ({info['non_embedding_params']:,})")
     print(f"train FLOPs/token {info['flops_per_token']:.4g}")
+    return 0
+
+
+def _size_table(cfg: RunConfig, V: int) -> int:
+    """Markdown sizing table (README "Baseline shapes"): PT at sweep.scales, BERT / UT by models.sizing.match_shape."""
+    from ptsweep.models.sizing import sizing_table
+
+    if cfg.model.name != "pt":
+        raise CLIError(f"model.name: size --table starts from the PT config (model=pt), got {cfg.model.name}")
+    sw, d = cfg.sweep, cfg.data
+    rows = sizing_table(cfg.model, sw.scales, V, d.seq_len, d.mask_prob, sw.match,
+                        models=("pt", *[m for m in ("bert", "ut") if m in sw.models]))
+    print(f"sizing table: V={V} seq_len={d.seq_len} mask_prob={d.mask_prob} PT scaling={cfg.model.scaling} "
+          f"match={sw.match} (PT shape: N, C heads, T iterations; BERT/UT: d, heads of 64, layers/steps)")
+    print("| PT N | model | d | heads | layers | d/layers | params | non-emb. params | train FLOPs/token | "
+          f"{sw.match} / PT's |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        if "error" in r:
+            print(f"| {r['scale']} | {r['model']} | {r['error']} |")
+            continue
+        print(f"| {r['scale']} | {r['model'].upper()} | {r['width']} | {r['n_heads']} | {r['n_layers']} | "
+              f"{'-' if r['model'] == 'pt' else round(r['width'] / r['n_layers'])} | {_fmt_count(r['params'])} | {_fmt_count(r['non_embedding_params'])}"
+              f" | {_fmt_count(r['flops_per_token'])} | {r['match_ratio']:.3f} |")
     return 0
 
 
@@ -252,6 +279,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     size = add("size", "print model shape, parameter counts and FLOPs/token (no data loading)")
     size.add_argument("--vocab", type=int, default=None, help="vocabulary size (default: data.vocab_size)")
+    size.add_argument("--table", action="store_true",
+                      help="sizing table: PT at every sweep.scales width and the BERT / UT matched by sweep.match")
     add("train", "one training run; prints final metrics and the run folder")
     plan = add("plan", "per sweep trial: params, FLOPs/token, predicted memory, micro-batch and GPU-hours")
     plan.add_argument("--sweep", default="", help="comma-separated sweeps (default: tune-small,verify-transfer,"
@@ -284,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
 
         os.environ[OVERRIDES_ENV] = json.dumps(list(args.overrides))  # saved as .hydra/overrides.yaml by each run
         if args.command == "size":
-            return cmd_size(cfg, args.vocab)
+            return cmd_size(cfg, args.vocab, args.table)
         if args.command == "train":
             return cmd_train(cfg)
         return cmd_sweep(args.command, cfg)

@@ -207,7 +207,7 @@ class BertConfig:
 
     name: Literal["bert"] = "bert"
     width: int = 256
-    """Hidden size d. For scaling runs it is chosen by ``models.sizing.match_width`` to match a PT width."""
+    """Hidden size d. For scaling runs the shape (width, n_layers, n_heads) comes from ``models.sizing.match_shape``."""
     n_layers: int = 4
     """Number of (unshared) post-LN Transformer layers."""
     n_heads: int = 0
@@ -426,7 +426,7 @@ class SweepConfig:
     """Study name: output folder runs/<study> and W&B group ('' = the sweep's default name)."""
     # tune-small
     num_samples: int = 32
-    """tune-small / scaling-curves LR search: trials Optuna proposes."""
+    """tune-small: trials Optuna proposes (also the default budget of each baseline search, ``baseline_samples``)."""
     search_seed: int = 0
     """Seed of the Optuna TPE sampler and of the perturbations."""
     lr_range: tuple[float, float] = (1e-3, 1e-1)
@@ -477,10 +477,19 @@ class SweepConfig:
     """scaling-curves: models to compare."""
     scaling: Literal["channels", "rank", "both"] = "channels"
     """scaling-curves: PT scaling paradigm(s)."""
-    baseline_lr_samples: int = 8
-    """scaling-curves: Optuna LR trials per baseline and scale."""
+    match: Literal["total", "non_embedding", "flops"] = "total"
+    """scaling-curves / size --table: the count BERT/UT are matched to PT by (``models.sizing.match_shape``): total
+    parameters ([S]'s framing), non-embedding parameters, or training FLOPs per token."""
+    baseline_samples: int = 0
+    """scaling-curves: Optuna trials of each baseline's search at each scale (0 = sweep.num_samples, the budget of
+    PT's tune-small: equal tuning effort). Searched: optim.lr and optim.warmup_frac, with tune-small's ASHA."""
+    baseline_lr_samples: int = 0
+    """Deprecated (before issue 19: LR-only trials per baseline scale); ignored - the summary notes a value > 0.
+    The budget is ``baseline_samples``."""
     baseline_lr_range: tuple[float, float] = (1e-4, 3e-3)
     """scaling-curves: log-uniform LR range for BERT/UT."""
+    baseline_warmup_range: tuple[float, float] = (0.01, 0.2)
+    """scaling-curves: log-uniform range of optim.warmup_frac for BERT/UT (widened past an edge up to 0.5)."""
     baseline_search_frac: float = 1.0
     """scaling-curves: fraction of the token budget used by each baseline LR-search trial."""
     baseline_lr_widen: int = 1
@@ -571,7 +580,12 @@ class SweepConfig:
         _require(len(self.scales) >= 1 and all(s > 0 for s in self.scales), "sweep.scales", "must be positive widths")
         _require(set(self.models) <= set(MODEL_SCHEMAS) and len(self.models) >= 1, "sweep.models",
                  f"must be a subset of {sorted(MODEL_SCHEMAS)}, got {self.models}")
-        _require(self.baseline_lr_samples >= 1, "sweep.baseline_lr_samples", "must be >= 1")
+        _require(self.baseline_samples >= 0, "sweep.baseline_samples", "must be >= 0 (0 = sweep.num_samples)")
+        _require(self.baseline_lr_samples >= 0, "sweep.baseline_lr_samples", "must be >= 0 (deprecated, ignored)")
+        _require(0 < self.baseline_lr_range[0] < self.baseline_lr_range[1], "sweep.baseline_lr_range",
+                 "must be 0 < low < high")
+        _require(0 < self.baseline_warmup_range[0] < self.baseline_warmup_range[1] <= 0.5,
+                 "sweep.baseline_warmup_range", "must be 0 < low < high <= 0.5")
         _require(0 < self.baseline_search_frac <= 1, "sweep.baseline_search_frac", "must be in (0, 1]")
         _require(len(self.coord_widths) >= 2 and all(w > 0 for w in self.coord_widths)
                  and len(set(self.coord_widths)) == len(self.coord_widths), "sweep.coord_widths",

@@ -4,9 +4,9 @@ Trials per sweep (the same enumeration as the sweep modules; early stopping igno
 
     tune-small        sweep.num_samples PT runs at model.width, train.tokens each
     verify-transfer   sweep.seeds + max(n_required(alpha, p), sweep.n) PT runs at sweep.width
-    scaling-curves    per baseline (bert, ut) and scale: sweep.baseline_lr_samples LR-search runs at
-                      baseline_search_frac * tokens (+ one final run when that fraction is < 1); per PT scaling
-                      and scale: one run
+    scaling-curves    per baseline (bert, ut) and scale (shape: ``sizing.match_shape``, sweep.match):
+                      sweep.baseline_samples (0 = sweep.num_samples) search runs at baseline_search_frac * tokens
+                      + sweep.seeds final runs; per PT scaling and scale: sweep.seeds runs
 
 Memory model of one training step (``activation_bytes``; elements x ``bytes_per_element``, 4 = fp32, a bound for
 bf16 autocast, which stores most activations in 2 bytes):
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from ptsweep.config import PTConfig, RunConfig
 from ptsweep.models.pt_attention import BLOCK_ROWS
-from ptsweep.models.sizing import flops_per_token, match_width, param_count
+from ptsweep.models.sizing import flops_per_token, match_shape, param_count
 
 SWEEPS = ("tune-small", "verify-transfer", "scaling-curves")
 OVERHEAD_GB = 3.0
@@ -157,15 +157,15 @@ def plan(cfg: RunConfig, sweeps=SWEEPS, gpu_mem_gb: float = 80.0, peak_tflops: f
             scalings = ["channels", "rank"] if sw.scaling == "both" else [sw.scaling]
             for kind in (m for m in sw.models if m != "pt"):
                 for s in sw.scales:
-                    mcfg = match_width(kind, _pt(cfg, s, scalings[0]), cfg.data.vocab_size)
+                    mcfg = match_shape(kind, _pt(cfg, s, scalings[0]), cfg.data.vocab_size, cfg.data.seq_len,
+                                       cfg.data.mask_prob, sw.match)
                     search = max(1.0, sw.baseline_search_frac * tokens)
-                    rows.append(plan_trial(cfg, name, mcfg, sw.baseline_lr_samples, search, *args))
-                    if sw.baseline_search_frac < 1.0:
-                        rows.append(plan_trial(cfg, name, mcfg, 1, tokens, *args))
+                    rows.append(plan_trial(cfg, name, mcfg, sw.baseline_samples or sw.num_samples, search, *args))
+                    rows.append(plan_trial(cfg, name, mcfg, sw.seeds, tokens, *args))
             if "pt" in sw.models:
                 for sc in scalings:
                     for s in sw.scales:
-                        rows.append(plan_trial(cfg, name, _pt(cfg, s, sc), 1, tokens, *args))
+                        rows.append(plan_trial(cfg, name, _pt(cfg, s, sc), sw.seeds, tokens, *args))
     return rows
 
 

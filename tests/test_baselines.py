@@ -3,6 +3,7 @@ padding invariance, a training sanity check and the analytic FLOP count (CPU, ti
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -234,3 +235,93 @@ def test_describe_and_yaml_configs():
         assert info["n_heads"] == 4 and info["head_dim"] == 64 and info["d_ff"] == 1024
         assert info["shared_layer"] == (name == "ut")
         assert info["flops_per_token"] == sizing.flops_per_token(cfg, 30522, 128)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Baseline families (sizing.match_shape): every shape of the sizing tables counted on the built model
+# ------------------------------------------------------------------------------------------------------------------
+PAPER_SCALES = [256, 512, 768, 1024, 1536, 2048, 3072]
+
+
+def _built_counts(cfg, vocab: int) -> tuple[int, int]:
+    """(total, non-embedding) of the model built on the meta device (no memory): sum(p.numel()) over its unique
+    parameters, minus the vocabulary / position tables (BERT, UT) or S, W_out, b_out (PT)."""
+    with torch.device("meta"):
+        model = build_model(cfg, vocab, max_len=128)
+    total = sum(p.numel() for p in model.parameters())
+    if isinstance(cfg, PTConfig):
+        tables = model.unary.numel() + model.head_weight.numel() + model.head_bias.numel()
+    else:
+        e = model.embeddings
+        tables = e.word_embeddings.weight.numel() + e.position_embeddings.weight.numel() \
+            + e.token_type_embeddings.weight.numel()
+    return total, total - tables
+
+
+@pytest.mark.parametrize("vocab,scales,seq_len", [(30522, PAPER_SCALES, 128), (8192, [64, 128, 256], 64)])
+def test_every_sizing_table_shape_counts_match_built_model(vocab, scales, seq_len):
+    """sizing_table under each sweep.match (paper and demo presets): the counts it prints are those of the built
+    models, and every baseline follows the rule (BERT d = 64 h, h <= L <= 2h; UT: BERT's depth)."""
+    seen = set()
+    for match in sizing.MATCH_KEYS:
+        rows = sizing.sizing_table(PTConfig(), scales, vocab, seq_len, 0.15, match)
+        assert len(rows) == 3 * len(scales) and not any("error" in r for r in rows)
+        by = {(r["scale"], r["model"]): r for r in rows}
+        for r in rows:
+            if r["model"] == "pt":
+                cfg = PTConfig(width=r["width"])
+            else:
+                assert r["width"] % 64 == 0 and r["n_heads"] == r["width"] // 64
+                cfg = (BertConfig if r["model"] == "bert" else UTConfig)(
+                    width=r["width"], n_layers=r["n_layers"], n_heads=r["n_heads"])
+            if r["model"] == "bert":
+                assert r["n_heads"] <= r["n_layers"] <= 2 * r["n_heads"]
+            if r["model"] == "ut":
+                assert r["n_layers"] == by[(r["scale"], "bert")]["n_layers"]
+            key = (type(cfg).__name__, cfg.width, getattr(cfg, "n_layers", 0))
+            if key not in seen:
+                seen.add(key)
+                assert _built_counts(cfg, vocab) == (r["params"], r["non_embedding_params"]), key
+            assert r["flops_per_token"] == sizing.flops_per_token(cfg, vocab, seq_len, 0.15)
+
+
+@pytest.mark.parametrize("match", sizing.MATCH_KEYS)
+def test_match_shape_is_the_closest_rule_shape(match):
+    vocab, seq_len = 30522, 128
+    for w in PAPER_SCALES:
+        pt = PTConfig(width=w)
+        target = sizing.measure(pt, match, vocab, seq_len)
+        bert = sizing.match_shape("bert", pt, vocab, seq_len, match=match)
+        ut = sizing.match_shape("ut", pt, vocab, seq_len, match=match)
+        got = abs(math.log(sizing.measure(bert, match, vocab, seq_len) / target))
+        assert got <= math.log(1.075)  # the paper preset's shapes all match within 7.5 %
+        direct = {"total": lambda c: sizing.param_count(c, vocab)["total"],
+                  "non_embedding": lambda c: sizing.param_count(c, vocab)["non_embedding"],
+                  "flops": lambda c: sizing.flops_per_token(c, vocab, seq_len)}[match]
+        for cfg in (bert, ut):
+            assert direct(cfg) / direct(pt) == pytest.approx(1.0, abs=0.075)
+        h = bert.width // 64
+        for hh in range(max(1, h - 2), h + 3):  # no rule shape nearby is closer
+            for n in range(hh, 2 * hh + 1):
+                other = BertConfig(width=64 * hh, n_layers=n, n_heads=hh)
+                assert abs(math.log(sizing.measure(other, match, vocab, seq_len) / target)) >= got - 1e-12
+        assert ut.n_layers == bert.n_layers and ut.width % 64 == 0
+        got_ut = abs(math.log(sizing.measure(ut, match, vocab, seq_len) / target))
+        for d in (ut.width - 64, ut.width + 64):
+            other = UTConfig(width=d, n_layers=ut.n_layers, n_heads=d // 64)
+            assert abs(math.log(sizing.measure(other, match, vocab, seq_len) / target)) >= got_ut
+        if match == "flops":  # the same FLOPs formula: the UT gets the BERT's shape
+            assert (ut.width, ut.n_layers) == (bert.width, bert.n_layers)
+        if match == "total":
+            assert ut.width > bert.width  # one shared layer: wider at the same count
+
+
+def test_match_shape_refuses_far_targets_and_unknown_keys(monkeypatch):
+    monkeypatch.setattr(sizing, "MAX_HEADS", 1)  # only d = 64: far too small for PT at width 1024
+    with pytest.raises(ValueError, match="factor"):
+        sizing.match_shape("bert", PTConfig(width=1024), 30522, 128)
+    monkeypatch.undo()
+    with pytest.raises(ValueError, match="kind"):
+        sizing.match_shape("gpt", PTConfig(), 30522, 128)
+    with pytest.raises(ValueError, match="match"):
+        sizing.match_shape("bert", PTConfig(), 30522, 128, match="embedding")

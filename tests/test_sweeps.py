@@ -194,7 +194,7 @@ def test_verify_transfer_without_transfer_file_is_a_one_line_error(tmp_path):
 
 def test_scaling_curves_table_fits_and_plots(tmp_path):
     tfile = write_transfer(tmp_path / "t" / "transfer.yaml")
-    cfg = smoke(tmp_path, f"sweep.transfer_file={tfile}", "sweep.scales=[64,128]", "sweep.baseline_lr_samples=1",
+    cfg = smoke(tmp_path, f"sweep.transfer_file={tfile}", "sweep.scales=[64,128]", "sweep.baseline_samples=1",
                 "sweep.seeds=2", "sweep.bootstrap=50")
     sdir = scaling_curves.run(cfg)
     runs = pd.read_parquet(sdir / "runs.parquet")
@@ -205,13 +205,18 @@ def test_scaling_curves_table_fits_and_plots(tmp_path):
     lr = pd.read_parquet(sdir / "lr_search.parquet")
     # no reported run is an LR-search trial (a reused winner's losses are biased low): searches train at seed 2
     assert not set(runs["trial_key"].dropna()) & set(lr["trial_key"])
-    assert set(runs[runs["model"] != "pt"]["from"].dropna()) == {"final run"}  # (BERT w64 fails: no width match)
+    assert set(runs[runs["model"] != "pt"]["from"].dropna()) == {"final run"}
     assert scaling_curves.search_training_seed(cfg) == 2
     assert all(json.loads((sdir / "trials" / k / "trial.json").read_text())["overrides"]["seed"] == 2
                for k in lr["trial_key"])
-    # one LR trial per search is never bracketed: the edge rule re-searches once (sweep.baseline_lr_widen = 1)
+    # one trial per search is never bracketed: the edge rule re-searches once (sweep.baseline_lr_widen = 1)
     rounds = lr.groupby(["model", "scale"])["search_round"].agg(["min", "max", "size"])
     assert (rounds["min"] == 0).all() and (rounds["max"] == 1).all() and (rounds["size"] == 2).all()
+    assert {"optim.lr", "optim.warmup_frac"} <= set(lr.columns)  # the baselines' own HPs, both searched
+    for _, r in runs[runs["model"] != "pt"].iterrows():  # reported runs use the chosen values (fresh seeds)
+        over = json.loads((sdir / "trials" / r["trial_key"] / "trial.json").read_text())["overrides"]
+        info = json.loads((sdir / "summary.json").read_text())["lr_search"][f"{r['model']}-w{r['scale']}"]
+        assert over["optim.warmup_frac"] == info["best"]["optim.warmup_frac"] and over["optim.lr"] == r["best_lr"]
     res = pd.read_parquet(sdir / "results.parquet")
     assert {(m, s) for m, s in zip(res["model"], res["scale"])} == {(m, s) for m in ("pt", "bert", "ut")
                                                                      for s in (64, 128)}
@@ -228,9 +233,28 @@ def test_scaling_curves_table_fits_and_plots(tmp_path):
     assert summary["fits"]["pt"]["n_runs"] == 4 and len(summary["fits"]["pt"]["band"]["lo"]) > 0
     assert "pt" in summary["fits_flops"] and summary["loss_split"] == "test"
     assert summary["pooled_df"] >= 1
-    d = summary["differences"]["pt-bert"]["128"]  # (no BERT width matches PT w64 at smoke size)
+    d = summary["differences"]["pt-bert"]["128"]
     assert d["lo"] < d["diff"] < d["hi"] and d["decided"] in {"a_lower", "b_lower", "undecided"}
     assert summary["pt_beats_bert_at_every_scale"] in (True, False, None)
+    # equal tuning effort: every baseline search has tune-small's budget (smoke: num_samples 2 -> baseline_samples 1
+    # overrides it here), the summary states every model's trial count
+    tt = summary["tuning_trials"]
+    assert tt["pt"]["total"] == cfg.sweep.num_samples and tt["bert"]["per_scale"] == {"64": 2, "128": 2}
+    assert tt["ut"]["total"] == 4 and (res[res["model"] != "pt"]["tuning_trials"] == 2).all()
+    # the three framings, each with a per-scale interval and an every-scale statement
+    assert set(summary["framings"]) == {"total", "non_embedding", "flops"} and summary["match"] == "total"
+    for name, res_f in summary["framings"].items():
+        assert set(res_f) == {"pt-bert", "pt-ut"}
+        for pair, r in res_f.items():
+            assert set(r["per_scale"]) == {"64", "128"} and r["every_scale"] in (True, False, None)
+            for s_, p in r["per_scale"].items():
+                assert p["decided"] in {"a_lower", "b_lower", "undecided", "extrapolated"}
+                assert p["lo"] <= p["diff"] <= p["hi"], (name, pair, s_, p)
+    assert set(summary["pt_beats_bert_by_framing"]) == {"total", "non_embedding", "flops"}
+    report = (sdir / "report.md").read_text()
+    assert "equal training compute" in report and "At every scale" in report and "trials" in report
+    assert_png(sdir / "framings.png")
+    assert (res[res["model"] != "pt"]["match_ratio"].astype(float).sub(1).abs() < 0.5).all()
     assert all(k in summary["lr_search"] for k in ("bert-w128", "ut-w64", "ut-w128"))
     assert {"loss", "loss_lo", "loss_hi", "n_seeds", "test_loss_se", "unigram_loss", "lr_edge"} <= set(res.columns)
     assert set(summary["winners"]) == {"64", "128"}
@@ -290,7 +314,8 @@ def test_killed_sweep_resumes_without_losing_or_repeating_finished_trials(tmp_pa
 def test_paper_and_demo_presets_give_valid_sweep_plans():
     """preset=paper/demo compose and every planned trial config validates (nothing is run)."""
     from ptsweep.config import with_overrides
-    from ptsweep.models.sizing import match_width
+    from ptsweep.models.sizing import match_shape
+    from ptsweep.sweeps import baseline_tuning
 
     for preset, n_expected in (("paper", 59), ("demo", 8)):
         cfg = compose([f"preset={preset}"])
@@ -304,7 +329,9 @@ def test_paper_and_demo_presets_give_valid_sweep_plans():
         for s in cfg.sweep.scales:
             pt = with_overrides(cfg, {"model.width": s}).model
             for kind in ("bert", "ut"):
-                mc = match_width(kind, pt, cfg.data.vocab_size)
-                with_overrides(cfg, scaling_curves.model_overrides(mc))
+                mc = match_shape(kind, pt, cfg.data.vocab_size, cfg.data.seq_len, cfg.data.mask_prob, cfg.sweep.match)
+                best = {k: lo for k, (lo, hi) in baseline_tuning.search_space(cfg).items()}
+                with_overrides(cfg, {**scaling_curves.model_overrides(mc), **best})
+        assert baseline_tuning.budget(cfg) == cfg.sweep.num_samples  # equal to tune-small's budget
     paper = compose(["preset=paper"])
     assert paper.ray.gpus_per_trial == 1 and paper.model.width == 256 and paper.data.name == "minipile"

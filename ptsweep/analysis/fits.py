@@ -183,7 +183,7 @@ def _fit_pure_vec(lx: np.ndarray, ly: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 
 def fit_scaling_law(x: Sequence[float], y: Sequence[float], n_boot: int = 1000, level: float = 0.95,
-                    seed: int = 0, grid: Sequence[float] | None = None) -> dict:
+                    seed: int = 0, grid: Sequence[float] | None = None, keep_curves: bool = False) -> dict:
     """Fit L = a x^-b + c (saturating) or L = a x^-b (pure) to seed replicates, with bootstrap intervals over seeds.
 
     ``x`` (parameters or training FLOPs) and ``y`` (losses) hold one entry per run; runs at the same x are seeds.
@@ -206,7 +206,9 @@ def fit_scaling_law(x: Sequence[float], y: Sequence[float], n_boot: int = 1000, 
     ``grid`` (default: 60 points spanning x). x with a single seed contribute no resampling noise (noted).
 
     Returns {"form", "a", "b", "c", "r2" (log scale), "n_points" (distinct x), "n_runs", "seeds_per_point",
-    "note", "ci": {"a": [lo, hi], "b": [...], "c": [...]}, "band": {"x", "lo", "mid", "hi"}, "n_boot", "level"}.
+    "note", "ci": {"a": [lo, hi], "b": [...], "c": [...]}, "band": {"x", "lo", "mid", "hi"}, "n_boot", "level"};
+    with ``keep_curves`` also "curves": the (n_boot, len(grid)) bootstrap predictions on ``grid`` (a numpy array:
+    pop it before writing JSON; ``analysis.framings`` differences two models' curves with it).
     """
     ux, groups = _group_means(x, y)
     keep = [i for i, g in enumerate(groups) if g.size]
@@ -280,6 +282,8 @@ def fit_scaling_law(x: Sequence[float], y: Sequence[float], n_boot: int = 1000, 
                  "lo": (np.percentile(curve, lo_q, axis=0).tolist() if len(curve) else []),
                  "hi": (np.percentile(curve, hi_q, axis=0).tolist() if len(curve) else [])},
         "n_boot": int(n_boot), "level": float(level)})
+    if keep_curves:
+        fit["curves"] = np.asarray(curve, dtype=float)
     return fit
 
 

@@ -279,6 +279,29 @@ def plot_loss_vs_compute(
     return _save(fig, path)
 
 
+FRAMING_AXES = (("params", "total parameters", "total"), ("non_embedding_params", "non-embedding parameters",
+                                                             "non_embedding"),
+                ("train_flops", "training FLOPs (flops/token x tokens)", "flops"))
+
+
+def plot_framings(df: pd.DataFrame, path, fits: Mapping[str, Mapping[str, Mapping]],
+                  framings: Mapping[str, Mapping] | None = None, model_col: str = "model", loss_col: str = "loss",
+                  ylabel: str | None = None):
+    """The three framings of the scaling comparison side by side (``analysis.framings``): loss vs total parameters,
+    vs non-embedding parameters and vs training FLOPs, every family (runs, fitted law, bootstrap band) in each
+    panel. ``fits[xcol][model]`` from :func:`~ptsweep.analysis.fits.fit_scaling_law`; each panel's title states
+    "beats at every scale" of that framing (``framings[name][pair]["every_scale"]``)."""
+    models = sorted(df[model_col].dropna().unique().tolist())
+    fig, axes = _figure(1, 3, size=(18.0, 5.5))
+    for ax, (xcol, xlabel, name) in zip(axes[0], FRAMING_AXES):
+        _loglog_by_model(ax, df, xcol, loss_col, model_col, models, fits.get(xcol, {}), {}, xlabel, None, ylabel)
+        verdicts = {pair: r.get("every_scale") for pair, r in ((framings or {}).get(name) or {}).items()}
+        words = {True: "yes", False: "no", None: "undecided"}
+        ax.set_title(f"{name}: PT beats at every scale? "
+                     + ", ".join(f"{p}: {words[v]}" for p, v in verdicts.items()), fontsize=9)
+    return _save(fig, path)
+
+
 # --------------------------------------------------------------------------------------------------------------
 # muP diagnostics
 # --------------------------------------------------------------------------------------------------------------

@@ -26,11 +26,34 @@ token): embedding lookups and sums, LayerNorm, GELU, softmax, biases, residual a
 Head rule (:func:`default_heads`): head_dim = the smallest divisor of d that is >= min(64, d); heads = d / head_dim.
 So multiples of 64 get head dim 64 (BERT's), d < 64 gets one head, and e.g. d = 360 gets 5 heads of 72.
 
-Width matching (:func:`match_width`): d ranges over the multiples of 8 (WIDTH_STEP); the d whose total parameter
-count is closest to PT's is chosen (ties -> smaller d), and it must lie within 5% (MATCH_TOLERANCE) or ValueError.
+Fixed-depth width matching (:func:`match_width`, used by the benchmarks): d ranges over the multiples of 8
+(WIDTH_STEP); the d whose total parameter count is closest to PT's is chosen (ties -> smaller d), and it must lie
+within 5% (MATCH_TOLERANCE) or ValueError.
+
+Baseline families for the scaling comparison (:func:`match_shape`; README "Baseline shapes"). Depth and width grow
+together, with BERT's head dim 64:
+
+    BERT  d = 64 h (h heads of 64), n_layers L with h <= L <= 2h, i.e. aspect ratio d / L in [32, 64]: the band of
+          the BERT family (mini 256/4, medium 512/8, base 768/12: 64; large 1024/24: 43). Kaplan et al. 2020
+          (Fig. 5) measure the loss within a few % over aspect ratios 20-200 at fixed non-embedding size, so the
+          band costs BERT nothing. The shape is the candidate whose matched count is closest to PT's in log
+          (ties -> fewer layers).
+    UT    n_layers (steps) = the L of the BERT matched at the same scale, d = 64 h closest to the count with those
+          steps. A UT is wider than 64 x its steps by design: all its parameters sit in one shared layer, so at
+          matched parameters it must be wider than the BERT of the same depth (ALBERT's shared-layer models run
+          d / L = 64-341). Giving it BERT's aspect ratio instead would take 134 steps at PT's largest paper scale.
+          Under match=flops the UT gets the BERT's shape exactly (same FLOPs formula).
+
+The matched count (``sweep.match``): "total" ([S]), "non_embedding", or "flops" (training FLOPs per token; the
+token budget is the same for every model, so this is matched training compute). The match is the closest rule
+shape, not exact: ``match_ratio`` reports count / PT's count; beyond MAX_MISMATCH the match is refused
+(ValueError). Toy vocabularies at toy widths (the demo: V = 8192, d <= 256) leave 64-wide steps coarse against V d,
+so the demo's ratios reach 1.35; the paper preset's stay within 1.07 (README table).
 """
 
 from __future__ import annotations
+
+import math
 
 from ptsweep.config import BertConfig, PTConfig, UTConfig
 
@@ -40,6 +63,13 @@ MATCH_TOLERANCE = 0.05
 """Largest allowed |P_baseline / P_PT - 1| for a matched width."""
 MAX_WIDTH = 32768
 """Upper end of the width search."""
+HEAD_DIM = 64
+"""Head dimension of the baseline families (BERT's)."""
+MAX_HEADS = 256
+"""Largest head count :func:`match_shape` considers (d <= 16384)."""
+MAX_MISMATCH = 0.5
+"""Largest allowed |log(count / PT's count)| of a rule shape, as a ratio - 1 (beyond: ValueError)."""
+MATCH_KEYS = ("total", "non_embedding", "flops")
 TYPE_VOCAB_SIZE = 2
 """Token-type rows of BERT's embedding (mirrors ``ptsweep.models.bert.TYPE_VOCAB_SIZE``)."""
 
@@ -140,3 +170,80 @@ def describe(model_cfg, vocab_size: int, seq_len: int, mask_prob: float = 0.15) 
     out.update(params=counts["total"], non_embedding_params=counts["non_embedding"],
                flops_per_token=flops_per_token(model_cfg, vocab_size, seq_len, mask_prob))
     return out
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Baseline families with standard shapes (module docstring): BERT d = 64h, h <= L <= 2h; UT with BERT's depth
+# ------------------------------------------------------------------------------------------------------------------
+def _shape_cfg(kind: str, d: int, n_layers: int, max_positions: int) -> BertConfig | UTConfig:
+    cls = {"bert": BertConfig, "ut": UTConfig}[kind]
+    return cls(width=d, n_layers=n_layers, n_heads=d // HEAD_DIM, max_positions=max_positions)
+
+
+def measure(model_cfg, match: str, vocab_size: int, seq_len: int, mask_prob: float = 0.15) -> float:
+    """The count a baseline is matched by: total or non-embedding parameters, or training FLOPs per token."""
+    if match not in MATCH_KEYS:
+        raise ValueError(f"match must be one of {', '.join(MATCH_KEYS)}, got {match!r}")
+    if match == "flops":
+        return flops_per_token(model_cfg, vocab_size, seq_len, mask_prob)
+    return float(param_count(model_cfg, vocab_size)[match])
+
+
+def _closest(kind: str, shapes, target: float, match: str, vocab_size: int, seq_len: int, mask_prob: float,
+             max_positions: int) -> tuple[BertConfig | UTConfig, float]:
+    """The config among ``shapes`` ((d, L) pairs, in order of preference for ties) closest to ``target`` in log."""
+    best, best_err = None, math.inf
+    for d, n_layers in shapes:
+        cfg = _shape_cfg(kind, d, n_layers, max_positions)
+        err = abs(math.log(measure(cfg, match, vocab_size, seq_len, mask_prob) / target))
+        if err < best_err - 1e-12:
+            best, best_err = cfg, err
+    if best is None or best_err > math.log1p(MAX_MISMATCH):
+        raise ValueError(f"no {kind} shape of the sizing rule matches {match} = {target:.4g} within a factor "
+                         f"{1 + MAX_MISMATCH:g} (closest: d={best and best.width}, L={best and best.n_layers}, "
+                         f"ratio {math.exp(best_err):.3g})")
+    return best, math.exp(best_err)
+
+
+def match_shape(kind: str, pt_cfg: PTConfig, vocab_size: int, seq_len: int, mask_prob: float = 0.15,
+                match: str = "total", max_positions: int = 512) -> BertConfig | UTConfig:
+    """The BERT / UT of the sizing rule (module docstring) whose ``match`` count is closest to ``pt_cfg``'s."""
+    if kind not in ("bert", "ut"):
+        raise ValueError(f"kind must be 'bert' or 'ut', got {kind!r}")
+    target = measure(pt_cfg, match, vocab_size, seq_len, mask_prob)
+    args = (target, match, vocab_size, seq_len, mask_prob, max_positions)
+    bert_shapes = ((HEAD_DIM * h, n) for h in range(1, MAX_HEADS + 1) for n in range(h, 2 * h + 1))
+    bert, _ = _closest("bert", bert_shapes, *args)
+    if kind == "bert":
+        return bert
+    steps = bert.n_layers
+    ut, _ = _closest("ut", ((HEAD_DIM * h, steps) for h in range(1, MAX_HEADS + 1)), *args)
+    return ut
+
+
+def sizing_table(pt_cfg: PTConfig, scales, vocab_size: int, seq_len: int, mask_prob: float = 0.15,
+                 match: str = "total", models=("pt", "bert", "ut"), max_positions: int = 512) -> list[dict]:
+    """One row per (PT width in ``scales``, model): shape, counts, FLOPs/token and the ratio of the matched count to
+    PT's (``match_ratio``). A baseline the rule cannot match gets ``error`` instead of counts."""
+    import dataclasses
+
+    rows = []
+    for s in scales:
+        pt = dataclasses.replace(pt_cfg, width=int(s))
+        pt.validate()
+        target = measure(pt, match, vocab_size, seq_len, mask_prob)
+        for kind in models:
+            row = {"scale": int(s), "model": kind}
+            try:
+                cfg = pt if kind == "pt" else match_shape(kind, pt, vocab_size, seq_len, mask_prob, match,
+                                                          max_positions)
+            except ValueError as e:
+                rows.append({**row, "error": str(e)})
+                continue
+            info = describe(cfg, vocab_size, seq_len, mask_prob)
+            row.update(width=cfg.width, n_layers=info.get("n_layers", getattr(cfg, "n_iters", 0)),
+                       n_heads=info.get("n_heads", getattr(cfg, "channels", 0)), params=info["params"],
+                       non_embedding_params=info["non_embedding_params"], flops_per_token=info["flops_per_token"],
+                       match_ratio=measure(cfg, match, vocab_size, seq_len, mask_prob) / target)
+            rows.append(row)
+    return rows

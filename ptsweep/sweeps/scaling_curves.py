@@ -3,16 +3,17 @@
 For each PT width N in sweep.scales and each paradigm in sweep.scaling (channels | rank | both):
     PT     the 7 values of transfer.yaml, no tuning, sweep.seeds runs (seed = cfg.seed + i).
 For each N (matched to PT with the first paradigm) and each baseline in sweep.models (bert, ut):
-    width  models.sizing.match_width(kind, pt_cfg(N), V): the BERT/UT width with the closest parameter count
-    LR     Optuna TPE over optim.lr in sweep.baseline_lr_range, sweep.baseline_lr_samples trials at training seed
-           cfg.seed + sweep.seeds (a seed no reported run uses), each with sweep.baseline_search_frac of the token
-           budget (no early stopping), chosen on the VALIDATION split. Edge rule: when the best LR is the lowest or
-           the highest finite trial of the search (the optimum is not bracketed), the search is repeated on a range
-           of the same log-width centred on it, up to sweep.baseline_lr_widen times; an optimum still unbracketed
-           after that is flagged in the summary.
-           Then sweep.seeds final runs at the best LR, seeds cfg.seed + i like PT's. No search trial is reported:
-           the winning trial's own losses are biased low (it won on a validation split whose noise its test loss
-           shares through the same model), so reusing it would favour the baselines.
+    shape  models.sizing.match_shape(kind, pt_cfg(N), V, seq_len, mask_prob, sweep.match): the BERT family rule
+           (d = 64 h, h <= n_layers <= 2h) / the UT rule (BERT's depth, widened), closest to PT's total parameters,
+           non-embedding parameters or training FLOPs per token (sweep.match; README "Baseline shapes")
+    tuning sweeps.baseline_tuning.tune: Optuna TPE + tune-small's ASHA over optim.lr and optim.warmup_frac,
+           sweep.baseline_samples trials (0 = sweep.num_samples, PT's tune-small budget), chosen on the VALIDATION
+           split at training seed cfg.seed + sweep.seeds (a seed no reported run uses), with the edge rule (a search
+           whose best value of a key is not bracketed is repeated on a recentred range, sweep.baseline_lr_widen
+           times; still unbracketed -> flagged).
+           Then sweep.seeds final runs at the chosen values, seeds cfg.seed + i like PT's. No search trial is
+           reported: the winning trial's own losses are biased low (it won on a validation split whose noise its
+           test loss shares through the same model), so reusing it would favour the baselines.
 V = data.prepare(cfg.data).vocab_size, computed once in the driver.
 
 Reported loss: the held-out TEST split when the runs have one (``data.max_test_blocks``; the baselines' LR was
@@ -22,8 +23,10 @@ error over masked tokens (``*_loss_se``) and the unigram baseline of the same to
 Rules (analysis.fits): each series is fitted with L = a P^-b + c when c is identified (>= 4 distinct sizes, a
 converged bounded fit, and an F-test against the pure law), else L = a P^-b; against parameters and against
 training FLOPs; intervals and the drawn bands are a residual bootstrap over seeds (sweep.bootstrap resamples).
-"PT beats BERT at scale N" is the difference of their mean losses with a Student-t interval, the seed variance pooled
-over every (series, scale) cell: "yes" when the interval lies below 0, "no" above, "undecided" otherwise.
+"PT beats BERT at scale N" as run (runs matched by sweep.match) is the difference of their mean losses with a
+Student-t interval, the seed variance pooled over every (series, scale) cell: "yes" when the interval lies below 0,
+"no" above, "undecided" otherwise. The three framings (analysis.framings: equal total parameters, equal
+non-embedding parameters, equal training FLOPs) compare the fitted curves at PT's own x with bootstrap intervals.
 
 Outputs in ``<out_dir>/<study>/`` (study = sweep.study or "scaling-curves"):
     runs.parquet / .csv      one row per run: series, scale, seed, params, flops, val_loss (+ _se), test_loss (+ _se),
@@ -31,12 +34,16 @@ Outputs in ``<out_dir>/<study>/`` (study = sweep.study or "scaling-curves"):
     results.parquet / .csv   one row per series x scale: model, scaling, scale (PT width), width, params,
                              non_embedding_params, flops_per_token, tokens, loss (mean over seeds of the reported
                              split), loss_sd, loss_lo / loss_hi (t interval), loss_token_se, val_loss, val_loss_se,
-                             test_loss, test_loss_se, unigram_loss, n_seeds, best_lr, lr_edge, status, error
-    lr_search.parquet / .csv every baseline LR-search trial (search_round 0, 1, ... for widened ranges)
-    fig2a_pt_vs_bert.png, fig2b_pt_vs_ut.png (analysis.plots.plot_scaling), loss_vs_compute.png: seeds as dots,
-                             means with 95 % intervals, fitted law with its bootstrap band
-    summary.json             fits (params and FLOPs), differences PT - baseline per scale with intervals, winners,
-                             pt_beats_bert_at_every_scale (true / false / null = undecided), LR-edge flags
+                             test_loss, test_loss_se, unigram_loss, n_seeds, best_lr, best_warmup_frac, n_layers,
+                             n_heads, match_ratio, tuning_trials, lr_edge, status, error
+    lr_search.parquet / .csv every baseline search trial (search_round 0, 1, ... for widened ranges)
+    fig2a_pt_vs_bert.png, fig2b_pt_vs_ut.png (analysis.plots.plot_scaling), loss_vs_compute.png (every family vs
+                             training FLOPs), framings.png (the three framings' axes): seeds as dots, means with
+                             95 % intervals, fitted law with its bootstrap band
+    summary.json             fits (params, non-embedding params, FLOPs), differences PT - baseline per scale with
+                             intervals, framings (+ pt_beats_bert_by_framing), tuning_trials per model, winners,
+                             pt_beats_bert_at_every_scale (as run; true / false / null = undecided), edge flags
+    report.md                tuning trials per model and the three framings (also printed)
 Resume: final runs are a fixed list with a ledger; each LR search is a resumable Optuna experiment.
 """
 
@@ -52,8 +59,11 @@ import pandas as pd
 from ptsweep.analysis import fits as fits_mod
 from ptsweep.analysis import plots
 from ptsweep.config import RunConfig, with_overrides
-from ptsweep.models.sizing import flops_per_token, match_width, param_count
-from ptsweep.sweeps.common import (SweepError, log_summary, ray_session, read_transfer, run_search, run_trials,
+from ptsweep.analysis import framings as framings_mod
+from ptsweep.models.sizing import flops_per_token, match_shape, measure, param_count
+from ptsweep.sweeps import baseline_tuning
+from ptsweep.sweeps.baseline_tuning import search_training_seed  # noqa: F401  (re-exported: tests, docs)
+from ptsweep.sweeps.common import (SweepError, log_summary, ray_session, read_transfer, run_trials,
                                    save_table, study_name, study_path, sweep_tags, write_json)
 from ptsweep.sweeps.verify_transfer import with_ledger_metrics
 
@@ -76,51 +86,6 @@ def _row_static(cfg: RunConfig, V: int) -> dict:
     c = param_count(cfg.model, V)
     return {"width": int(cfg.model.width), "params": int(c["total"]), "non_embedding_params": int(c["non_embedding"]),
             "flops_per_token": float(flops_per_token(cfg.model, V, cfg.data.seq_len, cfg.data.mask_prob))}
-
-
-def _edge(good: pd.DataFrame) -> str:
-    """'low' / 'high' when the best LR is the smallest / largest finite trial (not bracketed), 'single' for one
-    finite trial, '' when bracketed."""
-    if len(good) < 2:
-        return "single"
-    lrs = good["optim.lr"].astype(float)
-    best = float(good.loc[good["val_loss"].idxmin(), "optim.lr"])
-    return "low" if best <= lrs.min() else ("high" if best >= lrs.max() else "")
-
-
-def search_training_seed(cfg: RunConfig) -> int:
-    """Training seed of the baseline LR-search trials: the first seed after the reported ones (cfg.seed + i,
-    i < sweep.seeds), so no reported run is a selected one (module docstring)."""
-    return int(cfg.seed) + int(cfg.sweep.seeds)
-
-
-def lr_search(cfg: RunConfig, kind: str, s: int, mo: dict, sdir: Path, group: str, search_tokens: float,
-              tags: list[str]) -> tuple[pd.DataFrame, dict]:
-    """The baseline LR search of one (model, scale) with the edge rule (module docstring): (all trials, info)."""
-    sw = cfg.sweep
-    lo, hi = (float(v) for v in sw.baseline_lr_range)
-    log_width = math.log(hi / lo)
-    rng, dfs, rounds, edge = (lo, hi), [], 0, ""
-    while True:
-        suffix = f"-widen{rounds}" if rounds else ""
-        df = run_search(cfg, {"optim.lr": rng}, sdir, f"search-{kind}-w{s}{suffix}",
-                        num_samples=sw.baseline_lr_samples, seed=sw.search_seed + rounds,
-                        fixed={**mo, "train.tokens": search_tokens, "seed": search_training_seed(cfg)},
-                        label=f"lr-{kind}-w{s}{suffix}", asha=None,
-                        tags=tags, group=group)
-        dfs.append(df.assign(search_round=rounds, lr_low=rng[0], lr_high=rng[1]))
-        allt = pd.concat(dfs, ignore_index=True)
-        good = allt[allt["val_loss"].map(math.isfinite) & (allt["status"] == "ok")] if not allt.empty else allt
-        if good.empty:
-            return allt, {"best_lr": math.nan, "edge": "", "rounds": rounds, "good": good}
-        edge = _edge(good)
-        if not edge or rounds >= sw.baseline_lr_widen:
-            break
-        best = float(good.loc[good["val_loss"].idxmin(), "optim.lr"])
-        rng = (best * math.exp(-log_width / 2), best * math.exp(log_width / 2))
-        rounds += 1
-    best_lr = float(good.loc[good["val_loss"].idxmin(), "optim.lr"])
-    return allt, {"best_lr": best_lr, "edge": edge, "rounds": rounds, "good": good}
 
 
 def run(cfg: RunConfig) -> Path:
@@ -160,30 +125,42 @@ def run(cfg: RunConfig) -> Path:
                 pt_cfg = with_overrides(cfg, {"model.width": s, "model.scaling": scalings[0]})
                 row = {"model": kind, "scaling": "", "scale": s}
                 try:
-                    mcfg = match_width(kind, pt_cfg.model, V)
+                    mcfg = match_shape(kind, pt_cfg.model, V, cfg.data.seq_len, cfg.data.mask_prob, sw.match)
                 except ValueError as e:
                     runs += [{**row, "seed": sd, "status": "failed", "error": str(e), "val_loss": math.inf}
                              for sd in seeds]
                     continue
                 mo = model_overrides(mcfg)
                 bcfg = with_overrides(cfg, mo)
-                row.update(_row_static(bcfg, V))
-                df, info = lr_search(cfg, kind, s, mo, sdir, group, search_tokens, sweep_tags(SWEEP, bcfg.model))
+                row.update(_row_static(bcfg, V), n_layers=mcfg.n_layers, n_heads=mcfg.n_heads, match_ratio=(
+                    measure(mcfg, sw.match, V, cfg.data.seq_len, cfg.data.mask_prob)
+                    / measure(pt_cfg.model, sw.match, V, cfg.data.seq_len, cfg.data.mask_prob)))
+                if abs(row["match_ratio"] - 1) > 0.05:
+                    notes.append(f"{kind} w{s}: the closest rule shape (d={mcfg.width}, L={mcfg.n_layers}) has "
+                                 f"{row['match_ratio']:.3f} x PT's {sw.match} count (more than 5 % off)")
+                df, info = baseline_tuning.tune(cfg, kind, s, mo, sdir, group, search_tokens,
+                                                sweep_tags(SWEEP, bcfg.model))
                 df.insert(0, "model", kind)
                 df.insert(1, "scale", s)
                 searches.append(df)
-                lr_info[f"{kind}-w{s}"] = {k: v for k, v in info.items() if k != "good"}
+                lr_info[f"{kind}-w{s}"] = info
                 if not math.isfinite(info["best_lr"]):
                     runs += [{**row, "seed": sd, "status": "failed", "val_loss": math.inf, "best_lr": math.nan,
-                              "error": "every LR-search trial failed or diverged"} for sd in seeds]
+                              "error": "every search trial failed or diverged"} for sd in seeds]
                     continue
-                row.update(best_lr=info["best_lr"], lr_edge=info["edge"], lr_rounds=info["rounds"])
-                if info["edge"]:
-                    notes.append(f"{kind} w{s}: best LR {info['best_lr']:.3g} is not bracketed ({info['edge']} edge of "
-                                 f"the searched LRs) after {info['rounds']} widening(s); the optimum may lie beyond")
+                row.update(best_lr=info["best_lr"], best_warmup_frac=info["best"]["optim.warmup_frac"],
+                           lr_edge=info["edge"], lr_rounds=info["rounds"], tuning_trials=info["n_trials"])
+                for key, e in info["edges"].items():
+                    if e == "single":
+                        notes.append(f"{kind} w{s}: only one search trial finished its budget (ASHA stopped the "
+                                     f"rest): whether best {key} {info['best'][key]:.3g} is bracketed is unknown")
+                    elif e:
+                        notes.append(f"{kind} w{s}: best {key} {info['best'][key]:.3g} is not bracketed ({e} edge "
+                                     f"of the searched values) after {info['rounds']} widening(s); the optimum may "
+                                     f"lie beyond")
                 for i, sd in enumerate(seeds):
                     runs.append({**row, "seed": sd, "from": "final run", "pending": len(finals)})
-                    finals.append({**mo, "optim.lr": info["best_lr"], "seed": sd})
+                    finals.append({**mo, **info["best"], "seed": sd})
                     labels.append(f"final-{kind}-w{s}-s{i}")
         # ---- PT at every scale (transferred HPs) + baseline finals: one fixed list ------------------------------
         if "pt" in sw.models:
@@ -222,7 +199,8 @@ def run(cfg: RunConfig) -> Path:
     rt = rt.sort_values(["series", "scale", "seed"]).reset_index(drop=True)
     run_cols = ["series", "model", "scaling", "scale", "seed", "width", "params", "non_embedding_params",
                 "flops_per_token", "tokens", "train_flops", "loss", "loss_token_se", "val_loss", "val_loss_se",
-                "test_loss", "test_loss_se", "unigram", "best_lr", "status", "error", "from", "trial_key"]
+                "test_loss", "test_loss_se", "unigram", "best_lr", "best_warmup_frac", "n_layers", "n_heads",
+                "match_ratio", "tuning_trials", "status", "error", "from", "trial_key"]
     rt = rt[[c for c in run_cols if c in rt.columns]]
     save_table(rt, sdir, "runs")
 
@@ -251,7 +229,9 @@ def run(cfg: RunConfig) -> Path:
             "test_loss": float(fin["test_loss"].mean()) if n else math.nan,
             "test_loss_se": float(fin["test_loss_se"].mean()) if n else math.nan,
             "unigram_loss": float(fin["unigram"].mean()) if n else math.nan,
-            "n_seeds": n, "best_lr": first.get("best_lr"),
+            "n_seeds": n, "best_lr": first.get("best_lr"), "best_warmup_frac": first.get("best_warmup_frac"),
+            "n_layers": first.get("n_layers"), "n_heads": first.get("n_heads"),
+            "match_ratio": first.get("match_ratio"), "tuning_trials": first.get("tuning_trials"),
             "lr_edge": lr_info.get(f"{first['model']}-w{int(scale)}", {}).get("edge", ""),
             "status": "ok" if statuses == ["ok"] else ",".join(statuses),
             "error": "; ".join(e for e in g["error"].astype(str) if e and e != "nan"),
@@ -262,10 +242,10 @@ def run(cfg: RunConfig) -> Path:
     if not lr_table.empty:
         save_table(lr_table.drop(columns=[c for c in ("good",) if c in lr_table.columns]), sdir, "lr_search")
 
-    # ---- fits (params, FLOPs), differences, winners, plots -------------------------------------------------------
-    fits, fits_flops = {}, {}
+    # ---- fits (params, non-embedding params, FLOPs), differences, framings, winners, plots ------------------------
+    fits, fits_ne, fits_flops = {}, {}, {}
     for series, g in rt.groupby("series"):
-        for target, xcol in ((fits, "params"), (fits_flops, "train_flops")):
+        for target, xcol in ((fits, "params"), (fits_ne, "non_embedding_params"), (fits_flops, "train_flops")):
             try:
                 target[series] = fits_mod.fit_scaling_law(g[xcol].astype(float), g["loss"].astype(float),
                                                           n_boot=sw.bootstrap, seed=sw.search_seed)
@@ -281,6 +261,11 @@ def run(cfg: RunConfig) -> Path:
                 b = rt[(rt["series"] == other) & (rt["scale"] == s)]["loss"].tolist()
                 per[str(s)] = fits_mod.difference_ci(a, b, pooled_var, pooled_df)
             differences[f"{pts}-{other}"] = per
+    present = [b for b in baselines if b in set(rt["series"])]
+    framings = framings_mod.framings(rt, pt_series, present, n_boot=sw.bootstrap, seed=sw.search_seed)
+    by_framing = {f: {pair: r["every_scale"] for pair, r in res.items()} for f, res in framings.items()}
+    ut_by_framing = {f: framings_mod.every_scale(res["pt-ut"]["per_scale"], win="b_lower")["every_scale"]
+                     for f, res in framings.items() if "pt-ut" in res}
     winners = {}
     for s, g in table[table["loss"].map(math.isfinite)].groupby("scale"):
         best = g.loc[g["loss"].idxmin()]
@@ -315,8 +300,19 @@ def run(cfg: RunConfig) -> Path:
                                                                sdir / "loss_vs_compute.png", loss_col="loss",
                                                                model_col="model", fits=fits_flops,
                                                                ylabel=f"{split} loss (MLM)")
+        images["framings"] = plots.plot_framings(rt.assign(model=rt["series"]), sdir / "framings.png",
+                                                 {"params": fits, "non_embedding_params": fits_ne,
+                                                  "train_flops": fits_flops}, framings, ylabel=f"{split} loss (MLM)")
+    if sw.baseline_lr_samples:
+        notes.append(f"sweep.baseline_lr_samples={sw.baseline_lr_samples} is deprecated and ignored: each baseline "
+                     f"search runs sweep.baseline_samples (0 = sweep.num_samples) = {baseline_tuning.budget(cfg)} trials")
     summary = {
-        "study": name, "loss_split": split, "seeds": seeds, "fits": fits, "fits_flops": fits_flops,
+        "study": name, "loss_split": split, "seeds": seeds, "fits": fits, "fits_non_embedding": fits_ne,
+        "fits_flops": fits_flops, "match": sw.match, "framings": framings, "framing_level": 0.95,
+        "pt_beats_bert_by_framing": {f: v.get("pt-bert") for f, v in by_framing.items()},
+        "ut_beats_pt_by_framing": ut_by_framing, "pt_beats_by_framing": by_framing,
+        "tuning_trials": baseline_tuning.trial_counts(cfg, provenance, lr_info, present),
+        "baseline_search_space": {k: list(v) for k, v in baseline_tuning.search_space(cfg).items()},
         "pooled_seed_sd": math.sqrt(pooled_var) if math.isfinite(pooled_var) else None, "pooled_df": pooled_df,
         "differences": differences, "winners": winners, "pt_beats_bert_at_every_scale": beats("pt", "bert"),
         "ut_beats_pt_at_every_scale": beats("ut", "pt"), "lr_search": lr_info, "vocab_size": V,
@@ -332,6 +328,9 @@ def run(cfg: RunConfig) -> Path:
     if note:
         summary["notes"].append(note)
     write_json(sdir / "summary.json", summary)
+    report = framings_mod.report_lines(summary)
+    (sdir / "report.md").write_text("\n".join([f"# {name}: PT vs baselines, three framings", "", *report]) + "\n")
+    print("\n".join(f"scaling-curves: {line}" for line in report if line))
     if summary["transfer_mismatch"]:
         print(f"scaling-curves: PROCEEDING DESPITE transfer.yaml mismatch (sweep.allow_transfer_mismatch): "
               f"{', '.join(summary['transfer_mismatch'])}")

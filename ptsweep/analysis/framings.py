@@ -1,0 +1,154 @@
+"""Three framings of "PT beats a baseline" (issue 19): equal total parameters ([S] §3.2, Figure 2), equal
+non-embedding parameters, equal training compute.
+
+The runs of each model sit where the sizing rule put them (``models.sizing.match_shape``, ``sweep.match``), so at
+most one count is matched by construction. Every framing therefore compares the models on one axis x through
+their fitted curves (``analysis.fits.fit_scaling_law``):
+
+    x  = params (total) | non_embedding_params | train_flops (= flops_per_token x tokens; same tokens for every model)
+    L_m(x) = a_m x^-b_m [+ c_m]                   fitted to model m's runs (seed replicates) on that axis
+    D(x_s) = L_PT(x_s) - L_base(x_s)              at x_s = PT's own x at each PT scale s (negative: PT better)
+
+Interval: the percentile interval (``level``) of D*_k = L*_PT,k(x_s) - L*_base,k(x_s), k = 1..n_boot, over the
+residual bootstraps of the two fits (independent draws: the two models' runs share no randomness). With the pure
+law fitted to PT's own points, L_PT(x_s) is PT's fitted value, not its raw mean.
+
+Verdict per scale: "a_lower" (PT lower: interval below 0), "b_lower" (above 0), "undecided"; "extrapolated" when
+x_s lies outside the baseline's measured x range by more than EXTRAPOLATION_TOL (the comparison is then the fitted
+law's extrapolation: D and its interval are reported, no verdict is drawn). "Beats at every scale" per framing:
+True when every scale is in range and a_lower; False when some in-range scale is b_lower; None otherwise (with the
+scales that kept it undecided or out of range listed).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from ptsweep.analysis.fits import fit_scaling_law
+
+FRAMINGS = {"total": "params", "non_embedding": "non_embedding_params", "flops": "train_flops"}
+"""Framing name (the values of ``sweep.match``) -> runs-table column of its x axis."""
+LABELS = {"total": "equal total parameters ([S])", "non_embedding": "equal non-embedding parameters",
+          "flops": "equal training compute (FLOPs)"}
+EXTRAPOLATION_TOL = 0.10
+"""Relative distance beyond the baseline's measured x range up to which its fitted curve counts as interpolated
+(twice the sizing rule's 5 % matching tolerance)."""
+
+
+def compare_at(x_a: Sequence[float], y_a: Sequence[float], x_b: Sequence[float], y_b: Sequence[float],
+               at: Sequence[float], n_boot: int = 1000, level: float = 0.95, seed: int = 0,
+               extrapolation_tol: float = EXTRAPOLATION_TOL) -> list[dict]:
+    """L_a(x) - L_b(x) at every x in ``at`` from the two fitted curves, with bootstrap intervals (module docstring).
+
+    ``x_*`` / ``y_*``: one entry per run (runs at the same x are seeds). Returns one dict per ``at`` value: x, loss_a,
+    loss_b, diff, lo, hi, decided (a_lower | b_lower | undecided | extrapolated), in_range_a, in_range_b."""
+    at = np.asarray(at, dtype=float)
+    fa = fit_scaling_law(x_a, y_a, n_boot=n_boot, level=level, seed=seed, grid=at, keep_curves=True)
+    fb = fit_scaling_law(x_b, y_b, n_boot=n_boot, level=level, seed=seed + 1, grid=at, keep_curves=True)
+    mid = np.asarray(fa["band"]["mid"]) - np.asarray(fb["band"]["mid"])
+    ca, cb = fa.pop("curves"), fb.pop("curves")
+    q = (50 * (1 - level), 50 * (1 + level))
+    lo, hi = (np.percentile(ca - cb, q, axis=0) if len(ca) and len(cb) else (np.full(at.size, math.nan),) * 2)
+
+    def in_range(x, xs) -> bool:
+        xs = np.asarray(xs, dtype=float)
+        xs = xs[np.isfinite(xs) & (xs > 0)]
+        return bool(xs.size) and xs.min() / (1 + extrapolation_tol) <= x <= xs.max() * (1 + extrapolation_tol)
+
+    out = []
+    for i, x in enumerate(at):
+        ra, rb = in_range(x, x_a), in_range(x, x_b)
+        decided = ("extrapolated" if not (ra and rb) else "a_lower" if hi[i] < 0
+                   else "b_lower" if lo[i] > 0 else "undecided")
+        out.append({"x": float(x), "loss_a": float(fa["band"]["mid"][i]), "loss_b": float(fb["band"]["mid"][i]),
+                    "diff": float(mid[i]), "lo": float(lo[i]), "hi": float(hi[i]), "decided": decided,
+                    "in_range_a": ra, "in_range_b": rb})
+    return out
+
+
+def every_scale(per_scale: Mapping[str, Mapping], win: str = "a_lower") -> dict:
+    """The per-framing statement "PT beats the baseline at every scale" (module docstring) with its reasons;
+    ``win="b_lower"`` states "the baseline beats PT at every scale" instead."""
+    by = {k: [s for s, d in per_scale.items() if d.get("decided") == k]
+          for k in ("a_lower", "b_lower", "undecided", "extrapolated")}
+    lose = "b_lower" if win == "a_lower" else "a_lower"
+    errors = [s for s, d in per_scale.items() if "error" in d]
+    if by[lose]:
+        verdict = False
+    elif per_scale and not errors and len(by[win]) == len(per_scale):
+        verdict = True
+    else:
+        verdict = None
+    return {"every_scale": verdict, "n_scales": len(per_scale), "pt_lower_at": by["a_lower"],
+            "baseline_lower_at": by["b_lower"], "undecided_at": by["undecided"],
+            "extrapolated_at": by["extrapolated"], "failed_at": errors}
+
+
+def framings(runs, pt_series: Sequence[str], baselines: Sequence[str], n_boot: int = 1000, level: float = 0.95,
+             seed: int = 0) -> dict:
+    """{framing: {"<pt series>-<baseline>": {"axis", "per_scale": {scale: compare_at row}, **every_scale}}}.
+
+    ``runs``: the scaling-curves runs table (columns series, scale, loss and the FRAMINGS columns)."""
+    out: dict = {}
+    for name, col in FRAMINGS.items():
+        res = {}
+        for pts in pt_series:
+            a = runs[(runs["series"] == pts) & np.isfinite(runs["loss"].astype(float))]
+            at = a.groupby("scale")[col].first().astype(float)  # PT's own x at each of its scales
+            for base in baselines:
+                b = runs[(runs["series"] == base) & np.isfinite(runs["loss"].astype(float))]
+                key = f"{pts}-{base}"
+                try:
+                    rows = compare_at(a[col], a["loss"], b[col], b["loss"], at.to_numpy(), n_boot, level, seed)
+                    per = {str(int(s)): r for s, r in zip(at.index, rows)}
+                except ValueError as e:  # fewer than 2 distinct x with a finite loss
+                    per = {str(int(s)): {"x": float(x), "error": str(e), "decided": "undecided"}
+                           for s, x in at.items()}
+                res[key] = {"axis": col, "per_scale": per, **every_scale(per)}
+        out[name] = res
+    return out
+
+
+def report_lines(summary: Mapping) -> list[str]:
+    """Markdown lines: tuning trials per model, then the three framings with intervals and the every-scale statement
+    per framing (for scaling-curves' report.md and the demo report)."""
+    out = ["Tuning effort (trials per model and scale; PT is tuned once at its base width and transferred):", ""]
+    for model, t in summary.get("tuning_trials", {}).items():
+        out.append(f"- {model}: {t['description']}")
+    m = summary.get("match", "total")
+    out += ["", f"Baselines are sized by the rule in README \"Baseline shapes\", matched to PT by **{m}** "
+                f"(`sweep.match`). Each framing compares the fitted curves at PT's own x (negative = PT lower), "
+                f"{int(100 * summary.get('framing_level', 0.95))} % bootstrap interval; \"extrapolated\" = PT's x lies "
+                f"outside the baseline's measured range (no verdict).", ""]
+    for name, res in summary.get("framings", {}).items():
+        out.append(f"**{LABELS.get(name, name)}** (x = {FRAMINGS.get(name, '?')}):")
+        out.append("")
+        for pair, r in res.items():
+            cells = []
+            for s, d in r["per_scale"].items():
+                if "error" in d:
+                    cells.append(f"N={s}: no fit")
+                    continue
+                dec = {"a_lower": "PT lower", "b_lower": "baseline lower"}.get(d["decided"], d["decided"])
+                cells.append(f"N={s}: {d['diff']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}] {dec}")
+            out.append(f"- {pair}: " + "; ".join(cells) + f". **At every scale: {_yes(r['every_scale'])}**"
+                       + _why(r))
+        out.append("")
+    if "pt_beats_bert_at_every_scale" in summary:
+        out.append(f"As run (the runs matched by {m}, per-scale mean difference with a t interval, `differences`): PT "
+                   f"beats BERT at every scale: {_yes(summary['pt_beats_bert_at_every_scale'])}; UT beats PT at every "
+                   f"scale: {_yes(summary.get('ut_beats_pt_at_every_scale'))}.")
+    return out
+
+
+def _yes(v) -> str:
+    return {True: "yes", False: "no"}.get(v, "undecided")
+
+
+def _why(r: Mapping) -> str:
+    parts = [f"{k.replace('_at', '').replace('_', ' ')} at N = {', '.join(r[k])}"
+             for k in ("baseline_lower_at", "undecided_at", "extrapolated_at", "failed_at") if r.get(k)]
+    return f" ({'; '.join(parts)})" if parts and r["every_scale"] is not True else ""

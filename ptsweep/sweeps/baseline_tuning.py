@@ -1,0 +1,129 @@
+"""Per-scale tuning of the BERT / UT baselines for scaling-curves, with the same effort as PT's tune-small (issue 19).
+
+Search space (each log-uniform, Optuna TPE on Ray Tune, ``sweeps.search.run_search``):
+
+    optim.lr           sweep.baseline_lr_range
+    optim.warmup_frac  sweep.baseline_warmup_range
+
+The baselines' own usual hyperparameters: the peak LR and the warm-up fraction (BERT's recipe tunes both). The
+other optimizer settings (AdamW betas, weight decay, schedule) stay at the shared ``optim`` values, as for PT.
+
+Budget: ``sweep.baseline_samples`` trials per (baseline, scale), 0 = ``sweep.num_samples`` = the trials of PT's
+tune-small, with tune-small's ASHA (``sweep.asha_grace_frac``, ``sweep.asha_reduction``) - equal effort per search.
+PT is searched once (7 values at its base width) and transferred; each baseline is searched at every scale, so its
+total is scales x budget (``trial_counts`` states both).
+
+Edge rule: when the best trial's value of a searched key is the lowest or highest among the finished trials (the
+optimum is not bracketed in that key), the search is repeated (a new Optuna study, same budget) on a range of the
+same log-width centred on it for every such key, up to ``sweep.baseline_lr_widen`` times; warm-up ranges stay
+<= WARMUP_MAX. An optimum still unbracketed is flagged (``edges``; ``edge`` is the LR's).
+
+Seeds: every search trial trains at seed ``cfg.seed + sweep.seeds``, a seed no reported run uses; the reported
+runs are fresh runs at the chosen values (the winning trial's own losses are biased low: it won on validation noise
+its test loss shares through the same model).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from ptsweep.config import RunConfig
+from ptsweep.sweeps.common import run_search
+
+WARMUP_MAX = 0.5
+"""Upper end of any widened optim.warmup_frac range."""
+
+
+def search_space(cfg: RunConfig) -> dict[str, tuple[float, float]]:
+    """Dotted key -> (low, high) of the baseline search (module docstring)."""
+    sw = cfg.sweep
+    return {"optim.lr": tuple(float(v) for v in sw.baseline_lr_range),
+            "optim.warmup_frac": tuple(float(v) for v in sw.baseline_warmup_range)}
+
+
+def budget(cfg: RunConfig) -> int:
+    """Trials per (baseline, scale) and search round: sweep.baseline_samples, 0 = sweep.num_samples (tune-small's)."""
+    return int(cfg.sweep.baseline_samples or cfg.sweep.num_samples)
+
+
+def search_training_seed(cfg: RunConfig) -> int:
+    """Training seed of the search trials: the first seed after the reported ones (cfg.seed + i, i < sweep.seeds)."""
+    return int(cfg.seed) + int(cfg.sweep.seeds)
+
+
+def edges(good: pd.DataFrame, keys) -> dict[str, str]:
+    """Per key: 'low' / 'high' when the best finished trial has the smallest / largest value of the key, 'single'
+    for one finished trial, '' when bracketed."""
+    if len(good) < 2:
+        return {k: "single" for k in keys}
+    best = good.loc[good["val_loss"].idxmin()]
+    out = {}
+    for k in keys:
+        v = good[k].astype(float)
+        out[k] = "low" if float(best[k]) <= v.min() else ("high" if float(best[k]) >= v.max() else "")
+    return out
+
+
+def recentred(rng: tuple[float, float], best: float, key: str) -> tuple[float, float]:
+    """A range of ``rng``'s log-width centred on ``best`` (warm-up ranges shifted down to end <= WARMUP_MAX)."""
+    ratio = math.sqrt(rng[1] / rng[0])
+    lo, hi = best / ratio, best * ratio
+    if key == "optim.warmup_frac" and hi > WARMUP_MAX:
+        lo, hi = WARMUP_MAX / ratio**2, WARMUP_MAX
+    return lo, hi
+
+
+def tune(cfg: RunConfig, kind: str, scale: int, model_over: dict, sdir: Path, group: str, search_tokens: float,
+         tags: list[str]) -> tuple[pd.DataFrame, dict]:
+    """The search of one (baseline, scale) with the edge rule: (every trial, info). info: best (key -> value), best_lr,
+    edges, edge (the LR's), rounds, n_trials."""
+    sw = cfg.sweep
+    space = search_space(cfg)
+    rng, dfs, rounds = dict(space), [], 0
+    while True:
+        suffix = f"-widen{rounds}" if rounds else ""
+        df = run_search(cfg, rng, sdir, f"search-{kind}-w{scale}{suffix}", num_samples=budget(cfg),
+                        seed=sw.search_seed + rounds,
+                        fixed={**model_over, "train.tokens": search_tokens, "seed": search_training_seed(cfg)},
+                        label=f"hp-{kind}-w{scale}{suffix}",
+                        asha={"grace_frac": sw.asha_grace_frac, "reduction": sw.asha_reduction},
+                        tags=tags, group=group)
+        dfs.append(df.assign(search_round=rounds, **{f"{k}_range": f"[{lo:.3g}, {hi:.3g}]" for k, (lo, hi)
+                                                     in rng.items()}))
+        allt = pd.concat(dfs, ignore_index=True)
+        good = allt[allt["val_loss"].map(math.isfinite) & (allt["status"] == "ok")] if not allt.empty else allt
+        if good.empty:
+            return allt, {"best": {}, "best_lr": math.nan, "edges": {}, "edge": "", "rounds": rounds,
+                          "n_trials": int(len(allt))}
+        edge = edges(good, space)
+        if not any(edge.values()) or rounds >= sw.baseline_lr_widen:
+            break
+        best = good.loc[good["val_loss"].idxmin()]
+        rng = {k: (recentred(r, float(best[k]), k) if edge[k] else r) for k, r in rng.items()}
+        rounds += 1
+    best = good.loc[good["val_loss"].idxmin()]
+    values = {k: float(best[k]) for k in space}
+    return allt, {"best": values, "best_lr": values["optim.lr"], "edges": edge, "edge": edge["optim.lr"],
+                  "rounds": rounds, "n_trials": int(len(allt))}
+
+
+def trial_counts(cfg: RunConfig, provenance: dict, lr_info: dict[str, dict], baselines) -> dict[str, dict]:
+    """Tuning trials per model for the summary: PT's tune-small count (transfer.yaml) and each baseline's per scale."""
+    sw = cfg.sweep
+    out: dict[str, dict] = {}
+    if "pt" in sw.models:
+        n = int(provenance.get("num_samples") or sw.num_samples)
+        out["pt"] = {"total": n, "per_scale": {}, "description":
+                     f"{n} trials once (tune-small at width {provenance.get('width', cfg.model.width)}: optim.lr + "
+                     f"the 6 information weights, TPE + ASHA), transferred untuned to every scale"}
+    for kind in baselines:
+        per = {str(s): lr_info[f"{kind}-w{s}"]["n_trials"] for s in sw.scales if f"{kind}-w{s}" in lr_info}
+        total = sum(per.values())
+        out[kind] = {"total": total, "per_scale": per, "budget_per_search": budget(cfg), "description":
+                     f"{budget(cfg)} trials per scale and search round over {', '.join(search_space(cfg))} "
+                     f"(TPE + ASHA); per scale " + ", ".join(f"N={s}: {n}" for s, n in per.items())
+                     + f"; total {total}"}
+    return out

@@ -1,0 +1,119 @@
+"""The three framings of the scaling comparison (ptsweep.analysis.framings) on synthetic curves with known answers:
+the difference of two fitted laws at given x, its bootstrap interval, the verdict per scale and per framing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ptsweep.analysis import framings
+
+
+def _runs(law, xs, seeds=2, noise=0.0, rng=None):
+    """(x, y) with one entry per run: law(x) times a log-normal seed noise."""
+    x = np.repeat(np.asarray(xs, dtype=float), seeds)
+    eps = rng.normal(0, noise, x.size) if noise else np.zeros(x.size)
+    return x, law(x) * np.exp(eps)
+
+
+def pt_law(x):
+    return 5.0 * x ** -0.1
+
+
+def bert_law(x):
+    return 6.0 * x ** -0.1
+
+
+def test_difference_at_matched_x_is_the_known_one_without_noise():
+    """Noise-free power laws: D(x) = (5 - 6) x^-0.1 exactly, at x inside both ranges even where no run sits."""
+    xa, ya = _runs(pt_law, [1e6, 4e6, 1.6e7])
+    xb, yb = _runs(bert_law, [2e6, 8e6, 3.2e7])  # interleaved with PT's: PT's own x are interpolated for BERT
+    at = [2e6, 4e6, 8e6, 1.6e7]
+    rows = framings.compare_at(xa, ya, xb, yb, at, n_boot=200)
+    for x, r in zip(at, rows):
+        assert r["diff"] == pytest.approx(-1.0 * x ** -0.1, rel=1e-9)
+        assert r["loss_b"] == pytest.approx(bert_law(x), rel=1e-9)
+        assert r["lo"] == pytest.approx(r["diff"], abs=1e-9) and r["hi"] == pytest.approx(r["diff"], abs=1e-9)
+        assert r["decided"] == "a_lower"
+    per = {str(i): r for i, r in enumerate(rows)}
+    assert framings.every_scale(per)["every_scale"] is True
+    assert framings.every_scale(per, win="b_lower")["every_scale"] is False
+
+
+def test_crossing_curves_give_the_known_verdict_per_x():
+    """a = 3 x^-0.05, b = 5 x^-0.1 cross at x* = (5/3)^20 ~ 2.7e4: a is lower below x*, b above."""
+    xs = np.geomspace(1e3, 1e6, 5)
+    xa, ya = _runs(lambda x: 3 * x ** -0.05, xs)
+    xb, yb = _runs(lambda x: 5 * x ** -0.1, xs)
+    x_star = (5 / 3) ** 20
+    rows = framings.compare_at(xa, ya, xb, yb, [2e3, 1e4, 1e5, 8e5], n_boot=100)
+    assert [r["decided"] for r in rows] == ["a_lower", "a_lower", "b_lower", "b_lower"]
+    for r in rows:
+        assert np.sign(r["diff"]) == np.sign(r["x"] - x_star)
+    assert framings.every_scale({str(i): r for i, r in enumerate(rows)})["every_scale"] is False
+
+
+def test_extrapolated_x_gets_no_verdict():
+    xa, ya = _runs(pt_law, [1e6, 1e7, 1e8])
+    xb, yb = _runs(bert_law, [1e6, 3e6, 1e7])
+    rows = framings.compare_at(xa, ya, xb, yb, [1e6, 1e7, 1e8], n_boot=50)
+    assert [r["decided"] for r in rows] == ["a_lower", "a_lower", "extrapolated"]
+    assert rows[2]["in_range_a"] and not rows[2]["in_range_b"]
+    res = framings.every_scale({"256": rows[0], "512": rows[1], "1024": rows[2]})
+    assert res["every_scale"] is None and res["extrapolated_at"] == ["1024"]
+    # within the tolerance (10 % past the last run) the curve counts as interpolated
+    near = framings.compare_at(xa, ya, xb, yb, [1.05e7], n_boot=50)[0]
+    assert near["decided"] == "a_lower"
+
+
+def test_bootstrap_interval_covers_the_true_difference():
+    """With seed noise (sd 1 % of the loss, 2 seeds, 4 sizes per model) the 95 % interval of D(x) covers the true
+    difference in most simulations and is wider than zero; an equal pair is mostly undecided."""
+    rng = np.random.default_rng(0)
+    at = np.array([2e6, 8e6])
+    cover, width, undecided_equal = 0, [], 0
+    n_sim = 60
+    for _ in range(n_sim):
+        xa, ya = _runs(pt_law, [1e6, 4e6, 1.6e7, 6.4e7], noise=0.01, rng=rng)
+        xb, yb = _runs(lambda x: 5.1 * x ** -0.1, [1.5e6, 6e6, 2.4e7], noise=0.01, rng=rng)
+        rows = framings.compare_at(xa, ya, xb, yb, at, n_boot=300, seed=int(rng.integers(1 << 30)))
+        truth = -0.1 * at ** -0.1
+        cover += all(r["lo"] <= t <= r["hi"] for r, t in zip(rows, truth))
+        width += [r["hi"] - r["lo"] for r in rows]
+        xe, ye = _runs(pt_law, [1.5e6, 6e6, 2.4e7], noise=0.01, rng=rng)
+        eq = framings.compare_at(xa, ya, xe, ye, at, n_boot=300, seed=int(rng.integers(1 << 30)))
+        undecided_equal += all(r["decided"] == "undecided" for r in eq)
+    assert cover / n_sim >= 0.8, cover
+    assert min(width) > 0
+    assert undecided_equal / n_sim >= 0.8, undecided_equal
+
+
+def test_framings_use_each_axis_and_pt_own_x():
+    """PT is lower at equal total params (its law is 0.9 x the baseline's on that axis) but higher at equal FLOPs
+    (1.1 x on that axis); BERT sits at 1.05 x PT's params and 0.8 x its FLOPs: the three framings must read their own columns."""
+    rows = []
+    for series in ("pt", "bert"):
+        for s in (64, 128, 256, 512):
+            for seed in (0, 1):
+                p, ne, f = 1e4 * s * (1.05 if series == "bert" else 1), 2e3 * s, 1e9 * s
+                rows.append({"series": series, "scale": s, "seed": seed, "params": p, "non_embedding_params": ne,
+                             "train_flops": f * (0.8 if series == "bert" else 1)})
+    df = pd.DataFrame(rows)
+
+    def law(series, x, axis):
+        k = {("pt", "params"): 4.5, ("bert", "params"): 5.0, ("pt", "non_embedding_params"): 5.0,
+             ("bert", "non_embedding_params"): 5.0, ("pt", "train_flops"): 5.5, ("bert", "train_flops"): 5.0}
+        return k[(series, axis)] * x ** -0.1
+
+    out = {}
+    for name, col in framings.FRAMINGS.items():
+        d = df.copy()
+        d["loss"] = [law(r["series"], r[col], col) for _, r in d.iterrows()]
+        out[name] = framings.framings(d, ["pt"], ["bert"], n_boot=50)[name]["pt-bert"]
+    assert out["total"]["every_scale"] is True and out["flops"]["every_scale"] is False
+    assert out["non_embedding"]["every_scale"] is None  # equal laws: zero difference, undecided everywhere
+    pt_x = {str(s): 1e9 * s for s in (64, 128, 256, 512)}
+    assert {s: r["x"] for s, r in out["flops"]["per_scale"].items()} == pytest.approx(pt_x)
+    # at PT's largest FLOPs the baseline (0.8 x PT's FLOPs per run) is 25 % beyond its last run: extrapolated
+    assert out["flops"]["per_scale"]["512"]["decided"] == "extrapolated"

@@ -23,3 +23,25 @@ def learned_context(m: dict, prefix: str = "") -> bool:
     if g is None or se is None or not (math.isfinite(g) and math.isfinite(se)):
         return False
     return g > 2.0 * se
+
+
+def seed_mean(values, ses) -> tuple[float, float]:
+    """Mean over seeds of a metric and its SE: sqrt(se_tok^2 + sd^2 / n), se_tok the RMS of the runs' token SEs
+    (the seeds share the evaluation tokens, so that part does not shrink with n). NaN/inf runs are dropped."""
+    pairs = [(float(v), float(s)) for v, s in zip(values, ses)
+             if v is not None and s is not None and math.isfinite(float(v))]
+    if not pairs:
+        return math.nan, math.nan
+    vals = [v for v, _ in pairs]
+    n, mean = len(vals), sum(vals) / len(vals)
+    tok = [s for _, s in pairs if math.isfinite(s)]
+    se_tok = math.sqrt(sum(s * s for s in tok) / len(tok)) if tok else math.nan
+    var = sum((v - mean) ** 2 for v in vals) / (n - 1) if n > 1 else 0.0
+    return mean, math.sqrt((se_tok if math.isfinite(se_tok) else 0.0) ** 2 + var / n)
+
+
+def context_line(m: dict, prefix: str = "") -> str:
+    """'context gain +0.123 ± 0.012 (learned)' or '... (NOT learned: no evidence about transfer)'."""
+    g, se = m.get(prefix + "context_gain", math.nan), m.get(prefix + "context_gain_se", math.nan)
+    mark = "learned" if learned_context(m, prefix) else "NOT learned: no evidence about transfer"
+    return f"context gain {g:+.3f} ± {se:.3f} ({mark})"

@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -179,6 +180,13 @@ def test_verify_transfer_runs_max_of_required_and_n(tmp_path):
     assert (trials["model.width"] == 64).all() and sorted(trials["seed"].tolist()) == [0, 0, 0, 1, 1]
     assert trials["test_loss"].map(math.isfinite).all() and summary["settings"]["loss_split"] == "test"
     assert summary["df"] == 0 and summary["verdict"] == "inconclusive"  # paired, one seed per point: no residual
+    # the base point's context gain (seed mean of the runs' test context gains) and the no-context baseline
+    base = trials[trials["label"].str.startswith("base")] if "label" in trials else trials.iloc[:0]
+    if len(base):
+        assert summary["base_context_gain"] == pytest.approx(base["test_context_gain"].mean(), abs=1e-9)
+    assert math.isfinite(summary["base_context_gain_se"]) and math.isfinite(summary["no_context_loss"])
+    assert summary["finished_runs"] == 5 and 0 <= summary["context_learned_runs"] <= 5
+    assert "context gain" in (sdir / "report.md").read_text()
     assert_png(sdir / "fig1a_distance.png")
     assert_png(sdir / "fig1b_rank.png")
 
@@ -218,6 +226,10 @@ def test_scaling_curves_table_fits_and_plots(tmp_path):
         info = json.loads((sdir / "summary.json").read_text())["lr_search"][f"{r['model']}-w{r['scale']}"]
         assert over["optim.warmup_frac"] == info["best"]["optim.warmup_frac"] and over["optim.lr"] == r["best_lr"]
     res = pd.read_parquet(sdir / "results.parquet")
+    # every cell with its context gain and both context-free baselines, also in the report
+    assert np.isfinite(res["context_gain"]).all() and np.isfinite(res["no_context_loss"]).all()
+    assert (res["no_context_loss"] < res["unigram_loss"]).all()
+    assert "no-context" in (sdir / "report.md").read_text()
     assert {(m, s) for m, s in zip(res["model"], res["scale"])} == {(m, s) for m in ("pt", "bert", "ut")
                                                                      for s in (64, 128)}
     for col in ("model", "scaling", "width", "params", "non_embedding_params", "flops_per_token", "tokens",

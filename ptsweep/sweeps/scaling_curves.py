@@ -56,6 +56,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ptsweep import metric_keys
 from ptsweep.analysis import fits as fits_mod
 from ptsweep.analysis import plots
 from ptsweep.config import RunConfig, with_overrides
@@ -195,11 +196,15 @@ def run(cfg: RunConfig) -> Path:
     rt["loss"] = np.where(rt["val_loss"].map(math.isfinite), rt[lcol], np.inf)
     rt["loss_token_se"] = rt[f"{lcol}_se"]
     rt["unigram"] = rt["test_unigram_loss" if split == "test" else "unigram_loss"]
+    pre = "test_" if split == "test" else ""
+    rt["no_context"] = rt[f"{pre}no_context_loss"]
+    rt["context_gain"], rt["context_gain_se"] = rt[f"{pre}context_gain"], rt[f"{pre}context_gain_se"]
     rt["train_flops"] = rt["flops_per_token"].astype(float) * rt["tokens"].astype(float)
     rt = rt.sort_values(["series", "scale", "seed"]).reset_index(drop=True)
     run_cols = ["series", "model", "scaling", "scale", "seed", "width", "params", "non_embedding_params",
                 "flops_per_token", "tokens", "train_flops", "loss", "loss_token_se", "val_loss", "val_loss_se",
-                "test_loss", "test_loss_se", "unigram", "best_lr", "best_warmup_frac", "n_layers", "n_heads",
+                "test_loss", "test_loss_se", "unigram", "no_context", "context_gain", "context_gain_se", "best_lr",
+                "best_warmup_frac", "n_layers", "n_heads",
                 "match_ratio", "tuning_trials", "status", "error", "from", "trial_key"]
     rt = rt[[c for c in run_cols if c in rt.columns]]
     save_table(rt, sdir, "runs")
@@ -229,6 +234,9 @@ def run(cfg: RunConfig) -> Path:
             "test_loss": float(fin["test_loss"].mean()) if n else math.nan,
             "test_loss_se": float(fin["test_loss_se"].mean()) if n else math.nan,
             "unigram_loss": float(fin["unigram"].mean()) if n else math.nan,
+            "no_context_loss": float(fin["no_context"].mean()) if n else math.nan,
+            **dict(zip(("context_gain", "context_gain_se"),
+                       metric_keys.seed_mean(fin["context_gain"], fin["context_gain_se"]))),
             "n_seeds": n, "best_lr": first.get("best_lr"), "best_warmup_frac": first.get("best_warmup_frac"),
             "n_layers": first.get("n_layers"), "n_heads": first.get("n_heads"),
             "match_ratio": first.get("match_ratio"), "tuning_trials": first.get("tuning_trials"),
@@ -328,7 +336,7 @@ def run(cfg: RunConfig) -> Path:
     if note:
         summary["notes"].append(note)
     write_json(sdir / "summary.json", summary)
-    report = framings_mod.report_lines(summary)
+    report = [*context_lines(table, split), *framings_mod.report_lines(summary)]
     (sdir / "report.md").write_text("\n".join([f"# {name}: PT vs baselines, three framings", "", *report]) + "\n")
     print("\n".join(f"scaling-curves: {line}" for line in report if line))
     if summary["transfer_mismatch"]:
@@ -336,6 +344,19 @@ def run(cfg: RunConfig) -> Path:
               f"{', '.join(summary['transfer_mismatch'])}")
     print("scaling-curves: winners per scale " + ", ".join(f"{k}: {v['winner']}" for k, v in winners.items()))
     return sdir
+
+
+def context_lines(table: pd.DataFrame, split: str) -> list[str]:
+    """One line per (series, scale): loss next to the unigram and no-context baselines and the [MASK]-target
+    context gain (seed mean ± SE); a model that has not learned context is marked (its curve says nothing about
+    using context)."""
+    lines = [f"Losses on the {split} split with both context-free baselines; context gain = unigram - model on "
+             f"[MASK] targets (> 2 SE = learned):", ""]
+    for _, r in table.iterrows():
+        lines.append(f"- {r['series']} at scale {int(r['scale'])}: loss {r['loss']:.4f} (unigram "
+                     f"{r['unigram_loss']:.4f}, no-context {r.get('no_context_loss', math.nan):.4f}); "
+                     f"{metric_keys.context_line(dict(r))}")
+    return [*lines, ""]
 
 
 def _t_quantile(df: int, level: float = 0.95) -> float:

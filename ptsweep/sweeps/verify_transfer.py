@@ -41,6 +41,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ptsweep import metric_keys
 from ptsweep.analysis import plots, regret, stats
 from ptsweep.config import TRANSFER_KEYS, RunConfig, with_overrides
 from ptsweep.sweeps.common import (SweepError, log_summary, ray_session, read_transfer, run_trials, save_table,
@@ -74,9 +75,7 @@ def plan(cfg: RunConfig, base7: dict[str, float]) -> tuple[list[dict], list[str]
     return trials, labels, n_req, n_run
 
 
-LEDGER_METRICS = ("val_loss_se", "unigram_loss", "unigram_loss_se", "gain_over_unigram", "gain_over_unigram_se",
-                  "val_tokens", "test_loss", "test_loss_se", "test_unigram_loss", "test_unigram_loss_se",
-                  "test_gain_over_unigram", "test_gain_over_unigram_se", "test_tokens")
+LEDGER_METRICS = metric_keys.LEDGER_KEYS
 
 
 def with_ledger_metrics(df: pd.DataFrame, study_dir: Path, names=LEDGER_METRICS) -> pd.DataFrame:
@@ -185,6 +184,7 @@ def run(cfg: RunConfig) -> Path:
                "base_test_loss_se": [float(x) for x in base_df["test_loss_se"]],
                "unigram_loss": float(base_df["test_unigram_loss" if loss_col == "test_loss" else "unigram_loss"]
                                      .mean()),
+               **_context(base_df, df, "test_" if loss_col == "test_loss" else ""),
                "transfer_mismatch": provenance.get("mismatch", {}), "settings": settings, "study": name,
                "status_counts": {str(k): int(c) for k, c in df["status"].value_counts().items()},
                "plots": sorted(Path(p).name for p in images.values()), "wall_s": time.time() - t0}
@@ -197,15 +197,40 @@ def run(cfg: RunConfig) -> Path:
         print(f"verify-transfer: PROCEEDING DESPITE transfer.yaml mismatch (sweep.allow_transfer_mismatch): "
               f"{', '.join(summary['transfer_mismatch'])}")
     print(f"verify-transfer: {summary['statement']}")
+    ctx = {"context_gain": summary["base_context_gain"], "context_gain_se": summary["base_context_gain_se"]}
+    print(f"verify-transfer: base point {metric_keys.context_line(ctx)}; no-context baseline "
+          f"{summary['no_context_loss']:.4f}")
     return sdir
+
+
+def _context(base_df: pd.DataFrame, df: pd.DataFrame, prefix: str) -> dict:
+    """The base point's no-context baseline and [MASK]-target context gain (seed mean ± SE, ``ptsweep.metrics``)
+    on the scored split, and how many finished runs learned context (> 2 SE): a verdict about a base point that
+    has not learned context is no evidence about transfer."""
+    def col(frame, key):
+        return frame[prefix + key].astype(float) if prefix + key in frame else pd.Series(dtype=float)
+
+    g, se = metric_keys.seed_mean(col(base_df, "context_gain"), col(base_df, "context_gain_se"))
+    nc = col(base_df, "no_context_loss")
+    ok = df[df["status"].astype(str) == "ok"]
+    learned = sum(metric_keys.learned_context({prefix + "context_gain": a, prefix + "context_gain_se": b}, prefix)
+                  for a, b in zip(col(ok, "context_gain"), col(ok, "context_gain_se")))
+    return {"no_context_loss": float(nc.mean()) if len(nc) else math.nan, "base_context_gain": g,
+            "base_context_gain_se": se, "context_learned_runs": int(learned), "finished_runs": int(len(ok))}
 
 
 def report(summary: dict) -> str:
     """report.md: the regret verdict with its numbers, a row per hyperparameter, the strict test, the contrast rule."""
     reg, split = summary.get("regret", {}), summary["settings"]["loss_split"]
+    ctx = {"context_gain": summary.get("base_context_gain", math.nan),
+           "context_gain_se": summary.get("base_context_gain_se", math.nan)}
     out = [f"# verify-transfer at width {summary['settings']['width']}: {summary['verdict'].upper()}", "",
            f"Scored on the {split} split; tolerance {summary['regret_tolerance']:.2%} of the loss "
-           f"(sweep.regret_tolerance).", ""]
+           f"(sweep.regret_tolerance).", "",
+           f"- Base point: loss {np.mean(summary['base_losses']):.4f} (unigram {summary['unigram_loss']:.4f}, "
+           f"no-context {summary.get('no_context_loss', math.nan):.4f}); {metric_keys.context_line(ctx)}; "
+           f"{summary.get('context_learned_runs', 0)} of {summary.get('finished_runs', 0)} finished runs learned "
+           f"context.", ""]
     if reg.get("available", True) and "regret_rel" in reg:
         lo, hi = reg["regret_rel_ci"]
         bf = reg["better_fraction"]

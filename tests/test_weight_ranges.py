@@ -20,7 +20,13 @@ def test_default_weight_range_contains_the_default_and_its_neighbourhood():
         lo, hi = space[f"model.{w}"]
         default = getattr(cfg.model, w)
         assert lo <= default / 1.2 and default * 1.2 <= hi  # verify-transfer's +-20 % around the default fits
-        assert hi <= 1.5  # the loop gains grow like products of weights: wider corners saturate MFVI at N = 1024
+        if w == "w_attn":
+            # issue 16: the range must contain the measured optimum 2 (lr-transfer, plausible 1-4); w_attn enters
+            # the ternary round trip only through the attention R_ij R_ji, which stays ~uniform at init (logit std
+            # ~0.02 x w_attn), so a wider range does not saturate MFVI at init
+            assert lo <= 2.0 <= hi <= 4.0
+        else:
+            assert hi <= 1.5  # the loop gains grow like products of weights: wider corners saturate MFVI at N = 1024
 
 
 def test_per_weight_ranges_override_the_common_range():

@@ -213,6 +213,8 @@ def collect(cfg: RunConfig, corpus=None, log=print) -> pd.DataFrame:
     """The coordinate table: one row per (parametrization, width, seed, quantity, iteration, step)."""
     sw = cfg.sweep
     resolve_device("cpu")  # the check runs on the CPU; flush denormals there exactly as training does
+    if cfg.train.threads > 0:  # as in training (train.threads); on a loaded machine 1 thread avoids thrashing
+        torch.set_num_threads(cfg.train.threads)
     corpus = corpus if corpus is not None else data_mod.prepare(cfg.data)
     batch_size = sw.coord_batch_size or cfg.train.batch_size
     frames = []

@@ -240,6 +240,11 @@ def cmd_train(cfg: RunConfig) -> int:
     tracker = make_tracker(cfg.tracker)
     metrics = train.run(cfg, tracker)
     print(_summary(metrics))
+    from ptsweep.metrics import format_loss
+
+    print(f"validation: {format_loss(metrics)}")
+    if "test_loss" in metrics:
+        print(f"test: {format_loss(metrics, prefix='test_')}")
     print(f"run dir: {metrics.get('run_dir', '')}")
     return 0 if metrics.get("status") in ("ok", "stopped") else 1
 

@@ -156,4 +156,6 @@ def test_train_command_prints_summary_and_run_dir(tmp_path: Path) -> None:
                   f"data.cache_dir={tmp_path / 'cache'}", "train.tokens=1024")
     assert res.returncode == 0, res.stderr
     assert '"status": "ok"' in res.stdout and f"run dir: {tmp_path}" in res.stdout
+    # the loss next to both context-free baselines and the [MASK]-target context gain with its verdict
+    assert "validation: " in res.stdout and "no-context" in res.stdout and "context gain" in res.stdout
     assert not (ROOT / "outputs").exists()  # the compose API creates no Hydra output folders

@@ -264,8 +264,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _resume_command(argv: list[str] | None) -> str:
+    """The command line that repeats (and so resumes) this one."""
+    import shlex
+
+    return " ".join(shlex.quote(a) for a in ["python", "-m", "ptsweep", *(argv if argv is not None else sys.argv[1:])])
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from ptsweep.sweeps.ray_session import RESUME, install_sigterm_handler, stop_line
+
+    RESUME["command"] = _resume_command(argv) if args.command in SWEEPS else ""
+    RESUME["kept"] = "finished trials are kept" if args.command in SWEEPS else ""
+    install_sigterm_handler()  # SIGTERM: one line + the resume command, exit 143 (sweeps.ray_session docstring)
     try:
         if args.command == "plan":
             sweeps, overrides = _plan_sweeps(args)
@@ -293,10 +305,8 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"error: {_one_line(str(e))}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt as e:
-        import shlex
+    except KeyboardInterrupt:  # Ctrl-C (SweepInterrupted after a clean Tune stop, or Python's own anywhere else)
+        import signal
 
-        cmd = " ".join(shlex.quote(a) for a in ["python", "-m", "ptsweep", *(argv if argv is not None else sys.argv[1:])])
-        detail = f" ({e})" if str(e) else ""
-        print(f"interrupted{detail}\nresume with: {cmd}", file=sys.stderr)
+        print(stop_line(signal.SIGINT), file=sys.stderr, flush=True)
         return 130

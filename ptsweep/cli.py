@@ -22,7 +22,9 @@ import importlib
 import json
 import math
 import re
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from ptsweep.config import ConfigError, RunConfig, from_dict
@@ -277,7 +279,18 @@ def main(argv: list[str] | None = None) -> int:
 
     RESUME["command"] = _resume_command(argv) if args.command in SWEEPS else ""
     RESUME["kept"] = "finished trials are kept" if args.command in SWEEPS else ""
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGTERM) if main_thread else None
     install_sigterm_handler()  # SIGTERM: one line + the resume command, exit 143 (sweeps.ray_session docstring)
+    try:
+        return _dispatch(args, stop_line)
+    finally:  # a caller that runs main() in-process (tests, notebooks) gets its own handler back
+        if main_thread and previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _dispatch(args, stop_line) -> int:
+    """Run the parsed command; user errors -> one line, status 2; Ctrl-C -> the stop line, status 130."""
     try:
         if args.command == "plan":
             sweeps, overrides = _plan_sweeps(args)
@@ -306,7 +319,5 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {_one_line(str(e))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # Ctrl-C (SweepInterrupted after a clean Tune stop, or Python's own anywhere else)
-        import signal
-
         print(stop_line(signal.SIGINT), file=sys.stderr, flush=True)
         return 130

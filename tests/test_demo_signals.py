@@ -68,7 +68,9 @@ def _stop_demo(tmp_path: Path, stage: str, n_started: int, sig: int, group: bool
             time.sleep(0.3)
         assert proc.poll() is None, "the demo ended before it could be stopped:\n" + proc.communicate()[1][-3000:]
         assert len(_starts(demo / stage)) >= n_started, f"no {stage} trial started in time"
-        time.sleep(1.5)  # the trial is inside train.run
+        last = demo / stage / "trials" / _starts(demo / stage)[-1]
+        while time.time() < deadline and proc.poll() is None and not (last / "progress.json").exists():
+            time.sleep(0.2)  # the trial trains and has reported (its W&B run is up): stopping it is the hard case
         (os.killpg if group else os.kill)(proc.pid, sig)
         _, err = proc.communicate(timeout=90)
         deadline = time.time() + 20  # nothing of the demo (local Ray, workers) stays behind

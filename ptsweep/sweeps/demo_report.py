@@ -43,6 +43,11 @@ def _f(v, nd: int = 3, sign: bool = False) -> str:
 
 def gain_text(g, se) -> str:
     """'+0.123 +- 0.012 (learned)' or '+0.010 +- 0.012 (NOT learned)': context gain with its SE and the 2-SE mark."""
+    try:
+        if not math.isfinite(float(g)):
+            return "n/a"
+    except (TypeError, ValueError):
+        return "n/a"
     mark = "learned" if metric_keys.learned_context({"context_gain": g, "context_gain_se": se}) else "NOT learned"
     return f"{_f(g, sign=True)} +- {_f(se)} ({mark})"
 

@@ -146,7 +146,7 @@ def scaling_table(models: pd.DataFrame, ss: dict) -> list[str]:
         for x in series:
             r = sc[(sc["width"] == width) & (sc["name"] == f"{x} N={int(width)}")]
             cells.append(f"{_f(r['loss'].iloc[0])} ({_f(r['gain'].iloc[0], sign=True)} +- {_f(r['gain_se'].iloc[0])}"
-                         f"{'' if r['learned'].iloc[0] else ' NOT learned'})" if len(r) else "failed")
+                         f"{' learned' if r['learned'].iloc[0] else ' NOT learned'})" if len(r) else "failed")
         for p in pairs:
             d = ss["differences"][p].get(str(int(width)), {})
             dec = {"a_lower": "PT lower", "b_lower": "baseline lower"}.get(d.get("decided"), "undecided")
@@ -164,7 +164,7 @@ def first_screen(root: Path, ts: dict, vs: dict, ss: dict, models: pd.DataFrame,
     trials = with_context(pd.read_parquet(root / "tune-small" / "trials.parquet"), root / "tune-small")
     b = trials[trials["trial_id"].astype(str) == str(best["trial_id"])].iloc[0]
     inv = wall["invocations"]
-    last = inv[-1] if inv else {}
+    last = {k: sum(i.get(k, 0.0) for i in inv) for k in (inv[0] if inv else {})}  # summed over the invocations
     split = ", ".join(f"{k} {v / 60:.1f}" for k, v in last.items() if k != "total")
     vst = vs.get("settings", {})
     sc = models[models["role"] == "scaling"]
@@ -173,7 +173,7 @@ def first_screen(root: Path, ts: dict, vs: dict, ss: dict, models: pd.DataFrame,
         "## Summary",
         "",
         f"**What ran** (preset `{best.get('preset', '')}`, commit `{str(best.get('git_commit', ''))[:10]}`, "
-        f"{last.get('total', math.nan) / 60:.1f} min: {split} min{'; ' + str(len(inv)) + ' invocations' if len(inv) > 1 else ''}): "
+        f"{last.get('total', math.nan) / 60:.1f} min: {split} min{'; summed over ' + str(len(inv)) + ' invocations (a re-run resumes)' if len(inv) > 1 else ''}): "
         f"PT ({best.get('parametrization')}, {best.get('scaling')} scaling) tuned at width {best['width']} "
         f"({ts['n_trials']} Optuna TPE trials, ASHA: {ts['status_counts']}), its 7 values transferred to width "
         f"{vst.get('width')} and verified against {vs.get('n_perturbed_run', '?')} points perturbed by "
@@ -403,8 +403,8 @@ def write_report(root: Path, dirs: dict[str, Path], wall: dict, cfg) -> Path:
             f"optuna-dashboard opens directly; study name `search`; the baselines' LR searches: "
             f"`{rel(s / 'optuna.journal')}`).",
             f"- W&B (tracker `{cfg.tracker.mode}`): every trial's offline run is in `<study>/trials/<trial>/wandb/`; "
-            f"upload them with `wandb sync {root}/*/trials/*/wandb/offline-run-*` (needs `wandb login`; the sweep "
-            f"summary runs are under `{cfg.out_dir}/wandb/`).",
+            f"upload them and the three sweep summary runs with `wandb sync {root}/*/trials/*/wandb/offline-run-* "
+            f"{root}/*/wandb_summary/wandb/offline-run-*` (needs `wandb login` and network).",
             "- Re-running `make demo` resumes: finished trials come from each study's ledger "
             "(`<study>/trials/<key>/final.json`) and only the report is rewritten.", "",
             "## Files", ""] + [f"- `{rel(d)}/`" for d in dirs.values()] + [

@@ -22,7 +22,9 @@ import importlib
 import json
 import math
 import re
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from ptsweep.config import ConfigError, RunConfig, from_dict
@@ -298,8 +300,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _resume_command(argv: list[str] | None) -> str:
+    """The command line that repeats (and so resumes) this one."""
+    import shlex
+
+    return " ".join(shlex.quote(a) for a in ["python", "-m", "ptsweep", *(argv if argv is not None else sys.argv[1:])])
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from ptsweep.sweeps.ray_session import RESUME, install_sigterm_handler, stop_line
+
+    RESUME["command"] = _resume_command(argv) if args.command in SWEEPS else ""
+    RESUME["kept"] = "finished trials are kept" if args.command in SWEEPS else ""
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGTERM) if main_thread else None
+    install_sigterm_handler()  # SIGTERM: one line + the resume command, exit 143 (sweeps.ray_session docstring)
+    try:
+        return _dispatch(args, stop_line)
+    finally:  # a caller that runs main() in-process (tests, notebooks) gets its own handler back
+        if main_thread and previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _dispatch(args, stop_line) -> int:
+    """Run the parsed command; user errors -> one line, status 2; Ctrl-C -> the stop line, status 130."""
     try:
         if args.command == "plan":
             sweeps, overrides = _plan_sweeps(args)
@@ -327,10 +352,6 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"error: {_one_line(str(e))}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt as e:
-        import shlex
-
-        cmd = " ".join(shlex.quote(a) for a in ["python", "-m", "ptsweep", *(argv if argv is not None else sys.argv[1:])])
-        detail = f" ({e})" if str(e) else ""
-        print(f"interrupted{detail}\nresume with: {cmd}", file=sys.stderr)
+    except KeyboardInterrupt:  # Ctrl-C (SweepInterrupted after a clean Tune stop, or Python's own anywhere else)
+        print(stop_line(signal.SIGINT), file=sys.stderr, flush=True)
         return 130

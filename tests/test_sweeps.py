@@ -338,8 +338,9 @@ def test_paper_and_demo_presets_give_valid_sweep_plans():
         assert len(trials) == n_run * k + cfg.sweep.seeds
         for ov in trials:
             assert with_overrides(cfg, ov).model.width == cfg.sweep.width
-        for s in cfg.sweep.scales:
-            pt = with_overrides(cfg, {"model.width": s}).model
+        paradigm = {} if cfg.sweep.scaling == "both" else {"model.scaling": cfg.sweep.scaling}
+        for s in cfg.sweep.scales:  # scaling-curves trains PT under sweep.scaling (demo: rank, width 32)
+            pt = with_overrides(cfg, {"model.width": s, **paradigm}).model
             for kind in ("bert", "ut"):
                 mc = match_shape(kind, pt, cfg.data.vocab_size, cfg.data.seq_len, cfg.data.mask_prob, cfg.sweep.match)
                 best = {k: lo for k, (lo, hi) in baseline_tuning.search_space(cfg).items()}

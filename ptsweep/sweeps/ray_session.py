@@ -15,15 +15,29 @@ answers HTTP 401). So ptsweep
 Errors: no Ray installed, an unreachable ``RAY_ADDRESS`` / ``ray.address`` (a TCP probe with a 5 s timeout, instead of
 Ray's minute of retries) or a missing token each give one ``SweepError`` line.
 
-Ctrl-C (``interrupt_guard``): the first SIGINT asks Tune to stop (a ``Stopper`` whose ``stop_all`` turns true): the
-running trials end, Ray saves the experiment, ``tuner.fit`` returns and the sweep raises :class:`SweepInterrupted`
-(a KeyboardInterrupt: the CLI prints the command that resumes it). The second SIGINT kills the local Ray and exits at
-once (status 130).
+Stopping (issue 17: one line, the resume command, status 130 / 143, no native dumps):
+
+- Ctrl-C (``interrupt_guard``, during ``tuner.fit``): the first SIGINT asks Tune to stop (a ``Stopper`` whose
+  ``stop_all`` turns true): the running trials end, Ray saves the experiment, ``tuner.fit`` returns and the sweep
+  raises :class:`SweepInterrupted` (a KeyboardInterrupt: the CLI prints the command that resumes it, status 130). The
+  second SIGINT kills the local Ray and exits at once (status 130). Outside ``tuner.fit`` a SIGINT is Python's
+  KeyboardInterrupt (same line, same status).
+- SIGTERM (``install_sigterm_handler``, from the CLI's start and again after ``ray.init``, which installs its own
+  ``sys.exit`` handler): a supervisor (``kill``, ``timeout``, systemd, docker stop) wants the process gone within
+  seconds, so it never waits for Tune: one line with the resume command, every process this driver started (the
+  local Ray, trial workers) is killed, exit status 143. Finished trials are in the ledger; the trials that were
+  running have no record and run again on resume (from their checkpoint where one exists), and an Optuna trial left
+  RUNNING is re-queued (``search._reconcile``).
+- Ray's core installs absl's failure-signal handler in the driver and every worker; on SIGTERM it prints a stack
+  dump per process (screens of ``*** SIGTERM received`` when a terminal or supervisor signals the whole process
+  group). ``ray_session`` sets ``RAY_DISABLE_FAILURE_SIGNAL_HANDLER=1`` before Ray starts (a user who wants Ray's
+  native crash dumps back sets it to 0).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import socket
@@ -44,6 +58,20 @@ class SweepError(ConfigError):
 
 class SweepInterrupted(KeyboardInterrupt):
     """The sweep was stopped by Ctrl-C; finished trials are in the ledger and the study resumes on re-run."""
+
+
+RESUME = {"command": "", "kept": "finished trials are kept"}
+"""The command line that resumes the current command and what a stop keeps (set by the CLI; printed by every stop)."""
+
+EXIT_STATUS = {signal.SIGINT: 130, signal.SIGTERM: 143}
+SIGNAL_NAME = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
+
+
+def stop_line(signum: int, detail: str = "") -> str:
+    """The one line every stop prints: what stopped it and the command that resumes it."""
+    what = SIGNAL_NAME.get(signum, f"signal {signum}")
+    line = f"stopped by {what}" + (f" ({detail})" if detail else "") + (f"; {RESUME['kept']}" if RESUME["kept"] else "")
+    return line + (f" - resume with: {RESUME['command']}" if RESUME["command"] else "")
 
 
 def import_ray():
@@ -149,7 +177,10 @@ def ray_session(ray_cfg):
     - ``ray.address`` or ``$RAY_ADDRESS`` set: join that cluster (its token in RAY_AUTH_TOKEN or ~/.ray/auth_token).
     - Otherwise: a local Ray with token auth, no dashboard, ``num_cpus`` / ``object_store_memory`` from the config;
       shut down on exit.
+    Ray's native failure-signal dumps are off (module docstring) and SIGTERM keeps ptsweep's handler.
     """
+    # read by Ray's core worker when it starts (driver and workers inherit it): no absl stack dumps on SIGTERM
+    os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
     if "ray" not in sys.modules:  # Ray reads RAY_AUTH_MODE into its config when imported
         _require_token_auth()
     ray = import_ray()
@@ -171,6 +202,7 @@ def ray_session(ray_cfg):
     if address:
         _probe(address)
     _init(address, ray_cfg)
+    install_sigterm_handler()  # ray.init replaced it with sys.exit(15) (a traceback from wherever it lands)
     try:
         yield
     finally:
@@ -219,15 +251,40 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
-def _hard_exit() -> None:
-    """Second Ctrl-C: kill every process this driver started (its descendants: the local Ray, trial workers) and
-    exit now. A cluster joined with RAY_ADDRESS is not touched (its processes are not our descendants)."""
-    print("\n[ptsweep] second Ctrl-C: exiting now (running trials are lost; finished ones are in the ledger)",
-          file=sys.stderr, flush=True)
+def _hard_exit(signum: int = signal.SIGINT, detail: str = "second Ctrl-C: exiting now, running trials are lost") \
+        -> None:
+    """Kill every process this driver started (its descendants: the local Ray, trial workers) and exit now with
+    128 + signum, after one line. A cluster joined with RAY_ADDRESS is not touched (its processes are not our
+    descendants). SIGKILL: the killed processes print nothing."""
+    with contextlib.suppress(Exception):
+        sys.stderr.write("\n" + stop_line(signum, detail) + "\n")
+        sys.stderr.flush()
     for pid in _descendants(os.getpid()):  # collected first: killing the raylet re-parents its agents
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
-    os._exit(130)
+    os._exit(EXIT_STATUS.get(signum, 128 + int(signum)))
+
+
+def _mute_worker_output() -> None:
+    """Stop printing the trial workers' forwarded output. After a stop request it is only teardown noise: Tune ends
+    a stopped trial's actor without waiting for its thread, so W&B's atexit hook in the worker prints a
+    ConnectionResetError traceback per running trial (the trial's own record is ``interrupted.json``). Private Ray
+    API (the driver's log dispatcher, Ray 2.60); skipped if it moved."""
+    with contextlib.suppress(Exception):
+        from ray._private.ray_logging import global_worker_stdstream_dispatcher
+
+        global_worker_stdstream_dispatcher.remove_handler("ray_print_logs")
+
+
+def _on_sigterm(signum, frame) -> None:
+    _hard_exit(signal.SIGTERM, "running trials start again on resume, from their last checkpoint")
+
+
+def install_sigterm_handler() -> None:
+    """SIGTERM -> one line with the resume command, the local Ray killed, exit 143 (module docstring). Main thread
+    only (elsewhere a no-op)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _on_sigterm)
 
 
 @contextlib.contextmanager
@@ -246,6 +303,8 @@ def interrupt_guard(name: str, marker: Path | None = None):
         if INTERRUPT.requested:
             _hard_exit()
         INTERRUPT.requested = True
+        logging.getLogger("ray.tune").setLevel(logging.WARNING)  # no INFO lines about saved state after the stop line
+        _mute_worker_output()
         if marker is not None:
             with contextlib.suppress(OSError):
                 marker.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,423 @@
+"""The demo's report (``<out_dir>/demo/report.md``): one screen a newcomer reads first, then the sections.
+
+First screen (issue 17): what ran (models, widths, budgets, wall time), the two baselines every loss is read
+against, and the three results in plain words with their noise - (1) the tuned point and its context gain, (2) the
+transfer verdict, (3) PT vs BERT / UT per scale - and the context check over every final model.
+
+Baselines (``ptsweep.metrics``): *unigram* = training-set token frequencies (no input at all); *no-context* = the
+best predictor that sees only the visible token at each scored position (unigram at [MASK], the corruption-aware
+copy model at kept / replaced tokens): a model must beat it to have used context. *Context gain* = unigram loss -
+model loss on the targets whose input is [MASK] (only context can predict those), with its clustered SE; a model
+"learned context" when the gain is > 2 SE (``metric_keys.learned_context``). Every number quoted for a final model
+is on the held-out test split (tune-small's trials: validation, the split they were chosen on).
+
+Figures drawn here (the sweeps' own figures are linked as they are): ``demo_tuning.png`` (tune-small's trials with
+both baselines as lines), ``demo_losses.png`` (test loss of every final model vs PT width, baselines as lines) and
+``demo_context.png`` (context gain +- 2 SE of every final model, 0 and the 0.2-nat target as lines).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ptsweep import metric_keys
+from ptsweep.config import TRANSFER_KEYS
+from ptsweep.sweeps.demo_figures import PT_TARGET
+
+
+
+def _f(v, nd: int = 3, sign: bool = False) -> str:
+    try:
+        v = float(v)
+    except (TypeError, ValueError):
+        return "n/a"
+    if not math.isfinite(v):
+        return "n/a" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+    return f"{v:+.{nd}f}" if sign else f"{v:.{nd}f}"
+
+
+def gain_text(g, se) -> str:
+    """'+0.123 +- 0.012 (learned)' or '+0.010 +- 0.012 (NOT learned)': context gain with its SE and the 2-SE mark."""
+    try:
+        if not math.isfinite(float(g)):
+            return "n/a"
+    except (TypeError, ValueError):
+        return "n/a"
+    mark = "learned" if metric_keys.learned_context({"context_gain": g, "context_gain_se": se}) else "NOT learned"
+    return f"{_f(g, sign=True)} +- {_f(se)} ({mark})"
+
+
+def with_context(df: pd.DataFrame, study_dir: Path) -> pd.DataFrame:
+    """``df`` (column trial_key) plus every ledger metric (``metric_keys.LEDGER_KEYS``) and ``shared_from``."""
+    from ptsweep.sweeps.common import read_ledger
+    from ptsweep.sweeps.verify_transfer import with_ledger_metrics
+
+    out = with_ledger_metrics(df, study_dir, names=metric_keys.LEDGER_KEYS)
+    out["shared_from"] = [(read_ledger(study_dir, str(k)) or {}).get("shared_from", "") for k in out["trial_key"]]
+    return out
+
+
+def mean_gain(rows: pd.DataFrame, prefix: str = "test_") -> tuple[float, float]:
+    """Mean context gain over runs (seeds) and its SE (token SEs of independent runs: sqrt(sum se^2) / n)."""
+    g, se = rows[f"{prefix}context_gain"].astype(float), rows[f"{prefix}context_gain_se"].astype(float)
+    ok = np.isfinite(g) & np.isfinite(se)
+    if not ok.any():
+        return math.nan, math.nan
+    return float(g[ok].mean()), float(math.sqrt((se[ok] ** 2).sum()) / ok.sum())
+
+
+def final_models(root: Path) -> pd.DataFrame:
+    """One row per final model of the report (test split): the tuned point (its trial re-scored on test), every
+    verification point (mean over its seeds), every scaling point (mean over seeds); columns role, name, width,
+    loss, unigram, no_context, gain, gain_se, learned, n_runs."""
+    t, v, s = root / "tune-small", root / "verify-transfer", root / "scaling-curves"
+    rows = []
+
+    def add(role, name, width, runs: pd.DataFrame, model="pt"):
+        g, se = mean_gain(runs)
+        rows.append({"role": role, "name": name, "model": model, "width": width,
+                     "loss": float(runs["test_loss"].mean()), "unigram": float(runs["test_unigram_loss"].mean()),
+                     "no_context": float(runs["test_no_context_loss"].mean()), "gain": g, "gain_se": se,
+                     "learned": metric_keys.learned_context({"context_gain": g, "context_gain_se": se}),
+                     "n_runs": int(len(runs)), "shared": ", ".join(x for x in runs.get("shared_from", []) if x)})
+
+    trials = with_context(pd.read_parquet(t / "trials.parquet"), t)
+    ok = trials[(trials["status"] == "ok") & np.isfinite(trials["val_loss"].astype(float))]
+    if len(ok):
+        best = ok.loc[ok["val_loss"].astype(float).idxmin()]
+        add("tuned point", f"trial {best['trial_id']}", None, ok[ok["trial_id"] == best["trial_id"]])
+    vt = with_context(pd.read_parquet(v / "trials.parquet"), v)
+    vt = vt[np.isfinite(vt["val_loss"].astype(float))]
+    for point, g in vt.groupby(vt["trial"].str.replace(r"-s\d+$", "", regex=True), sort=True):
+        add("verification", point, int(g["model.width"].iloc[0]), g)
+    rt = with_context(pd.read_parquet(s / "runs.parquet"), s)
+    rt = rt[np.isfinite(rt["loss"].astype(float))]
+    for (series, scale), g in rt.groupby(["series", "scale"], sort=True):
+        add("scaling", f"{series} N={int(scale)}", int(scale), g, model=str(g["model"].iloc[0]))
+    return pd.DataFrame(rows)
+
+
+def context_check(models: pd.DataFrame) -> list[str]:
+    """Plain-words check: how many final models learned context, PT's smallest gain against the 0.2-nat target."""
+    if models.empty:
+        return ["- No final model finished."]
+    n_ok = int(models["learned"].sum())
+    pt = models[models["model"] == "pt"]
+    worst = pt.loc[pt["gain"].idxmin()] if len(pt) and pt["gain"].notna().any() else None
+    out = [f"- **Context check**: {n_ok} of {len(models)} final models learned context (gain > 2 SE on test)"
+           + ("." if n_ok == len(models) else ": NOT all - " + ", ".join(
+               f"{r['name']} ({r['role']}) {gain_text(r['gain'], r['gain_se'])}"
+               for _, r in models[~models["learned"]].head(6).iterrows())
+              + (" ..." if (~models["learned"]).sum() > 6 else "") + ".")]
+    if worst is not None:
+        met = worst["gain"] >= PT_TARGET
+        out.append(f"- PT's smallest context gain: {gain_text(worst['gain'], worst['gain_se'])} ({worst['name']}, "
+                   f"{worst['role']}); target >= {PT_TARGET} nats: **{'met' if met else 'NOT met'}**"
+                   + ("" if met or not worst["loss"] > worst["no_context"] else
+                      f" - its test loss {_f(worst['loss'])} is above the no-context baseline "
+                      f"{_f(worst['no_context'])}: at this budget it predicts mostly from token frequencies and the "
+                      f"visible token (experiments/demo/README.md)") + ".")
+    return out
+
+
+def loss_line(loss, unigram, no_context) -> str:
+    """'6.105 (unigram 6.297: -0.192; no-context 5.727: +0.378)': a loss next to both baselines."""
+    return (f"{_f(loss)} (unigram {_f(unigram)}: {_f(float(loss) - float(unigram), sign=True)}; "
+            f"no-context {_f(no_context)}: {_f(float(loss) - float(no_context), sign=True)})")
+
+
+def scaling_table(models: pd.DataFrame, ss: dict) -> list[str]:
+    """PT vs BERT / UT per scale: test loss and context gain of each, PT - baseline with its 95 % interval."""
+    sc = models[models["role"] == "scaling"]
+    if sc.empty:
+        return ["(no scaling point finished)"]
+    series = list(dict.fromkeys(sc["name"].str.split(" ").str[0]))
+    pairs = [p for p in ss.get("differences", {})]
+    head = "| PT width | " + " | ".join(f"{x} loss (context gain)" for x in series) + " | " + \
+        " | ".join(f"{p.replace('-', ' - ')} [95 %]" for p in pairs) + " |"
+    lines = [head, "|" + "---|" * (1 + len(series) + len(pairs))]
+    for width in sorted(sc["width"].unique()):
+        cells = []
+        for x in series:
+            r = sc[(sc["width"] == width) & (sc["name"] == f"{x} N={int(width)}")]
+            cells.append(f"{_f(r['loss'].iloc[0])} ({_f(r['gain'].iloc[0], sign=True)} +- {_f(r['gain_se'].iloc[0])}"
+                         f"{' learned' if r['learned'].iloc[0] else ' NOT learned'})" if len(r) else "failed")
+        for p in pairs:
+            d = ss["differences"][p].get(str(int(width)), {})
+            dec = {"a_lower": "PT lower", "b_lower": "baseline lower"}.get(d.get("decided"), "undecided")
+            cells.append(f"{_f(d.get('diff'), sign=True)} [{_f(d.get('lo'), sign=True)}, {_f(d.get('hi'), sign=True)}]"
+                         f" {dec}")
+        lines.append(f"| {int(width)} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def first_screen(root: Path, ts: dict, vs: dict, ss: dict, models: pd.DataFrame, wall: dict, cfg_info: dict) \
+        -> list[str]:
+    """The summary a newcomer reads first (module docstring)."""
+    best = ts["best"]
+    tuned = models[models["role"] == "tuned point"]
+    trials = with_context(pd.read_parquet(root / "tune-small" / "trials.parquet"), root / "tune-small")
+    b = trials[trials["trial_id"].astype(str) == str(best["trial_id"])].iloc[0]
+    inv = wall["invocations"]
+    last = {k: sum(i.get(k, 0.0) for i in inv) for k in (inv[0] if inv else {})}  # summed over the invocations
+    split = ", ".join(f"{k} {v / 60:.1f}" for k, v in last.items() if k != "total")
+    vst = vs.get("settings", {})
+    sc = models[models["role"] == "scaling"]
+    base_loss = vs.get("base_loss_mean")
+    out = [
+        "## Summary",
+        "",
+        f"**What ran** (preset `{best.get('preset', '')}`, commit `{str(best.get('git_commit', ''))[:10]}`, "
+        f"{last.get('total', math.nan) / 60:.1f} min: {split} min{'; summed over ' + str(len(inv)) + ' invocations (a re-run resumes)' if len(inv) > 1 else ''}): "
+        f"PT ({best.get('parametrization')}, {best.get('scaling')} scaling) tuned at width {best['width']} "
+        f"({ts['n_trials']} Optuna TPE trials, ASHA: {ts['status_counts']}), its 7 values transferred to width "
+        f"{vst.get('width')} and verified against {vs.get('n_perturbed_run', '?')} points perturbed by "
+        f"+-{100 * vst.get('perturb', 0.2):.0f} % ({vst.get('perturbed_seeds')} paired seeds each), then PT vs "
+        f"{' and '.join(m.upper() for m in ss.get('models', []) if m != 'pt')} (LR tuned per scale) at PT widths "
+        f"{', '.join(str(x) for x in ss.get('scales', []))}, {len(ss.get('seeds', []))} seeds each. Every run: "
+        f"{cfg_info['steps']} steps of {cfg_info['batch']} x {cfg_info['seq_len']} tokens, Shakespeare, "
+        f"V = {cfg_info['vocab']}; final models scored on {cfg_info['test_blocks']} held-out test blocks "
+        f"(~{cfg_info['test_tokens']} masked tokens)."
+        + (f" {cfg_info['n_shared']} runs served two sweeps (identical configs: `shared_runs.json`)."
+           if cfg_info.get("n_shared") else ""),
+        "",
+        f"**Baselines** (a model above *unigram* learned nothing; below *no-context* it used context): test unigram "
+        f"{_f(cfg_info['unigram'])}, no-context {_f(cfg_info['no_context'])}. Context gain = unigram - model on the "
+        f"targets whose input is [MASK] (+- SE); learned = gain > 2 SE.",
+        "",
+        f"1. **Tuned point** (width {best['width']}, LR {best['values']['optim.lr']:.3g}): validation loss "
+        f"{loss_line(b['val_loss'], b['unigram_loss'], b['no_context_loss'])} +- {_f(b['val_loss_se'])}; "
+        f"context gain {gain_text(b['context_gain'], b['context_gain_se'])}"
+        + (f"; on test {gain_text(tuned['gain'].iloc[0], tuned['gain_se'].iloc[0])}." if len(tuned) else "."),
+        f"2. **Transfer to width {vst.get('width')}: {vs['verdict'].upper()}** - base test loss {_f(base_loss)}; "
+        f"neighbourhood - base = {_f(vs.get('neighbourhood_delta'), 4, True)} +- {_f(vs.get('neighbourhood_se'), 4)} "
+        f"(t = {_f(vs.get('neighbourhood_t'), 2, True)}); {vs.get('n_better_paired', '?')} of {vs.get('n_valid', '?')} "
+        f"points beat the base, {vs.get('n_better_beyond_noise', '?')} beyond noise (rule: section 2). Strict test "
+        f"of [S]: {vs.get('strict', {}).get('verdict', 'n/a')}.",
+        f"3. **PT vs baselines** (test loss, mean of {len(ss.get('seeds', []))} seeds; PT - baseline with a 95 % "
+        f"interval; negative = PT better): PT beats BERT at every scale: "
+        f"**{ss.get('pt_beats_bert_at_every_scale')}**, UT beats PT at every scale: "
+        f"**{ss.get('ut_beats_pt_at_every_scale')}** (None = undecided at some scale).",
+        "",
+        *scaling_table(models, ss),
+        "",
+        *context_check(models),
+        "",
+    ]
+    return out
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        if math.isnan(v):
+            return ""
+        if math.isinf(v):
+            return "inf"
+        return f"{v:.4g}"
+    return str(v).replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_table(df: pd.DataFrame, cols: list[str] | None = None, max_rows: int = 80) -> str:
+    """A GitHub-markdown table of ``df`` (no tabulate dependency)."""
+    cols = [c for c in (cols or list(df.columns)) if c in df.columns]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    for _, row in df.head(max_rows).iterrows():
+        lines.append("| " + " | ".join(_fmt(row[c]) for c in cols) + " |")
+    if len(df) > max_rows:
+        lines.append(f"\n({len(df) - max_rows} more rows in the CSV)")
+    return "\n".join(lines)
+
+
+def vs_unigram(loss, unigram) -> str:
+    """'-0.123 (below)' or '+0.050 ABOVE unigram: nothing learned' (issue 8: every loss read against the baseline)."""
+    try:
+        loss, unigram = float(loss), float(unigram)
+    except (TypeError, ValueError):
+        return ""
+    if not (math.isfinite(loss) and math.isfinite(unigram)):
+        return ""
+    d = loss - unigram
+    return f"{d:+.3f} (below)" if d < 0 else f"{d:+.3f} ABOVE unigram: nothing learned"
+
+
+def _ci(v) -> str:
+    return f"[{v[0]:.3g}, {v[1]:.3g}]" if v and all(isinstance(x, (int, float)) and math.isfinite(x) for x in v) else ""
+
+
+def verdict_section(vs: dict) -> list[str]:
+    """The verification verdict: the outcome, the numbers behind it, the strict test and the rule."""
+    st = vs.get("settings", {})
+    split = st.get("loss_split", "val")
+    out = [f"**Outcome: {vs['verdict'].upper()}** (scored on the {split} split; decision rule below).", ""]
+    if "df" in vs:
+        base = vs.get("base_losses", [])
+        out += [
+            f"- Base point: {len(base)} seed(s), {split} loss {', '.join(f'{x:.4f}' for x in base)} "
+            f"(mean {vs['base_loss_mean']:.4f}); each of the {vs['n_valid']} finite perturbed points "
+            f"({vs['n_failed']} failed) at {st.get('perturbed_seeds', '?')} paired seed(s); design {vs['design']}, "
+            f"residual df = {vs['df']}, run-noise sd = {vs['sigma']:.4g}.",
+            f"- Neighbourhood - base (average paired contrast): {vs['neighbourhood_delta']:+.4f} +- "
+            f"{vs['neighbourhood_se']:.4f} (t = {vs['neighbourhood_t']:+.2f}).",
+            f"- {vs['n_better_paired']} of {vs['n_valid']} points beat the base (equivalence would give "
+            f"{vs['count_expected_if_equivalent']:g} on average; P(>= {vs['n_better_paired']} | equivalence) = "
+            f"{vs['p_count']:.2f}); {vs['n_better_beyond_noise']} beat it and {vs['n_worse_beyond_noise']} are worse "
+            f"beyond the family-wise band (|t| > {vs['t_quantile']:.3g}, test_alpha = {vs['test_alpha']}).",
+            f"- Reasons: {'; '.join(vs.get('reasons', []))}.",
+            f"- Paper's strict test ([S] §3.1, n_required = {vs['n_required']} at alpha = {st.get('alpha')}, "
+            f"p = {st.get('p')}): **{vs['strict']['verdict']}** - {vs['strict']['statement']}",
+        ]
+        if vs.get("transfer_mismatch"):
+            out.append(f"- PROCEEDED DESPITE transfer.yaml mismatch: {vs['transfer_mismatch']}")
+    else:
+        out.append(f"- {vs.get('statement', '')}")
+    out += ["", "Rule: each perturbed point runs at the base's seeds (paired: same initialisation, data order and "
+            "masks), and point j's contrast delta_j = point - base is estimated in a seed-blocked linear model with "
+            "Student-t errors. FAIL if some point beats the base beyond the Bonferroni t band (or the neighbourhood "
+            "is better on average); PASS if n >= n_required, at most half of the points beat the base and the "
+            "neighbourhood is worse on average (one-sided t); FLAT if every point is within +-"
+            f"{100 * vs.get('margin', 0.01):.0f} % of the base with its simultaneous interval; INCONCLUSIVE "
+            "otherwise (including no noise estimate). A base beaten by more than half of its neighbourhood is never "
+            "a pass. Measured error rates: README, \"Verification verdict\".", ""]
+    return out
+
+
+def scaling_section(ss: dict, sres: pd.DataFrame, models: pd.DataFrame) -> list[str]:
+    split = ss.get("loss_split", "val")
+    t = sres.copy()
+    t["interval"] = [f"[{lo:.3f}, {hi:.3f}]" if math.isfinite(lo) else "" for lo, hi in zip(t["loss_lo"], t["loss_hi"])]
+    t["vs unigram"] = [vs_unigram(x, u) for x, u in zip(t["loss"], t["unigram_loss"])]
+    sc = models[models["role"] == "scaling"].set_index("name")
+    names = [f"{a} N={int(b)}" for a, b in zip(t["series"], t["scale"])]
+    t["no_context"] = [sc["no_context"].get(n, math.nan) for n in names]
+    t["context gain"] = [gain_text(sc["gain"].get(n), sc["gain_se"].get(n)) if n in sc.index else "" for n in names]
+    out = [f"Losses on the **{split}** split (baselines' LRs were chosen on validation), mean over "
+           f"{len(ss.get('seeds', []))} seed(s) per point; interval = 95 % t interval with the seed sd pooled over "
+           f"all cells (sd {ss.get('pooled_seed_sd') or float('nan'):.4f}, df {ss.get('pooled_df')}); token SE = "
+           f"standard error over the scored masked tokens.", "",
+           markdown_table(t, ["series", "scale", "width", "params", "n_seeds", "loss", "interval", "loss_token_se",
+                              "unigram_loss", "vs unigram", "no_context", "context gain", "best_lr", "lr_edge",
+                              "status"]), ""]
+    out += ["Fits (rule: L = a P^-b + c when c is identified - >= 4 sizes, converged, F-test against the pure law "
+            "- else L = a P^-b; 95 % intervals from a residual bootstrap over seeds):", ""]
+    for key, label in (("fits", "parameters"), ("fits_flops", "training FLOPs")):
+        for series, f in ss.get(key, {}).items():
+            out.append(f"- {series} vs {label}: {f['form']}, a = {f['a']:.3g} {_ci(f['ci']['a'])}, b = {f['b']:.3g} "
+                       f"{_ci(f['ci']['b'])}" + (f", c = {f['c']:.3g} {_ci(f['ci']['c'])}" if f['form'] ==
+                                                  'power_law_const' else "") + f"; {f.get('note') or ''}")
+    out += ["", "Differences (PT - baseline, negative = PT better), 95 % t interval:", ""]
+    for pair, per in ss.get("differences", {}).items():
+        for s, d in per.items():
+            dec = {"a_lower": "PT lower", "b_lower": "baseline lower"}.get(d["decided"], "undecided")
+            out.append(f"- {pair} at N = {s}: {d['diff']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}] -> {dec}")
+    out += ["", f"PT beats BERT at every scale: {ss.get('pt_beats_bert_at_every_scale')}; UT beats PT at every scale: "
+                f"{ss.get('ut_beats_pt_at_every_scale')} (null = undecided at some scale)."]
+    edges = [n for n in ss.get("notes", []) if "not bracketed" in n]
+    if edges:
+        out += ["", "Baseline LR edge flags: " + "; ".join(edges) + "."]
+    return out + [""]
+
+
+
+
+def _table_rows(df: pd.DataFrame, cols: dict[str, str]) -> str:
+    """markdown_table with renamed columns ({source column: header})."""
+    return markdown_table(df[[c for c in cols if c in df.columns]].rename(columns=cols))
+
+
+def write_report(root: Path, dirs: dict[str, Path], wall: dict, cfg) -> Path:
+    """<root>/report.md (+ demo_summary.json and the demo figures) from the three study folders."""
+    from ptsweep.sweeps import demo_figures
+    from ptsweep.sweeps.common import read_json, write_json
+
+    t, v, s = dirs["tune-small"], dirs["verify-transfer"], dirs["scaling-curves"]
+    ts, vs, ss = read_json(t / "summary.json"), read_json(v / "summary.json"), read_json(s / "summary.json")
+    trials = with_context(pd.read_parquet(t / "trials.parquet"), t)
+    vres = pd.read_parquet(v / "results.parquet")
+    sres = pd.read_parquet(s / "results.parquet")
+    models = final_models(root)
+    rel = lambda p: p.relative_to(root).as_posix()  # noqa: E731
+    shared = read_json(root / "shared_runs.json") if (root / "shared_runs.json").exists() else []
+    info = {"steps": int(round(cfg.train.tokens / (cfg.train.batch_size * cfg.data.seq_len))),
+            "batch": cfg.train.batch_size, "seq_len": cfg.data.seq_len, "vocab": ss.get("vocab_size", "?"),
+            "test_blocks": cfg.data.max_test_blocks, "n_shared": len(shared),
+            "test_tokens": int(np.nanmedian(trials["test_tokens"])) if trials["test_tokens"].notna().any() else "?",
+            "unigram": float(models["unigram"].mean()) if len(models) else math.nan,
+            "no_context": float(models["no_context"].mean()) if len(models) else math.nan}
+    figs = {"demo_tuning": demo_figures.plot_tuning(trials, root / "demo_tuning.png")}
+    if len(models):
+        figs["demo_losses"] = demo_figures.plot_losses(models, root / "demo_losses.png")
+        figs["demo_context"] = demo_figures.plot_context(models, root / "demo_context.png")
+    best = ts["best"]
+    out = [f"# ptsweep demo report ({time.strftime('%Y-%m-%d %H:%M')})", ""]
+    out += first_screen(root, ts, vs, ss, models, wall, info)
+    out += [f"![final models vs baselines]({rel(figs['demo_losses'])})" if "demo_losses" in figs else "", "",
+            f"![context gain of every final model]({rel(figs['demo_context'])})" if "demo_context" in figs else "", ""]
+    trials["vs unigram"] = [vs_unigram(x, u) for x, u in zip(trials["val_loss"], trials["unigram_loss"])]
+    trials["vs no-context"] = [_f(x - n, sign=True) for x, n in zip(trials["val_loss"].astype(float),
+                                                                      trials["no_context_loss"].astype(float))]
+    trials["context gain"] = [gain_text(g, e) for g, e in zip(trials["context_gain"], trials["context_gain_se"])]
+    out += ["## 1. tune-small (Optuna TPE + ASHA over the 7 transferable hyperparameters, validation split)", "",
+            "Transferred values (`transfer.yaml`): " + ", ".join(f"`{k}={best['values'][k]:.4g}`" for k in TRANSFER_KEYS),
+            "", f"![tune-small trials]({rel(figs['demo_tuning'])})", "",
+            _table_rows(trials.sort_values("val_loss"), {
+                "trial_id": "trial", **{k: k for k in TRANSFER_KEYS}, "val_loss": "val_loss", "val_loss_se": "+- SE",
+                "vs unigram": "vs unigram", "vs no-context": "vs no-context", "context gain": "context gain",
+                "status": "status", "steps": "steps"}), ""]
+    for name in ("optuna_history", "optuna_importances", "optuna_slices"):
+        if (t / f"{name}.png").exists():
+            out += [f"![{name}]({rel(t / f'{name}.png')})", ""]
+    out += [f"Notes: {'; '.join(ts.get('notes', [])) or 'none'}", "",
+            "## 2. verify-transfer (random search around the transferred point, [S] §3.1)", ""]
+    out += verdict_section(vs)
+    ver = models[models["role"] == "verification"].set_index("name")
+    key = vres["trial"].astype(str).str.split(" ").str[0]
+    vres = vres.assign(**{"context gain (test)": [gain_text(ver["gain"].get(k), ver["gain_se"].get(k))
+                                                  if k in ver.index else "" for k in key],
+                          "vs unigram": [vs_unigram(x, vs.get("unigram_loss")) for x in vres["loss"]]})
+    out += [markdown_table(vres, ["rank", "trial", "distance", "loss", "delta", "se", "t", "vs unigram",
+                                  "context gain (test)", "n_seeds", "rel_increase", "status", "error"]), ""]
+    for name in ("fig1a_distance", "fig1b_rank"):
+        if (v / f"{name}.png").exists():
+            out += [f"![{name}]({rel(v / f'{name}.png')})", ""]
+    out += ["## 3. scaling-curves (PT transferred vs BERT / UT tuned per scale)", ""]
+    out += scaling_section(ss, sres, models)
+    for name in ("fig2a_pt_vs_bert", "fig2b_pt_vs_ut", "loss_vs_compute"):
+        if (s / f"{name}.png").exists():
+            out += [f"![{name}]({rel(s / f'{name}.png')})", ""]
+    models = models.assign(vs_unigram=models["loss"] - models["unigram"],
+                           vs_no_context=models["loss"] - models["no_context"],
+                           context_gain=[gain_text(g, e) for g, e in zip(models["gain"], models["gain_se"])])
+    out += ["## 4. Every final model against both baselines (test split)", "",
+            _table_rows(models, {"role": "role", "name": "model", "width": "PT width", "loss": "test loss",
+                                 "unigram": "unigram", "vs_unigram": "- unigram", "no_context": "no-context",
+                                 "vs_no_context": "- no-context", "context_gain": "context gain +- SE",
+                                 "n_runs": "runs", "shared": "record shared from"}), ""]
+    out += ["## 5. Looking further", "",
+            f"- Optuna study of tune-small: `pip install optuna-dashboard` (not part of `make setup`), then "
+            f"`optuna-dashboard {rel(t / 'optuna.journal')}` (run in `{root}`; a journal file is a storage "
+            f"optuna-dashboard opens directly; study name `search`; the baselines' LR searches: "
+            f"`{rel(s / 'optuna.journal')}`).",
+            f"- W&B (tracker `{cfg.tracker.mode}`): every trial's offline run is in `<study>/trials/<trial>/wandb/`; "
+            f"upload them and the three sweep summary runs with `wandb sync {root}/*/trials/*/wandb/offline-run-* "
+            f"{root}/*/wandb_summary/wandb/offline-run-*` (needs `wandb login` and network).",
+            "- Re-running `make demo` resumes: finished trials come from each study's ledger "
+            "(`<study>/trials/<key>/final.json`) and only the report is rewritten.", "",
+            "## Files", ""] + [f"- `{rel(d)}/`" for d in dirs.values()] + [
+        "", "Full settings: each folder's `summary.json`; every trial: `<study>/trials/<key>/` and "
+            "`results.jsonl` in the output root.", ""]
+    path = root / "report.md"
+    path.write_text("\n".join(out))
+    write_json(root / "demo_summary.json", {
+        "wall_s": wall["invocations"], "verdict": vs["verdict"], "strict_verdict": vs.get("strict", {}).get("verdict"),
+        "best_tune_loss": best["val_loss"], "unigram_test_loss": info["unigram"],
+        "no_context_test_loss": info["no_context"], "winners": ss.get("winners", {}),
+        "final_models": models.drop(columns=["context_gain"]).to_dict(orient="records"),
+        "all_learned_context": bool(len(models) and models["learned"].all()),
+        "pt_min_context_gain": float(models.loc[models["model"] == "pt", "gain"].min()) if len(models) else None,
+        "shared_runs": shared})
+    return path

@@ -1,0 +1,102 @@
+"""The demo chain and its report (issue 17): one run serving two sweeps, and a first screen a newcomer can read.
+
+Properties:
+- ``share_runs`` gives a planned trial the ledger record of a finished run with the same config digest (status ok
+  only), never overwrites a record, and says where the record came from;
+- a smoke-sized demo (real Ray, Optuna, training; W&B disabled) reuses tune-small's best trial as PT's scaling point
+  at the tuning width and the verification base as PT's point at the verification width, without training them
+  again; its report opens with the summary (what ran, both baselines, the three results, the context check), puts
+  every final model next to both baselines with its context gain, draws the demo figures and says how to open the
+  Optuna study and sync W&B.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ptsweep.sweeps.common import read_ledger, write_json
+from ptsweep.sweeps.demo import share_runs
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _rec(key: str, status: str = "ok", loss: float = 5.9) -> dict:
+    return {"trial_key": key, "status": status, "val_loss": loss, "test_loss": loss + 0.1, "context_gain": 0.3,
+            "context_gain_se": 0.02}
+
+
+def test_share_runs_reuses_only_finished_identical_configs(tmp_path):
+    root = tmp_path / "demo"
+    write_json(root / "tune-small" / "trials" / "aaaa111111" / "final.json", _rec("aaaa111111"))
+    write_json(root / "tune-small" / "trials" / "cccc333333" / "final.json", _rec("cccc333333", "early_stopped"))
+    write_json(root / "verify-transfer" / "trials" / "base-s0-bbbb222222" / "final.json", _rec("base-s0-bbbb222222"))
+    write_json(root / "scaling-curves" / "trials" / "final-pt-rank-w64-s1-dddd444444" / "final.json",
+               _rec("final-pt-rank-w64-s1-dddd444444", loss=7.0))
+    write_json(root / "verify-transfer" / "trials" / "base-s1-dddd444444" / "final.json", _rec("base-s1-dddd444444"))
+    planned = {"final-pt-rank-w32-s0-aaaa111111": "final-pt-rank-w32-s0",   # = tune-small's trial
+               "final-pt-rank-w64-s0-bbbb222222": "final-pt-rank-w64-s0",   # = the verification base, seed 0
+               "final-pt-rank-w64-s1-dddd444444": "final-pt-rank-w64-s1",   # already finished here: kept
+               "final-pt-rank-w32-s1-cccc333333": "final-pt-rank-w32-s1",   # source stopped early: not shared
+               "final-pt-rank-w128-s0-eeee555555": "final-pt-rank-w128-s0"}  # no source
+    shared = share_runs(root, "scaling-curves", planned)
+    assert sorted((s["label"], s["from"]) for s in shared) == [
+        ("final-pt-rank-w32-s0", "tune-small/aaaa111111"),
+        ("final-pt-rank-w64-s0", "verify-transfer/base-s0-bbbb222222")]
+    dst = root / "scaling-curves"
+    rec = read_ledger(dst, "final-pt-rank-w32-s0-aaaa111111")
+    assert rec["trial_key"] == "final-pt-rank-w32-s0-aaaa111111" and rec["shared_from"] == "tune-small/aaaa111111"
+    assert rec["test_loss"] == pytest.approx(6.0)
+    assert read_ledger(dst, "final-pt-rank-w64-s1-dddd444444")["val_loss"] == 7.0
+    assert read_ledger(dst, "final-pt-rank-w32-s1-cccc333333") is None
+    assert read_ledger(dst, "final-pt-rank-w128-s0-eeee555555") is None
+    assert share_runs(root, "scaling-curves", planned) == []  # idempotent
+
+
+@pytest.mark.timeout(900)
+def test_smoke_demo_shares_runs_and_reports_the_three_results_against_both_baselines(tmp_path):
+    pytest.importorskip("ray")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "disabled",
+           "RAY_AUTH_MODE": "token", "PYTHONPATH": str(REPO)}
+    env.pop("RAY_ADDRESS", None)
+    res = subprocess.run([sys.executable, "-m", "ptsweep", "demo", "preset=smoke", "tracker=disabled",
+                          f"out_dir={tmp_path}", "sweep.models=[pt,ut]"], cwd=REPO, env=env, capture_output=True,
+                         text=True, timeout=840)
+    assert res.returncode == 0, res.stderr[-3000:]
+    root = tmp_path / "demo"
+    # one run, two sweeps: PT N=64 seed 0 = tune-small's best trial, PT N=128 seed 0 = the verification base
+    shared = json.loads((root / "shared_runs.json").read_text())
+    assert sorted(s["label"] for s in shared) == ["final-pt-channels-w128-s0", "final-pt-channels-w64-s0"]
+    starts = (root / "scaling-curves" / "trial_starts.log").read_text()
+    assert not any(s["trial_key"] in starts for s in shared)  # not trained again
+    best = json.loads((root / "tune-small" / "summary.json").read_text())["best"]["trial_key"]
+    assert any(s["from"] == f"tune-small/{best}" for s in shared)
+    for s in shared:
+        src = read_ledger(root / s["from"].split("/")[0], s["from"].split("/")[1])
+        assert read_ledger(root / "scaling-curves", s["trial_key"])["test_loss"] == src["test_loss"]
+
+    report = (root / "report.md").read_text()
+    first = "\n".join(report.splitlines()[:30])  # the first screen
+    for text in ("**What ran**", "**Baselines**", "test unigram", "no-context", "1. **Tuned point**",
+                 "context gain", "2. **Transfer to width 128:", "3. **PT vs baselines**", "**Context check**",
+                 "PT's smallest context gain", "2 runs served two sweeps"):
+        assert text in first, text
+    assert first.index("**What ran**") < first.index("1. **Tuned point**") < first.index("## 1. tune-small") \
+        if "## 1. tune-small" in first else True
+    assert "optuna-dashboard tune-small/optuna.journal" in report and "wandb sync" in report
+    for fig in ("demo_tuning.png", "demo_losses.png", "demo_context.png"):
+        assert (root / fig).stat().st_size > 1000 and f"]({fig})" in report
+    summary = json.loads((root / "demo_summary.json").read_text())
+    models = summary["final_models"]
+    assert {m["role"] for m in models} == {"tuned point", "verification", "scaling"}
+    assert {m["model"] for m in models} == {"pt", "ut"}
+    for m in models:  # every final model: a loss, both baselines, a context gain with its SE
+        assert all(math.isfinite(m[k]) for k in ("loss", "unigram", "no_context", "gain", "gain_se")), m
+        assert m["learned"] == (m["gain"] > 2 * m["gain_se"])
+    assert summary["all_learned_context"] == all(m["learned"] for m in models)

@@ -1,0 +1,126 @@
+"""Stopping the demo from the outside (issue 17, "Clean stops"): SIGTERM (``kill``, ``timeout``, a supervisor) and
+Ctrl-C (SIGINT to the terminal's whole process group) while a trial runs.
+
+Properties: the demo ends with exit status 143 / 130; its stderr has no native failure-signal dump of Ray's core
+(absl's ``*** SIGTERM received``), no traceback (W&B teardown of a stopped trial, Ray's own ``sys.exit`` handler),
+and ends with ONE line that names the signal and the command that resumes it; re-running that command finishes the
+demo (report.md written) without starting any finished trial again.
+
+A smoke-sized demo with PT only in scaling-curves (the baselines' LR searches add minutes and nothing to what is
+tested here); real Ray, Optuna and training; W&B disabled (SIGTERM) and offline (Ctrl-C: files under tmp_path only).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from test_sweep_lifecycle import _session_alive as _session  # processes of a session
+
+pytest.importorskip("ray")
+pytest.importorskip("optuna")
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _env() -> dict:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "WANDB_SILENT": "true",
+           "RAY_AUTH_MODE": "token", "PYTHONPATH": str(REPO)}
+    for k in ("RAY_ADDRESS", "WANDB_MODE"):  # the tracker's mode decides (offline: files only, no network)
+        env.pop(k, None)
+    env.pop("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", None)  # the demo must turn the dumps off by itself
+    return env
+
+
+def _args(out: Path) -> list[str]:
+    # tracker=offline: a trial stopped by Ctrl-C must not print W&B's teardown traceback either
+    return ["preset=smoke", f"tracker={(out / 'tracker').read_text()}", f"out_dir={out}", "sweep.num_samples=3",
+            "ray.max_concurrent=1", "train.tokens=8192", "sweep.models=[pt]"]
+
+
+def _starts(sdir: Path) -> list[str]:
+    log = sdir / "trial_starts.log"
+    return [line.split()[-1] for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def _finished(sdir: Path) -> list[str]:
+    return [k for k in dict.fromkeys(_starts(sdir)) if (sdir / "trials" / k / "final.json").exists()
+            and '"trial_key"' in (sdir / "trials" / k / "final.json").read_text()]
+
+
+def _stop_demo(tmp_path: Path, stage: str, n_started: int, sig: int, group: bool, tracker: str) \
+        -> tuple[int, str, dict]:
+    """Start the demo, wait until ``stage`` has started ``n_started`` trials (the last one running), send ``sig``
+    (to the process group when ``group``); return (exit status, stderr, trial starts per stage at that moment)."""
+    demo = tmp_path / "demo"
+    (tmp_path / "tracker").write_text(tracker)
+    proc = subprocess.Popen([sys.executable, "-m", "ptsweep", "demo", *_args(tmp_path)], cwd=REPO, env=_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.time() + 300
+        while time.time() < deadline and proc.poll() is None and len(_starts(demo / stage)) < n_started:
+            time.sleep(0.3)
+        assert proc.poll() is None, "the demo ended before it could be stopped:\n" + proc.communicate()[1][-3000:]
+        assert len(_starts(demo / stage)) >= n_started, f"no {stage} trial started in time"
+        last = demo / stage / "trials" / _starts(demo / stage)[-1]
+        while time.time() < deadline and proc.poll() is None and not (last / "progress.json").exists():
+            time.sleep(0.2)  # the trial trains and has reported (its W&B run is up): stopping it is the hard case
+        (os.killpg if group else os.kill)(proc.pid, sig)
+        _, err = proc.communicate(timeout=90)
+        deadline = time.time() + 20  # nothing of the demo (local Ray, workers) stays behind
+        while _session(proc.pid) and time.time() < deadline:
+            time.sleep(0.5)
+        assert not _session(proc.pid), [p.cmdline()[:2] for p in _session(proc.pid)]
+    finally:
+        for p in _session(proc.pid):
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+    return proc.returncode, err, {s: _finished(demo / s) for s in ("tune-small", "verify-transfer", "scaling-curves")}
+
+
+def _assert_one_clean_line(err: str, what: str, tmp_path: Path) -> None:
+    assert "absl" not in err and "SIGTERM received" not in err, err[-3000:]
+    assert "Traceback" not in err and "ERROR" not in err, err[-3000:]
+    last = [ln for ln in err.splitlines() if ln.strip()][-1]
+    assert last.startswith(f"stopped by {what}") and "resume with: python -m ptsweep demo preset=smoke" in last \
+        and f"out_dir={tmp_path}" in last, err[-3000:]
+
+
+def _assert_resumes(tmp_path: Path, finished: dict) -> None:
+    rerun = subprocess.run([sys.executable, "-m", "ptsweep", "demo", *_args(tmp_path)], cwd=REPO, env=_env(),
+                           capture_output=True, text=True, timeout=420)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    demo = tmp_path / "demo"
+    assert (demo / "report.md").exists()
+    for stage, keys in finished.items():
+        starts = _starts(demo / stage)
+        assert all(starts.count(k) == 1 for k in keys), (stage, starts)  # finished trials never start again
+    assert any(finished.values())
+
+
+@pytest.mark.timeout(900)
+def test_sigterm_during_a_trial_exits_143_with_one_line_and_the_demo_resumes(tmp_path):
+    code, err, finished = _stop_demo(tmp_path, "tune-small", 2, signal.SIGTERM, group=False,
+                                     tracker="disabled")
+    assert code == 143, err[-3000:]
+    _assert_one_clean_line(err, "SIGTERM", tmp_path)
+    assert len(finished["tune-small"]) >= 1
+    _assert_resumes(tmp_path, finished)
+
+
+@pytest.mark.timeout(900)
+def test_ctrl_c_to_the_process_group_exits_130_with_one_line_and_the_demo_resumes(tmp_path):
+    code, err, finished = _stop_demo(tmp_path, "verify-transfer", 2, signal.SIGINT, group=True,
+                                     tracker="offline")
+    assert code == 130, err[-3000:]
+    _assert_one_clean_line(err, "Ctrl-C", tmp_path)
+    assert len(finished["tune-small"]) == 3 and len(finished["verify-transfer"]) >= 1
+    _assert_resumes(tmp_path, finished)

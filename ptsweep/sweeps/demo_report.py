@@ -194,10 +194,11 @@ def first_screen(root: Path, ts: dict, vs: dict, ss: dict, models: pd.DataFrame,
         f"{loss_line(b['val_loss'], b['unigram_loss'], b['no_context_loss'])} +- {_f(b['val_loss_se'])}; "
         f"context gain {gain_text(b['context_gain'], b['context_gain_se'])}"
         + (f"; on test {gain_text(tuned['gain'].iloc[0], tuned['gain_se'].iloc[0])}." if len(tuned) else "."),
-        f"2. **Transfer to width {vst.get('width')}: {vs['verdict'].upper()}** - base test loss {_f(base_loss)}; "
+        f"2. **Transfer to width {vst.get('width')}: {vs['verdict'].upper()}** (regret verdict) - base test loss "
+        f"{_f(base_loss)}; {regret_text(vs)}. Contrast rule (secondary): {vs.get('contrast_verdict', 'n/a')}: "
         f"neighbourhood - base = {_f(vs.get('neighbourhood_delta'), 4, True)} +- {_f(vs.get('neighbourhood_se'), 4)} "
         f"(t = {_f(vs.get('neighbourhood_t'), 2, True)}); {vs.get('n_better_paired', '?')} of {vs.get('n_valid', '?')} "
-        f"points beat the base, {vs.get('n_better_beyond_noise', '?')} beyond noise (rule: section 2). Strict test "
+        f"points beat the base, {vs.get('n_better_beyond_noise', '?')} beyond noise (rules: section 2). Strict test "
         f"of [S]: {vs.get('strict', {}).get('verdict', 'n/a')}.",
         f"3. **PT vs baselines** (test loss, mean of {len(ss.get('seeds', []))} seeds; PT - baseline with a 95 % "
         f"interval; negative = PT better): PT beats BERT at every scale: "
@@ -249,11 +250,24 @@ def _ci(v) -> str:
     return f"[{v[0]:.3g}, {v[1]:.3g}]" if v and all(isinstance(x, (int, float)) and math.isfinite(x) for x in v) else ""
 
 
+def regret_text(vs: dict) -> str:
+    """'regret 0.12 % [0.00 %, 0.81 %] of the loss' from verify-transfer's summary (issue 18), or why it is missing."""
+    reg = vs.get("regret") or {}
+    if "regret_rel" not in reg:
+        return f"regret not estimated ({reg.get('reason', 'no surface fit')})"
+    lo, hi = reg["regret_rel_ci"]
+    return f"regret {reg['regret_rel']:.2%} [{lo:.2%}, {hi:.2%}] of the loss ({reg.get('model', '?')} surface)"
+
+
 def verdict_section(vs: dict) -> list[str]:
     """The verification verdict: the outcome, the numbers behind it, the strict test and the rule."""
     st = vs.get("settings", {})
     split = st.get("loss_split", "val")
-    out = [f"**Outcome: {vs['verdict'].upper()}** (scored on the {split} split; decision rule below).", ""]
+    out = [f"**Outcome: {vs['verdict'].upper()}** (regret verdict, scored on the {split} split): {regret_text(vs)}. "
+           f"Tolerance {vs.get('regret_tolerance', math.nan):.2%} of the loss (sweep.regret_tolerance): pass when the "
+           "regret's upper bound is below it, fail when its lower bound is above it; details in "
+           "verify-transfer/report.md.", "",
+           f"Secondary, the paired contrast rule: **{str(vs.get('contrast_verdict', 'n/a')).upper()}**.", ""]
     if "df" in vs:
         base = vs.get("base_losses", [])
         out += [
@@ -275,7 +289,7 @@ def verdict_section(vs: dict) -> list[str]:
             out.append(f"- PROCEEDED DESPITE transfer.yaml mismatch: {vs['transfer_mismatch']}")
     else:
         out.append(f"- {vs.get('statement', '')}")
-    out += ["", "Rule: each perturbed point runs at the base's seeds (paired: same initialisation, data order and "
+    out += ["", "Contrast rule: each perturbed point runs at the base's seeds (paired: same initialisation, data order and "
             "masks), and point j's contrast delta_j = point - base is estimated in a seed-blocked linear model with "
             "Student-t errors. FAIL if some point beats the base beyond the Bonferroni t band (or the neighbourhood "
             "is better on average); PASS if n >= n_required, at most half of the points beat the base and the "

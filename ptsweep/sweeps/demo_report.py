@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ptsweep import metric_keys
+from ptsweep.analysis import framings
 from ptsweep.config import TRANSFER_KEYS
 from ptsweep.sweeps.demo_figures import PT_TARGET
 
@@ -329,7 +330,8 @@ def scaling_section(ss: dict, sres: pd.DataFrame, models: pd.DataFrame) -> list[
             dec = {"a_lower": "PT lower", "b_lower": "baseline lower"}.get(d["decided"], "undecided")
             out.append(f"- {pair} at N = {s}: {d['diff']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}] -> {dec}")
     out += ["", f"PT beats BERT at every scale: {ss.get('pt_beats_bert_at_every_scale')}; UT beats PT at every scale: "
-                f"{ss.get('ut_beats_pt_at_every_scale')} (null = undecided at some scale)."]
+                f"{ss.get('ut_beats_pt_at_every_scale')} (null = undecided at some scale).", ""]
+    out += framings.report_lines(ss)  # tuning trials per model and the three framings (issue 19)
     edges = [n for n in ss.get("notes", []) if "not bracketed" in n]
     if edges:
         out += ["", "Baseline LR edge flags: " + "; ".join(edges) + "."]

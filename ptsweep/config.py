@@ -508,6 +508,8 @@ class SweepConfig:
     """coord-check: constant base LR of the steps (no warm-up, no clipping): large, so that mistakes show early."""
     coord_batch_size: int = 0
     """coord-check: blocks per training and measurement batch (0 = train.batch_size)."""
+    coord_scaling: str = ""
+    """coord-check: PT's scaling paradigm in the check ('channels' | 'rank'; '' = model.scaling)."""
     coord_schedule: str = "constant"
     """coord-check: 'constant' (coord_lr at every step, no clipping: mistakes show early) or 'train' (the run's
     warm-up and decay over coord_steps and its gradient clipping: the check of a real training run at the tuned
@@ -594,6 +596,8 @@ class SweepConfig:
         _require(self.coord_steps >= 0, "sweep.coord_steps", "must be >= 0")
         _require(math.isfinite(self.coord_lr) and self.coord_lr > 0, "sweep.coord_lr", "must be positive")
         _require(self.coord_batch_size >= 0, "sweep.coord_batch_size", "must be >= 0")
+        _require(self.coord_scaling in ("", "channels", "rank"), "sweep.coord_scaling",
+                 f"must be '', 'channels' or 'rank', got {self.coord_scaling!r}")
         _require(self.coord_schedule in ("constant", "train"), "sweep.coord_schedule",
                  f"must be 'constant' or 'train', got {self.coord_schedule!r}")
         _require(all(0 < t <= self.coord_steps for t in self.coord_measure_steps), "sweep.coord_measure_steps",

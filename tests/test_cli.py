@@ -39,7 +39,7 @@ def test_every_model_preset_data_combination_composes_and_validates() -> None:
             overrides.append("data.files=[corpus/*.txt]")
         cfg = cli.compose(overrides)  # from_dict validates
         assert isinstance(cfg, RunConfig)
-        assert cfg.model.name == model and cfg.data.name == data
+        assert cfg.model.name == _model_base(model) and cfg.data.name == data
         assert cfg.preset == (preset or "")
 
 
@@ -61,9 +61,22 @@ def test_group_yaml_lists_every_schema_field(group: str, schema: type) -> None:
         assert keys == fields, (opt, fields ^ keys)
 
 
+def _model_base(opt: str) -> str:
+    """A model file's own name, or for a variant (``defaults: [<base>, _self_]``, e.g. the PT controls) its base."""
+    d = yaml.safe_load((CONF / "model" / f"{opt}.yaml").read_text())
+    return d["defaults"][0] if "defaults" in d else d["name"]
+
+
 def test_model_yamls_list_every_schema_field() -> None:
+    """Base model files list every field; a variant names its base and sets only fields of that base's schema."""
     for opt in options("model"):
         d = yaml.safe_load((CONF / "model" / f"{opt}.yaml").read_text())
+        if "defaults" in d:
+            base = d.pop("defaults")[0]
+            assert base in options("model") and "defaults" not in yaml.safe_load(
+                (CONF / "model" / f"{base}.yaml").read_text()), opt
+            assert d and set(d) <= {f.name for f in dataclasses.fields(MODEL_SCHEMAS[base])}, opt
+            continue
         assert set(d) == {f.name for f in dataclasses.fields(MODEL_SCHEMAS[d["name"]])}, opt
 
 

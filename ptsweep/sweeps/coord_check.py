@@ -222,8 +222,10 @@ def collect(cfg: RunConfig, corpus=None, log=print) -> pd.DataFrame:
         for width in sw.coord_widths:
             for s in range(sw.coord_seeds):
                 t0 = time.perf_counter()
-                run_cfg = with_overrides(cfg, {"model.width": int(width), "model.parametrization": par,
-                                               "seed": cfg.seed + s})
+                ov = {"model.width": int(width), "model.parametrization": par, "seed": cfg.seed + s}
+                if sw.coord_scaling and cfg.model.name == "pt":
+                    ov["model.scaling"] = sw.coord_scaling
+                run_cfg = with_overrides(cfg, ov)
                 rows = measure_run(run_cfg, corpus, sw.coord_steps, sw.coord_lr, batch_size, sw.coord_schedule,
                                    sw.coord_measure_steps)
                 df = pd.DataFrame(rows)
@@ -315,7 +317,8 @@ def check_at_init(cfg: RunConfig, widths: tuple[int, ...] = (64, 128, 256), corp
     run_cfg = with_overrides(cfg, {"sweep.coord_widths": list(widths), "sweep.coord_seeds": 1, "sweep.coord_steps": 0,
                                    "sweep.coord_parametrizations": [par]})
     table = slopes(collect(run_cfg, corpus, log=lambda *_: None))
-    result = verdict(table, run_cfg.sweep.coord_tolerance, cfg.model.name, getattr(cfg.model, "scaling", None),
+    result = verdict(table, run_cfg.sweep.coord_tolerance, cfg.model.name,
+                     run_cfg.sweep.coord_scaling or getattr(cfg.model, "scaling", None),
                      parametrization=par)
     return {"kind": f"at-init (0 optimizer steps), widths {list(widths)}, 1 seed, tolerance "
                     f"{run_cfg.sweep.coord_tolerance}", "verdict": "pass" if result["pass"] else "fail",
@@ -357,7 +360,7 @@ def run(cfg: RunConfig) -> Path:
     coords.to_csv(folder / "coords.csv", index=False)
     table = slopes(coords)
     table.to_csv(folder / "slopes.csv", index=False)
-    scaling = getattr(cfg.model, "scaling", None)
+    scaling = sw.coord_scaling or getattr(cfg.model, "scaling", None)
     # one verdict per muP variant measured; the headline verdict is about 'mup' (else 'mup_paper')
     variants = [p for p in MUP_VARIANTS if p in sw.coord_parametrizations]
     verdicts = {p: verdict(table, sw.coord_tolerance, model_name, scaling, parametrization=p) for p in variants}

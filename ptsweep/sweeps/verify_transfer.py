@@ -227,8 +227,9 @@ def report(summary: dict) -> str:
     out = [f"# verify-transfer at width {summary['settings']['width']}: {summary['verdict'].upper()}", "",
            f"Scored on the {split} split; tolerance {summary['regret_tolerance']:.2%} of the loss "
            f"(sweep.regret_tolerance).", "",
-           f"- Base point: loss {np.mean(summary['base_losses']):.4f} (unigram {summary['unigram_loss']:.4f}, "
-           f"no-context {summary.get('no_context_loss', math.nan):.4f}); {metric_keys.context_line(ctx)}; "
+           f"- Base point: loss {np.mean(summary.get('base_losses') or [math.nan]):.4f} (unigram "
+           f"{summary.get('unigram_loss', math.nan):.4f}, no-context {summary.get('no_context_loss', math.nan):.4f}); "
+           f"{metric_keys.context_line(ctx)}; "
            f"{summary.get('context_learned_runs', 0)} of {summary.get('finished_runs', 0)} finished runs learned "
            f"context.", ""]
     if reg.get("available", True) and "regret_rel" in reg:

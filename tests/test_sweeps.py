@@ -114,6 +114,10 @@ def test_tune_small_writes_transfer_yaml_trials_and_plots_and_resumes(tmp_path):
     else:
         assert any("optuna_importances" in n for n in summary["notes"])
     assert "search" in summary and summary["search"]["n_startup_trials"] >= 1
+    # the tuned point's loss is read against both context-free baselines and its [MASK]-target context gain
+    best = summary["best"]
+    assert math.isfinite(best["context_gain"]) and best["context_gain_se"] > 0
+    assert best["no_context_loss"] < best["unigram_loss"]
     # the Optuna study persists in the study folder and loads with optuna.load_study
     study = load_study(sdir)
     assert len(study.trials) == 3 and {t.state.name for t in study.trials} <= {"COMPLETE", "PRUNED", "FAIL"}

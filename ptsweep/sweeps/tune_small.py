@@ -27,6 +27,7 @@ from pathlib import Path
 
 import yaml
 
+from ptsweep import metric_keys
 from ptsweep.config import INFO_WEIGHTS, TRANSFER_KEYS, RunConfig, with_overrides
 from ptsweep.sweeps.provenance import transfer_settings
 from ptsweep.sweeps.common import (SweepError, git_commit, log_summary, optuna_study_from_table, ray_session,
@@ -133,7 +134,9 @@ def run(cfg: RunConfig) -> Path:
     tuned = with_overrides(cfg, values)
     coord = check_at_init(tuned)
     counts = df["status"].value_counts().to_dict()
-    summary = {"study": name, "best": {"values": values, **provenance}, "n_trials": int(len(df)),
+    context = {k: float(best[k]) if k in best and best[k] is not None else math.nan
+               for k in ("unigram_loss", "no_context_loss", "context_gain", "context_gain_se")}
+    summary = {"study": name, "best": {"values": values, **provenance, **context}, "n_trials": int(len(df)),
                "status_counts": {str(k): int(v) for k, v in counts.items()}, "plots": sorted(p.name for p in images.values()),
                "coord_check_at_best": coord, "notes": notes, "wall_s": time.time() - t0,
                "search": df.attrs.get("search", {})}
@@ -145,4 +148,6 @@ def run(cfg: RunConfig) -> Path:
     print(f"tune-small: best val_loss {provenance['val_loss']:.4f} (trial {provenance['trial_id']}) of {len(df)} "
           f"trials {summary['status_counts']}; transfer.yaml written; coordinate check of the tuned point "
           f"({coord['kind']}): {coord['verdict']}")
+    print(f"tune-small: best trial: unigram {context['unigram_loss']:.4f}, no-context {context['no_context_loss']:.4f};"
+          f" {metric_keys.context_line(context)}")
     return sdir

@@ -95,7 +95,8 @@ def test_tune_small_writes_transfer_yaml_trials_and_plots_and_resumes(tmp_path):
     lo, hi = cfg.sweep.lr_range
     assert lo <= doc["values"]["optim.lr"] <= hi
     for k in TRANSFER_KEYS[1:]:
-        assert cfg.sweep.weight_range[0] <= doc["values"][k] <= cfg.sweep.weight_range[1]
+        lo, hi = cfg.sweep.weight_ranges.get(k.split(".", 1)[1], cfg.sweep.weight_range)  # w_attn: [0.5, 4]
+        assert lo <= doc["values"][k] <= hi
     prov = doc["provenance"]
     for key in ("study", "trial_id", "val_loss", "width", "data", "tokens", "git_commit"):
         assert key in prov, key

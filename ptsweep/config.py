@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import types
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
@@ -81,8 +82,10 @@ class PTConfig:
     lr_unary: float = 1.0
     """'mup' only: base-shape constant on the LR of S (input group: LR eta * lr_unary). Not tuned: it sets the
     input:hidden LR ratio that none of the 7 transferred hyperparameters can change (issue 16)."""
-    lr_ternary: float = 1.0
-    """'mup' only: constant on the LR of U, V (hidden group: eta * lr_ternary / N)."""
+    lr_ternary: float = 4.0
+    """'mup' only: constant on the LR of U, V (hidden group: eta * lr_ternary / N). 4 (issue 16,
+    experiments/context): at 1 the attention stays uniform in a few hundred steps and the model learns almost no
+    context; 4 lets it learn context, with the muP damping of Z (``damping_z``) keeping Q_z soft at larger widths."""
     lr_topic: float = 1.0
     """'mup' only: constant on the LR of B (hidden group: eta * lr_topic / N)."""
     lr_output: float = 1.0
@@ -101,8 +104,12 @@ class PTConfig:
     """Information weight on the topic logits Z -> G (omega_ZG)."""
     damping_h: float = 0.0
     """beta_H: damping of H and G logits (0 = none, spec §3.2 step 3)."""
-    damping_z: float = 0.0
-    """beta_Z: damping of Z logits (0 = none, spec §3.2 step 6)."""
+    damping_z: float | None = None
+    """beta_Z: damping of Z logits (0 = none, spec §3.2 step 6; [PT] App. B.2: same CRF and fixed points, a slower
+    iteration). None = the parametrization's default (:attr:`z_damping`): 0.5 under 'mup' - under muP the Z update
+    has a_Z = N, so a confident Q_z on k labels feeds itself back with gain ~N/k and collapses to one-hot during
+    training at larger widths (experiments/context, "Mechanism"); 0 under 'sp' (the original PT) and 'mup_paper'
+    ([S] literally)."""
     stepsize_h: float = 1.0
     """alpha_H: step size mixing new H/G distributions with the previous ones (1 = plain update)."""
     stepsize_z: float = 1.0
@@ -141,6 +148,13 @@ class PTConfig:
     def n_classes(self) -> int:
         """K: number of relative-distance classes."""
         return 2 * (len(self.dists) + 1)
+
+    @property
+    def z_damping(self) -> float:
+        """beta_Z in effect: ``damping_z``, or when it is None 0.5 under 'mup' and 0 otherwise (see ``damping_z``)."""
+        if self.damping_z is not None:
+            return float(self.damping_z)
+        return 0.5 if self.parametrization == "mup" else 0.0
 
     @property
     def channels(self) -> int:
@@ -192,7 +206,7 @@ class PTConfig:
             v = getattr(self, w)
             _require(math.isfinite(v) and v > 0, f"model.{w}", f"information weights must be positive, got {v}")
         _require(0.0 <= self.damping_h < 1.0, "model.damping_h", "must be in [0, 1)")
-        _require(0.0 <= self.damping_z < 1.0, "model.damping_z", "must be in [0, 1)")
+        _require(0.0 <= self.z_damping < 1.0, "model.damping_z", "must be in [0, 1) (or null: the default)")
         _require(0.0 < self.stepsize_h <= 1.0, "model.stepsize_h", "must be in (0, 1]")
         _require(0.0 < self.stepsize_z <= 1.0, "model.stepsize_z", "must be in (0, 1]")
         _require(0.0 <= self.dropout < 1.0, "model.dropout", "must be in [0, 1)")
@@ -679,6 +693,9 @@ def _coerce(tp, value, key: str):
         return value
     if dataclasses.is_dataclass(tp):
         return _build(tp, value, key + ".")
+    if origin in (Union, types.UnionType) and type(None) in get_args(tp):  # X | None
+        inner = [a for a in get_args(tp) if a is not type(None)]
+        return None if value is None else _coerce(inner[0], value, key)
     if origin is Literal:
         _require(value in get_args(tp), key, f"must be one of {list(get_args(tp))}, got {value!r}")
         return value

@@ -256,10 +256,23 @@ def test_damping_and_stepsize_knobs_change_the_fixed_schedule():
     base = make("mup", width=8, n_iters=3)
     ids, mask, *_ = random_state(base)
     ref = run_encoder(base, ids, mask)
-    for field, value in [("damping_h", 0.5), ("damping_z", 0.5), ("stepsize_h", 0.5), ("stepsize_z", 0.5)]:
+    for field, value in [("damping_h", 0.5), ("damping_z", 0.25), ("damping_z", 0.0), ("stepsize_h", 0.5),
+                         ("stepsize_z", 0.5)]:
         other = make("mup", width=8, n_iters=3, **{field: value})
         other.load_state_dict(base.state_dict())
         assert not torch.allclose(run_encoder(other, ids, mask), ref), field
+
+
+@pytest.mark.parametrize("parametrization, beta", [("mup", 0.5), ("mup_paper", 0.0), ("sp", 0.0)])
+def test_unset_z_damping_is_the_parametrizations_default(parametrization, beta):
+    """damping_z = None means 0.5 under muP (experiments/context) and none for the original PT and [S] literally:
+    the unset model computes exactly what the explicit beta computes."""
+    base = make(parametrization, width=8, n_iters=3)
+    assert base.cfg.damping_z is None and base.cfg.z_damping == beta
+    explicit = make(parametrization, width=8, n_iters=3, damping_z=beta)
+    explicit.load_state_dict(base.state_dict())
+    ids, mask, *_ = random_state(base)
+    assert torch.equal(run_encoder(explicit, ids, mask), run_encoder(base, ids, mask))
 
 
 def test_information_weights_scale_their_messages():
@@ -270,8 +283,8 @@ def test_information_weights_scale_their_messages():
         other = make("mup", width=8, n_iters=1, **{w: 2.0})
         other.load_state_dict(base.state_dict())
         t2 = other.inspect(ids, mask)[0]
-        delta = t2["z_logits"] - trace["z_logits"]
-        assert torch.allclose(delta, trace[f"msg_{name}"], atol=1e-9), w
+        delta = t2["z_logits"] - trace["z_logits"]       # damped: l = beta l_prev + (1 - beta) sum of messages
+        assert torch.allclose(delta, (1 - base.cfg.z_damping) * trace[f"msg_{name}"], atol=1e-9), w
     other = make("mup", width=8, n_iters=1, w_attn=2.0, w_topic_g=3.0)
     other.load_state_dict(base.state_dict())
     t2 = other.inspect(ids, mask)[0]

@@ -11,7 +11,8 @@ taken as an autograd gradient of its own energy term, in float64:
 One iteration (async; H and G from the same Q_z, then Z; spec §6.3), with information weights w and entropy weights
 (w_Z, w_H, w_G):  Q_z = m * softmax(l);  H logits = w_attn * (-dE_tern/dQ_h) / w_H (masked j = i, pads);
 G logits = w_topic_g * (-dE_topic/dQ^G) / w_G;  l <- [w_unary (-dE_unary/dQ_z) + w_child (-dE_tern/d child slot)
-+ w_head (-dE_tern/d head slot) + w_topic_z (-dE_topic/dQ_z)] / w_Z;  l^(0) = S_w (spec §3.2).
++ w_head (-dE_tern/d head slot) + w_topic_z (-dE_topic/dQ_z)] / w_Z, damped: l <- beta_Z l + (1 - beta_Z) [...]
+(beta_Z = 0.5 under 'mup', 0 otherwise: PTConfig.z_damping);  l^(0) = S_w (spec §3.2).
 muP and mup_paper ([S]): ku, kt, kb = tau, tau N, tau M with tau = N / r; entropy weights tau, 1, tau.
 SP (original PT): potentials 1; entropy weights 1, 1/N, 1/N (the code's F * d_model, reused for the topics).
 'mup' (center_features): the ternary and binary factors double-centred, T~ = P T P, B~ = P_M B P_N; written here
@@ -118,7 +119,8 @@ def reference_mfvi(model, ids, mask) -> torch.Tensor:
         (g_u,) = torch.autograd.grad(e_unary(qz_u), qz_u)
         g_c, g_h = torch.autograd.grad(e_tern(qz_c, qz_h, qh), (qz_c, qz_h))
         (g_t,) = torch.autograd.grad(e_topic(qz_t, qg), qz_t)
-        logits = -(cfg.w_unary * g_u + cfg.w_child * g_c + cfg.w_head * g_h + cfg.w_topic_z * g_t) / wz
+        new = -(cfg.w_unary * g_u + cfg.w_child * g_c + cfg.w_head * g_h + cfg.w_topic_z * g_t) / wz
+        logits = cfg.z_damping * logits + (1 - cfg.z_damping) * new  # damping beta_Z (spec §3.2 step 6; 0.5 under mup)
     return logits
 
 

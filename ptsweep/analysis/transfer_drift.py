@@ -48,6 +48,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ptsweep.metric_keys import seed_mean
+
 K_SE = 2.0
 N_BOOT = 2000
 QUANTILES = (0.05, 0.5, 0.95)
@@ -274,11 +276,12 @@ def gains(df: pd.DataFrame, x_col: str, x_value: float, loss_col: str = "val_los
         v = pd.to_numeric(d[col], errors="coerce").astype(float).to_numpy()
         se_col = f"{col}_se"
         ses = pd.to_numeric(d[se_col], errors="coerce").astype(float).to_numpy() if se_col in d else np.array([])
-        se_val = float(np.sqrt(np.nanmean(ses ** 2))) if np.isfinite(ses).any() else math.nan
-        sd = float(np.std(v, ddof=1)) if len(v) > 1 else math.nan
-        seed_se = sd / math.sqrt(len(v)) if len(v) > 1 else 0.0
-        out[col] = float(np.mean(v)) if len(v) else math.nan
-        out[f"{col}_seed_sd"] = sd
-        out[f"{col}_val_se"] = se_val
-        out[f"{col}_se"] = float(math.sqrt(se_val ** 2 + seed_se ** 2)) if math.isfinite(se_val) else seed_se
+        if len(ses) != len(v):
+            ses = np.full(len(v), math.nan)
+        finite = bool(np.isfinite(v).all())
+        _, se = seed_mean(v, ses)              # sqrt(se_val^2 + sd^2 / n), one formula for every report
+        out[col] = float(np.mean(v)) if len(v) else math.nan   # a diverged seed makes the mean inf (not dropped)
+        out[f"{col}_seed_sd"] = float(np.std(v, ddof=1)) if len(v) > 1 else math.nan
+        out[f"{col}_val_se"] = float(np.sqrt(np.nanmean(ses ** 2))) if np.isfinite(ses).any() else math.nan
+        out[f"{col}_se"] = se if finite else math.nan
     return out

@@ -410,7 +410,7 @@ class ProbabilisticTransformer(nn.Module):
             # 6. Z: weighted messages, damping, dropout on the logits
             msgs = self.z_messages(input_ids, mask, q, v, q_h, self.topic_features(q_g), weights, p_hat=p_hat)
             new = self.combine_z(msgs)
-            logits = new if c.damping_z == 0 else c.damping_z * logits + (1 - c.damping_z) * new
+            logits = new if c.z_damping == 0 else c.z_damping * logits + (1 - c.z_damping) * new
             logits = F.dropout(logits, c.dropout, self.training)
             if trace is not None:
                 trace.append({"q_z": q_z, "q_h": q_h, "q_g": q_g, "p_hat": p_hat, "q": q, "v": v,

@@ -47,13 +47,16 @@ def test_no_inference_output_is_the_unary() -> None:
 
 @pytest.mark.parametrize("path,param", [("topic", "B"), ("child", None), ("head", None)])
 def test_switched_off_path_contributes_nothing(path: str, param: str | None) -> None:
-    """The output equals a hand-built sum of the other messages of the same MFVI (one iteration), and with the topic
-    path off, B receives no gradient."""
+    """The output equals a hand-built sum of the other messages of the same MFVI (one iteration, damped towards the
+    initial logits l^(0) = S_w by the default beta of muP), and with the topic path off, B receives no gradient."""
     model = _model(n_iters=1, messages_off=(path,))
     ids = torch.randint(5, VOCAB, (1, 10))
     mask = torch.ones_like(ids, dtype=torch.bool)
     trace = model.inspect(ids, mask)
-    expected = sum(trace[0][f"msg_{m}"] for m in ("unary", "child", "head", "topic") if m != path)
+    beta = model.cfg.z_damping
+    assert beta == 0.5                                     # the muP default this test pins
+    new = sum(trace[0][f"msg_{m}"] for m in ("unary", "child", "head", "topic") if m != path)
+    expected = beta * model.unary[ids] + (1 - beta) * new
     torch.testing.assert_close(trace[0]["z_logits"], expected)
     if param:
         model.encode(ids, mask).sum().backward()

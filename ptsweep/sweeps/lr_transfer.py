@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from ptsweep import metric_keys
+from ptsweep.analysis import context_transfer
 from ptsweep.config import RunConfig
 from ptsweep.sweeps.common import (log_summary, ray_session, read_ledger, run_trials, save_table, study_path,
                                    sweep_tags, write_json)
@@ -171,8 +172,9 @@ def _fill_base(df, cfg: RunConfig):
 
 
 def analyse(df, cfg: RunConfig) -> dict:
-    """{"lr": drift result, "weight": drift result} (``transfer_drift.drift``) plus the unigram baseline and the gains
-    at each optimum (``transfer_drift.gains``)."""
+    """{"lr": drift result, "weight": drift result} (``transfer_drift.drift``) plus the unigram baseline, the gains
+    at each optimum (``transfer_drift.gains``) and issue 16's checks on the LR study (``"criteria"``:
+    ``analysis.context_transfer.criteria``)."""
     from ptsweep.analysis import transfer_drift as td
 
     out: dict = {}
@@ -209,6 +211,8 @@ def analyse(df, cfg: RunConfig) -> dict:
                                                "gain_over_unigram_se", "context_gain", "context_gain_se", xc,
                                                "seed")}
         out[study] = {"x_col": xc, "by_parametrization": res}
+        if study == "lr":
+            out["criteria"] = context_transfer.criteria(rows, res, x_col=xc)
     return out
 
 
@@ -245,6 +249,7 @@ def run(cfg: RunConfig) -> Path:
         "lr": result.get("lr", {}),
         "weight": result.get("weight", {}),
         "control": result.get("control", {}),
+        "criteria": result.get("criteria", {}),
         "optima": opt.to_dict("records"),
         "settings": {"widths": list(cfg.sweep.lr_widths),
                      "lr_grid": {p: lr_grid(cfg, p) for p in cfg.sweep.lr_parametrizations},
@@ -281,8 +286,10 @@ def run(cfg: RunConfig) -> Path:
             print(f"lr-transfer {study} {par}: optimum per width {{{'; '.join(parts)}}}; drift {r['drift_log2']:+.2f}"
                   f" factors of 2 (bootstrap 90% [{q[0]:+.1f}, {q[2]:+.1f}])"
                   + (" (optimum at a grid edge: a bound)" if r["drift_is_bound"] else ""))
+    if result.get("criteria"):
+        print(context_transfer.markdown(result["criteria"]))
     log_summary(cfg, sdir, SWEEP, {"trials": df}, {"lr_transfer": image} if image else {},
-                {k: v for k, v in summary.items() if k not in ("settings", *STUDIES)}, tags=[f"sweep={SWEEP}"])
+                {k: v for k, v in summary.items() if k not in ("settings", "criteria", *STUDIES)}, tags=[f"sweep={SWEEP}"])
     return sdir
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ptsweep.analysis import context_transfer
 from ptsweep.config import RunConfig
 
 STUDIES = ("lr", "weight", "control")
@@ -142,4 +143,6 @@ def markdown(result: dict) -> str:
                          f"{r['largest_width']}: {r['drift_log2']:+.2f} factors of 2 (bootstrap 90% [{q[0]:+.1f}, "
                          f"{q[2]:+.1f}]; plausible-set range [{pr[0]:+.1f}, {pr[1]:+.1f}])"
                          + (" - an optimum on a grid edge: a bound" if r["drift_is_bound"] else ""))
+    if result.get("criteria"):
+        lines += ["", context_transfer.markdown(result["criteria"])]
     return "\n".join(lines)

@@ -1,0 +1,176 @@
+"""Issue 16's acceptance checks on an lr-transfer study: does muP PT learn context, as well as SP, at every width,
+with an optimum that does not drift and a loss that does not rise with width?
+
+Input: the study's trials table (one row per run: ``optim.lr``, ``model.width``, ``model.parametrization``, ``seed``,
+``val_loss``, ``context_gain`` and ``context_gain_se``; ``ptsweep.metrics``) and the drift result of
+``transfer_drift.drift`` on the same rows. Only values run at every seed of their group count (the refined values of
+the two-stage design): a one-seed grid point is not a "3-seed" number.
+
+Checks (each a dict with its numbers and ``passed``):
+
+- ``context_vs_sp``: at the tuning width (the smallest width both parametrizations ran), muP's best seed-mean context
+  gain against SP's best: d_s = cg_muP(x_muP, s) - cg_SP(x_SP, s) for every seed s both ran (same seed = same data
+  order and validation targets), passed when mean(d) >= -``K_SE`` SE(d), SE(d) = sd(d) / sqrt(n). "Best" = the
+  value with the largest seed-mean context gain among the values with every seed.
+- ``context_floor``: muP's best seed-mean context gain at every width >= ``MIN_CONTEXT_GAIN`` (0.25 nats).
+- ``drift``: |log2(eta*(widest) / eta*(narrowest))| <= ``MAX_DRIFT`` (1 factor of 2), eta* the grid optimum of
+  ``transfer_drift.optimum`` (argmin of the seed-mean loss); not passed when either end optimum is on a grid edge.
+- ``loss_vs_width``: at each width's eta*, for every pair of widths w < w': mean_s(L(w', s) - L(w, s)) <= ``K_SE``
+  paired SE (seed by seed, SE = sd / sqrt(n)): a wider model is not worse.
+
+The SEs are seed-paired: they measure seed-to-seed noise on the fixed validation targets (the token-level SE of each
+run is reported beside, ``context_gain_se``), which is what "paired SE" means in the issue.
+"""
+
+from __future__ import annotations
+
+import math
+from itertools import combinations
+
+import numpy as np
+import pandas as pd
+
+from ptsweep.metric_keys import seed_mean
+
+K_SE = 2.0
+MIN_CONTEXT_GAIN = 0.25
+MAX_DRIFT = 1.0
+
+
+def _num(s: pd.Series) -> np.ndarray:
+    return pd.to_numeric(s, errors="coerce").astype(float).to_numpy()
+
+
+def _full_seed_values(g: pd.DataFrame, x_col: str, seed_col: str) -> dict[float, pd.DataFrame]:
+    """{x: its rows} for the x values that have the most seeds of the group (the refined values)."""
+    by_x = {float(x): gx for x, gx in g.groupby(x_col, sort=True)}
+    if not by_x:
+        return {}
+    n_max = max(gx[seed_col].nunique() for gx in by_x.values())
+    return {x: gx for x, gx in by_x.items() if gx[seed_col].nunique() == n_max}
+
+
+def best_context(g: pd.DataFrame, x_col: str = "optim.lr", seed_col: str = "seed") -> dict:
+    """The full-seed value with the largest seed-mean context gain of one (parametrization, width) group:
+    {"x", "n_seeds", "context_gain", "context_gain_se" (seed_mean: token SE and seed spread), "per_seed" {seed: cg}}.
+    Empty when no value has a finite context gain at every seed."""
+    best: dict = {}
+    if "context_gain" not in g:
+        return best
+    for x, gx in _full_seed_values(g, x_col, seed_col).items():
+        cg = _num(gx["context_gain"])
+        if not np.isfinite(cg).all():
+            continue
+        ses = _num(gx["context_gain_se"]) if "context_gain_se" in gx else np.full(len(cg), math.nan)
+        mean, se = seed_mean(cg, ses)
+        if not best or mean > best["context_gain"]:
+            best = {"x": x, "n_seeds": int(len(cg)), "context_gain": mean, "context_gain_se": se,
+                    "per_seed": {int(s): float(v) for s, v in zip(gx[seed_col], cg)}}
+    return best
+
+
+def _paired(a: dict[int, float], b: dict[int, float]) -> dict:
+    """mean and seed-paired SE of a[s] - b[s] over the seeds both have."""
+    seeds = sorted(set(a) & set(b))
+    d = np.array([a[s] - b[s] for s in seeds], dtype=float)
+    if len(d) == 0 or not np.isfinite(d).all():
+        return {"n": int(len(d)), "diff": math.nan, "se": math.nan}
+    se = float(d.std(ddof=1) / math.sqrt(len(d))) if len(d) > 1 else math.nan
+    return {"n": int(len(d)), "diff": float(d.mean()), "se": se}
+
+
+def criteria(df: pd.DataFrame, drift_result: dict, x_col: str = "optim.lr", width_col: str = "model.width",
+             param_col: str = "model.parametrization", seed_col: str = "seed", min_gain: float = MIN_CONTEXT_GAIN,
+             max_drift: float = MAX_DRIFT, k_se: float = K_SE) -> dict:
+    """The four checks of the module docstring, plus ``best`` {par: {width: best_context(...)}}; a check whose data
+    are missing (e.g. no SP runs) is reported with ``passed`` None and a ``note``."""
+    best: dict[str, dict[int, dict]] = {}
+    for (par, w), g in df.groupby([param_col, width_col], sort=True):
+        b = best_context(g, x_col, seed_col)
+        if b:
+            best.setdefault(str(par), {})[int(w)] = b
+    out: dict = {"best": best}
+
+    mup, sp = best.get("mup", {}), best.get("sp", {})
+    common = sorted(set(mup) & set(sp))
+    if common:
+        w0 = common[0]
+        p = _paired(mup[w0]["per_seed"], sp[w0]["per_seed"])
+        ok = bool(math.isfinite(p["se"]) and p["diff"] >= -k_se * p["se"])
+        out["context_vs_sp"] = {"width": w0, "mup": mup[w0]["context_gain"], "sp": sp[w0]["context_gain"],
+                                "mup_x": mup[w0]["x"], "sp_x": sp[w0]["x"], **p, "passed": ok}
+    else:
+        out["context_vs_sp"] = {"passed": None, "note": "no width with both muP and SP context gains"}
+
+    if mup:
+        low = {w: b["context_gain"] for w, b in mup.items() if b["context_gain"] < min_gain}
+        out["context_floor"] = {"threshold": min_gain, "per_width": {w: b["context_gain"] for w, b in mup.items()},
+                                "below": low, "passed": not low}
+    else:
+        out["context_floor"] = {"passed": None, "note": "no muP run with a context gain at every seed"}
+
+    r = drift_result.get("mup")
+    if r is not None and "drift_log2" in r:
+        out["drift"] = {"drift_log2": r["drift_log2"], "max": max_drift, "is_bound": r["drift_is_bound"],
+                        "widths": [r["smallest_width"], r["largest_width"]],
+                        "passed": bool(abs(r["drift_log2"]) <= max_drift and not r["drift_is_bound"])}
+        out["loss_vs_width"] = _loss_vs_width(df[df[param_col] == "mup"], r, x_col, width_col, seed_col, k_se)
+    else:
+        out["drift"] = {"passed": None, "note": "no muP optimum"}
+        out["loss_vs_width"] = {"passed": None, "note": "no muP optimum"}
+    checks = [out[k]["passed"] for k in ("context_vs_sp", "context_floor", "drift", "loss_vs_width")]
+    out["passed"] = None if any(c is None for c in checks) else all(checks)
+    return out
+
+
+def _loss_vs_width(g: pd.DataFrame, r: dict, x_col: str, width_col: str, seed_col: str, k_se: float) -> dict:
+    """Every pair of widths w < w' at their own optima: L(w') - L(w), seed-paired (module docstring)."""
+    per_seed: dict[int, dict[int, float]] = {}
+    for w, o in r["per_width"].items():
+        if o.get("x_opt") is None:
+            continue
+        gw = g[(g[width_col] == w) & np.isclose(g[x_col].astype(float), o["x_opt"])]
+        per_seed[int(w)] = {int(s): float(v) for s, v in zip(gw[seed_col], _num(gw["val_loss"]))}
+    pairs = []
+    for w1, w2 in combinations(sorted(per_seed), 2):
+        p = _paired(per_seed[w2], per_seed[w1])
+        pairs.append({"narrow": w1, "wide": w2, **p,
+                      "passed": bool(math.isfinite(p["se"]) and p["diff"] <= k_se * p["se"])})
+    return {"pairs": pairs, "passed": bool(pairs) and all(p["passed"] for p in pairs)}
+
+
+def _mark(passed: bool | None) -> str:
+    return "n/a" if passed is None else ("PASS" if passed else "FAIL")
+
+
+def markdown(c: dict) -> str:
+    """The checks as markdown lines (the lr-transfer report and README)."""
+    lines = [f"Issue-16 checks (seed-paired SEs; values with every seed only): overall {_mark(c.get('passed'))}"]
+    v = c["context_vs_sp"]
+    if v["passed"] is None:
+        lines.append(f"* context gain muP vs SP: n/a ({v['note']})")
+    else:
+        lines.append(f"* context gain at the tuning width {v['width']}: muP {v['mup']:+.3f} (eta {v['mup_x']:.3g}) vs "
+                     f"SP {v['sp']:+.3f} (eta {v['sp_x']:.3g}); muP - SP {v['diff']:+.3f} ± {v['se']:.3f} "
+                     f"(n = {v['n']} seeds), needs >= -{K_SE:g} SE: {_mark(v['passed'])}")
+    f = c["context_floor"]
+    if f["passed"] is None:
+        lines.append(f"* muP context gain floor: n/a ({f['note']})")
+    else:
+        per = ", ".join(f"{w}: {g:+.3f}" for w, g in sorted(f["per_width"].items()))
+        lines.append(f"* muP best context gain per width ({per}) >= {f['threshold']:g}: {_mark(f['passed'])}")
+    d = c["drift"]
+    if d["passed"] is None:
+        lines.append(f"* muP eta* drift: n/a ({d['note']})")
+    else:
+        lines.append(f"* muP eta* drift {d['widths'][0]} -> {d['widths'][1]}: {d['drift_log2']:+.2f} factors of 2 "
+                     f"(|drift| <= {d['max']:g}{', an optimum on a grid edge' if d['is_bound'] else ''}): "
+                     f"{_mark(d['passed'])}")
+    lv = c["loss_vs_width"]
+    if lv["passed"] is None:
+        lines.append(f"* muP loss vs width: n/a ({lv['note']})")
+    else:
+        per = "; ".join(f"{p['wide']} - {p['narrow']}: {p['diff']:+.3f} ± {p['se']:.3f}" for p in lv["pairs"])
+        lines.append(f"* muP loss at eta* does not rise with width (wider - narrower <= {K_SE:g} SE; {per}): "
+                     f"{_mark(lv['passed'])}")
+    return "\n".join(lines)

@@ -143,34 +143,37 @@ def _mark(passed: bool | None) -> str:
     return "n/a" if passed is None else ("PASS" if passed else "FAIL")
 
 
+def _vs_sp(v: dict) -> str:
+    return (f"context gain at the tuning width {v['width']}: muP {v['mup']:+.3f} (eta {v['mup_x']:.3g}) vs SP "
+            f"{v['sp']:+.3f} (eta {v['sp_x']:.3g}); muP - SP {v['diff']:+.3f} ± {v['se']:.3f} (n = {v['n']} seeds), "
+            f"needs >= -{K_SE:g} SE")
+
+
+def _floor(f: dict) -> str:
+    per = ", ".join(f"{w}: {g:+.3f}" for w, g in sorted(f["per_width"].items()))
+    return f"muP best context gain per width ({per}) >= {f['threshold']:g}"
+
+
+def _drift(d: dict) -> str:
+    edge = ", an optimum on a grid edge" if d["is_bound"] else ""
+    return (f"muP eta* drift {d['widths'][0]} -> {d['widths'][1]}: {d['drift_log2']:+.2f} factors of 2 "
+            f"(|drift| <= {d['max']:g}{edge})")
+
+
+def _widths(lv: dict) -> str:
+    per = "; ".join(f"{p['wide']} - {p['narrow']}: {p['diff']:+.3f} ± {p['se']:.3f}" for p in lv["pairs"])
+    return f"muP loss at eta* does not rise with width (wider - narrower <= {K_SE:g} SE; {per})"
+
+
+_LINES = (("context_vs_sp", "context gain muP vs SP", _vs_sp), ("context_floor", "muP context gain floor", _floor),
+          ("drift", "muP eta* drift", _drift), ("loss_vs_width", "muP loss vs width", _widths))
+
+
 def markdown(c: dict) -> str:
     """The checks as markdown lines (the lr-transfer report and README)."""
     lines = [f"Issue-16 checks (seed-paired SEs; values with every seed only): overall {_mark(c.get('passed'))}"]
-    v = c["context_vs_sp"]
-    if v["passed"] is None:
-        lines.append(f"* context gain muP vs SP: n/a ({v['note']})")
-    else:
-        lines.append(f"* context gain at the tuning width {v['width']}: muP {v['mup']:+.3f} (eta {v['mup_x']:.3g}) vs "
-                     f"SP {v['sp']:+.3f} (eta {v['sp_x']:.3g}); muP - SP {v['diff']:+.3f} ± {v['se']:.3f} "
-                     f"(n = {v['n']} seeds), needs >= -{K_SE:g} SE: {_mark(v['passed'])}")
-    f = c["context_floor"]
-    if f["passed"] is None:
-        lines.append(f"* muP context gain floor: n/a ({f['note']})")
-    else:
-        per = ", ".join(f"{w}: {g:+.3f}" for w, g in sorted(f["per_width"].items()))
-        lines.append(f"* muP best context gain per width ({per}) >= {f['threshold']:g}: {_mark(f['passed'])}")
-    d = c["drift"]
-    if d["passed"] is None:
-        lines.append(f"* muP eta* drift: n/a ({d['note']})")
-    else:
-        lines.append(f"* muP eta* drift {d['widths'][0]} -> {d['widths'][1]}: {d['drift_log2']:+.2f} factors of 2 "
-                     f"(|drift| <= {d['max']:g}{', an optimum on a grid edge' if d['is_bound'] else ''}): "
-                     f"{_mark(d['passed'])}")
-    lv = c["loss_vs_width"]
-    if lv["passed"] is None:
-        lines.append(f"* muP loss vs width: n/a ({lv['note']})")
-    else:
-        per = "; ".join(f"{p['wide']} - {p['narrow']}: {p['diff']:+.3f} ± {p['se']:.3f}" for p in lv["pairs"])
-        lines.append(f"* muP loss at eta* does not rise with width (wider - narrower <= {K_SE:g} SE; {per}): "
-                     f"{_mark(lv['passed'])}")
+    for key, label, text in _LINES:
+        check = c[key]
+        lines.append(f"* {label}: n/a ({check['note']})" if check["passed"] is None
+                     else f"* {text(check)}: {_mark(check['passed'])}")
     return "\n".join(lines)

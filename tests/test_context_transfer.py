@@ -98,3 +98,11 @@ def test_missing_sp_or_context_columns_are_reported_not_guessed():
     assert c["context_vs_sp"]["passed"] is None and c["passed"] is None
     c2 = _criteria(df.drop(columns=["context_gain", "context_gain_se"]))
     assert c2["context_floor"]["passed"] is None and "n/a" in ct.markdown(c2)
+
+
+def test_one_seed_gives_no_verdict():
+    """Seed 0 alone (stage 1 of a running study) has no paired SE: the checks that need one say n/a, not FAIL."""
+    df = _study({w: [0.3] * 3 for w in FLAT}, [0.3] * 3, FLAT)
+    c = _criteria(df[df["seed"] == 0])
+    assert c["context_vs_sp"]["passed"] is None and c["loss_vs_width"]["passed"] is None and c["passed"] is None
+    assert "paired seed" in ct.markdown(c)

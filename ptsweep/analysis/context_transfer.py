@@ -96,9 +96,10 @@ def criteria(df: pd.DataFrame, drift_result: dict, x_col: str = "optim.lr", widt
     if common:
         w0 = common[0]
         p = _paired(mup[w0]["per_seed"], sp[w0]["per_seed"])
-        ok = bool(math.isfinite(p["se"]) and p["diff"] >= -k_se * p["se"])
+        ok = bool(p["diff"] >= -k_se * p["se"]) if math.isfinite(p["se"]) else None
         out["context_vs_sp"] = {"width": w0, "mup": mup[w0]["context_gain"], "sp": sp[w0]["context_gain"],
-                                "mup_x": mup[w0]["x"], "sp_x": sp[w0]["x"], **p, "passed": ok}
+                                "mup_x": mup[w0]["x"], "sp_x": sp[w0]["x"], **p, "passed": ok,
+                                "note": "" if ok is not None else f"{p['n']} paired seed(s): no paired SE"}
     else:
         out["context_vs_sp"] = {"passed": None, "note": "no width with both muP and SP context gains"}
 
@@ -135,8 +136,10 @@ def _loss_vs_width(g: pd.DataFrame, r: dict, x_col: str, width_col: str, seed_co
     for w1, w2 in combinations(sorted(per_seed), 2):
         p = _paired(per_seed[w2], per_seed[w1])
         pairs.append({"narrow": w1, "wide": w2, **p,
-                      "passed": bool(math.isfinite(p["se"]) and p["diff"] <= k_se * p["se"])})
-    return {"pairs": pairs, "passed": bool(pairs) and all(p["passed"] for p in pairs)}
+                      "passed": bool(p["diff"] <= k_se * p["se"]) if math.isfinite(p["se"]) else None})
+    if not pairs or any(p["passed"] is None for p in pairs):
+        return {"pairs": pairs, "passed": None, "note": "fewer than 2 widths, or a pair with < 2 paired seeds"}
+    return {"pairs": pairs, "passed": all(p["passed"] for p in pairs)}
 
 
 def _mark(passed: bool | None) -> str:

@@ -58,7 +58,8 @@ def test_context_vs_sp_is_paired_by_seed():
 
 def test_best_context_uses_only_values_with_every_seed():
     df = _study({32: [0.26, 0.27, 0.28], 64: [0.3] * 3, 128: [0.3] * 3}, [0.2, 0.2, 0.2], FLAT)
-    b = ct.best_context(df[(df["model.parametrization"] == "mup") & (df["model.width"] == 32)])
+    g = df[(df["model.parametrization"] == "mup") & (df["model.width"] == 32)]
+    b = ct.best_context(g, td.optimum(g, "optim.lr")["candidates"])
     assert b["x"] == 2.0 ** -5 and b["n_seeds"] == 3            # the one-seed points have +0.56, not eligible
     assert b["context_gain"] == pytest.approx(0.27)
     sd = np.std([0.26, 0.27, 0.28], ddof=1)

@@ -5,10 +5,11 @@ runs/context/budget600-<par>-w<N>-s<seed>.json (commands in experiments/context/
 """
 
 import json
-import math
 import sys
 
 import numpy as np
+
+from ptsweep.analysis.context_transfer import paired_difference
 
 KEYS = ("val_loss", "context_gain", "gain_over_no_context")
 
@@ -23,10 +24,10 @@ def main(widths: list[int]) -> None:
         for k in KEYS:
             m = np.array([r[k] for r in runs["mup"]])
             s = np.array([r[k] for r in runs["sp"]])
-            d = m - s
+            d = paired_difference(dict(enumerate(m)), dict(enumerate(s)))
             cells += [f"{m.mean():+.3f}" if k != "val_loss" else f"{m.mean():.3f}",
                       f"{s.mean():+.3f}" if k != "val_loss" else f"{s.mean():.3f}",
-                      f"{d.mean():+.3f} ± {d.std(ddof=1) / math.sqrt(len(d)):.3f}"]
+                      f"{d['diff']:+.3f} ± {d['se']:.3f}"]
         print(f"| {w} | 0,1,2 | " + " | ".join(cells) + " |")
 
 

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ptsweep.analysis.context_transfer import paired_difference
+
 
 def main(study: str, prefix: str, lr: float) -> None:
     default = {}
@@ -33,11 +35,11 @@ def main(study: str, prefix: str, lr: float) -> None:
             continue
         row = [f"{w}", ",".join(map(str, seeds))]
         for key in ("val_loss", "context_gain"):
-            a = np.array([default[(w, s)][key] for s in seeds])
-            b = np.array([cand[(w, s)][key] for s in seeds])
-            d = b - a
-            se = d.std(ddof=1) / math.sqrt(len(d)) if len(d) > 1 else math.nan
-            row += [f"{a.mean():.3f}", f"{b.mean():.3f}", f"{d.mean():+.3f} ± {se:.3f}"]
+            a = {s: default[(w, s)][key] for s in seeds}
+            b = {s: cand[(w, s)][key] for s in seeds}
+            d = paired_difference(b, a)
+            row += [f"{np.mean(list(a.values())):.3f}", f"{np.mean(list(b.values())):.3f}",
+                    f"{d['diff']:+.3f} ± {d['se']:.3f}"]
         print("| " + " | ".join(row) + " |")
 
 

@@ -3,8 +3,8 @@ with an optimum that does not drift and a loss that does not rise with width?
 
 Input: the study's trials table (one row per run: ``optim.lr``, ``model.width``, ``model.parametrization``, ``seed``,
 ``val_loss``, ``context_gain`` and ``context_gain_se``; ``ptsweep.metrics``) and the drift result of
-``transfer_drift.drift`` on the same rows. Only values run at every seed of their group count (the refined values of
-the two-stage design): a one-seed grid point is not a "3-seed" number.
+``transfer_drift.drift`` on the same rows. Only values run at every seed of their group count (``transfer_drift.optimum``'s
+candidates, the refined values of the two-stage design): a one-seed grid point is not a "3-seed" number.
 
 Checks (each a dict with its numbers and ``passed``):
 
@@ -41,42 +41,39 @@ def _num(s: pd.Series) -> np.ndarray:
     return pd.to_numeric(s, errors="coerce").astype(float).to_numpy()
 
 
-def _full_seed_values(g: pd.DataFrame, x_col: str, seed_col: str) -> dict[float, pd.DataFrame]:
-    """{x: its rows} for the x values that have the most seeds of the group (the refined values)."""
-    by_x = {float(x): gx for x, gx in g.groupby(x_col, sort=True)}
-    if not by_x:
-        return {}
-    n_max = max(gx[seed_col].nunique() for gx in by_x.values())
-    return {x: gx for x, gx in by_x.items() if gx[seed_col].nunique() == n_max}
-
-
-def best_context(g: pd.DataFrame, x_col: str = "optim.lr", seed_col: str = "seed") -> dict:
-    """The full-seed value with the largest seed-mean context gain of one (parametrization, width) group:
+def best_context(g: pd.DataFrame, candidates: list[float], x_col: str = "optim.lr", seed_col: str = "seed") -> dict:
+    """The value with the largest seed-mean context gain of one (parametrization, width) group, among
+    ``candidates`` (``transfer_drift.optimum``'s values with every seed):
     {"x", "n_seeds", "context_gain", "context_gain_se" (seed_mean: token SE and seed spread), "per_seed" {seed: cg}}.
-    Empty when no value has a finite context gain at every seed."""
+    Empty when no candidate has a finite context gain at every seed."""
     best: dict = {}
     if "context_gain" not in g:
         return best
-    for x, gx in _full_seed_values(g, x_col, seed_col).items():
+    for x in candidates:
+        gx = g[np.isclose(g[x_col].astype(float), x)]
         cg = _num(gx["context_gain"])
-        if not np.isfinite(cg).all():
+        if not len(cg) or not np.isfinite(cg).all():
             continue
         ses = _num(gx["context_gain_se"]) if "context_gain_se" in gx else np.full(len(cg), math.nan)
         mean, se = seed_mean(cg, ses)
         if not best or mean > best["context_gain"]:
-            best = {"x": x, "n_seeds": int(len(cg)), "context_gain": mean, "context_gain_se": se,
+            best = {"x": float(x), "n_seeds": int(len(cg)), "context_gain": mean, "context_gain_se": se,
                     "per_seed": {int(s): float(v) for s, v in zip(gx[seed_col], cg)}}
     return best
 
 
-def _paired(a: dict[int, float], b: dict[int, float]) -> dict:
-    """mean and seed-paired SE of a[s] - b[s] over the seeds both have."""
+def paired_difference(a: dict[int, float], b: dict[int, float]) -> dict:
+    """{"n", "diff", "se"}: a - b over the seeds both have, as the seed-blocked contrast of
+    ``stats.paired_contrasts`` (for two groups: the mean of the per-seed differences and sd / sqrt(n); se NaN with
+    one seed)."""
+    from ptsweep.analysis.stats import paired_contrasts
+
     seeds = sorted(set(a) & set(b))
-    d = np.array([a[s] - b[s] for s in seeds], dtype=float)
-    if len(d) == 0 or not np.isfinite(d).all():
-        return {"n": int(len(d)), "diff": math.nan, "se": math.nan}
-    se = float(d.std(ddof=1) / math.sqrt(len(d))) if len(d) > 1 else math.nan
-    return {"n": int(len(d)), "diff": float(d.mean()), "se": se}
+    if not seeds or not all(math.isfinite(a[s]) and math.isfinite(b[s]) for s in seeds):
+        return {"n": len(seeds), "diff": math.nan, "se": math.nan}
+    con = paired_contrasts([b[s] for s in seeds], [np.array([a[s] for s in seeds])], seeds, [np.array(seeds)])
+    se = float(con["se"][0])
+    return {"n": len(seeds), "diff": float(con["delta"][0]), "se": se if math.isfinite(se) else math.nan}
 
 
 def criteria(df: pd.DataFrame, drift_result: dict, x_col: str = "optim.lr", width_col: str = "model.width",
@@ -85,17 +82,21 @@ def criteria(df: pd.DataFrame, drift_result: dict, x_col: str = "optim.lr", widt
     """The four checks of the module docstring, plus ``best`` {par: {width: best_context(...)}}; a check whose data
     are missing (e.g. no SP runs) is reported with ``passed`` None and a ``note``."""
     best: dict[str, dict[int, dict]] = {}
-    for (par, w), g in df.groupby([param_col, width_col], sort=True):
-        b = best_context(g, x_col, seed_col)
-        if b:
-            best.setdefault(str(par), {})[int(w)] = b
+    for par, r in drift_result.items():
+        for w, o in r["per_width"].items():
+            if o.get("x_opt") is None:
+                continue
+            g = df[(df[param_col] == par) & (df[width_col] == w)]
+            b = best_context(g, o["candidates"], x_col, seed_col)
+            if b:
+                best.setdefault(str(par), {})[int(w)] = b
     out: dict = {"best": best}
 
     mup, sp = best.get("mup", {}), best.get("sp", {})
     common = sorted(set(mup) & set(sp))
     if common:
         w0 = common[0]
-        p = _paired(mup[w0]["per_seed"], sp[w0]["per_seed"])
+        p = paired_difference(mup[w0]["per_seed"], sp[w0]["per_seed"])
         ok = bool(p["diff"] >= -k_se * p["se"]) if math.isfinite(p["se"]) else None
         out["context_vs_sp"] = {"width": w0, "mup": mup[w0]["context_gain"], "sp": sp[w0]["context_gain"],
                                 "mup_x": mup[w0]["x"], "sp_x": sp[w0]["x"], **p, "passed": ok,
@@ -134,7 +135,7 @@ def _loss_vs_width(g: pd.DataFrame, r: dict, x_col: str, width_col: str, seed_co
         per_seed[int(w)] = {int(s): float(v) for s, v in zip(gw[seed_col], _num(gw["val_loss"]))}
     pairs = []
     for w1, w2 in combinations(sorted(per_seed), 2):
-        p = _paired(per_seed[w2], per_seed[w1])
+        p = paired_difference(per_seed[w2], per_seed[w1])
         pairs.append({"narrow": w1, "wide": w2, **p,
                       "passed": bool(p["diff"] <= k_se * p["se"]) if math.isfinite(p["se"]) else None})
     if not pairs or any(p["passed"] is None for p in pairs):

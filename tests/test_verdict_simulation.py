@@ -10,6 +10,7 @@ here 250 simulations per cell keep the test fast, and the bounds leave 3 Monte-C
 from __future__ import annotations
 
 import math
+import zlib
 
 import numpy as np
 import pytest
@@ -22,7 +23,8 @@ MC = 3 * math.sqrt(0.05 * 0.95 / N_SIMS)  # 3 Monte-Carlo SEs of a 5 % rate
 
 
 def _rates(scenario, noise, **kw):
-    return simulate_verdicts(scenario, noise, n_sims=N_SIMS, rng_seed=hash((scenario, noise)) % 2**31,
+    # crc32, not hash(): str hashes are salted per process, so hash() gave every run other simulations (flaky)
+    return simulate_verdicts(scenario, noise, n_sims=N_SIMS, rng_seed=zlib.crc32(f"{scenario}/{noise}".encode()),
                              **{**DEMO, **kw})
 
 

@@ -128,3 +128,23 @@ def test_a_stop_during_a_trial_exits_with_one_line_and_the_demo_resumes(tmp_path
     if stage == "verify-transfer":
         assert len(finished["tune-small"]) == 3          # tune-small had finished before the stop
     _assert_resumes(tmp_path, finished)
+
+
+def test_a_trial_worker_ended_by_ray_prints_no_traceback():
+    """Ray ends a finished trial's worker with SIGTERM, whose handler raises SystemExit; inside a weakref callback
+    Python prints it as an "Exception ignored" traceback on the driver's stderr (seen after a trial that finished
+    fine). The trainable's hook drops exactly that case; any other unraisable exception is still printed."""
+    code = (
+        "import weakref\n"
+        "from ptsweep.sweeps.ray_session import quiet_worker_exit\n"
+        "quiet_worker_exit()\n"
+        "class A: pass\n"
+        "def stop(_): raise SystemExit(1)\n"
+        "def bug(_): raise ValueError('still visible')\n"
+        "a, b = A(), A()\n"
+        "ra, rb = weakref.ref(a, stop), weakref.ref(b, bug)\n"
+        "del a, b\n"
+        "print('alive')\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "alive", out.stderr
+    assert "SystemExit" not in out.stderr and "ValueError: still visible" in out.stderr, out.stderr

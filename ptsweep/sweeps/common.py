@@ -60,7 +60,8 @@ from ptsweep import metric_keys
 from ptsweep.config import TRANSFER_KEYS, RunConfig, flatten, to_dict, with_overrides
 from ptsweep.sweeps.code_version import (REFUSED, SOURCE_CHANGED, SourceChanged, check_worker_source, git_commit,
                                         source_fingerprint)
-from ptsweep.sweeps.ray_session import SweepError, SweepInterrupted, interrupt_guard, make_stopper, ray_session
+from ptsweep.sweeps.ray_session import (SweepError, SweepInterrupted, interrupt_guard, make_stopper, quiet_worker_exit,
+                                        ray_session)
 
 __all__ = [
     "SweepError",
@@ -305,6 +306,7 @@ def _trainable(config: dict, *, base: dict, fixed: dict, table: dict, study_dir:
     from ptsweep.config import from_dict
     from ptsweep.tracking import make_tracker
 
+    quiet_worker_exit()
     study = Path(study_dir)
     if TRIAL_FIELD in config:  # fixed list: the key was computed in the driver
         key = config[TRIAL_FIELD]
@@ -555,7 +557,7 @@ def run_trials(cfg: RunConfig, trials: Sequence[Mapping[str, Any]], study_dir: P
             fn,
             param_space={TRIAL_FIELD: tune.grid_search(pending)},
             tune_config=tune.TuneConfig(num_samples=1, max_concurrent_trials=cfg.ray.max_concurrent or None,
-                                        reuse_actors=False, trial_dirname_creator=_short_dirname),
+                                        reuse_actors=True, trial_dirname_creator=_short_dirname),
             run_config=_ray_run_config(cfg, study_dir, f"{experiment_name}-{time.strftime('%Y%m%d-%H%M%S')}",
                                        len(pending)),
         )

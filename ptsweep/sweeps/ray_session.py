@@ -276,6 +276,20 @@ def _mute_worker_output() -> None:
         global_worker_stdstream_dispatcher.remove_handler("ray_print_logs")
 
 
+def _drop_worker_exit_noise(hook_args) -> None:
+    """``sys.unraisablehook`` of a trial worker: Ray ends a finished trial's actor with SIGTERM, and its worker
+    handler raises ``SystemExit``; landing in a weakref callback it is "ignored" and printed as a traceback on the
+    driver's stderr after a trial that finished fine. Drop exactly that; print every other unraisable exception."""
+    if hook_args.exc_type is SystemExit:
+        return
+    sys.__unraisablehook__(hook_args)
+
+
+def quiet_worker_exit() -> None:
+    """Install :func:`_drop_worker_exit_noise` (called at the start of every trial, in its worker)."""
+    sys.unraisablehook = _drop_worker_exit_noise
+
+
 def _on_sigterm(signum, frame) -> None:
     _hard_exit(signal.SIGTERM, "running trials start again on resume, from their last checkpoint")
 

@@ -82,7 +82,7 @@ def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_d
             fn,
             tune_config=tune.TuneConfig(search_alg=searcher, scheduler=scheduler, num_samples=remaining,
                                         metric=METRIC, mode=MODE,
-                                        max_concurrent_trials=cfg.ray.max_concurrent or None, reuse_actors=False,
+                                        max_concurrent_trials=cfg.ray.max_concurrent or None, reuse_actors=True,
                                         trial_dirname_creator=_short_dirname),
             run_config=_ray_run_config(cfg, study_dir, name, remaining),
         )

@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from ptsweep.analysis.stats import simulate_verdicts
+from ptsweep.analysis.regret_sim import simulate_verdicts
 
 DESIGNS = {"demo": dict(n=8, m=2, k=2, alpha=0.2, p=0.2), "paper": dict(n=59, m=3, k=2, alpha=0.05, p=0.05)}
 SHIFTS = {"S optimal": [1.0] * 7, "lr x1.2": [1.2] + [1.0] * 6, "lr x1.3": [1.3] + [1.0] * 6,

@@ -1,8 +1,8 @@
-"""Command line: ``python -m ptsweep <command> [hydra overrides]`` (the only module that imports Hydra).
+"""Command line: ``python -m ptsweep <command> [hydra overrides]``: subcommands -> ``config.compose`` -> dispatch.
 
-Configs are composed with Hydra's compose API from ``conf/`` (``config.yaml`` + groups; ``preset=smoke|demo|paper``
-applies a ``# @package _global_`` override file), resolved with OmegaConf and validated into a
-:class:`ptsweep.config.RunConfig`. The compose API neither changes the working directory nor creates ``outputs/``.
+Configs are composed by :func:`ptsweep.config.compose` from ``conf/`` (``config.yaml`` + groups;
+``preset=smoke|demo|paper`` applies a ``# @package _global_`` override file) and validated into a
+:class:`ptsweep.config.RunConfig`.
 
 Errors a user can fix (a bad override, an unknown key, an impossible value, a missing corpus, a missing sweep
 module) print ONE line ``error: <message naming the key>`` to stderr and exit with status 2; ``--debug`` shows the
@@ -21,16 +21,12 @@ import argparse
 import importlib
 import json
 import math
-import re
 import signal
 import sys
 import threading
-from pathlib import Path
 
-from ptsweep.config import ConfigError, RunConfig, from_dict
-
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
-"""The shipped Hydra config tree (<repo>/conf)."""
+from ptsweep.config import RunConfig, compose
+from ptsweep.errors import ConfigError
 
 # command -> (module exposing ``run(cfg: RunConfig) -> Path``, one-line help). Explicit table, imported lazily.
 SWEEPS: dict[str, tuple[str, str]] = {
@@ -48,94 +44,24 @@ class CLIError(Exception):
 
 
 def _one_line(msg: str) -> str:
-    """Collapse a multi-line message (Hydra's) into one line."""
-    msg = str(msg).split("Config search path:")[0]
-    m = re.search(r"Could not find '([^'/]+)/([^']+)'", msg)
-    if m and "Available options" in msg:  # a group option that does not exist: name the group and the options
-        options = msg.split("Available options", 1)[1].splitlines()[1:]
-        return f"{m.group(1)}={m.group(2)}: no such config (choose from {', '.join(o.strip() for o in options if o.strip())})"
-    parts = [p.strip() for p in msg.splitlines() if p.strip()]
+    """Collapse a multi-line message into one line."""
+    parts = [p.strip() for p in str(msg).splitlines() if p.strip()]
     return "; ".join(parts) if parts else "unknown error"
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     """Exception types that are the user's to fix (printed as one line). Optional modules are looked up lazily."""
-    from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
-
-    errors: list[type[BaseException]] = [CLIError, ConfigError, HydraException, OmegaConfBaseException]
+    errors: list[type[BaseException]] = [CLIError, ConfigError]
     try:
-        from ptsweep.data import DataError
+        from ptsweep.errors import DataError
 
         errors.append(DataError)
     except ImportError:
         pass
-    from ptsweep.tracking import TrackerError
+    from ptsweep.errors import TrackerError
 
     errors.append(TrackerError)
     return tuple(errors)
-
-
-def schema_keys() -> set[str]:
-    """Every dotted key the config schema knows (``model.*`` over all model schemas)."""
-    import dataclasses
-
-    from ptsweep.config import MODEL_SCHEMAS
-
-    def walk(cls, prefix: str) -> set[str]:
-        keys = set()
-        for f in dataclasses.fields(cls):
-            default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-            if f.name == "model" and prefix == "":
-                for schema in MODEL_SCHEMAS.values():
-                    keys |= walk(schema, "model.")
-            elif dataclasses.is_dataclass(default):
-                keys |= walk(type(default), f"{prefix}{f.name}.")
-            else:
-                keys.add(f"{prefix}{f.name}")
-        return keys
-
-    return walk(RunConfig, "")
-
-
-def _accept_schema_keys(overrides: list[str]) -> list[str]:
-    """``key=value`` for a key the schema knows becomes ``++key=value`` (set, or add when the chosen group's YAML
-    does not list it, e.g. data.val_fraction with data=minipile); the schema then validates it."""
-    known = schema_keys()
-    out = []
-    for o in overrides:
-        key = o.split("=", 1)[0]
-        if "=" in o and not key.startswith(("+", "~")) and "." in key and key in known:
-            o = "++" + o
-        out.append(o)
-    return out
-
-
-def compose_dict(overrides: list[str]) -> dict:
-    """Compose ``conf/config.yaml`` with Hydra ``overrides`` and return the resolved plain dict."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.errors import ConfigCompositionException
-    from omegaconf import OmegaConf
-
-    GlobalHydra.instance().clear()  # a caller (notebook, test) may have left Hydra initialised
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
-        try:
-            cfg = hydra_compose(config_name="config", overrides=_accept_schema_keys(list(overrides)))
-        except ConfigCompositionException as e:
-            # Hydra puts the useful part ("Key 'foo' is not in struct", "full_key: model.foo") in the cause.
-            cause = _one_line(e.__cause__) if e.__cause__ is not None else ""
-            m = re.match(r"Could not override '([^']+)'", str(e))
-            if m and "not in struct" in cause:
-                raise CLIError(f"{m.group(1)}: unknown config key (to add a new key: +{m.group(1)}=...)") from e
-            raise CLIError(_one_line(str(e)) + (f" ({cause})" if cause else "")) from e
-    return OmegaConf.to_container(cfg, resolve=True)
-
-
-def compose(overrides: list[str]) -> RunConfig:
-    """Compose + validate: Hydra overrides (``["preset=smoke", "model.width=128"]``) -> :class:`RunConfig`."""
-    return from_dict(compose_dict(overrides))
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+from ptsweep.analysis.design import n_required
 from ptsweep.config import PTConfig, RunConfig
 from ptsweep.models.pt_attention import BLOCK_ROWS
 from ptsweep.models.sizing import flops_per_token, match_shape, param_count
@@ -60,12 +61,6 @@ class TrialPlan:
     @property
     def fits(self) -> bool:
         return self.micro_batch >= 1
-
-
-def n_required(alpha: float, p: float) -> int:
-    """ceil(log(alpha) / log(1 - p)) (analysis.stats.n_required; recomputed here to keep the planner light)."""
-    n = math.ceil(math.log(alpha) / math.log(1.0 - p) - 1e-9)
-    return max(1, n)
 
 
 def activation_bytes(model_cfg, vocab: int, seq_len: int, mask_prob: float = 0.15,

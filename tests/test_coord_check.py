@@ -15,8 +15,7 @@ import pandas as pd
 import pytest
 
 from ptsweep import parametrization
-from ptsweep.cli import compose
-from ptsweep.config import with_overrides
+from ptsweep.config import compose, with_overrides
 from ptsweep.data import prepare
 from ptsweep.sweeps import coord_check as cc
 

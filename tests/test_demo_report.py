@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from ptsweep.sweeps.common import read_ledger, write_json
+from ptsweep.io import write_json
+from ptsweep.sweeps.ledger import read_ledger
 from ptsweep.sweeps.demo import share_runs
 
 REPO = Path(__file__).resolve().parents[1]

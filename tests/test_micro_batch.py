@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from ptsweep.config import BertConfig, ConfigError, PTConfig, TrainConfig
+from ptsweep.config import BertConfig, PTConfig, TrainConfig
+from ptsweep.errors import ConfigError
 from ptsweep.models import build_model
 from ptsweep.parametrization import build_optimizer
 from ptsweep.train import accumulate_gradients, largest_fitting, micro_slices, resolve_micro_batch

@@ -88,7 +88,7 @@ def test_init_constants_are_config_fields_and_validated():
                                      VOCAB)
     for name, std in {"unary": 0.25, "U": 0.3 / 8, "V": 0.7 / 8, "B": 0.1 / 8}.items():
         assert getattr(model, name).detach().std().item() == pytest.approx(std, rel=0.05), name
-    from ptsweep.config import ConfigError
+    from ptsweep.errors import ConfigError
     for bad in ({"init_unary": 0.0}, {"init_topic": -1.0}, {"init_u": 0.0, "init_v": 0.0}):
         with pytest.raises(ConfigError):
             PTConfig(width=64, **bad).validate()

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from ptsweep import planner
-from ptsweep.cli import compose, main
-from ptsweep.config import PTConfig
+from ptsweep.cli import main
+from ptsweep.config import PTConfig, compose
 from ptsweep.models import build_model, mlm_loss
 
 

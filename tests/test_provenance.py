@@ -12,8 +12,8 @@ import yaml
 
 from ptsweep import cli
 from ptsweep.config import TRANSFER_KEYS
-from ptsweep.sweeps.common import SweepError, read_transfer
-from ptsweep.sweeps.provenance import check_transfer, transfer_settings
+from ptsweep.errors import SweepError
+from ptsweep.sweeps.transfer import check_transfer, read_transfer, transfer_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "disabled"}

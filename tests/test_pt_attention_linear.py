@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from ptsweep.config import ConfigError, PTConfig
+from ptsweep.config import PTConfig
+from ptsweep.errors import ConfigError
 from ptsweep.models import pt_attention
 from ptsweep.models.pt import ProbabilisticTransformer
 

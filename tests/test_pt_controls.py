@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ptsweep.cli import compose
-from ptsweep.config import PTConfig
+from ptsweep.config import PTConfig, compose
 from ptsweep.models.pt import ProbabilisticTransformer
 
 VOCAB = 50

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from ptsweep.analysis import regret, regret_sim
-from ptsweep.analysis.stats import perturb, simulate_verdicts
+from ptsweep.analysis.design import perturb
+from ptsweep.analysis.regret_sim import simulate_verdicts
 
 D = 7
 KEYS = [f"k{i}" for i in range(D)]

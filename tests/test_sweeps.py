@@ -25,10 +25,10 @@ import yaml
 pytest.importorskip("ray")
 pytest.importorskip("optuna")
 
-from ptsweep.analysis import stats  # noqa: E402
-from ptsweep.cli import compose  # noqa: E402
-from ptsweep.config import TRANSFER_KEYS  # noqa: E402
-from ptsweep.sweeps import common, scaling_curves, tune_small, verify_transfer  # noqa: E402
+from ptsweep.analysis import design  # noqa: E402
+from ptsweep.config import TRANSFER_KEYS, compose  # noqa: E402
+from ptsweep.errors import SweepError  # noqa: E402
+from ptsweep.sweeps import ledger, runner, scaling_curves, tune_small, verify_transfer  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 VERDICTS = {"pass", "fail", "flat", "inconclusive"}
@@ -51,7 +51,7 @@ def write_transfer(path: Path, values: dict = BASE7) -> Path:
 
 def start_counts(study_dir: Path) -> dict[str, int]:
     counts: dict[str, int] = {}
-    log = study_dir / common.STARTS_LOG
+    log = study_dir / ledger.STARTS_LOG
     for line in (log.read_text().splitlines() if log.exists() else []):
         key = line.split()[-1]
         counts[key] = counts.get(key, 0) + 1
@@ -68,7 +68,7 @@ def test_failed_and_diverged_trials_are_recorded_and_the_list_completes(tmp_path
     cfg = smoke(tmp_path)
     trials = [{"optim.lr": 1e-2}, {"optim.lr": 1e30}, {"model.width": -1}]
     sdir = tmp_path / "fixed"
-    df = common.run_trials(cfg, trials, sdir, "t", labels=["ok", "huge-lr", "bad-width"])
+    df = runner.run_trials(cfg, trials, sdir, "t", labels=["ok", "huge-lr", "bad-width"])
     by = df.set_index("label")
     assert by.loc["ok", "status"] == "ok" and math.isfinite(by.loc["ok", "val_loss"])
     assert by.loc["huge-lr", "status"] == "diverged" and by.loc["huge-lr", "val_loss"] == math.inf
@@ -81,7 +81,7 @@ def test_failed_and_diverged_trials_are_recorded_and_the_list_completes(tmp_path
     assert len(res) == 2
     # a second call finds everything in the ledger: nothing is started again
     mtimes = {k: (sdir / "trials" / k / "final.json").stat().st_mtime_ns for k in df["trial_key"]}
-    df2 = common.run_trials(cfg, trials, sdir, "t", labels=["ok", "huge-lr", "bad-width"])
+    df2 = runner.run_trials(cfg, trials, sdir, "t", labels=["ok", "huge-lr", "bad-width"])
     assert start_counts(sdir) == {k: 1 for k in df["trial_key"]}
     assert {k: (sdir / "trials" / k / "final.json").stat().st_mtime_ns for k in df2["trial_key"]} == mtimes
     assert df2["status"].tolist() == df["status"].tolist()
@@ -138,7 +138,7 @@ def test_tune_small_writes_transfer_yaml_trials_and_plots_and_resumes(tmp_path):
     assert sum(after.values()) == 4 and all(after[k] == 1 for k in before)
     assert len(pd.read_parquet(sdir / "trials.parquet")) == 4
     # another search space: one-line refusal naming the change, the study is untouched
-    with pytest.raises(common.SweepError, match=r"another space .*optim\.lr") as err:
+    with pytest.raises(SweepError, match=r"another space .*optim\.lr") as err:
         tune_small.run(smoke(tmp_path, "sweep.num_samples=4", "sweep.lr_range=[0.002,0.05]"))
     assert "\n" not in str(err.value) and "sweep.study" in str(err.value)
     assert len(load_study(sdir).trials) == 4
@@ -174,7 +174,7 @@ def test_verify_transfer_runs_max_of_required_and_n(tmp_path):
     for col in ("trial", *TRANSFER_KEYS, "distance", "val_loss", "rel_increase", "rank", "status"):
         assert col in res.columns, col
     pert = res[~res["is_base"]].sort_values("trial").reset_index(drop=True)
-    expected = stats.perturb(BASE7, 3, 0.2, seed=7)  # reproducible from the seed
+    expected = design.perturb(BASE7, 3, 0.2, seed=7)  # reproducible from the seed
     for j, point in enumerate(expected):
         for k in TRANSFER_KEYS:
             assert pert.loc[j, k] == pytest.approx(point[k], rel=1e-12)

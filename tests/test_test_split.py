@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from ptsweep import data
-from ptsweep.cli import compose
+from ptsweep.config import compose
 
 
 def test_split_test_blocks_rule():

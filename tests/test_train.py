@@ -15,8 +15,7 @@ import torch
 
 from ptsweep import data as D
 from ptsweep import train
-from ptsweep.cli import compose
-from ptsweep.config import with_overrides
+from ptsweep.config import compose, with_overrides
 from ptsweep.tracking import LocalTracker, Tracker, load_results, make_tracker
 
 
@@ -107,7 +106,7 @@ def test_failed_run_is_recorded_and_reraised(cache_dir: Path, tmp_path: Path, mo
     def boom(*a, **k):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(train, "mlm_loss", boom)
+    monkeypatch.setattr(train.step, "mlm_loss", boom)  # the loss is computed in ptsweep/train/step.py
     cfg = small(cache_dir, tmp_path, "model=ut")
     with pytest.raises(RuntimeError, match="boom"):
         train.run(cfg, LocalTracker())
@@ -136,7 +135,7 @@ def test_wandb_offline_writes_offline_run_dir(cache_dir: Path, tmp_path: Path, m
 
 def test_wandb_online_without_key_is_a_one_line_error(monkeypatch) -> None:
     from ptsweep.config import TrackerConfig
-    from ptsweep.tracking import TrackerError
+    from ptsweep.errors import TrackerError
 
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
     with pytest.raises(TrackerError, match="WANDB_API_KEY"):

@@ -1,4 +1,4 @@
-"""The verification decision rule (ptsweep.analysis.stats.verdict) tested by simulation and closed forms.
+"""The verification decision rule (ptsweep.analysis.verification.verdict) tested by simulation and closed forms.
 
 The rates asserted here are the ones the README states next to the rule ("Verification verdict"): the demo design
 (n = 8 perturbed points, m = 2 seeds, every point at both seeds, alpha = p = 0.2) at three noise levels (run-noise sd
@@ -15,7 +15,8 @@ import zlib
 import numpy as np
 import pytest
 
-from ptsweep.analysis.stats import (OUTCOMES, _t_ppf, noise_band, paired_contrasts, simulate_verdicts, verdict)
+from ptsweep.analysis.regret_sim import simulate_verdicts
+from ptsweep.analysis.verification import OUTCOMES, _t_ppf, noise_band, paired_contrasts, verdict
 
 DEMO = dict(n=8, m=2, alpha=0.2, p=0.2)
 N_SIMS = 250

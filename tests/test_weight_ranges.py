@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from ptsweep.cli import compose
-from ptsweep.config import INFO_WEIGHTS, TRANSFER_KEYS, ConfigError, with_overrides
+from ptsweep.config import INFO_WEIGHTS, TRANSFER_KEYS, compose, with_overrides
+from ptsweep.errors import ConfigError
 from ptsweep.sweeps import coord_check as cc
 from ptsweep.sweeps.tune_small import search_space
 

@@ -31,8 +31,7 @@ import torch
 
 from ptsweep import data as data_mod
 from ptsweep import metrics
-from ptsweep.cli import compose
-from ptsweep.config import to_dict
+from ptsweep.config import compose, to_dict
 from ptsweep.models import build_model
 from ptsweep.parametrization import build_optimizer, set_lr
 from ptsweep.train import accumulate_gradients, evaluate, lr_factor, num_steps, seed_everything

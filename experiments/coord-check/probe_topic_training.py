@@ -29,8 +29,7 @@ import numpy as np
 import torch
 
 from ptsweep import data as data_mod
-from ptsweep.cli import compose
-from ptsweep.config import with_overrides
+from ptsweep.config import compose, with_overrides
 from ptsweep.models import build_model, mlm_loss
 from ptsweep.parametrization import build_optimizer, set_lr
 from ptsweep.train import lr_factor

@@ -22,8 +22,7 @@ import argparse
 import torch
 
 from ptsweep import data as data_mod
-from ptsweep.cli import compose
-from ptsweep.config import with_overrides
+from ptsweep.config import compose, with_overrides
 from ptsweep.models import build_model, mlm_loss
 
 

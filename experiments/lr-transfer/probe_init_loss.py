@@ -17,7 +17,7 @@ import torch
 import ptsweep
 from ptsweep import data as data_mod
 from ptsweep import metrics
-from ptsweep.cli import compose
+from ptsweep.config import compose
 from ptsweep.models import build_model
 from ptsweep.train import evaluate, seed_everything
 

@@ -64,9 +64,9 @@ def best_context(g: pd.DataFrame, candidates: list[float], x_col: str = "optim.l
 
 def paired_difference(a: dict[int, float], b: dict[int, float]) -> dict:
     """{"n", "diff", "se"}: a - b over the seeds both have, as the seed-blocked contrast of
-    ``stats.paired_contrasts`` (for two groups: the mean of the per-seed differences and sd / sqrt(n); se NaN with
-    one seed)."""
-    from ptsweep.analysis.stats import paired_contrasts
+    ``verification.paired_contrasts`` (for two groups: the mean of the per-seed differences and sd / sqrt(n); se NaN
+    with one seed)."""
+    from ptsweep.analysis.verification import paired_contrasts
 
     seeds = sorted(set(a) & set(b))
     if not seeds or not all(math.isfinite(a[s]) and math.isfinite(b[s]) for s in seeds):

@@ -2,8 +2,8 @@
 
 Every function takes data plus an output path, writes one PNG and returns the path. Figures are built on
 ``matplotlib.figure.Figure`` with the Agg canvas directly: no pyplot, no global backend switch, no import-time side
-effects. Inputs are the tables made by :mod:`ptsweep.analysis.stats` / results tables of the sweeps; column names
-default to the dotted results names with plain fallbacks (``model.width`` or ``width``, ...).
+effects. Inputs are the tables made by :mod:`ptsweep.analysis.verification` / results tables of the sweeps; column
+names default to the dotted results names with plain fallbacks (``model.width`` or ``width``, ...; ``pick_column``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import numpy as np
 import pandas as pd
 
 from .fits import coord_slopes, fit_power_law, predict
-from .stats import LOSS_COLS, LR_COLS, PARAM_COLS, WIDTH_COLS, pick_column
 
 __all__ = [
     "plot_distance_vs_increase",
@@ -27,15 +26,29 @@ __all__ = [
     "plot_lr_transfer",
 ]
 
+LR_COLS = ("optim.lr", "lr")
+WIDTH_COLS = ("model.width", "width")
+PARAM_COLS = ("model.parametrization", "parametrization")
+LOSS_COLS = ("val_loss", "loss")
 MODEL_COLS = ("model.name", "model", "kind")
 MODEL_LABELS = {"pt": "PT (muP, zero-shot transfer)", "bert": "BERT (tuned per scale)", "ut": "Universal Transformer"}
 
 
-def _figure(nrows: int = 1, ncols: int = 1, size: tuple[float, float] | None = None):
+def pick_column(df: pd.DataFrame, *candidates: str) -> str:
+    """The first of ``candidates`` that is a column of ``df`` (results tables use dotted names, e.g. ``optim.lr``)."""
+    for c in candidates:
+        if c in df.columns:
+            return c
+    raise KeyError(f"none of the columns {list(candidates)} in table with columns {list(df.columns)}")
+
+
+def _figure(nrows: int = 1, ncols: int = 1, size: tuple[float, float] | None = None, layout: str | None = "constrained"):
+    """An Agg figure with a grid of axes. ``layout=None`` for large grids of equal panels (the caller sets fixed
+    margins): constrained layout measures every tick label of every panel, ~3 s per coordinate-check figure."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=size or (6.0 * ncols, 4.5 * nrows), layout="constrained")
+    fig = Figure(figsize=size or (6.0 * ncols, 4.5 * nrows), layout=layout)
     FigureCanvasAgg(fig)
     axes = fig.subplots(nrows, ncols, squeeze=False)
     return fig, axes
@@ -78,7 +91,7 @@ def _band_pct(table: pd.DataFrame, noise_band: float | None) -> float:
 def plot_distance_vs_increase(table: pd.DataFrame, path, noise_band: float | None = None, title: str | None = None):
     """[S] Figure 1(a): D(S', S) (x) vs relative eval-loss increase in % (y); base marked, noise band shaded.
 
-    ``table`` is :func:`~ptsweep.analysis.stats.rank_table`'s output; the band defaults to ``table.attrs``.
+    ``table`` is :func:`~ptsweep.analysis.verification.rank_table`'s output; the band defaults to ``table.attrs``.
     Failed (non-finite) points cannot be drawn and are counted in the legend.
     """
     fig, axes = _figure()
@@ -316,7 +329,10 @@ def plot_coord_check(df: pd.DataFrame, path, title: str | None = None):
     steps = sorted(d["step"].unique().tolist())
     pars = sorted(d["parametrization"].unique().tolist()) if "parametrization" in d.columns else [None]
     slopes = coord_slopes(d)
-    fig, axes = _figure(len(quantities), len(steps), size=(3.2 * len(steps), 2.8 * len(quantities)))
+    height = 2.8 * len(quantities) + 1.1
+    fig, axes = _figure(len(quantities), len(steps), size=(3.2 * len(steps), height), layout=None)
+    fig.subplots_adjust(left=0.7 / (3.2 * len(steps)), right=1 - 0.15 / (3.2 * len(steps)), bottom=0.5 / height,
+                        top=1 - 0.9 / height, wspace=0.45, hspace=0.55)  # fixed margins in inches: see _figure
     for i, q in enumerate(quantities):
         for j, s in enumerate(steps):
             ax = axes[i, j]
@@ -340,7 +356,11 @@ def plot_coord_check(df: pd.DataFrame, path, title: str | None = None):
             ax.set_ylabel("mean |coordinate|", fontsize=8)
             ax.tick_params(labelsize=7)
             ax.legend(fontsize=6)
-    fig.suptitle(title or "Coordinate check: mean |coordinate| vs width (flat = muP-correct)")
+    import textwrap
+
+    text = textwrap.fill(title or "Coordinate check: mean |coordinate| vs width (flat = muP-correct)",
+                         width=int(14 * 3.2 * len(steps)))  # ~14 characters per inch at 10 pt
+    fig.suptitle(text, fontsize=10, y=1 - 0.1 / height, va="top")
     return _save(fig, path)
 
 

@@ -3,7 +3,7 @@
 Coordinates: u_i = ln(S'_i / S_i) for the d = 7 hyperparameters, so S is u = 0 and the sampling box
 [(1 - rel) S_i, (1 + rel) S_i] of [S] §3.1 / spec §10 is B = prod_i [ln(1 - rel), ln(1 + rel)].
 
-Model (one row per run, seeds as blocks exactly as in :func:`ptsweep.analysis.stats.paired_contrasts`):
+Model (one row per run, seeds as blocks exactly as in :func:`ptsweep.analysis.verification.paired_contrasts`):
 
     L_{j,s} = f(u_j) + b_s + e_{j,s},   e ~ N(0, sigma^2),   f(u) = c + g'u + 1/2 u'Hu              (R1)
 
@@ -43,7 +43,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from .stats import _t_ppf
+from .verification import _t_ppf
 
 MODELS = ("linear", "diagonal", "full")
 REGRET_TOLERANCE = 0.004

@@ -1,4 +1,5 @@
-"""Simulated verification studies around a misplaced optimum: error rates of both verdicts and interval coverage.
+"""Simulated verification studies: outcome rates of the contrast verdict (:func:`simulate_verdicts`) and, around a
+misplaced optimum (:func:`simulate_bowl`), error rates of both verdicts and interval coverage.
 
 Truth (relative loss bowl in the log-coordinates u_i = ln(S'_i / S_i) of :mod:`ptsweep.analysis.regret`):
 
@@ -27,7 +28,8 @@ from typing import Sequence
 import numpy as np
 
 from . import regret
-from .stats import OUTCOMES, perturb, verdict
+from .design import perturb
+from .verification import OUTCOMES, verdict
 
 CURVATURE = (0.073, 0.039, 0.039, 0.039, 0.039, 0.039, 0.039)
 """Relative curvature per (ln factor)^2: optim.lr first, then the six information weights (module docstring)."""
@@ -53,7 +55,7 @@ def simulate_bowl(noise: float, shift: Sequence[float] | None = None, curvature:
     (``regret_pass`` / ``regret_fail`` / ``regret_inconclusive``), the strict test (``strict_pass``), coverage of the
     regret bounds (``regret_hi_covers``: truth <= upper bound; ``regret_lo_covers``; ``regret_covers``: both) and of
     the better-fraction interval (``fraction_covers``; NaN for a linear surface, which gives none), the mean estimates and the truth (``true_regret_rel``,
-    ``true_better_fraction``). ``kw`` goes to :func:`stats.verdict` (alpha, p, test_alpha, margin)."""
+    ``true_better_fraction``). ``kw`` goes to :func:`verification.verdict` (alpha, p, test_alpha, margin)."""
     d = len(curvature)
     shift = np.ones(d) if shift is None else np.asarray(shift, float)
     if shift.shape != (d,) or np.any(shift <= 0):
@@ -102,3 +104,48 @@ def simulate_bowl(noise: float, shift: Sequence[float] | None = None, curvature:
         out[key] = acc[key] / n_frac if n_frac else math.nan
     out.update(true_regret_rel=true["regret_rel"], true_better_fraction=true["better_fraction"])
     return out
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Simulation of the decision rule (tests/test_verdict_simulation.py and the README's error rates)
+# --------------------------------------------------------------------------------------------------------------
+SCENARIOS = ("equal", "base_best", "base_worse", "bowl")
+
+
+def simulate_verdicts(scenario: str, noise: float, n_sims: int = 400, n: int = 8, m: int = 2, k: int = 0,
+                      seed_sd: float | None = None, effect: tuple[float, float] = (0.01, 0.05), loss: float = 6.0,
+                      paired: bool = True, rng_seed: int = 0, **kw) -> dict[str, float]:
+    """Outcome rates of :func:`verdict` on simulated neighbourhoods in the paired design of verify-transfer: the
+    base at m seeds, point j at k seeds (j + r) mod m, r < k (k = 0: all m, the complete design). Runs: L_{j,s} = mu_j + u_s + e_{j,s}, e ~ N(0, (noise * loss)^2), u_s ~ N(0, (seed_sd * loss)^2)
+    (default seed_sd = noise). mu_0 = loss; "equal": mu_j = loss; "base_best": mu_j = loss (1 + U(effect));
+    "base_worse": mu_j = loss (1 - U(effect)). ``paired=False`` analyses the same runs without seeds (unpaired).
+    Returns {outcome: rate} over the four outcomes. ``kw`` goes to :func:`verdict` (alpha, p, test_alpha, margin).
+
+    ``"bowl"``: a quadratic loss bowl in the log-coordinates whose optimum sits at ``shift`` (factors per axis, in
+    ``kw``) with the project's measured ``curvature``; rates of this verdict, of the regret verdict and the coverage
+    of the regret and better-fraction intervals (:func:`simulate_bowl`)."""
+    if scenario not in SCENARIOS:
+        raise ValueError(f"scenario must be one of {SCENARIOS}")
+    if scenario == "bowl":
+        if not paired:
+            raise ValueError("the bowl scenario simulates the paired design only")
+        return simulate_bowl(noise, n_sims=n_sims, n=n, m=m, k=k, seed_sd=seed_sd, loss=loss, rng_seed=rng_seed,
+                             **kw)
+    rng = np.random.default_rng(rng_seed)
+    seed_sd = noise if seed_sd is None else seed_sd
+    counts = dict.fromkeys(OUTCOMES, 0)
+    k = k or m
+    pseeds = [[(j + r) % m for r in range(k)] for j in range(n)]
+    for _ in range(n_sims):
+        u = rng.normal(0.0, seed_sd * loss, m)  # (m,)
+        shift = rng.uniform(*effect, n) * loss
+        mu = {"equal": np.full(n, loss), "base_best": loss + shift, "base_worse": loss - shift}[scenario]
+        base = loss + u + rng.normal(0.0, noise * loss, m)
+        idx = np.asarray(pseeds)  # (n, k)
+        pts = mu[:, None] + u[idx] + rng.normal(0.0, noise * loss, (n, k))  # (n, k)
+        if paired:
+            r = verdict(base, pts.tolist(), base_seeds=list(range(m)), perturbed_seeds=pseeds, **kw)
+        else:
+            r = verdict(base, pts.tolist(), **kw)
+        counts[r["verdict"]] += 1
+    return {k: c / n_sims for k, c in counts.items()}

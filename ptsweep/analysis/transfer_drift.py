@@ -155,7 +155,7 @@ def fit_optimum(g: pd.DataFrame, x_col: str, x_opt: float, loss_col: str = "val_
     None (Fieller, unbounded), "window" (x values fitted), "df", "sigma", "beta" [a, b, c], "cov" (3 x 3), "note"}.
     ``window`` = finite grid values either side of ``x_opt`` (None = all). Raises ValueError (one line) with
     fewer than 3 distinct values or no residual df."""
-    from ptsweep.analysis.stats import _t_ppf
+    from ptsweep.analysis.verification import _t_ppf
 
     d = g.assign(_loss=_finite_loss(g[loss_col]), _x=g[x_col].astype(float))
     ok = d.groupby("_x")["_loss"].transform(lambda v: bool(np.all(np.isfinite(v))))
@@ -206,7 +206,7 @@ def _vertex_var(fit: dict) -> float:
 def drift_interval(fit_lo: dict, fit_hi: dict, level: float = LEVEL) -> list[float] | None:
     """Welch-t interval of t*(hi) - t*(lo) (module docstring); None when either width's Fieller interval is
     unbounded (its curvature is not significant, so its optimum and the delta method are not defined)."""
-    from ptsweep.analysis.stats import _t_ppf
+    from ptsweep.analysis.verification import _t_ppf
 
     if fit_lo.get("ci_log2") is None or fit_hi.get("ci_log2") is None:
         return None

@@ -31,7 +31,7 @@ from pathlib import Path
 import pandas as pd
 
 from ptsweep.config import RunConfig
-from ptsweep.sweeps.common import run_search
+from ptsweep.sweeps.search import run_search
 
 WARMUP_MAX = 0.5
 """Upper end of any widened optim.warmup_frac range."""

@@ -19,16 +19,13 @@ import hashlib
 import subprocess
 from pathlib import Path
 
-__all__ = ["PACKAGE_DIR", "REFUSED", "SOURCE_CHANGED", "SourceChanged", "source_fingerprint", "check_worker_source",
-           "git_commit"]
+from ptsweep.errors import SourceChanged
+
+__all__ = ["PACKAGE_DIR", "REFUSED", "SOURCE_CHANGED", "source_fingerprint", "check_worker_source", "git_commit"]
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the ptsweep package
 SOURCE_CHANGED = "ptsweep's source changed after the sweep started"  # prefix of the worker's error
 REFUSED = "refused"  # the status a worker reports for a trial it did not train (never a ledger record)
-
-
-class SourceChanged(RuntimeError):
-    """A Ray worker found other ptsweep source on disk than the driver saw when it submitted the trial."""
 
 
 def source_fingerprint(root: Path = PACKAGE_DIR) -> str:

@@ -54,7 +54,8 @@ from ptsweep.analysis.fits import coord_slopes
 from ptsweep.config import PTConfig, RunConfig, to_dict, with_overrides
 from ptsweep.models import IGNORE_INDEX, build_model, mlm_loss
 from ptsweep.parametrization import MUP_VARIANTS, build_optimizer, set_lr
-from ptsweep.sweeps.common import log_summary, write_json
+from ptsweep.io import write_json
+from ptsweep.sweeps.outputs import log_summary
 from ptsweep.train import lr_factor, resolve_device
 
 GROUPS = ("parametrization", "quantity", "iteration", "step")

@@ -55,7 +55,7 @@ def gain_text(g, se) -> str:
 
 def with_context(df: pd.DataFrame, study_dir: Path) -> pd.DataFrame:
     """``df`` (column trial_key) plus every ledger metric (``metric_keys.LEDGER_KEYS``) and ``shared_from``."""
-    from ptsweep.sweeps.common import read_ledger
+    from ptsweep.sweeps.ledger import read_ledger
     from ptsweep.sweeps.verify_transfer import with_ledger_metrics
 
     out = with_ledger_metrics(df, study_dir, names=metric_keys.LEDGER_KEYS)
@@ -348,7 +348,7 @@ def _table_rows(df: pd.DataFrame, cols: dict[str, str]) -> str:
 def write_report(root: Path, dirs: dict[str, Path], wall: dict, cfg) -> Path:
     """<root>/report.md (+ demo_summary.json and the demo figures) from the three study folders."""
     from ptsweep.sweeps import demo_figures
-    from ptsweep.sweeps.common import read_json, write_json
+    from ptsweep.io import read_json, write_json
 
     t, v, s = dirs["tune-small"], dirs["verify-transfer"], dirs["scaling-curves"]
     ts, vs, ss = read_json(t / "summary.json"), read_json(v / "summary.json"), read_json(s / "summary.json")

@@ -1,5 +1,5 @@
 """Learning-rate (and information-weight) transfer study: does the optimum stay put across widths under muP (and move
-under SP)? Two stages, both real Ray Tune runs through ``sweeps.common.run_trials`` (resumable, failures and
+under SP)? Two stages, both real Ray Tune runs through ``sweeps.runner.run_trials`` (resumable, failures and
 divergences kept):
 
     stage 1 "grid"   one seed (``seed``) over the whole grid:
@@ -40,14 +40,17 @@ import numpy as np
 from ptsweep import metric_keys
 from ptsweep.analysis import context_transfer
 from ptsweep.config import RunConfig
-from ptsweep.sweeps.common import (log_summary, ray_session, read_ledger, run_trials, save_table, study_path,
-                                   sweep_tags, write_json)
+from ptsweep.io import write_json
+from ptsweep.sweeps.ledger import read_ledger
+from ptsweep.sweeps.outputs import log_summary, save_table, study_path, sweep_tags
+from ptsweep.sweeps.ray_session import ray_session
+from ptsweep.sweeps.runner import run_trials
 from ptsweep.sweeps.lr_transfer_report import STUDIES, markdown, optima_table, plot
 
 SWEEP = "lr-transfer"
 LR_KEY = "optim.lr"
 EXTRA_METRICS = metric_keys.LEDGER_KEYS
-"""Final metrics of ``train.run`` read from each trial's ledger record (not among common.TABLE_METRICS)."""
+"""Final metrics of ``train.run`` read from each trial's ledger record (not among sweeps.fields.TABLE_METRICS)."""
 
 
 def weight_label(key: str) -> str:
@@ -326,7 +329,7 @@ def ledger_table(sdir: Path, cfg: RunConfig):
     df = _fill_base(df, cfg)
     # only this configuration's trials (a folder may also hold records of another grid or model version)
     from ptsweep.config import to_dict
-    from ptsweep.sweeps.common import trial_key
+    from ptsweep.identity import trial_key
 
     base = to_dict(cfg)
     t1, l1 = stage1_trials(cfg)
@@ -341,7 +344,7 @@ def main(argv: list[str] | None = None) -> None:
     (also while it runs) and print the markdown tables; writes ``partial_optima.csv`` and ``partial_lr_transfer.png``."""
     import sys
 
-    from ptsweep.cli import compose
+    from ptsweep.config import compose
 
     argv = list(sys.argv[1:] if argv is None else argv)
     sdir, overrides = Path(argv[0]), argv[1:]

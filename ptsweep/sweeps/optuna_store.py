@@ -29,8 +29,9 @@ import math
 from pathlib import Path
 from typing import Any, Mapping
 
+from ptsweep.errors import SweepError
 from ptsweep.sweeps.code_version import REFUSED
-from ptsweep.sweeps.ray_session import INTERRUPT, SweepError
+from ptsweep.sweeps.ray_session import INTERRUPT
 
 STUDY_FILE = "optuna.journal"
 STATUS_ATTR = "status"

@@ -46,18 +46,10 @@ import sys
 import threading
 from pathlib import Path
 
-from ptsweep.config import ConfigError
+from ptsweep.errors import SweepError
 
 AUTH_ENV = "RAY_AUTH_MODE"
 TOKEN_PATH = Path.home() / ".ray" / "auth_token"
-
-
-class SweepError(ConfigError):
-    """A user-fixable sweep problem (e.g. transfer.yaml missing). A ConfigError, so the CLI prints one line."""
-
-
-class SweepInterrupted(KeyboardInterrupt):
-    """The sweep was stopped by Ctrl-C; finished trials are in the ledger and the study resumes on re-run."""
 
 
 RESUME = {"command": "", "kept": "finished trials are kept"}

@@ -59,13 +59,18 @@ import pandas as pd
 from ptsweep import metric_keys
 from ptsweep.analysis import fits as fits_mod
 from ptsweep.analysis import plots
+from ptsweep.analysis.verification import _t_ppf
 from ptsweep.config import RunConfig, with_overrides
 from ptsweep.analysis import framings as framings_mod
 from ptsweep.models.sizing import flops_per_token, match_shape, measure, param_count
 from ptsweep.sweeps import baseline_tuning
 from ptsweep.sweeps.baseline_tuning import search_training_seed  # noqa: F401  (re-exported: tests, docs)
-from ptsweep.sweeps.common import (SweepError, log_summary, ray_session, read_transfer, run_trials,
-                                   save_table, study_name, study_path, sweep_tags, write_json)
+from ptsweep.errors import SweepError
+from ptsweep.io import write_json
+from ptsweep.sweeps.outputs import log_summary, save_table, study_name, study_path, sweep_tags
+from ptsweep.sweeps.ray_session import ray_session
+from ptsweep.sweeps.runner import run_trials
+from ptsweep.sweeps.transfer import read_transfer
 from ptsweep.sweeps.verify_transfer import with_ledger_metrics
 
 SWEEP = "scaling-curves"
@@ -212,7 +217,7 @@ def run(cfg: RunConfig) -> Path:
     # ---- per (series, scale): means over seeds, pooled-variance t intervals ---------------------------------
     cells = {key: g for key, g in rt.groupby(["series", "scale"])}
     pooled_var, pooled_df = fits_mod.pooled_seed_variance([g["loss"].tolist() for g in cells.values()])
-    q = _t_quantile(pooled_df)
+    q = _t_ppf(0.5 + 0.95 / 2, pooled_df) if pooled_df and pooled_df > 0 else math.nan  # 95 % t intervals
     rows = []
     for (series, scale), g in cells.items():
         fin = g[np.isfinite(g["loss"])]
@@ -357,9 +362,3 @@ def context_lines(table: pd.DataFrame, split: str) -> list[str]:
                      f"{r['unigram_loss']:.4f}, no-context {r.get('no_context_loss', math.nan):.4f}); "
                      f"{metric_keys.context_line(dict(r))}")
     return [*lines, ""]
-
-
-def _t_quantile(df: int, level: float = 0.95) -> float:
-    from scipy.special import stdtrit
-
-    return float(stdtrit(df, 0.5 + level / 2)) if df and df > 0 else math.nan

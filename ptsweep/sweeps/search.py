@@ -1,7 +1,13 @@
 """Optuna-driven search: Optuna (TPE, persistent journal study) proposes trials, Ray Tune runs them.
 
-``run_search`` is re-exported by ``ptsweep.sweeps.common`` (the sweeps import it from there). The study file and the
-state mapping are described in ``ptsweep.sweeps.optuna_store``; the ledger and trial keys in ``common``.
+    with ray_session(cfg.ray):
+        df = run_search(cfg, {"optim.lr": (1e-4, 1e-2)}, study_dir, "search", num_samples=8, seed=0)
+
+The study lives in ``<study>/optuna.journal`` (``sweeps.optuna_store``: the study file and the state mapping); a
+re-run asks Optuna only for the trials missing to reach ``num_samples`` (a larger ``num_samples`` extends the same
+study), re-queues trials that were interrupted, and refuses another search space with one line. Trials are run by
+the same trainable as fixed lists (``sweeps.trainable``) and recorded in the same ledger (``sweeps.ledger``).
+No other sweeps module imports this one back.
 """
 
 from __future__ import annotations
@@ -13,11 +19,14 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ptsweep.config import RunConfig, flatten, to_dict, with_overrides
-from ptsweep.sweeps.common import (_KEY_EXCLUDE, _KEY_EXCLUDE_PREFIXES, METRIC, MODE, TABLE_METRICS, SweepError,
-                                   SweepInterrupted, _finite_or_inf, _fit, _jsonable, _norm, _prepare_base,
-                                   _ray_run_config, _short_dirname, _trainable_with_resources, _warm_data, read_json,
-                                   read_ledger, trial_dir, trial_key)
+from ptsweep.config import RunConfig, to_dict, with_overrides
+from ptsweep.errors import SweepError, SweepInterrupted
+from ptsweep.identity import trial_config, trial_key
+from ptsweep.io import jsonable, read_json
+from ptsweep.sweeps.fields import METRIC, MODE, TABLE_METRICS, finite_or_inf
+from ptsweep.sweeps.ledger import read_ledger, trial_dir
+from ptsweep.sweeps.runner import fit, prepare_base, ray_run_config, short_dirname, warm_data
+from ptsweep.sweeps.trainable import trainable_with_resources
 
 
 def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_dir: Path, experiment_name: str, *,
@@ -48,12 +57,12 @@ def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_d
     study_dir = Path(study_dir).resolve()
     fixed = dict(fixed or {})
     group = group or study_dir.name
-    base_cfg = _prepare_base(cfg, study_dir, group, tags)
+    base_cfg = prepare_base(cfg, study_dir, group, tags)
     base = to_dict(base_cfg)
     trial_cfg0 = with_overrides(base_cfg, fixed)  # validates the fixed overrides in the driver
 
     signature = {"space": {k: [float(lo), float(hi)] for k, (lo, hi) in space.items()},
-                 "fixed": json.loads(json.dumps(_jsonable(fixed))), "label": label, "base": _result_config(base)}
+                 "fixed": json.loads(json.dumps(jsonable(fixed))), "label": label, "base": _result_config(base)}
     study, store = optuna_store.open_study(study_dir, experiment_name, signature)
     _reconcile(study, study_dir, base, fixed, label)
     done, waiting = optuna_store.counts(study)
@@ -65,8 +74,8 @@ def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_d
           file=sys.stderr, flush=True)
 
     if remaining > 0:
-        _warm_data(trial_cfg0)
-        fn = _trainable_with_resources(base_cfg, base, fixed, {"__label__": label}, study_dir)
+        warm_data(trial_cfg0)
+        fn = trainable_with_resources(base_cfg, base, fixed, {"__label__": label}, study_dir)
         budget = float(num_steps(trial_cfg0) * trial_cfg0.train.batch_size * trial_cfg0.data.seq_len)
         if asha and asha.get("reduction", 1) > 1:
             # max_t just above the budget: ASHA stops a trial that reaches max_t at once, which would cut off the
@@ -83,11 +92,11 @@ def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_d
             tune_config=tune.TuneConfig(search_alg=searcher, scheduler=scheduler, num_samples=remaining,
                                         metric=METRIC, mode=MODE,
                                         max_concurrent_trials=cfg.ray.max_concurrent or None, reuse_actors=True,
-                                        trial_dirname_creator=_short_dirname),
-            run_config=_ray_run_config(cfg, study_dir, name, remaining),
+                                        trial_dirname_creator=short_dirname),
+            run_config=ray_run_config(cfg, study_dir, name, remaining),
         )
         try:
-            _fit(tuner, study_dir, experiment_name)
+            fit(tuner, study_dir, experiment_name)
         except (SweepInterrupted, SweepError):  # record the running trials as interrupted (queued again), stop
             _reconcile(optuna_store.open_study(study_dir, experiment_name, signature)[0], study_dir, base, fixed,
                        label)
@@ -109,11 +118,8 @@ def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_d
 
 
 def _result_config(base: Mapping[str, Any]) -> dict:
-    """The flat config minus keys that do not change results (as in the trial key), JSON-normalised."""
-    flat = flatten(dict(base))
-    keep = {k: _norm(v) for k, v in sorted(flat.items())
-            if k not in _KEY_EXCLUDE and not k.startswith(_KEY_EXCLUDE_PREFIXES)}
-    return json.loads(json.dumps(_jsonable(keep)))
+    """The flat config minus keys that do not change results (``identity.trial_config``), JSON-normalised."""
+    return json.loads(json.dumps(jsonable(trial_config(base))))
 
 
 def _reconcile(study, study_dir: Path, base: dict, fixed: Mapping[str, Any], label: str) -> None:
@@ -153,7 +159,7 @@ def _search_rows(study, study_dir: Path, base: dict, fixed: Mapping[str, Any], l
                        error=t.user_attrs.get("error") or "no ledger record: the trial's worker died")
         if t.state == TrialState.PRUNED:
             row["status"] = "early_stopped"
-        row["val_loss"] = _finite_or_inf(row.get("val_loss"))
+        row["val_loss"] = finite_or_inf(row.get("val_loss"))
         row["error"] = row.get("error") or ""
         rows.append(row)
     return rows

@@ -29,9 +29,14 @@ import yaml
 
 from ptsweep import metric_keys
 from ptsweep.config import INFO_WEIGHTS, TRANSFER_KEYS, RunConfig, with_overrides
-from ptsweep.sweeps.provenance import transfer_settings
-from ptsweep.sweeps.common import (SweepError, git_commit, log_summary, optuna_study_from_table, ray_session,
-                                   run_search, save_table, study_name, study_path, sweep_tags, write_json)
+from ptsweep.errors import SweepError
+from ptsweep.io import write_json
+from ptsweep.sweeps.code_version import git_commit
+from ptsweep.sweeps.outputs import (log_summary, optuna_study_from_table, save_table, study_name, study_path,
+                                    sweep_tags)
+from ptsweep.sweeps.ray_session import ray_session
+from ptsweep.sweeps.search import run_search
+from ptsweep.sweeps.transfer import transfer_settings
 
 SWEEP = "tune-small"
 
@@ -121,7 +126,7 @@ def run(cfg: RunConfig) -> Path:
         "preset": cfg.preset,
         "git_commit": git_commit(),
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
-        "settings": transfer_settings(cfg),  # checked by every sweep that reads transfer.yaml (sweeps.provenance)
+        "settings": transfer_settings(cfg),  # checked by every sweep that reads transfer.yaml (sweeps.transfer)
     }
     (sdir / "transfer.yaml").write_text(
         "# The 7 transferable hyperparameters found by tune-small (dotted config keys), read by verify-transfer\n"

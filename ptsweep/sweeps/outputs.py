@@ -1,0 +1,109 @@
+"""What a sweep leaves behind besides its ledger: the study folder's name and path, W&B tags, result tables
+(parquet + csv), one W&B summary run per sweep, and an in-memory Optuna study rebuilt from a table for plots.
+
+    study_name(cfg, "tune-small") / study_path(cfg, "tune-small")    runs/<study> (absolute)
+    sweep_tags(sweep, model_cfg)                                       W&B tags (sweep, model, width)
+    save_table(df, study_dir, "trials")                                trials.parquet + trials.csv
+    log_summary(cfg, study_dir, name, tables, images, summary)         one W&B summary run per sweep
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from ptsweep.config import RunConfig, to_dict
+from ptsweep.io import jsonable
+from ptsweep.sweeps.fields import one_line
+
+
+def study_name(cfg: RunConfig, default: str) -> str:
+    """``sweep.study`` or the sweep's default name (e.g. "tune-small")."""
+    return cfg.sweep.study or default
+
+
+def study_path(cfg: RunConfig, default: str) -> Path:
+    """Absolute ``<out_dir>/<study>``."""
+    return (Path(cfg.out_dir) / study_name(cfg, default)).resolve()
+
+
+def sweep_tags(sweep: str, model_cfg) -> list[str]:
+    """W&B tags of a trial: sweep, model and width."""
+    return [f"sweep={sweep}", f"model={model_cfg.name}", f"width={model_cfg.width}"]
+
+
+def save_table(df, study_dir: Path, name: str) -> tuple[Path, Path]:
+    """``<study_dir>/<name>.parquet`` + ``.csv`` (object columns stringified for parquet)."""
+    study_dir = Path(study_dir)
+    study_dir.mkdir(parents=True, exist_ok=True)
+    pq, csv = study_dir / f"{name}.parquet", study_dir / f"{name}.csv"
+    df.to_csv(csv, index=False)
+    d = df.copy()
+    for c in d.columns:
+        if d[c].dtype == object:
+            d[c] = d[c].map(lambda v: v if v is None or isinstance(v, str) else json.dumps(jsonable(v)))
+    d.to_parquet(pq, index=False)
+    return pq, csv
+
+
+def log_summary(cfg: RunConfig, study_dir: Path, name: str, tables: Mapping[str, Any] | None = None,
+                images: Mapping[str, str | Path] | None = None, summary: Mapping[str, Any] | None = None,
+                tags: Iterable[str] = (), artifacts: Iterable[str] = ()) -> str:
+    """One W&B summary run per sweep (job_type="summary", group = study) with the tables (wandb.Table), plots
+    (wandb.Image) and artifacts: ``<study>-transfer`` (transfer.yaml, if present) and ``<study>-summary`` (the
+    study's *.csv, summary*.json, *.md and the extra ``artifacts`` file names). Only when ``tracker.mode !=
+    disabled``; wandb is imported lazily by the tracker. Never fails the sweep: returns "" on success, or a one-line
+    note of what went wrong / why it was skipped."""
+    if cfg.tracker.mode == "disabled":
+        return "tracker.mode=disabled: no W&B summary run"
+    try:
+        from ptsweep.tracking import make_tracker
+
+        tracker = make_tracker(cfg.tracker)
+        run_dir = Path(study_dir) / "wandb_summary"
+        tracker.start(run_dir, to_dict(cfg), name=f"{Path(study_dir).name}-summary", group=Path(study_dir).name,
+                      tags=list(tags), job_type="summary")
+        for tname, df in (tables or {}).items():
+            tracker.log_table(tname, df)
+        if images:
+            tracker.log_images({k: str(v) for k, v in images.items() if Path(v).exists()})
+        # the study's result files as versioned artifacts: transfer.yaml (its own type, what later sweeps consume)
+        # and the summary tables
+        sdir = Path(study_dir)
+        if (sdir / "transfer.yaml").is_file():
+            tracker.log_artifact(f"{sdir.name}-transfer", "transfer", [sdir / "transfer.yaml"])
+        files = [*sorted(sdir.glob("*.csv")), *sorted(sdir.glob("summary*.json")), *sorted(sdir.glob("*.md")),
+                 *[sdir / f for f in (artifacts or ())]]
+        tracker.log_artifact(f"{sdir.name}-summary", "sweep-summary", files)
+        tracker.finish({**(summary or {}), "status": "ok"})
+        note = ""
+        if cfg.tracker.mode == "online":
+            note = "W&B report creation skipped (optional); the summary run holds the table and plots"
+        return note
+    except Exception as e:  # noqa: BLE001
+        return f"W&B summary run failed: {one_line(e)}"
+
+
+def optuna_study_from_table(df, space: Mapping[str, tuple[float, float]], study_name: str = "ptsweep"):
+    """Rebuild an in-memory Optuna study from a trials table (for optuna.visualization): status ok -> COMPLETE,
+    early_stopped -> PRUNED, failed/diverged -> FAIL."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    dists = {k: optuna.distributions.FloatDistribution(float(lo), float(hi), log=True) for k, (lo, hi) in space.items()}
+    study = optuna.create_study(study_name=study_name, direction="minimize")
+    for _, row in df.iterrows():
+        params = {k: float(row[k]) for k in space}
+        status, loss = row.get("status"), float(row.get("val_loss", math.inf))
+        if status == "ok" and math.isfinite(loss):
+            t = optuna.trial.create_trial(params=params, distributions=dists, value=loss)
+        elif status == "early_stopped":
+            inter = {int(row.get("tokens") or 0): loss} if math.isfinite(loss) else {}
+            t = optuna.trial.create_trial(params=params, distributions=dists, state=optuna.trial.TrialState.PRUNED,
+                                          intermediate_values=inter)
+        else:
+            t = optuna.trial.create_trial(params=params, distributions=dists, state=optuna.trial.TrialState.FAIL)
+        study.add_trial(t)
+    return study

@@ -1,0 +1,194 @@
+"""Running trials on Ray Tune: a fixed list of trials (``run_trials``), and the pieces every Tune run of a sweep
+shares (the base config the trials start from, Ray's storage and run config, one progress line per trial, and
+``tuner.fit`` under the Ctrl-C guard). Optuna searches use the same pieces (``sweeps.search``).
+
+    with ray_session(cfg.ray):                         # local Ray with token auth (or RAY_ADDRESS / ray.address)
+        df = run_trials(cfg, [{"optim.lr": 1e-3}, ...], study_dir, "final", tags=[...])   # fixed list
+
+Resume: trials whose ledger record (``final.json``, ``sweeps.ledger``) exists are not submitted to Ray at all.
+
+Ctrl-C (``sweeps.ray_session.interrupt_guard``): the first one stops the Ray experiment; trials stopped then record
+``interrupted.json`` (no ledger record: they run again, from their checkpoint); ``SweepInterrupted`` tells the CLI to
+print the resume command. The second one kills the local Ray and exits. A trial refused for edited source
+(``code_version``) stops the sweep with one line.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ptsweep.config import RunConfig, to_dict, with_overrides
+from ptsweep.errors import SweepError, SweepInterrupted
+from ptsweep.identity import trial_key
+from ptsweep.sweeps.code_version import REFUSED, SOURCE_CHANGED
+from ptsweep.sweeps.fields import TABLE_METRICS, TRIAL_FIELD, finite_or_inf, one_line
+from ptsweep.sweeps.ledger import interrupt_marker, read_ledger
+from ptsweep.sweeps.ray_session import interrupt_guard, make_stopper
+from ptsweep.sweeps.trainable import driver_source, trainable_with_resources
+
+
+def prepare_base(cfg: RunConfig, study_dir: Path, group: str, tags: Sequence[str]) -> RunConfig:
+    """Absolute paths (workers run elsewhere), per-trial threads, resumable trials, tracker group/tags."""
+    from ptsweep.io import resolve_path
+
+    threads = max(1, int(cfg.ray.cpus_per_trial))
+    return with_overrides(cfg, {
+        "out_dir": str(Path(cfg.out_dir).resolve()),
+        "data.cache_dir": str(resolve_path(cfg.data.cache_dir)),
+        "train.threads": threads,
+        "train.progress": False,
+        "tracker.group": group,
+        "tracker.tags": list(tags),
+    })
+
+
+def warm_data(cfg: RunConfig) -> int:
+    """Tokenise/cache the corpus once in the driver (trials then only open the cache); returns the vocab size."""
+    from ptsweep import data as data_mod
+
+    return int(data_mod.prepare(cfg.data).vocab_size)
+
+
+def _storage(cfg: RunConfig, study_dir: Path) -> str:
+    """Ray's storage_path: ``<study_dir>/ray``, or ``ray.storage_path/<study>`` (a URI such as s3://bucket/x is kept
+    as a string - ``Path`` would turn it into s3:/bucket/x; local paths are made absolute)."""
+    sp = cfg.ray.storage_path
+    if not sp:
+        return str(Path(study_dir) / "ray")
+    if "://" in sp:
+        return sp.rstrip("/") + "/" + Path(study_dir).name
+    return str(Path(sp).expanduser().resolve() / Path(study_dir).name)
+
+
+def _progress_callback(name: str, total: int):
+    from ray.tune import Callback
+
+    class _Progress(Callback):
+        """One line per finished trial (Ray's own progress table is off)."""
+
+        def __init__(self) -> None:
+            self.n = 0
+
+        def on_trial_complete(self, iteration, trials, trial, **info):
+            self.n += 1
+            r = trial.last_result or {}
+            print(f"[{name}] trial {r.get('trial_key', trial.trial_id)} {r.get('status', 'done')} "
+                  f"val_loss={r.get('val_loss', float('nan')):.4f} ({self.n}/{total})", file=sys.stderr, flush=True)
+
+        def on_trial_error(self, iteration, trials, trial, **info):
+            self.n += 1
+            print(f"[{name}] trial {trial.trial_id} errored ({self.n}/{total})", file=sys.stderr, flush=True)
+
+    return _Progress()
+
+
+def ray_run_config(cfg: RunConfig, study_dir: Path, name: str, total: int):
+    """Tune's run config of one invocation: storage, the Ctrl-C stopper, no retries, one progress line per trial."""
+    from ray import tune
+
+    return tune.RunConfig(name=name, storage_path=_storage(cfg, study_dir), verbose=0, stop=make_stopper(),
+                          failure_config=tune.FailureConfig(max_failures=0),
+                          callbacks=[_progress_callback(name, total)])
+
+
+def fit(tuner, study_dir: Path, name: str):
+    """``tuner.fit()`` under the Ctrl-C guard (first Ctrl-C stops the experiment, second exits), without the
+    warning about result files (Tune's file loggers are off: the ledger is the record). Raises SweepInterrupted
+    after a Ctrl-C, once Tune has stopped the trials."""
+    import logging
+
+    log = logging.getLogger("ray.tune.analysis.experiment_analysis")
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        with interrupt_guard(f"{Path(study_dir).name}/{name}", interrupt_marker(study_dir)) as flag:
+            grid = tuner.fit()
+    finally:
+        log.setLevel(level)
+    if flag.requested:
+        raise SweepInterrupted(f"{Path(study_dir).name}: interrupted; finished trials are kept in "
+                               f"{Path(study_dir) / 'trials'} - re-run the same command to resume")
+    stale = [r for r in grid if (r.metrics or {}).get("status") == REFUSED]
+    if stale:
+        raise SweepError(f"{Path(study_dir).name}/{name}: {SOURCE_CHANGED} ({driver_source()}); {len(stale)} "
+                         f"trial(s) refused to train on the edited code and have no ledger record - commit or revert "
+                         f"the edit, then re-run the same command (finished trials are kept)")
+    return grid
+
+
+def short_dirname(trial) -> str:
+    """Ray's folder of a trial: ``trial_<id>`` (the ledger folder carries the readable key)."""
+    return f"trial_{trial.trial_id}"
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Fixed list of trials
+# --------------------------------------------------------------------------------------------------------------
+def run_trials(cfg: RunConfig, trials: Sequence[Mapping[str, Any]], study_dir: Path, experiment_name: str, *,
+               labels: Sequence[str] | None = None, tags: Sequence[str] = (), group: str | None = None) -> "pd.DataFrame":
+    """Run a fixed list of trials (each = ``cfg`` + dotted overrides) on Ray Tune; resumable.
+
+    Args:
+        cfg: the composed base RunConfig (its ``ray`` section sets resources and concurrency).
+        trials: one dict of dotted overrides per trial, e.g. ``{"optim.lr": 3e-3, "seed": 1}``.
+        study_dir: ``runs/<study>`` (ledger in ``<study_dir>/trials``, Ray state in ``<study_dir>/ray``).
+        experiment_name: Ray experiment name (a timestamp is appended: each invocation is a fresh experiment).
+        labels: optional readable prefix of each trial key (e.g. "base-s1", "p007").
+        tags: W&B tags of every trial (``model=``/``width=`` tags are set per trial from its own config);
+            group: W&B group (default: the study folder name).
+
+    Trials with a ledger entry are not run again. Returns one row per trial, in input order: trial_key, label,
+    the override columns (dotted), then ``TABLE_METRICS`` (val_loss = inf for failed/diverged runs)."""
+    import pandas as pd
+
+    study_dir = Path(study_dir).resolve()
+    labels = list(labels) if labels is not None else [""] * len(trials)
+    if len(labels) != len(trials):
+        raise ValueError("labels and trials differ in length")
+    group = group or study_dir.name
+    base_cfg = prepare_base(cfg, study_dir, group, tags)
+    base = to_dict(base_cfg)
+    keys = [trial_key(base, ov, lab) for ov, lab in zip(trials, labels)]
+    if len(set(keys)) != len(keys):
+        raise ValueError("two trials have identical configs (same trial key); give them different seeds or labels")
+    table = {k: {"overrides": dict(ov), "label": lab} for k, ov, lab in zip(keys, trials, labels)}
+    pending = [k for k in keys if read_ledger(study_dir, k) is None]
+    n_done = len(keys) - len(pending)
+    print(f"[{study_dir.name}/{experiment_name}] {len(keys)} trials: {n_done} already finished (ledger), "
+          f"{len(pending)} to run", file=sys.stderr, flush=True)
+
+    errors: dict[str, str] = {}
+    if pending:
+        from ray import tune
+
+        warm_data(base_cfg)
+        fn = trainable_with_resources(base_cfg, base, {}, table, study_dir)
+        tuner = tune.Tuner(
+            fn,
+            param_space={TRIAL_FIELD: tune.grid_search(pending)},
+            tune_config=tune.TuneConfig(num_samples=1, max_concurrent_trials=cfg.ray.max_concurrent or None,
+                                        reuse_actors=True, trial_dirname_creator=short_dirname),
+            run_config=ray_run_config(cfg, study_dir, f"{experiment_name}-{time.strftime('%Y%m%d-%H%M%S')}",
+                                       len(pending)),
+        )
+        grid = fit(tuner, study_dir, experiment_name)
+        for r in grid:
+            if r.error is not None and r.config:
+                errors[r.config.get(TRIAL_FIELD, "")] = one_line(r.error)
+
+    rows = []
+    for k in keys:
+        rec = read_ledger(study_dir, k)
+        row = {"trial_key": k, "label": table[k]["label"], **table[k]["overrides"]}
+        if rec is None:  # the worker died without a record (e.g. killed by the OS)
+            rec = {"status": "failed", "val_loss": math.inf,
+                   "error": errors.get(k, "no ledger record: the trial's worker died")}
+        row.update({m: rec.get(m) for m in TABLE_METRICS})
+        row["val_loss"] = finite_or_inf(row["val_loss"])
+        row["error"] = row["error"] or ""
+        rows.append(row)
+    return pd.DataFrame(rows)

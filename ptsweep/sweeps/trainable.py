@@ -1,0 +1,198 @@
+"""The Ray Tune function trainable: one ``train.run`` per trial inside a Ray worker, its resources, and how a trial
+ends (ledger record, early stop, interrupt, refusal).
+
+Each trial's config is the base RunConfig plus dotted overrides (``config.with_overrides``); the trainable calls
+``train.run`` with a tracker from ``cfg.tracker`` (one W&B run per trial, group = study, tags), so every trial also
+lands in the local results table ``<out_dir>/results.jsonl``. It checks the ledger first and, when the trial
+already finished (killed after ``final.json``), reports the recorded metrics instead of training again. A trial
+started again after being killed mid-run (no ledger record) resumes from its own last checkpoint
+(``train.checkpoint_every_s``; ``train.resume`` is set when one exists).
+
+Failures never kill a sweep: an exception inside a trial (bad override, OOM, ...) is caught here and recorded as
+status "failed" with its one-line error and val_loss = inf; a diverged run (``train.run`` returns diverged) is
+recorded as status "diverged" with val_loss = inf. A worker that finds other ptsweep source than the driver
+(``code_version``) reports status "refused" and writes no record.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import os
+import sys
+from pathlib import Path
+from typing import Any, Mapping
+
+from ptsweep.config import RunConfig, with_overrides
+from ptsweep.errors import SourceChanged
+from ptsweep.identity import trial_key
+from ptsweep.io import write_json
+from ptsweep.sweeps import ledger
+from ptsweep.sweeps.code_version import REFUSED, check_worker_source, git_commit, source_fingerprint
+from ptsweep.sweeps.fields import TRIAL_FIELD, finite_or_inf, one_line
+from ptsweep.sweeps.ray_session import quiet_worker_exit
+
+
+def _report_subset(m: Mapping[str, Any]) -> dict:
+    out = {"val_loss": finite_or_inf(m.get("val_loss")), "tokens": float(m.get("tokens", 0) or 0),
+           "steps": int(m.get("step", m.get("steps", 0)) or 0)}
+    for k in ("status", "error", "trial_key", "train_loss", "best_val_loss"):
+        if k in m:
+            v = m[k]
+            out[k] = finite_or_inf(v) if k in ("train_loss", "best_val_loss") else str(v)
+    for k in ("val_loss_se", "unigram_loss", "gain_over_unigram", "gain_over_unigram_se", "no_context_loss",
+              "context_gain", "context_gain_se", "test_loss", "test_loss_se", "test_context_gain",
+              "test_context_gain_se"):  # every loss with its noise and its baselines (NaN stays NaN: not estimated)
+        if isinstance(m.get(k), (int, float)):
+            out[k] = float(m[k])
+    return out
+
+
+class _EarlyStopped(Exception):
+    """Raised inside a trial once Tune has stopped it (ASHA): ends train.run at its next evaluation (train.run
+    records the run with this ``status``)."""
+
+    status = "early_stopped"
+
+
+def _stop_requested() -> bool:
+    """True once Tune has asked this trial to stop (its session is finishing or already gone)."""
+    try:
+        from ray.train._internal.session import get_session
+
+        session = get_session()
+        return session is None or session.stop_event.is_set()
+    except Exception:  # noqa: BLE001 - private Ray API: never let it break a trial
+        return False
+
+
+def _node_id() -> str:
+    """The Ray node this trial runs on (recorded in trial.json; multi-node runs show where each trial ran)."""
+    try:
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+    except Exception:  # noqa: BLE001
+        return ""
+
+
+def _trainable(config: dict, *, base: dict, fixed: dict, table: dict, study_dir: str, threads: int,
+               source: str = "") -> None:
+    """Ray Tune function trainable: one ``train.run`` of base + overrides; never raises for a failed run. When
+    ptsweep's source on disk is not the driver's ``source`` fingerprint (``code_version``) it reports status
+    "refused" without training or a ledger record: the trial runs again on the next invocation."""
+    import torch
+    from ray import tune
+
+    from ptsweep import train
+    from ptsweep.config import from_dict
+    from ptsweep.tracking import make_tracker
+
+    quiet_worker_exit()
+    study = Path(study_dir)
+    if TRIAL_FIELD in config:  # fixed list: the key was computed in the driver
+        key = config[TRIAL_FIELD]
+        label = table[key]["label"]
+        overrides = {**fixed, **table[key]["overrides"]}
+    else:  # Optuna: the proposed dotted params
+        label = table.get("__label__", "")
+        overrides = {**fixed, **{k: v for k, v in config.items() if "." in k}}
+        key = trial_key(base, overrides, label)
+
+    done = ledger.read_ledger(study, key)
+    if done is not None:  # finished before an interruption: report the record, do not train again
+        tune.report(_report_subset({**done, "trial_key": key}))
+        return
+
+    try:
+        source_sha = check_worker_source(source)
+    except SourceChanged as e:
+        print(f"[ptsweep] trial {key} not run: {e}", file=sys.stderr)
+        tune.report(_report_subset({"status": REFUSED, "error": str(e), "val_loss": math.inf, "trial_key": key}))
+        return
+    tdir = ledger.trial_dir(study, key)
+    tdir.mkdir(parents=True, exist_ok=True)
+    ledger.record_start(study, key, label, overrides, pid=os.getpid(), node_id=_node_id(), host=os.uname().nodename,
+                        source_sha=source_sha, git_commit=git_commit())
+    if threads > 0:
+        torch.set_num_threads(threads)
+
+    last: dict = {}
+    tracker = None
+
+    def interrupted() -> bool:
+        return ledger.was_interrupted(study)
+
+    def record_interrupt() -> None:  # not a ledger record: the trial runs again (from its checkpoint) on resume
+        ledger.record_interrupt(study, key, last)
+
+    def report_fn(m: dict) -> None:
+        if _stop_requested():  # ASHA (or Ctrl-C) stopped the trial: do not train on while the actor shuts down
+            if interrupted():
+                raise KeyboardInterrupt("sweep interrupted (Ctrl-C)")
+            raise _EarlyStopped(f"stopped by the Tune scheduler (ASHA) after step {last.get('step', 0)}")
+        last.update(m)
+        sub = _report_subset({**m, "trial_key": key})
+        write_json(tdir / "progress.json", sub)  # last reported metrics: the record of an ASHA-stopped trial
+        tune.report(sub)
+
+    try:
+        # continue from the trial's own checkpoint if an earlier attempt was killed mid-run
+        ckpt = tdir / train.CHECKPOINT
+        cfg = with_overrides(from_dict(base), {**overrides, "train.resume": ckpt.exists()})
+        # W&B tags (sweep, model, width) of THIS trial: the model/width tags follow the trial's own config
+        tags = [t for t in cfg.tracker.tags if not t.startswith(("model=", "width="))]
+        cfg = with_overrides(cfg, {"tracker.tags": [*tags, f"model={cfg.model.name}", f"width={cfg.model.width}"]})
+        tracker = make_tracker(cfg.tracker)
+        metrics = train.run(cfg, tracker, run_dir=tdir, report_fn=report_fn)
+        if metrics.get("diverged"):
+            metrics = {**metrics, "status": "diverged", "val_loss": math.inf,
+                       "error": metrics.get("error") or "diverged: non-finite loss"}
+    except KeyboardInterrupt:  # Ctrl-C: the sweep stops; this trial is continued by the next run
+        record_interrupt()
+        return
+    except (SystemExit, _EarlyStopped):  # Tune stopped the trial (ASHA)
+        if interrupted():
+            record_interrupt()
+            return
+        ledger.record(study, key, label, overrides, {**last, "steps": last.get("step", 0),
+                                                     "status": "early_stopped", "error": ""}, source_sha)
+        return  # (Ray's sys.exit only ends this trial's thread: returning does the same, without an error)
+    except Exception as e:  # noqa: BLE001 - any failure is recorded, never propagated
+        if _stop_requested() and interrupted():
+            record_interrupt()
+            return
+        if _stop_requested():  # e.g. W&B torn down while the stopped trial's actor exits
+            ledger.record(study, key, label, overrides, {**last, "steps": last.get("step", 0),
+                                                         "status": "early_stopped", "error": ""}, source_sha)
+            return
+        metrics = {"status": "failed", "error": one_line(e), "val_loss": math.inf,
+                   "steps": last.get("step", 0), "tokens": last.get("tokens", 0)}
+        print(f"[ptsweep] trial {key} failed: {metrics['error']}", file=sys.stderr)
+    finally:
+        if tracker is not None:
+            with contextlib.suppress(Exception):  # never lose the trial's record to a tracker shutdown error
+                tracker.release()
+    rec = ledger.record(study, key, label, overrides, metrics, source_sha)
+    if rec.get("status") in ("ok", "diverged", "failed") and not base.get("sweep", {}).get("keep_checkpoints", False):
+        with contextlib.suppress(OSError):
+            (tdir / train.CHECKPOINT).unlink()
+    tune.report(_report_subset({**rec, "trial_key": key}))
+
+
+def trainable_with_resources(cfg: RunConfig, base: dict, fixed: dict, table: dict, study_dir: Path):
+    """The trainable bound to this sweep (base config, fixed overrides, trial table, study folder, the driver's
+    source fingerprint) with its per-trial resources (``ray.cpus_per_trial`` / ``ray.gpus_per_trial``)."""
+    from ray import tune
+
+    fn = tune.with_parameters(_trainable, base=base, fixed=dict(fixed), table=table, study_dir=str(study_dir),
+                              threads=max(1, int(cfg.ray.cpus_per_trial)), source=driver_source())
+    return tune.with_resources(fn, {"cpu": cfg.ray.cpus_per_trial, "gpu": cfg.ray.gpus_per_trial})
+
+
+@functools.cache
+def driver_source() -> str:
+    """The ptsweep source fingerprint this driver process submits every trial with: taken at its first sweep, so an
+    edit made while a multi-stage sweep runs stops its later trials too (``code_version``)."""
+    return source_fingerprint()

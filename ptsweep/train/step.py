@@ -1,0 +1,177 @@
+"""One optimizer step's and one evaluation's math: the LR schedule, micro-batches with exact gradient accumulation,
+validation / test metrics.
+
+    steps      = ceil(train.tokens / (batch_size * seq_len))
+    factor(s)  = (s + 1) / warmup            for s < warmup = round(optim.warmup_frac * steps)
+               = linear | cosine decay from 1 to optim.min_lr_frac over the remaining steps (constant: 1)
+    loss       = models.mlm_loss (cross-entropy at the masked positions only), accumulated over micro-batches of
+                 ``train.micro_batch_size`` rows weighted by their share of the targets (``accumulate_gradients``)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+
+from ptsweep import data as data_mod
+from ptsweep import metrics
+from ptsweep.config import RunConfig
+from ptsweep.models import IGNORE_INDEX, mlm_logits, mlm_loss
+from ptsweep.train.state import autocast_context
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Schedule
+# --------------------------------------------------------------------------------------------------------------
+def num_steps(cfg: RunConfig) -> int:
+    """ceil(train.tokens / (batch_size * seq_len))."""
+    return max(1, math.ceil(cfg.train.tokens / (cfg.train.batch_size * cfg.data.seq_len)))
+
+
+def lr_factor(step: int, total: int, warmup_frac: float, schedule: str, min_frac: float) -> float:
+    """Schedule factor of step ``step`` (0-based) in a run of ``total`` steps (module docstring)."""
+    warmup = round(warmup_frac * total)
+    if step < warmup:
+        return (step + 1) / warmup
+    if schedule == "constant":
+        return 1.0
+    progress = min(1.0, (step - warmup) / max(1, total - warmup - 1))
+    if schedule == "cosine":
+        return min_frac + (1.0 - min_frac) * 0.5 * (1.0 + math.cos(math.pi * progress))
+    return 1.0 - (1.0 - min_frac) * progress  # linear
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Micro-batches and gradient accumulation
+# --------------------------------------------------------------------------------------------------------------
+def to_device(batch: dict, device: torch.device) -> dict:
+    return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+
+
+def micro_slices(batch_size: int, micro: int) -> list[slice]:
+    """Consecutive row slices of at most ``micro`` rows covering ``batch_size`` (micro <= 0: one slice)."""
+    micro = batch_size if micro <= 0 else micro
+    return [slice(i, min(i + micro, batch_size)) for i in range(0, batch_size, micro)]
+
+
+def accumulate_gradients(model, batch: dict, micro: int, device: torch.device, precision: str) -> torch.Tensor:
+    """Forward + backward of one batch in micro-batches of ``micro`` rows (0 = all); returns the batch loss
+    (detached). The loss is a token average over the labelled positions, so micro-batch m is weighted by
+    n_m / n_total (its share of the targets), not 1/k: the accumulated gradient is the full batch's to float
+    rounding. Micro-batches without targets are skipped. Dropout masks differ from the full-batch ones."""
+    labels = batch["labels"]
+    slices = micro_slices(labels.shape[0], micro)
+    if len(slices) == 1:
+        with autocast_context(device, precision):
+            loss, _ = mlm_loss(model, batch["input_ids"], batch["attention_mask"], labels)
+        loss.backward()
+        return loss.detach()
+    counts = [int((labels[sl] != IGNORE_INDEX).sum()) for sl in slices]
+    total = sum(counts)
+    acc = torch.zeros((), device=labels.device)
+    for sl, n in zip(slices, counts):
+        if n == 0 and total > 0:
+            continue
+        with autocast_context(device, precision):
+            loss, _ = mlm_loss(model, batch["input_ids"][sl], batch["attention_mask"][sl], labels[sl])
+        weight = n / total if total > 0 else 1.0 / len(slices)
+        (loss * weight).backward()
+        acc += loss.detach().float() * weight
+    return acc
+
+
+def largest_fitting(batch_size: int, fits: Callable[[int], bool]) -> int:
+    """Largest m in [1, batch_size] with ``fits(m)`` (assumed monotone: fits(m) -> fits(m') for m' < m), by
+    bisection (log2(batch_size) + 1 probes). Raises RuntimeError when not even m = 1 fits."""
+    if fits(batch_size):
+        return batch_size
+    lo, hi = 0, batch_size  # fits(lo) (or lo = 0), not fits(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid
+    if lo == 0:
+        raise RuntimeError("train.micro_batch_size=auto: not even one sequence fits in device memory")
+    return lo
+
+
+def resolve_micro_batch(setting, model, batch: dict, device: torch.device, precision: str) -> int:
+    """``train.micro_batch_size`` -> rows per forward/backward. 0 -> the full batch; 'auto' -> the full batch on
+    the CPU, on CUDA the largest micro-batch whose forward + backward on ``batch``'s rows runs without
+    ``torch.cuda.OutOfMemoryError`` (probe steps; gradients are discarded), capped at the batch size."""
+    bsz = batch["labels"].shape[0]
+    if setting != "auto":
+        return min(int(setting), bsz) if int(setting) > 0 else bsz
+    if device.type != "cuda":
+        return bsz
+
+    def fits(m: int) -> bool:
+        try:
+            accumulate_gradients(model, {k: v[:m] for k, v in batch.items()}, m, device, precision)
+            torch.cuda.synchronize(device)
+            return True
+        except torch.cuda.OutOfMemoryError:
+            return False
+        finally:
+            model.zero_grad(set_to_none=True)
+            torch.cuda.empty_cache()
+
+    return largest_fitting(bsz, fits)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Evaluation
+# --------------------------------------------------------------------------------------------------------------
+@torch.no_grad()
+def evaluate(model, batches: list[dict], device: torch.device, precision: str,
+             baseline: metrics.NoContextBaseline | None = None) -> dict[str, float]:
+    """Validation metrics over every masked token of ``batches`` (``ptsweep.metrics.summarize``): val_loss with its
+    block-clustered SE and, given the corpus's context-free ``baseline``, the unigram and no-context losses on the
+    same tokens, the paired gains over them, and the [MASK]-target ``context_gain``."""
+    was_training = model.training
+    model.eval()
+    losses, blocks, targets_all, inputs_all = [], [], [], []
+    offset = 0
+    for batch in batches:
+        b = to_device(batch, device)
+        with autocast_context(device, precision):
+            logits = mlm_logits(model, b["input_ids"], b["attention_mask"], b["labels"])  # (n, V)
+        selected = b["labels"] != IGNORE_INDEX                                          # (B, L)
+        targets = b["labels"][selected]                                                  # (n,)
+        losses.append(metrics.token_losses(logits, targets).cpu())
+        blocks.append(selected.nonzero()[:, 0].cpu() + offset)  # block id of each target, row-major like logits
+        targets_all.append(targets.cpu())
+        inputs_all.append(b["input_ids"][selected].cpu())                                # what each target showed
+        offset += b["labels"].shape[0]
+    model.train(was_training)
+    model_losses, block, targets = torch.cat(losses), torch.cat(blocks), torch.cat(targets_all)
+    if baseline is None:
+        return metrics.summarize(model_losses, torch.full_like(model_losses, math.nan), block)
+    inputs = torch.cat(inputs_all)
+    return metrics.summarize(model_losses, baseline.unigram_losses(targets), block,
+                             is_mask=inputs == baseline.mask_id,
+                             no_context_losses=baseline.no_context_losses(inputs, targets))
+
+
+def final_evaluation(model, corpus, cfg: RunConfig, device, baseline, state: dict, n_eval_batches: int) -> dict:
+    """After a finished run: (1) when ``train.eval_batches`` capped the in-loop evaluations, the validation metrics
+    again on every validation block (the loop's cheaper subset only served ASHA / curves); (2) the held-out TEST
+    split (``data.max_test_blocks``), which no search ever looks at: test_loss (+ _se), test_unigram_loss (+ _se),
+    test_gain_over_unigram (+ _se), test_tokens, test_blocks. Returns the metrics to merge into the final ones."""
+    tc = cfg.train
+    out: dict = {}
+    full = data_mod.val_batches(corpus, cfg.data, tc.batch_size)
+    if len(full) > n_eval_batches:
+        ev = evaluate(model, full, device, tc.precision, baseline)
+        if math.isfinite(ev["val_loss"]):
+            out.update(ev, val_loss_subset=state["val_loss"])
+            state["val_loss"] = ev["val_loss"]
+    test = data_mod.test_batches(corpus, cfg.data, tc.batch_size)
+    if test:
+        ev = evaluate(model, test, device, tc.precision, baseline)
+        out.update({f"test_{k}".replace("test_val_", "test_"): v for k, v in ev.items()})
+    return out

@@ -351,6 +351,7 @@ def plot_coord_check(df: pd.DataFrame, path, title: str | None = None):
             ax.set_xscale("log")
             ax.set_yscale("log")
             _log_ticks(ax, "pow2")
+            ax.minorticks_off()  # hundreds of panels: minor tick marks were most of the drawing time
             ax.set_title(f"{q}, step {s}", fontsize=9)
             ax.set_xlabel("width", fontsize=8)
             ax.set_ylabel("mean |coordinate|", fontsize=8)

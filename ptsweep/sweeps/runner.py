@@ -170,8 +170,9 @@ def run_trials(cfg: RunConfig, trials: Sequence[Mapping[str, Any]], study_dir: P
         tuner = tune.Tuner(
             fn,
             param_space={TRIAL_FIELD: tune.grid_search(pending)},
+            # reuse_actors=False: see search.py (a reused actor loses trials after an early stop)
             tune_config=tune.TuneConfig(num_samples=1, max_concurrent_trials=cfg.ray.max_concurrent or None,
-                                        reuse_actors=True, trial_dirname_creator=short_dirname),
+                                        reuse_actors=False, trial_dirname_creator=short_dirname),
             run_config=ray_run_config(cfg, study_dir, f"{experiment_name}-{time.strftime('%Y%m%d-%H%M%S')}",
                                        len(pending)),
         )

@@ -158,6 +158,15 @@ def main(argv: list[str] | None = None) -> int:
     args = {k: getattr(a, k) for k in ("steps", "warmup", "device", "width", "vocab", "batch", "seq_len", "layers",
                                        "mask_prob", "threads")}
     models = [m.strip() for m in a.models.split(",") if m.strip()]
+    try:  # every shape first: an impossible width is one line before any model is timed, not a pool traceback
+        shapes = model_configs(a.width, a.vocab, a.layers)
+    except ValueError as e:
+        print(f"bench_models: --width {a.width}: {e}", file=sys.stderr)
+        return 2
+    unknown = [m for m in models if m not in shapes]
+    if unknown:
+        print(f"bench_models: unknown model(s) {', '.join(unknown)} (choose from {', '.join(shapes)})", file=sys.stderr)
+        return 2
     ctx = mp.get_context("spawn")
     results = []
     for name in models:

@@ -4,6 +4,7 @@ padding invariance, a training sanity check and the analytic FLOP count (CPU, ti
 from __future__ import annotations
 
 import math
+import sys
 from pathlib import Path
 
 import pytest
@@ -325,3 +326,17 @@ def test_match_shape_refuses_far_targets_and_unknown_keys(monkeypatch):
         sizing.match_shape("gpt", PTConfig(), 30522, 128)
     with pytest.raises(ValueError, match="match"):
         sizing.match_shape("bert", PTConfig(), 30522, 128, match="embedding")
+
+
+def test_bench_with_a_width_no_baseline_matches_is_one_line_before_any_timing(tmp_path, capsys):
+    """``bench/bench_models.py --width 64`` (no BERT width within 5% of PT's count at V = 1000) says so in one line
+    and exits 2 before timing anything (was a multiprocessing traceback after PT had been timed)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    try:
+        import bench_models
+    finally:
+        sys.path.pop(0)
+    code = bench_models.main(["--width", "64", "--vocab", "1000", "--tracker", "disabled", "--out", str(tmp_path)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "no bert width" in err[0] and "--width 64" in err[0], err
+    assert not any(tmp_path.iterdir())  # nothing timed, nothing written

@@ -69,6 +69,24 @@ def test_interrupted_trial_is_recorded_and_queued_again_with_its_params(tmp_path
     assert s2.suggest("t1") == params
 
 
+def test_a_trial_tune_never_finished_is_queued_and_counted_as_not_run(tmp_path: Path) -> None:
+    """Session 8: Ray errored two proposed trials before they trained ("Could not re-use actor"); the summary said
+    "of 4 trials" with num_samples=6. A trial left RUNNING without a ledger record must count as not run."""
+    from ptsweep.sweeps.search import _reconcile, not_run_count
+
+    s = _searcher(tmp_path, num_samples=3)
+    s.suggest("t0")
+    s.on_trial_complete("t0", {"val_loss": 5.0, "tokens": 4096, "status": "ok"})
+    lost = s.suggest("t1")  # proposed; its worker never reported (no on_trial_complete, no ledger record)
+    study = _load(tmp_path)
+    assert not_run_count(study, 3) == 2  # one lost, one never proposed
+    _reconcile(study, tmp_path, {"seed": 0}, {}, "")
+    study = _load(tmp_path)
+    assert [t.state.name for t in study.trials] == ["COMPLETE", "FAIL", "WAITING"]
+    assert study.trials[2].system_attrs["fixed_params"] == lost  # queued again with its own params
+    assert not_run_count(study, 3) == 2 and not_run_count(study, 1) == 0
+
+
 def test_reopening_with_another_space_is_a_one_line_refusal(tmp_path: Path) -> None:
     optuna_store.open_study(tmp_path, "search", SIG)
     other = {**SIG, "space": {**SIG["space"], "optim.lr": [1e-4, 1e-1]}}

@@ -128,6 +128,9 @@ def test_regret_verdict_thresholds_and_linear_never_fails():
     assert regret.regret_verdict(res)["verdict"] == "fail"
     assert "raising a 20% changes the loss by -1.000%" in regret.regret_verdict(res)["statement"]
     assert regret.regret_verdict({**res, "model": "linear"})["verdict"] == "inconclusive"
+    plane = regret.regret_verdict({**res, "model": "linear"})["statement"]  # a corner no run measured: said so
+    assert "extrapolated to the box's best corner" in plane and "on the table" not in plane
+    assert "on the table" in regret.regret_verdict(res)["statement"]
     assert regret.regret_verdict({**res, "regret_rel_ci": [0.0, 0.0039]})["verdict"] == "pass"
     assert regret.regret_verdict({**res, "regret_rel_ci": [0.0, 0.004]})["verdict"] == "inconclusive"
     v = regret.regret_verdict(None, reason="3 distinct points")

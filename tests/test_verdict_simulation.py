@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from ptsweep.analysis.regret_sim import simulate_verdicts
-from ptsweep.analysis.verification import OUTCOMES, _t_ppf, noise_band, paired_contrasts, verdict
+from ptsweep.analysis.verification import OUTCOMES, t_ppf, noise_band, paired_contrasts, verdict
 
 DEMO = dict(n=8, m=2, alpha=0.2, p=0.2)
 N_SIMS = 250
@@ -41,9 +41,9 @@ def test_unpaired_noise_band_has_its_nominal_coverage(m):
     new = rng.normal(0, 1, sims)
     s = base.std(axis=1, ddof=1)
     dev = base.mean(axis=1) - new  # > band: the new run "beats" the base beyond the band
-    band90 = _t_ppf(0.95, m - 1) * s * math.sqrt(1 + 1 / m)
+    band90 = t_ppf(0.95, m - 1) * s * math.sqrt(1 + 1 / m)
     assert noise_band([0.0, 1.0, 2.0][:m], level=0.9) == pytest.approx(
-        _t_ppf(0.95, m - 1) * np.std([0.0, 1.0, 2.0][:m], ddof=1) * math.sqrt(1 + 1 / m))
+        t_ppf(0.95, m - 1) * np.std([0.0, 1.0, 2.0][:m], ddof=1) * math.sqrt(1 + 1 / m))
     rate = float((dev > band90).mean())
     assert rate == pytest.approx(0.05, abs=0.008)
     old = float((dev > 2 * s * math.sqrt(1 + 1 / m)).mean())
@@ -55,7 +55,7 @@ def test_paired_t_statistic_follows_student_t_with_its_df():
     one-sided 5 % tail is 5 % with the t quantile and about 10 % with the normal quantile at df = 3."""
     rng = np.random.default_rng(1)
     n, m, sims = 3, 2, 3000
-    tq, zq = _t_ppf(0.95, n * (m - 1)), 1.6449
+    tq, zq = t_ppf(0.95, n * (m - 1)), 1.6449
     t_all = []
     for _ in range(sims):
         u = rng.normal(0, 5.0, m)  # seed effect 5x the run noise: cancels only when the analysis is paired

@@ -42,7 +42,8 @@ def pick_column(df: pd.DataFrame, *candidates: str) -> str:
     raise KeyError(f"none of the columns {list(candidates)} in table with columns {list(df.columns)}")
 
 
-def _figure(nrows: int = 1, ncols: int = 1, size: tuple[float, float] | None = None, layout: str | None = "constrained"):
+def new_figure(nrows: int = 1, ncols: int = 1, size: tuple[float, float] | None = None,
+               layout: str | None = "constrained"):
     """An Agg figure with a grid of axes. ``layout=None`` for large grids of equal panels (the caller sets fixed
     margins): constrained layout measures every tick label of every panel, ~3 s per coordinate-check figure."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -54,7 +55,7 @@ def _figure(nrows: int = 1, ncols: int = 1, size: tuple[float, float] | None = N
     return fig, axes
 
 
-def _save(fig, path) -> Path:
+def save_figure(fig, path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120, format="png")
@@ -94,7 +95,7 @@ def plot_distance_vs_increase(table: pd.DataFrame, path, noise_band: float | Non
     ``table`` is :func:`~ptsweep.analysis.verification.rank_table`'s output; the band defaults to ``table.attrs``.
     Failed (non-finite) points cannot be drawn and are counted in the legend.
     """
-    fig, axes = _figure()
+    fig, axes = new_figure()
     ax = axes[0, 0]
     pts = table[~table["is_base"] & ~table["failed"]]
     n_failed = int((~table["is_base"] & table["failed"]).sum())
@@ -115,12 +116,12 @@ def plot_distance_vs_increase(table: pd.DataFrame, path, noise_band: float | Non
     ax.set_ylabel("eval-loss increase vs base (%)")
     ax.set_title(title or "Distance vs evaluation-loss increase")
     ax.legend(loc="best", fontsize=8)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_rank_curve(table: pd.DataFrame, path, noise_band: float | None = None, title: str | None = None):
     """[S] Figure 1(b): losses sorted ascending, relative increase (%) vs rank (1 = best); base as a red star."""
-    fig, axes = _figure()
+    fig, axes = new_figure()
     ax = axes[0, 0]
     ok = table[~table["failed"]]
     base = table[table["is_base"]]
@@ -139,7 +140,7 @@ def plot_rank_curve(table: pd.DataFrame, path, noise_band: float | None = None, 
     ax.set_ylabel("eval-loss increase vs base (%)")
     ax.set_title(title or "Rank vs evaluation-loss increase")
     ax.legend(loc="upper left", fontsize=8)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_regret_axes(res: Mapping, path, title: str | None = None):
@@ -149,7 +150,7 @@ def plot_regret_axes(res: Mapping, path, title: str | None = None):
     keys = list(res["axis_curves"])
     ncols = 4
     nrows = -(-len(keys) // ncols)
-    fig, axes = _figure(nrows, ncols, size=(3.4 * ncols, 2.9 * nrows))
+    fig, axes = new_figure(nrows, ncols, size=(3.4 * ncols, 2.9 * nrows))
     for ax, k in zip(axes.ravel(), keys):
         c, p, a = res["axis_curves"][k], res["axis_points"][k], res["axes"][k]
         ax.fill_between(c["factor"], 100 * np.asarray(c["lo"]), 100 * np.asarray(c["hi"]), color="0.85", lw=0)
@@ -167,7 +168,7 @@ def plot_regret_axes(res: Mapping, path, title: str | None = None):
     fig.suptitle(title or f"Fitted {res['model']} surface along each axis (points: partial residuals; dotted: box "
                           f"minimum); regret {100 * res['regret_rel']:.2f} % [{100 * lo:.2f}, {100 * hi:.2f}]",
                  fontsize=9)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -258,13 +259,13 @@ def plot_scaling(
     """
     loss_col = loss_col or pick_column(df, *LOSS_COLS)
     model_col = model_col or pick_column(df, *MODEL_COLS)
-    fig, axes = _figure(size=(7.0, 5.0))
+    fig, axes = new_figure(size=(7.0, 5.0))
     ax = axes[0, 0]
     _loglog_by_model(ax, df, x, loss_col, model_col, list(pair), fits, {"with_const": with_const},
                      "non-embedding parameters" if x.startswith("non_emb") else "parameters", summary, ylabel)
     names = " vs ".join(MODEL_LABELS.get(m, m).split(" (")[0] for m in pair)
     ax.set_title(title or f"Scaling: {names}")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_loss_vs_compute(
@@ -284,12 +285,12 @@ def plot_loss_vs_compute(
     d = df.copy()
     d["train_flops"] = d["flops_per_token"].astype(float) * d["tokens"].astype(float)
     models = list(models) if models is not None else sorted(d[model_col].dropna().unique().tolist())
-    fig, axes = _figure(size=(7.0, 5.0))
+    fig, axes = new_figure(size=(7.0, 5.0))
     ax = axes[0, 0]
     _loglog_by_model(ax, d, "train_flops", loss_col, model_col, models, fits, {},
                      "training FLOPs (flops/token x tokens)", None, ylabel)
     ax.set_title(title or "Evaluation loss vs training compute")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 FRAMING_AXES = (("params", "total parameters", "total"), ("non_embedding_params", "non-embedding parameters",
@@ -305,14 +306,14 @@ def plot_framings(df: pd.DataFrame, path, fits: Mapping[str, Mapping[str, Mappin
     panel. ``fits[xcol][model]`` from :func:`~ptsweep.analysis.fits.fit_scaling_law`; each panel's title states
     "beats at every scale" of that framing (``framings[name][pair]["every_scale"]``)."""
     models = sorted(df[model_col].dropna().unique().tolist())
-    fig, axes = _figure(1, 3, size=(18.0, 5.5))
+    fig, axes = new_figure(1, 3, size=(18.0, 5.5))
     for ax, (xcol, xlabel, name) in zip(axes[0], FRAMING_AXES):
         _loglog_by_model(ax, df, xcol, loss_col, model_col, models, fits.get(xcol, {}), {}, xlabel, None, ylabel)
         verdicts = {pair: r.get("every_scale") for pair, r in ((framings or {}).get(name) or {}).items()}
         words = {True: "yes", False: "no", None: "undecided"}
         ax.set_title(f"{name}: PT beats at every scale? "
                      + ", ".join(f"{p}: {words[v]}" for p, v in verdicts.items()), fontsize=9)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -330,9 +331,9 @@ def plot_coord_check(df: pd.DataFrame, path, title: str | None = None):
     pars = sorted(d["parametrization"].unique().tolist()) if "parametrization" in d.columns else [None]
     slopes = coord_slopes(d)
     height = 2.8 * len(quantities) + 1.1
-    fig, axes = _figure(len(quantities), len(steps), size=(3.2 * len(steps), height), layout=None)
+    fig, axes = new_figure(len(quantities), len(steps), size=(3.2 * len(steps), height), layout=None)
     fig.subplots_adjust(left=0.7 / (3.2 * len(steps)), right=1 - 0.15 / (3.2 * len(steps)), bottom=0.5 / height,
-                        top=1 - 0.9 / height, wspace=0.45, hspace=0.55)  # fixed margins in inches: see _figure
+                        top=1 - 0.9 / height, wspace=0.45, hspace=0.55)  # fixed margins in inches: see new_figure
     for i, q in enumerate(quantities):
         for j, s in enumerate(steps):
             ax = axes[i, j]
@@ -362,7 +363,7 @@ def plot_coord_check(df: pd.DataFrame, path, title: str | None = None):
     text = textwrap.fill(title or "Coordinate check: mean |coordinate| vs width (flat = muP-correct)",
                          width=int(14 * 3.2 * len(steps)))  # ~14 characters per inch at 10 pt
     fig.suptitle(text, fontsize=10, y=1 - 0.1 / height, va="top")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_lr_transfer(
@@ -389,7 +390,7 @@ def plot_lr_transfer(
         d[param_col] = "all"
     d = d[np.isfinite(d[loss_col].astype(float))]
     pars = sorted(d[param_col].unique().tolist())
-    fig, axes = _figure(1, max(len(pars), 1), size=(5.5 * max(len(pars), 1), 4.5))
+    fig, axes = new_figure(1, max(len(pars), 1), size=(5.5 * max(len(pars), 1), 4.5))
     for j, par in enumerate(pars):
         ax = axes[0, j]
         g = d[d[param_col] == par]
@@ -411,4 +412,4 @@ def plot_lr_transfer(
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8, title="star = optimum", title_fontsize=8)
     fig.suptitle(title or "Learning-rate transfer across widths")
-    return _save(fig, path)
+    return save_figure(fig, path)

@@ -155,7 +155,7 @@ def fit_optimum(g: pd.DataFrame, x_col: str, x_opt: float, loss_col: str = "val_
     None (Fieller, unbounded), "window" (x values fitted), "df", "sigma", "beta" [a, b, c], "cov" (3 x 3), "note"}.
     ``window`` = finite grid values either side of ``x_opt`` (None = all). Raises ValueError (one line) with
     fewer than 3 distinct values or no residual df."""
-    from ptsweep.analysis.verification import _t_ppf
+    from ptsweep.analysis.verification import t_ppf
 
     d = g.assign(_loss=_finite_loss(g[loss_col]), _x=g[x_col].astype(float))
     ok = d.groupby("_x")["_loss"].transform(lambda v: bool(np.all(np.isfinite(v))))
@@ -179,7 +179,7 @@ def fit_optimum(g: pd.DataFrame, x_col: str, x_opt: float, loss_col: str = "val_
     r = y - X @ beta
     cov = float(r @ r) / dfree * np.linalg.inv(X.T @ X)[:3, :3]
     b, c = float(beta[1]), float(beta[2])
-    q = _t_ppf(0.5 + level / 2, dfree)
+    q = t_ppf(0.5 + level / 2, dfree)
     # Fieller: A t^2 + B t + C <= 0 with D(t) = b + 2ct, Var D(t) = v_bb + 4 t v_bc + 4 t^2 v_cc
     A = 4 * c**2 - 4 * q**2 * cov[2, 2]
     B = 4 * b * c - 4 * q**2 * cov[1, 2]
@@ -206,14 +206,14 @@ def _vertex_var(fit: dict) -> float:
 def drift_interval(fit_lo: dict, fit_hi: dict, level: float = LEVEL) -> list[float] | None:
     """Welch-t interval of t*(hi) - t*(lo) (module docstring); None when either width's Fieller interval is
     unbounded (its curvature is not significant, so its optimum and the delta method are not defined)."""
-    from ptsweep.analysis.verification import _t_ppf
+    from ptsweep.analysis.verification import t_ppf
 
     if fit_lo.get("ci_log2") is None or fit_hi.get("ci_log2") is None:
         return None
     v1, v2 = _vertex_var(fit_lo), _vertex_var(fit_hi)
     df_w = (v1 + v2) ** 2 / (v1**2 / fit_lo["df"] + v2**2 / fit_hi["df"]) if v1 + v2 > 0 else math.inf
     d = fit_hi["t_opt"] - fit_lo["t_opt"]
-    h = (_t_ppf(0.5 + level / 2, df_w) if math.isfinite(df_w) else 0.0) * math.sqrt(v1 + v2)
+    h = (t_ppf(0.5 + level / 2, df_w) if math.isfinite(df_w) else 0.0) * math.sqrt(v1 + v2)
     return [d - h, d + h]
 
 

@@ -58,7 +58,7 @@ def _base_summary(base_losses: Iterable[float]) -> tuple[np.ndarray, float, floa
     return arr, mean, std
 
 
-def _t_ppf(q: float, df: float) -> float:
+def t_ppf(q: float, df: float) -> float:
     """Student t quantile of probability ``q`` at ``df`` degrees of freedom: the project's one t quantile
     (scipy.special: scipy.stats takes seconds to import)."""
     from scipy.special import stdtrit
@@ -80,7 +80,7 @@ def noise_band(base_losses: Sequence[float], level: float = NOISE_LEVEL) -> floa
     arr, _, std = _base_summary(base_losses)
     if arr.size < 2:
         return 0.0
-    return float(_t_ppf(0.5 + level / 2.0, arr.size - 1) * std * math.sqrt(1.0 + 1.0 / arr.size))
+    return float(t_ppf(0.5 + level / 2.0, arr.size - 1) * std * math.sqrt(1.0 + 1.0 / arr.size))
 
 
 def rank_table(
@@ -294,9 +294,9 @@ def verdict(
     tj = _tstat(delta, se)
     n_better_paired = int((delta < 0).sum())
     A = float(test_alpha)
-    q = _t_ppf(1.0 - A / (2.0 * max(n_valid, 1)), df) if df > 0 else math.inf
-    q_mean_fail = _t_ppf(1.0 - A / 2.0, df) if df > 0 else math.inf
-    q_mean_pass = _t_ppf(1.0 - A, df) if df > 0 else math.inf
+    q = t_ppf(1.0 - A / (2.0 * max(n_valid, 1)), df) if df > 0 else math.inf
+    q_mean_fail = t_ppf(1.0 - A / 2.0, df) if df > 0 else math.inf
+    q_mean_pass = t_ppf(1.0 - A, df) if df > 0 else math.inf
     t_mean = float(_tstat(np.array([con["mean_delta"]]), np.array([con["mean_se"]]))[0]) if n_valid else math.nan
     n_beyond = int((tj < -q).sum()) if df > 0 else 0
     n_worse = int((tj > q).sum()) if df > 0 else 0

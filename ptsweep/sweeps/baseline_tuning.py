@@ -79,10 +79,10 @@ def recentred(rng: tuple[float, float], best: float, key: str) -> tuple[float, f
 def tune(cfg: RunConfig, kind: str, scale: int, model_over: dict, sdir: Path, group: str, search_tokens: float,
          tags: list[str]) -> tuple[pd.DataFrame, dict]:
     """The search of one (baseline, scale) with the edge rule: (every trial, info). info: best (key -> value), best_lr,
-    edges, edge (the LR's), rounds, n_trials."""
+    edges, edge (the LR's), rounds, n_trials, not_run (trials of the budget Ray never trained: a re-run runs them)."""
     sw = cfg.sweep
     space = search_space(cfg)
-    rng, dfs, rounds = dict(space), [], 0
+    rng, dfs, rounds, not_run = dict(space), [], 0, 0
     while True:
         suffix = f"-widen{rounds}" if rounds else ""
         df = run_search(cfg, rng, sdir, f"search-{kind}-w{scale}{suffix}", num_samples=budget(cfg),
@@ -93,11 +93,12 @@ def tune(cfg: RunConfig, kind: str, scale: int, model_over: dict, sdir: Path, gr
                         tags=tags, group=group)
         dfs.append(df.assign(search_round=rounds, **{f"{k}_range": f"[{lo:.3g}, {hi:.3g}]" for k, (lo, hi)
                                                      in rng.items()}))
+        not_run += int(df.attrs.get("search", {}).get("not_run", 0))  # never trained (run_search says so)
         allt = pd.concat(dfs, ignore_index=True)
         good = allt[allt["val_loss"].map(math.isfinite) & (allt["status"] == "ok")] if not allt.empty else allt
         if good.empty:
             return allt, {"best": {}, "best_lr": math.nan, "edges": {}, "edge": "", "rounds": rounds,
-                          "n_trials": int(len(allt))}
+                          "n_trials": int(len(allt)), "not_run": not_run}
         edge = edges(good, space)
         if not any(edge.values()) or rounds >= sw.baseline_lr_widen:
             break
@@ -107,7 +108,7 @@ def tune(cfg: RunConfig, kind: str, scale: int, model_over: dict, sdir: Path, gr
     best = good.loc[good["val_loss"].idxmin()]
     values = {k: float(best[k]) for k in space}
     return allt, {"best": values, "best_lr": values["optim.lr"], "edges": edge, "edge": edge["optim.lr"],
-                  "rounds": rounds, "n_trials": int(len(allt))}
+                  "rounds": rounds, "n_trials": int(len(allt)), "not_run": not_run}
 
 
 def trial_counts(cfg: RunConfig, provenance: dict, lr_info: dict[str, dict], baselines) -> dict[str, dict]:
@@ -122,8 +123,10 @@ def trial_counts(cfg: RunConfig, provenance: dict, lr_info: dict[str, dict], bas
     for kind in baselines:
         per = {str(s): lr_info[f"{kind}-w{s}"]["n_trials"] for s in sw.scales if f"{kind}-w{s}" in lr_info}
         total = sum(per.values())
+        not_run = sum(int(lr_info[f"{kind}-w{s}"].get("not_run", 0)) for s in sw.scales if f"{kind}-w{s}" in lr_info)
         out[kind] = {"total": total, "per_scale": per, "budget_per_search": budget(cfg), "description":
                      f"{budget(cfg)} trials per scale and search round over {', '.join(search_space(cfg))} "
                      f"(TPE + ASHA); per scale " + ", ".join(f"N={s}: {n}" for s, n in per.items())
-                     + f"; total {total}"}
+                     + f"; total {total}" + (f" ({not_run} more never ran: re-run to run them)" if not_run else ""),
+                     "not_run": not_run}
     return out

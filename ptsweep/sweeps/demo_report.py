@@ -257,6 +257,9 @@ def regret_text(vs: dict) -> str:
     if "regret_rel" not in reg:
         return f"regret not estimated ({reg.get('reason', 'no surface fit')})"
     lo, hi = reg["regret_rel_ci"]
+    if reg.get("model") == "linear":  # the corner of a plane: an extrapolation, not a measured loss
+        return (f"regret from a plane extrapolated to the box's best corner (no run there; over-states a convex "
+                f"loss's regret): {reg['regret_rel']:.2%} [{lo:.2%}, {hi:.2%}] of the loss")
     return f"regret {reg['regret_rel']:.2%} [{lo:.2%}, {hi:.2%}] of the loss ({reg.get('model', '?')} surface)"
 
 

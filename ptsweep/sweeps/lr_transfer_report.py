@@ -62,12 +62,12 @@ def plot(df, result: dict, cfg: RunConfig, path: Path) -> Path | None:
     a dashed horizontal line; one panel per (study, parametrization)."""
     from matplotlib import colormaps
 
-    from ptsweep.analysis.plots import _figure, _save
+    from ptsweep.analysis.plots import new_figure, save_figure
 
     panels = [(s, p) for s in STUDIES if s in result for p in result[s]["by_parametrization"]]
     if not panels:
         return None
-    fig, axes = _figure(1, len(panels), size=(5.2 * len(panels), 4.5))
+    fig, axes = new_figure(1, len(panels), size=(5.2 * len(panels), 4.5))
     uni, nc = result.get("unigram_loss"), result.get("no_context_loss")
     widths = sorted(cfg.sweep.lr_widths)
     colors = dict(zip(widths, (colormaps["viridis"](v) for v in np.linspace(0.1, 0.9, len(widths)))))
@@ -102,7 +102,7 @@ def plot(df, result: dict, cfg: RunConfig, path: Path) -> Path | None:
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7, title="star = optimum (all seeds)", title_fontsize=7)
     fig.suptitle("PT: validation loss vs hyperparameter across widths (muP vs SP)")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def markdown(result: dict) -> str:

@@ -59,7 +59,7 @@ import pandas as pd
 from ptsweep import metric_keys
 from ptsweep.analysis import fits as fits_mod
 from ptsweep.analysis import plots
-from ptsweep.analysis.verification import _t_ppf
+from ptsweep.analysis.verification import t_ppf
 from ptsweep.config import RunConfig, with_overrides
 from ptsweep.analysis import framings as framings_mod
 from ptsweep.models.sizing import flops_per_token, match_shape, measure, param_count
@@ -217,7 +217,7 @@ def run(cfg: RunConfig) -> Path:
     # ---- per (series, scale): means over seeds, pooled-variance t intervals ---------------------------------
     cells = {key: g for key, g in rt.groupby(["series", "scale"])}
     pooled_var, pooled_df = fits_mod.pooled_seed_variance([g["loss"].tolist() for g in cells.values()])
-    q = _t_ppf(0.5 + 0.95 / 2, pooled_df) if pooled_df and pooled_df > 0 else math.nan  # 95 % t intervals
+    q = t_ppf(0.5 + 0.95 / 2, pooled_df) if pooled_df and pooled_df > 0 else math.nan  # 95 % t intervals
     rows = []
     for (series, scale), g in cells.items():
         fin = g[np.isfinite(g["loss"])]

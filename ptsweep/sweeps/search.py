@@ -46,7 +46,8 @@ def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_d
 
     Returns one row per trial of the study (in Optuna's order): trial_id (the Optuna trial number), trial_key, the
     dotted params, then ``TABLE_METRICS`` (status "early_stopped" for trials ASHA stopped, with their last reported
-    val_loss). ``df.attrs["search"]`` describes the sampler (TPE start-up trials, whether it was a random search)."""
+    val_loss). ``df.attrs["search"]`` describes the sampler (TPE start-up trials, whether it was a random search) and
+    ``not_run``: trials of ``num_samples`` without a result (said on stderr; a re-run runs them)."""
     import pandas as pd
     from ray import tune
     from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
@@ -106,6 +107,11 @@ def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_d
             raise
         study = optuna_store.open_study(study_dir, experiment_name, signature)[0]  # fresh view of the journal
         _reconcile(study, study_dir, base, fixed, label)  # trials whose tell was lost (e.g. a Tune error)
+    not_run = not_run_count(study, num_samples)
+    if not_run and remaining > 0:
+        print(f"{tag} {not_run} of num_samples={num_samples} trials did not run (Ray ended them before they "
+              f"trained; see its log above); they are queued: re-run the same command to run them",
+              file=sys.stderr, flush=True)
 
     rows = _search_rows(study, study_dir, base, fixed, label, space)
     df = pd.DataFrame(rows)
@@ -113,11 +119,19 @@ def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_d
     df.attrs["search"] = {
         "study_file": str(optuna_store.study_file(study_dir)), "study_name": experiment_name,
         "sampler": f"TPE(n_startup_trials={k}, seed={seed}+trials so far)", "n_startup_trials": k,
-        "random_search": len(df) <= k,
+        "random_search": len(df) <= k, "num_samples": int(num_samples), "not_run": not_run,
         "note": (f"random search: all {len(df)} trials are TPE's random start-up trials (n_startup_trials={k})"
                  if len(df) <= k else f"the first {k} trials are random start-up trials, the rest TPE"),
     }
     return df
+
+
+def not_run_count(study, num_samples: int) -> int:
+    """Trials of the budget the study does not hold a result for: proposed but never trained (Ray errored them
+    before they started, e.g. a lost worker; ``_reconcile`` queued them again) or never proposed."""
+    from ptsweep.sweeps import optuna_store
+
+    return max(0, int(num_samples) - optuna_store.counts(study)[0])
 
 
 def _result_config(base: Mapping[str, Any]) -> dict:

@@ -139,6 +139,9 @@ def run(cfg: RunConfig) -> Path:
     tuned = with_overrides(cfg, values)
     coord = check_at_init(tuned)
     counts = df["status"].value_counts().to_dict()
+    not_run = int(df.attrs.get("search", {}).get("not_run", 0))
+    if not_run:  # proposed but never trained (e.g. Ray lost the worker): never hidden from the count
+        counts["not_run"] = not_run
     context = {k: float(best[k]) if k in best and best[k] is not None else math.nan
                for k in ("unigram_loss", "no_context_loss", "context_gain", "context_gain_se")}
     summary = {"study": name, "best": {"values": values, **provenance, **context}, "n_trials": int(len(df)),
@@ -151,7 +154,9 @@ def run(cfg: RunConfig) -> Path:
         summary["notes"].append(note)
     write_json(sdir / "summary.json", summary)
     print(f"tune-small: best val_loss {provenance['val_loss']:.4f} (trial {provenance['trial_id']}) of {len(df)} "
-          f"trials {summary['status_counts']}; transfer.yaml written; coordinate check of the tuned point "
+          f"trials {summary['status_counts']}"
+          + (f" ({not_run} of num_samples={sw.num_samples} did not run: re-run to run them)" if not_run else "")
+          + "; transfer.yaml written; coordinate check of the tuned point "
           f"({coord['kind']}): {coord['verdict']}")
     print(f"tune-small: best trial: unigram {context['unigram_loss']:.4f}, no-context {context['no_context_loss']:.4f};"
           f" {metric_keys.context_line(context)}")

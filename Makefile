@@ -39,8 +39,12 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
+# Two pytest workers (pytest-xdist): most sweep tests wait on Ray and subprocesses, so two at once use the 2 cores
+# (measured on a clean clone, 2 cores: 1106 s in one process, 823 s with two). PYTEST_XDIST= runs one process.
+PYTEST_XDIST ?= -n 2
+
 test: setup
-	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 WANDB_MODE=disabled $(VPY) -m pytest -q $(PYTEST_ARGS); rc=$$?; \
+	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 WANDB_MODE=disabled $(VPY) -m pytest -q $(PYTEST_XDIST) $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
 
 demo: setup

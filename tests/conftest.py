@@ -7,6 +7,13 @@ from pathlib import Path
 
 import pytest
 
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # `make test` runs two workers on 2 cores: torch's default of one OpenMP thread per core in each would put 4
+    # spinning threads on 2 cores (measured: the coordinate-check tests 5-10x slower). One thread per worker, also
+    # for the processes a test starts (Ray sets its trials' threads itself: ray.cpus_per_trial).
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("MKL_NUM_THREADS", "1")
+
 
 @pytest.fixture(scope="module")
 def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -31,3 +38,22 @@ def ray_local():
     os.environ.setdefault("WANDB_MODE", "disabled")
     with ray_session(compose(["preset=smoke"]).ray):
         yield
+
+
+def pytest_configure(config):
+    """Under `make test` two pytest-xdist workers may start their first local Ray at the same moment; each would
+    generate ~/.ray/auth_token when it is missing, and the later write would replace the token the first cluster
+    started with. The controller (not a worker) makes sure the token exists before any worker starts (Ray's own
+    generator; owner-only, as ptsweep keeps it). Auth stays on: nothing here disables it."""
+    if hasattr(config, "workerinput"):
+        return
+    from ptsweep.sweeps.ray_session import TOKEN_PATH
+
+    if os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH") or TOKEN_PATH.exists():
+        return
+    try:
+        from ray._private.authentication.authentication_token_setup import generate_and_save_token
+    except ImportError:  # no Ray: its tests skip
+        return
+    generate_and_save_token()
+    TOKEN_PATH.chmod(0o600)

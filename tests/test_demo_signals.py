@@ -1,13 +1,16 @@
 """Stopping the demo from the outside (issue 17, "Clean stops"): SIGTERM (``kill``, ``timeout``, a supervisor) and
-Ctrl-C (SIGINT to the terminal's whole process group) while a trial runs.
+Ctrl-C (SIGINT to the terminal's whole process group) while a trial runs, and the demo resumed to its end.
 
 Properties: the demo ends with exit status 143 / 130; its stderr has no native failure-signal dump of Ray's core
 (absl's ``*** SIGTERM received``), no traceback (W&B teardown of a stopped trial, Ray's own ``sys.exit`` handler),
-and ends with ONE line that names the signal and the command that resumes it; re-running that command finishes the
-demo (report.md written) without starting any finished trial again.
+and ends with ONE line that names the signal and the command that resumes it; re-running that command continues
+without starting any finished trial again, and the demo stopped twice ends with the same report as one never stopped
+(``test_demo_report.check_report``).
 
-A smoke-sized demo with PT only in scaling-curves (the baselines' LR searches add minutes and nothing to what is
-tested here); real Ray, Optuna and training; W&B disabled (SIGTERM) and offline (Ctrl-C: files under tmp_path only).
+One smoke-sized demo (PT, and UT as the baseline, with one search trial per round), run three times: stopped by
+SIGTERM in tune-small (W&B disabled), its resume stopped by Ctrl-C in verify-transfer (W&B offline: files under
+tmp_path only; the tracker is result-neutral, so the same trials continue), and the final resume. Real Ray, Optuna
+and training.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from test_demo_report import check_report
 from test_sweep_lifecycle import _session_alive as _session  # processes of a session
 
 pytest.importorskip("ray")
@@ -41,7 +45,7 @@ def _env() -> dict:
 def _args(out: Path) -> list[str]:
     # tracker=offline: a trial stopped by Ctrl-C must not print W&B's teardown traceback either
     return ["preset=smoke", f"tracker={(out / 'tracker').read_text()}", f"out_dir={out}", "sweep.num_samples=3",
-            "ray.max_concurrent=1", "train.tokens=8192", "sweep.models=[pt]"]
+            "ray.max_concurrent=1", "train.tokens=8192", "sweep.models=[pt,ut]", "sweep.baseline_samples=1"]
 
 
 def _starts(sdir: Path) -> list[str]:
@@ -94,40 +98,40 @@ def _assert_one_clean_line(err: str, what: str, tmp_path: Path) -> None:
         and f"out_dir={tmp_path}" in last, err[-3000:]
 
 
-def _assert_resumes(tmp_path: Path, finished: dict) -> None:
-    rerun = subprocess.run([sys.executable, "-m", "ptsweep", "demo", *_args(tmp_path)], cwd=REPO, env=_env(),
-                           capture_output=True, text=True, timeout=420)
-    assert rerun.returncode == 0, rerun.stderr[-3000:]
-    demo = tmp_path / "demo"
-    assert (demo / "report.md").exists()
+def _all_starts(tmp_path: Path) -> dict[str, list[str]]:
+    return {s: _starts(tmp_path / "demo" / s) for s in ("tune-small", "verify-transfer", "scaling-curves")}
+
+
+def _assert_not_started_again(tmp_path: Path, finished: dict, before: dict) -> None:
+    """No trial in ``finished`` (per stage) started again since the snapshot ``before`` (``_all_starts``)."""
+    now = _all_starts(tmp_path)
     for stage, keys in finished.items():
-        starts = _starts(demo / stage)
-        assert all(starts.count(k) == 1 for k in keys), (stage, starts)  # finished trials never start again
-    assert any(finished.values())
-
-
-# (stage to stop in, signal, to the whole process group, tracker, exit code, word in the line, trials finished before)
-STOPS = [
-    pytest.param("tune-small", signal.SIGTERM, False, "disabled", 143, "SIGTERM", {"tune-small": 1}, id="sigterm"),
-    pytest.param("verify-transfer", signal.SIGINT, True, "offline", 130, "Ctrl-C",
-                 {"tune-small": 3, "verify-transfer": 1}, id="ctrl-c-to-group"),
-]
+        assert all(now[stage].count(k) == before[stage].count(k) for k in keys), (stage, keys, now[stage])
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("stage, sig, group, tracker, code, word, at_least", STOPS)
-def test_a_stop_during_a_trial_exits_with_one_line_and_the_demo_resumes(tmp_path, stage, sig, group, tracker,
-                                                                        code, word, at_least):
+def test_a_demo_stopped_by_sigterm_then_ctrl_c_exits_with_one_line_each_time_and_resumes_to_its_report(tmp_path):
     """SIGTERM (e.g. a cluster's preemption) exits 143, Ctrl-C to the process group 130; both print one line with
-    the resume command, and re-running it finishes the demo without re-running a finished trial."""
-    got, err, finished = _stop_demo(tmp_path, stage, 2, sig, group=group, tracker=tracker)
-    assert got == code, err[-3000:]
-    _assert_one_clean_line(err, word, tmp_path)
-    for name, n in at_least.items():
-        assert len(finished[name]) >= n, (name, finished)
-    if stage == "verify-transfer":
-        assert len(finished["tune-small"]) == 3          # tune-small had finished before the stop
-    _assert_resumes(tmp_path, finished)
+    the resume command; re-running it continues without re-running a finished trial and ends with the full report."""
+    code, err, finished = _stop_demo(tmp_path, "tune-small", 2, signal.SIGTERM, group=False, tracker="disabled")
+    assert code == 143, err[-3000:]
+    _assert_one_clean_line(err, "SIGTERM", tmp_path)
+    assert len(finished["tune-small"]) >= 1, finished
+    before, finished_before = _all_starts(tmp_path), finished
+
+    code, err, finished = _stop_demo(tmp_path, "verify-transfer", 2, signal.SIGINT, group=True, tracker="offline")
+    assert code == 130, err[-3000:]
+    _assert_one_clean_line(err, "Ctrl-C", tmp_path)
+    assert len(finished["tune-small"]) == 3 and len(finished["verify-transfer"]) >= 1, finished
+    _assert_not_started_again(tmp_path, finished_before, before)  # finished before the SIGTERM: not run again
+    before = _all_starts(tmp_path)
+
+    (tmp_path / "tracker").write_text("disabled")
+    rerun = subprocess.run([sys.executable, "-m", "ptsweep", "demo", *_args(tmp_path)], cwd=REPO, env=_env(),
+                           capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    _assert_not_started_again(tmp_path, finished, before)
+    check_report(tmp_path / "demo")
 
 
 def test_a_trial_worker_ended_by_ray_prints_no_traceback():

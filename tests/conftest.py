@@ -44,10 +44,11 @@ def pytest_configure(config):
     """Under `make test` two pytest-xdist workers may start their first local Ray at the same moment; each would
     generate ~/.ray/auth_token when it is missing, and the later write would replace the token the first cluster
     started with. The controller (not a worker) makes sure the token exists before any worker starts (Ray's own
-    generator; owner-only, as ptsweep keeps it). Auth stays on: nothing here disables it."""
+    generator; owner-only, as ptsweep keeps it: ``ray_session.protect_token_file``). Auth stays on: nothing here
+    disables it."""
     if hasattr(config, "workerinput"):
         return
-    from ptsweep.sweeps.ray_session import TOKEN_PATH
+    from ptsweep.sweeps.ray_session import TOKEN_PATH, protect_token_file
 
     if os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH") or TOKEN_PATH.exists():
         return
@@ -56,4 +57,4 @@ def pytest_configure(config):
     except ImportError:  # no Ray: its tests skip
         return
     generate_and_save_token()
-    TOKEN_PATH.chmod(0o600)
+    protect_token_file()

@@ -48,6 +48,10 @@ from .verification import t_ppf
 MODELS = ("linear", "diagonal", "full")
 REGRET_TOLERANCE = 0.004
 """Default relative regret tolerance: [S] §3.1 called points beating S by at most 0.4 % noise (spec §10)."""
+PLANE_CAVEAT = ("extrapolated to the box's best corner (no run there; without curvature it over-states a convex "
+                "loss's regret)")
+"""How a linear surface's regret is described wherever it is printed: its box minimum is a corner no run measured
+(session-9 demo, n = 8: 37.9 % [0, 72 %] from points that all lay within 0.8 % of S)."""
 N_DRAWS = 2000
 N_MC = 4000
 CD_SWEEPS = 60
@@ -356,11 +360,8 @@ def regret_verdict(res: dict | None, reason: str | None = None) -> dict:
     k, a = worst
     step = "up" if a["up"]["rel_change"] < a["down"]["rel_change"] else "down"
     rel = res["rel"]
-    # a plane (demo's n = 8) has its box minimum at a corner no run measured: say so instead of "S leaves ..."
-    # (session 9 demo: 37.9 % [0, 72 %] from points that all lie within 0.8 % of S)
     lead = (f"S leaves {res['regret_rel']:.3%} of the loss on the table" if res["model"] != "linear" else
-            f"a plane through the points, extrapolated to the box's best corner (no run there; without curvature it "
-            f"over-states a convex loss's regret), lies {res['regret_rel']:.3%} below S")
+            f"a plane through the points, {PLANE_CAVEAT}, lies {res['regret_rel']:.3%} below S")
     st = (f"regret {v.upper()}: {lead} "
           f"[{lo:.3%}, {hi:.3%}] ({res['interval']}; the fitted surface's own box minimum, biased high by the noise, "
           f"gives {res['regret_rel_plugin']:.3%}), {word} the tolerance {tolerance:.2%}; {res['model']} surface "

@@ -121,9 +121,10 @@ def trial_counts(cfg: RunConfig, provenance: dict, lr_info: dict[str, dict], bas
                      f"{n} trials once (tune-small at width {provenance.get('width', cfg.model.width)}: optim.lr + "
                      f"the 6 information weights, TPE + ASHA), transferred untuned to every scale"}
     for kind in baselines:
-        per = {str(s): lr_info[f"{kind}-w{s}"]["n_trials"] for s in sw.scales if f"{kind}-w{s}" in lr_info}
+        searches = {str(s): lr_info[f"{kind}-w{s}"] for s in sw.scales if f"{kind}-w{s}" in lr_info}
+        per = {s: info["n_trials"] for s, info in searches.items()}
         total = sum(per.values())
-        not_run = sum(int(lr_info[f"{kind}-w{s}"].get("not_run", 0)) for s in sw.scales if f"{kind}-w{s}" in lr_info)
+        not_run = sum(int(info.get("not_run", 0)) for info in searches.values())
         out[kind] = {"total": total, "per_scale": per, "budget_per_search": budget(cfg), "description":
                      f"{budget(cfg)} trials per scale and search round over {', '.join(search_space(cfg))} "
                      f"(TPE + ASHA); per scale " + ", ".join(f"N={s}: {n}" for s, n in per.items())

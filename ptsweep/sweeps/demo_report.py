@@ -27,6 +27,7 @@ import pandas as pd
 
 from ptsweep import metric_keys
 from ptsweep.analysis import framings
+from ptsweep.analysis.regret import PLANE_CAVEAT
 from ptsweep.config import TRANSFER_KEYS
 from ptsweep.sweeps.demo_figures import PT_TARGET
 
@@ -258,8 +259,7 @@ def regret_text(vs: dict) -> str:
         return f"regret not estimated ({reg.get('reason', 'no surface fit')})"
     lo, hi = reg["regret_rel_ci"]
     if reg.get("model") == "linear":  # the corner of a plane: an extrapolation, not a measured loss
-        return (f"regret from a plane extrapolated to the box's best corner (no run there; over-states a convex "
-                f"loss's regret): {reg['regret_rel']:.2%} [{lo:.2%}, {hi:.2%}] of the loss")
+        return f"regret from a plane {PLANE_CAVEAT}: {reg['regret_rel']:.2%} [{lo:.2%}, {hi:.2%}] of the loss"
     return f"regret {reg['regret_rel']:.2%} [{lo:.2%}, {hi:.2%}] of the loss ({reg.get('model', '?')} surface)"
 
 

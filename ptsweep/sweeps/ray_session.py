@@ -91,7 +91,7 @@ def _require_token_auth() -> None:
                 Config.initialize("")
 
 
-def _protect_token_file() -> None:
+def protect_token_file() -> None:
     """Ray writes ~/.ray/auth_token world-readable (0644): make it owner-only."""
     path = Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or TOKEN_PATH)
     with contextlib.suppress(OSError):
@@ -158,7 +158,7 @@ def _init(address: str, ray_cfg) -> None:
                 "`ray get-auth-token` on the head prints it)") if "auth" in str(e).lower() or address else ""
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise SweepError(f"Ray could not start/connect{f' to {address}' if address else ''}: {msg}{hint}") from None
-    _protect_token_file()
+    protect_token_file()
 
 
 @contextlib.contextmanager

@@ -243,8 +243,7 @@ def report(summary: dict) -> str:
                 f"{reg['regret_rel']:.3%} [{lo:.3%}, {hi:.3%}] = {reg['regret']:.4g} nats; {reg['interval']}. "
                 f"The fitted surface's own box minimum gives {reg['regret_rel_plugin']:.3%} (biased high: the "
                 f"minimum of a noisy surface is too low), box minimum loss {reg['box_min_loss']:.4f}."
-                + (" A linear surface has its box minimum at a corner no run measured: this is the plane's "
-                   "extrapolation, an over-statement for a convex loss (more points allow a quadratic)."
+                + (f" Linear surface: this is the plane {regret.PLANE_CAVEAT}; more points allow a quadratic."
                    if reg["model"] == "linear" else ""),
                 f"- Surface: {reg['model']} ({reg['model_reason']}); {reg['n_points']} points, {reg['n_runs']} runs, "
                 f"df = {reg['df']}, run-noise sd {reg['sigma_rel']:.3%}; lack of fit p = {reg['lack_of_fit']['p']}.",

@@ -14,8 +14,10 @@ from ptsweep.parametrization import Role, build_optimizer, role_of, set_lr
 VOCAB = 64
 
 
-STABLE_INIT = {"unary": 0.5, "U": 0.5, "V": 0.5, "B": 0.02}
-"""The 'mup' default's base-shape init constants (PTConfig.init_*; experiments/coord-check/README.md)."""
+STABLE_INIT = {"unary": 0.125, "U": 0.5, "V": 0.5, "B": 0.03}
+"""The 'mup' default's base-shape init constants (PTConfig.init_*; experiments/coord-check/README.md, issue 16)."""
+STABLE_LR = {"U": 4.0, "V": 4.0, "B": 0.15}
+"""The 'mup' default's base-shape LR constants of the hidden group (PTConfig.lr_ternary, lr_topic)."""
 
 
 @pytest.mark.parametrize("parametrization", ["mup", "mup_paper"])
@@ -38,13 +40,15 @@ def test_mup_init_std_and_group_lrs_follow_table_2(width, scaling, parametrizati
     assert (cfg.rank == 64) if scaling == "channels" else (cfg.channels == 4)
     eta = 0.01
     opt = build_optimizer(model, model.width, parametrization, lr=eta)
-    lr_by_role = {g["role"]: g["lr"] for g in opt.param_groups}
-    assert lr_by_role == pytest.approx({"input": eta, "gain": eta, "bias": eta, "hidden": eta / width,
-                                        "output": eta / width})
+    lr_of = {name: g["lr"] for name, p in model.named_parameters() for g in opt.param_groups
+             if any(p is q for q in g["params"])}
+    lr_const = STABLE_LR if parametrization == "mup" else {}
+    assert lr_of == pytest.approx({"unary": eta, "head_gain": eta, "head_bias": eta, "head_weight": eta / width,
+                                   **{k: lr_const.get(k, 1.0) * eta / width for k in ("U", "V", "B")}})
     # the schedule multiplies each group's multiplier, never sets an absolute LR
+    lr_before = [g["lr"] for g in opt.param_groups]
     set_lr(opt, eta, 0.5)
-    assert {g["role"]: g["lr"] for g in opt.param_groups} == pytest.approx(
-        {k: v * 0.5 for k, v in lr_by_role.items()})
+    assert [g["lr"] for g in opt.param_groups] == pytest.approx([v * 0.5 for v in lr_before])
 
 
 def test_every_pt_parameter_has_the_papers_role():

@@ -58,16 +58,19 @@ class PTConfig:
     """'mup' only: use N Q_z - 1 and M Q_g - 1 as features (a potential shift: the ternary and binary factors
     double-centred, T~ = P T P; the CRF reading is kept). Removes the component shared by all tokens (U^T 1, B 1)
     from q, v, the topic logits and the messages ('mup_paper' and 'sp': off)."""
-    init_unary: float = 0.5
+    init_unary: float = 0.125
     """'mup' only: std of the unary S at init, a base-shape constant (input group, N^0; [S] Table 2 and 'mup_paper':
-    1). Keeps the spread of the Z logits, hence the tail of N*Q_z, small (coord-check README, derivation)."""
+    1). Keeps the spread of the Z logits, hence the tail of N*Q_z, small (coord-check README, derivation). 0.125
+    (issue 16, experiments/context "Session 10"): Q_z starts near uniform, where the muP loop gain N*J is Theta(1),
+    so U, V learn attention before Q_z sharpens; at 0.5 Q_z sharpened within 50 steps and the width-32 model learned
+    less context than SP."""
     init_u: float = 0.5
     """'mup' only: U ~ N(0, init_u^2 / N) (hidden group; 'mup_paper': 1). The ternary round trip i -> j -> i
     through the random init has gain ~ (init_u * init_v)^2 w_child w_head, while the coherent (p_hat-side) update of
     q = U^T p_hat is driven by a gradient ~ init_u * init_v: 0.5 * 0.5 trades the two (coord-check README)."""
     init_v: float = 0.5
     """'mup' only: V ~ N(0, init_v^2 / N) (hidden group; 'mup_paper': 1)."""
-    init_topic: float = 0.02
+    init_topic: float = 0.03
     """'mup' only: B ~ N(0, init_topic^2 / N) (hidden group; 'mup_paper': 1). The topic round trip Z -> G -> Z feeds
     each label's own N*Q_z back with gain (M/N)^2 * init_topic^2 * w_topic_g * w_topic_z (16 with 'mup_paper')."""
     lr_unary: float = 1.0
@@ -77,8 +80,10 @@ class PTConfig:
     """'mup' only: constant on the LR of U, V (hidden group: eta * lr_ternary / N). 4 (issue 16,
     experiments/context): at 1 the attention stays uniform in a few hundred steps and the model learns almost no
     context; 4 lets it learn context, with the muP damping of Z (``damping_z``) keeping Q_z soft at larger widths."""
-    lr_topic: float = 1.0
-    """'mup' only: constant on the LR of B (hidden group: eta * lr_topic / N)."""
+    lr_topic: float = 0.15
+    """'mup' only: constant on the LR of B (hidden group: eta * lr_topic / N). 0.15 with ``init_topic`` 0.03 keeps
+    B's update small next to its init: at 1 with init 0.02 the topic path's update had an N^-1/2 part that failed the
+    training-time coordinate check (experiments/coord-check/topic-training.md)."""
     lr_output: float = 1.0
     """'mup' only: constant on the LR of the decoder W_out (output group: eta * lr_output / N)."""
     w_unary: float = 1.0

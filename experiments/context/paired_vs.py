@@ -1,0 +1,69 @@
+"""Seed-paired comparison of candidates (probe_training.py runs, <dir>/<prefix>-w<N>-s<seed>.json) with the runs of
+an lr-transfer study's ledger at one parametrization and eta (trials/*/final.json), width by width.
+
+    PYTHONPATH=. .venv/bin/python experiments/context/paired_vs.py runs/lr-transfer-fixed sp 0.01 runs/ctx32 cand-a cand-b
+
+Prints one row per (candidate, width): mean val_loss, context_gain and gain over the no-context baseline of the
+candidate and the reference, and candidate - reference ± seed-paired SE (``context_transfer.paired_difference``)."""
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from ptsweep.analysis.context_transfer import paired_difference
+
+KEYS = ("val_loss", "context_gain", "gain_over_no_context")
+
+
+def reference_runs(study: str, param: str, lr: float) -> dict:
+    """(width, seed) -> final record of the study's ok trials of ``param`` at ``lr``."""
+    out = {}
+    for f in Path(study, "trials").glob(f"lr-{param}-*/final.json"):
+        rec = json.loads(f.read_text())
+        ov = rec.get("overrides", {})
+        if rec.get("status") == "ok" and math.isclose(float(ov.get("optim.lr", -1)), lr, rel_tol=1e-3):
+            out[(int(ov["model.width"]), int(ov["seed"]))] = rec
+    return out
+
+
+def candidate_runs(folder: str, prefix: str) -> dict:
+    """(width, seed) -> final metrics of the probe runs ``<prefix>-w<N>-s<seed>.json`` in ``folder``."""
+    out = {}
+    for f in Path(folder).glob(f"{prefix}-w*-s*.json"):
+        w, s = f.stem[len(prefix) + 2:].split("-s")
+        if w.isdigit() and s.isdigit():
+            out[(int(w), int(s))] = json.loads(f.read_text())["final"]
+    return out
+
+
+def main(study: str, param: str, lr: float, folder: str, prefixes: list[str]) -> None:
+    ref = reference_runs(study, param, lr)
+    head = ["candidate", "width", "seeds"]
+    for key in KEYS:
+        head += [f"{key} cand", f"{key} {param}", "cand - ref ± paired SE"]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for prefix in prefixes:
+        cand = candidate_runs(folder, prefix)
+        for w in sorted({w for w, _ in cand}):
+            seeds = sorted(s for (ww, s) in cand if ww == w and (w, s) in ref)
+            if not seeds:
+                continue
+            row = [prefix, f"{w}", ",".join(map(str, seeds))]
+            for key in KEYS:
+                a = {s: ref[(w, s)][key] for s in seeds}
+                b = {s: cand[(w, s)][key] for s in seeds}
+                d = paired_difference(b, a)
+                se = f"{d['se']:.3f}" if len(seeds) > 1 else "-"
+                row += [f"{np.mean(list(b.values())):.3f}", f"{np.mean(list(a.values())):.3f}",
+                        f"{d['diff']:+.3f} ± {se}"]
+            print("| " + " | ".join(row) + " |")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 6:
+        sys.exit(__doc__)
+    main(sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4], sys.argv[5:])

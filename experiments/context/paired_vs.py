@@ -1,7 +1,11 @@
-"""Seed-paired comparison of candidates (probe_training.py runs, <dir>/<prefix>-w<N>-s<seed>.json) with the runs of
-an lr-transfer study's ledger at one parametrization and eta (trials/*/final.json), width by width.
+"""Seed-paired comparison of candidates (probe_training.py runs, <dir>/<prefix>-w<N>-s<seed>.json) with reference
+runs, width by width: the runs of an lr-transfer study's ledger at one parametrization and eta (trials/*/final.json),
+or other probe runs (``--ref-probe DIR PREFIX``).
 
-    PYTHONPATH=. .venv/bin/python experiments/context/paired_vs.py runs/lr-transfer-fixed sp 0.01 runs/ctx32 cand-a cand-b
+    PYTHONPATH=. .venv/bin/python experiments/context/paired_vs.py --ref-ledger runs/lr-transfer-fixed sp 0.01 \
+        runs/ctx32 cand-a cand-b
+    PYTHONPATH=. .venv/bin/python experiments/context/paired_vs.py --ref-probe runs/context budget600-sp \
+        runs/ctx32 b600-cand
 
 Prints one row per (candidate, width): mean val_loss, context_gain and gain over the no-context baseline of the
 candidate and the reference, and candidate - reference ± seed-paired SE (``context_transfer.paired_difference``)."""
@@ -39,11 +43,10 @@ def candidate_runs(folder: str, prefix: str) -> dict:
     return out
 
 
-def main(study: str, param: str, lr: float, folder: str, prefixes: list[str]) -> None:
-    ref = reference_runs(study, param, lr)
+def main(ref: dict, ref_name: str, folder: str, prefixes: list[str]) -> None:
     head = ["candidate", "width", "seeds"]
     for key in KEYS:
-        head += [f"{key} cand", f"{key} {param}", "cand - ref ± paired SE"]
+        head += [f"{key} cand", f"{key} {ref_name}", "cand - ref ± paired SE"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for prefix in prefixes:
@@ -64,6 +67,10 @@ def main(study: str, param: str, lr: float, folder: str, prefixes: list[str]) ->
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 6:
+    args = sys.argv[1:]
+    if len(args) >= 6 and args[0] == "--ref-ledger":
+        main(reference_runs(args[1], args[2], float(args[3])), args[2], args[4], args[5:])
+    elif len(args) >= 5 and args[0] == "--ref-probe":
+        main(candidate_runs(args[1], args[2]), args[2], args[3], args[4:])
+    else:
         sys.exit(__doc__)
-    main(sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4], sys.argv[5:])

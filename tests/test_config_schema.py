@@ -154,15 +154,16 @@ def _digest(cfg: RunConfig) -> str:
 # sha1 of to_dict(compose(...)), pinned when the schemas moved to Hydra structured configs (issue 20): equal to the
 # hand-parsed configs of before, key by key, so run folders and trial keys stay what they were. The PT digests were
 # re-pinned when issue 16 changed PT's muP defaults (init_unary 0.125, init_topic 0.03, lr_topic 0.15): new trial keys
-# on purpose, since those runs train a different model; BERT's and UT's digests are unchanged.
+# on purpose, since those runs train a different model; BERT's digest is unchanged. coord_train (its LR, UT too) and
+# lr_study (lr_weight_lr) moved to the new muP optimum 0.0625.
 PINNED = {
     '': '8f87ebedd92b',
     'preset=smoke': 'e2eb1224a658',
     'preset=demo': 'e792315c811a',
     'preset=paper model=bert': '41050cb2d5a1',
     'preset=paper data=shakespeare': '1df1959aed35',
-    'preset=lr_study model=pt_no_inference data=minipile': '7538d56c1e03',
-    'preset=coord_train model=ut': 'f85b3b6fbbcb',
+    'preset=lr_study model=pt_no_inference data=minipile': '8eb9044d9139',
+    'preset=coord_train model=ut': 'be3e15a3d7ce',
     'model=pt_no_topic data=local data.files=[corpus/*.txt]': '3f6e39e7cd21',
     'tracker=disabled model.width=512 sweep.scales=[64,128]': '245edae30fa6',
 }

@@ -46,7 +46,7 @@ def test_grid_is_log_spaced_and_stage1_covers_every_point(smoke_cfg):
     assert all(t["model.scaling"] == cfg.sweep.lr_scaling for t in trials)
     assert all(t["train.tokens"] == cfg.sweep.lr_tokens for t in trials)
     assert all(t["optim.lr"] == cfg.optim.lr for t in w_trials)  # lr_weight_lr = 0 -> optim.lr
-    assert [t["model.width"] for t in trials] == sorted((t["model.width"] for t in trials), reverse=True)
+    assert [t["model.width"] for t in trials] == sorted(t["model.width"] for t in trials)  # narrowest first
     cfg2 = _study_cfg(smoke_cfg, **{"sweep.lr_weight_key": "model.w_topic_g", "sweep.lr_weight_lr": 0.05})
     t2, l2 = lt.stage1_trials(cfg2)
     wt = [t for t, lab in zip(t2, l2) if lab.startswith("wtopicg-")]
@@ -249,6 +249,12 @@ def test_analyse_reports_unigram_gains_and_plots(smoke_cfg, tmp_path):
     assert (opt["gain"] > 0).all() and np.isfinite(opt["gain_se"]).all()
     path = lr_transfer_report.plot(df, res, cfg, tmp_path / "lr.png")
     assert path.exists() and path.read_bytes()[:4] == b"\x89PNG"
+    # weight study: seed means 6.01 at w_attn 1, 6.21 at 0.25 and 4 (+3.3 %): a basin of one point, no cliff (< 6.3)
+    o = res["weight"]["by_parametrization"]["mup"]["per_width"][32]
+    assert (o["basin"]["lo"], o["basin"]["hi"], o["basin"]["width_log2"]) == (1.0, 1.0, 0.0)
+    assert o["window"]["passed"] is None and o["cliff"]["above"] is None and o["cliff"]["below"] is None
+    text = lr_transfer_report.markdown(res)
+    assert "| weight | mup | 32 | 1 | 1 - 1 | 0 | -, - | not run | -, - |" in text
 
 
 # ---------------------------------------------------------------------------------------------------------------

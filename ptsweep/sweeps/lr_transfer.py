@@ -14,8 +14,8 @@ divergences kept):
 Stage 2's choice is a pure function of stage 1's ledger, so re-running the same command after an interruption
 finishes stage 1, chooses the same values and skips every finished trial of stage 2. Every trial uses the scaling
 paradigm ``sweep.lr_scaling`` and trains PT for the same token budget (``sweep.lr_tokens`` or ``train.tokens``) with
-the preset's schedule and warm-up. Within each stage the widest models are submitted first (the longest jobs first
-keeps both Ray slots busy until the end).
+the preset's schedule and warm-up. Within each stage the narrowest models are submitted first: a long study is read
+while it runs (the partial report below) and resumed across sittings, so the cheap widths come complete first.
 
 Analysis (``ptsweep.analysis.transfer_drift``): per (parametrization, width) the optimum over the values that have all
 seeds (seed-averaged), the values within 2 paired SEs of it, a paired bootstrap over seeds, and the drift
@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from ptsweep import metric_keys
-from ptsweep.analysis import context_transfer
+from ptsweep.analysis import basin, context_transfer
 from ptsweep.config import RunConfig
 from ptsweep.io import write_json
 from ptsweep.sweeps.ledger import read_ledger
@@ -90,10 +90,10 @@ def _trial(cfg: RunConfig, study: str, par: str, width: int, x: float, seed: int
 
 
 def _groups(cfg: RunConfig) -> list[tuple[str, str, int, list[float]]]:
-    """(study, parametrization, width, grid) of every group of the study, widest first."""
+    """(study, parametrization, width, grid) of every group of the study, narrowest first."""
     sw = cfg.sweep
     out = []
-    for width in sorted(sw.lr_widths, reverse=True):
+    for width in sorted(sw.lr_widths):
         for par in sw.lr_parametrizations:
             out.append(("lr", par, int(width), lr_grid(cfg, par)))
         if sw.lr_control and "mup" in sw.lr_parametrizations:  # the control beside muP PT, over muP's LR grid
@@ -174,6 +174,13 @@ def _fill_base(df, cfg: RunConfig):
     return df
 
 
+def basin_and_cliff(curve: dict, unigram: float) -> dict:
+    """The 2 % basin, the [eta*/2, 2 eta*] window and the cliff (loss above unigram) of one seed-mean curve
+    (``analysis.basin``)."""
+    x, y = curve["x"], curve["mean"]
+    return {"basin": basin.basin(x, y), "window": basin.window(x, y), "cliff": basin.cliff(x, y, unigram)}
+
+
 def analyse(df, cfg: RunConfig) -> dict:
     """{"lr": drift result, "weight": drift result} (``transfer_drift.drift``) plus the unigram baseline, the gains
     at each optimum (``transfer_drift.gains``) and issue 16's checks on the LR study (``"criteria"``:
@@ -206,6 +213,7 @@ def analyse(df, cfg: RunConfig) -> dict:
                     continue
                 gw = gp[gp["model.width"] == w]
                 o["gains"] = td.gains(gw, xc, o["x_opt"])
+                o.update(basin_and_cliff(o["curve"], out.get("unigram_loss", math.nan)))
                 fin = gw[np.isfinite(gw["val_loss"].astype(float))]
                 if len(fin):
                     b = fin.loc[fin["val_loss"].astype(float).idxmin()]

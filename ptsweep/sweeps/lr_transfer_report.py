@@ -105,6 +105,34 @@ def plot(df, result: dict, cfg: RunConfig, path: Path) -> Path | None:
     return save_figure(fig, path)
 
 
+def _grid_value(x: float | None, edge: bool = False) -> str:
+    return "-" if x is None else f"{x:.3g}{' (grid edge)' if edge else ''}"
+
+
+def _rise(r: float | None) -> str:
+    return "-" if r is None or math.isnan(r) else f"{r:+.1%}"
+
+
+def basin_markdown(result: dict) -> list[str]:
+    """Per (study, parametrization, width): the 2 % basin around the seed-mean optimum, the loss rise at eta*/2 and
+    2 eta*, and the nearest values where the run ends worse than the unigram (``analysis.basin``)."""
+    lines = ["| study | param. | width | optimum | within 2 % of best | basin (factors of 2) | rise at x*/2, 2x* "
+             "| [x*/2, 2x*] within 2 % | breaks below, above (loss > unigram) |", "|---|---|---|---|---|---|---|---|---|"]
+    for study in STUDIES:
+        for par, r in result.get(study, {}).get("by_parametrization", {}).items():
+            for w, o in r["per_width"].items():
+                b, win, cl = o.get("basin"), o.get("window", {}), o.get("cliff", {})
+                if not b:
+                    continue
+                verdict = {True: "yes", False: "no", None: "not run"}[win.get("passed")]
+                lines.append(
+                    f"| {study} | {par} | {w} | {b['x_opt']:.3g} | {_grid_value(b['lo'], b['lo_is_edge'])} - "
+                    f"{_grid_value(b['hi'], b['hi_is_edge'])} | {b['width_log2']:.0f} | {_rise(win.get('rise_lo'))}, "
+                    f"{_rise(win.get('rise_hi'))} | {verdict} | {_grid_value(cl.get('below'))}, "
+                    f"{_grid_value(cl.get('above'))} |")
+    return lines if len(lines) > 2 else []
+
+
 def markdown(result: dict) -> str:
     """The optima table and the drift lines as markdown (README)."""
     lines = []
@@ -132,7 +160,7 @@ def markdown(result: dict) -> str:
                     f"| {o['plausible'][0]:.3g} - {o['plausible'][-1]:.3g} | {2 ** q[0]:.3g} - {2 ** q[1]:.3g} | {vx} "
                     f"| {_fmt(g, 'val_loss')} | {_fmt(g, 'gain_over_unigram', '+')} | {_fmt(g, 'context_gain', '+')} "
                     f"| {b.get('val_loss', math.nan):.3f}, {_fmt(b, 'context_gain', '+')} |")
-    lines.append("")
+    lines += ["", *basin_markdown(result), ""]
     for study in STUDIES:
         if study not in result:
             continue

@@ -19,6 +19,8 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from .blocked_fit import t_ppf
+
 __all__ = ["fit_power_law", "predict", "fit_loglog_slope", "coord_slopes", "fit_scaling_law", "difference_ci",
            "pooled_seed_variance"]
 
@@ -247,9 +249,8 @@ def fit_scaling_law(x: Sequence[float], y: Sequence[float], n_boot: int = 1000, 
     rng = np.random.default_rng(seed)
     boot = {"a": [], "b": [], "c": [], "curve": []}
     pooled_df = int(sum(max(g.size - 1, 0) for g in groups))
-    from scipy.special import ndtri, stdtrit
-
-    t_over_z = (float(stdtrit(pooled_df, 0.5 + level / 2)) / float(ndtri(0.5 + level / 2))) if pooled_df else 1.0
+    q = 0.5 + level / 2
+    t_over_z = t_ppf(q, pooled_df) / t_ppf(q, math.inf) if pooled_df else 1.0
     if n_boot > 0:
         # pooled residuals: (y - mean_x) sqrt(m_x / (m_x - 1)) over every x with >= 2 seeds
         pool = np.concatenate([(g - g.mean()) * math.sqrt(g.size / (g.size - 1)) for g in groups if g.size >= 2]
@@ -295,8 +296,6 @@ def difference_ci(a: Sequence[float], b: Sequence[float], pooled_var: float | No
     homoscedasticity the verdict assumes) se = sqrt(pooled_var (1/m_a + 1/m_b)) with pooled_df degrees of freedom;
     otherwise Welch's interval from the two samples (needs >= 2 seeds each). Returns {"diff", "se", "df", "lo",
     "hi", "n_a", "n_b", "decided": "a_lower" | "b_lower" | "undecided"}."""
-    from scipy.special import stdtrit
-
     a = np.asarray([v for v in a if math.isfinite(v)], dtype=float)
     b = np.asarray([v for v in b if math.isfinite(v)], dtype=float)
     out = {"diff": math.nan, "se": math.nan, "df": math.nan, "lo": math.nan, "hi": math.nan, "n_a": int(a.size),
@@ -313,7 +312,7 @@ def difference_ci(a: Sequence[float], b: Sequence[float], pooled_var: float | No
     else:
         out["diff"] = diff
         return out
-    q = float(stdtrit(df, 0.5 + level / 2)) if math.isfinite(df) else 1.959963984540054
+    q = t_ppf(0.5 + level / 2, df)  # df = inf (no seed spread): the normal quantile
     lo, hi = diff - q * se, diff + q * se
     out.update(diff=diff, se=float(se), df=float(df), lo=float(lo), hi=float(hi),
                decided="a_lower" if hi < 0 else ("b_lower" if lo > 0 else "undecided"))

@@ -1,9 +1,9 @@
-"""Regret of the transferred point S: a response surface fitted to the +-20 % verification study (issue 18).
+"""Regret of the transferred point S: a response surface fitted to the +-20 % verification study.
 
 Coordinates: u_i = ln(S'_i / S_i) for the d = 7 hyperparameters, so S is u = 0 and the sampling box
 [(1 - rel) S_i, (1 + rel) S_i] of [S] §3.1 / spec §10 is B = prod_i [ln(1 - rel), ln(1 + rel)].
 
-Model (one row per run, seeds as blocks exactly as in :func:`ptsweep.analysis.verification.paired_contrasts`):
+Model (one row per run, seeds as blocks: :func:`ptsweep.analysis.blocked_fit.fit_blocked`):
 
     L_{j,s} = f(u_j) + b_s + e_{j,s},   e ~ N(0, sigma^2),   f(u) = c + g'u + 1/2 u'Hu              (R1)
 
@@ -43,15 +43,15 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from .verification import t_ppf
+from .blocked_fit import fit_blocked, t_ppf
 
 MODELS = ("linear", "diagonal", "full")
 REGRET_TOLERANCE = 0.004
 """Default relative regret tolerance: [S] §3.1 called points beating S by at most 0.4 % noise (spec §10)."""
 PLANE_CAVEAT = ("extrapolated to the box's best corner (no run there; without curvature it over-states a convex "
                 "loss's regret)")
-"""How a linear surface's regret is described wherever it is printed: its box minimum is a corner no run measured
-(session-9 demo, n = 8: 37.9 % [0, 72 %] from points that all lay within 0.8 % of S)."""
+"""How a linear surface's regret is described wherever it is printed: its box minimum is a corner no run measured, so
+a plane through points that all lie within a fraction of a percent of S can put that corner tens of percent lower."""
 N_DRAWS = 2000
 N_MC = 4000
 CD_SWEEPS = 60
@@ -151,49 +151,32 @@ def fit_surface(u_runs: np.ndarray, y: np.ndarray, seeds: Sequence | None, model
     if u_runs.ndim != 2 or len(u_runs) != len(y) or not np.all(np.isfinite(y)):
         raise ValueError("regret: u_runs must be (N, d) with N finite losses")
     model, reason = choose_model(u_runs, model)
-    F = features(u_runs, model)
-    p = F.shape[1]
-    blocks = []
-    if seeds is not None:
-        s = np.asarray(seeds)
-        blocks = [(s == v).astype(float) for v in list(dict.fromkeys(s.tolist()))[1:]]
-    X = np.column_stack([F, *blocks]) if blocks else F  # (N, p + seeds - 1)
-    shift = float(y.mean())
-    beta, *_ = np.linalg.lstsq(X, y - shift, rcond=None)
-    rank = int(np.linalg.matrix_rank(X))
-    df = len(y) - rank
-    if rank < X.shape[1]:
-        raise ValueError(f"regret: the {model} surface with seed blocks is not identifiable (rank {rank} < "
-                         f"{X.shape[1]} columns)")
-    if df < 1:
-        raise ValueError(f"regret: no residual degrees of freedom ({len(y)} runs, {rank} coefficients): run each "
-                         f"perturbed point at >= 2 seeds or more points")
-    resid = (y - shift) - X @ beta
-    sigma2 = float(resid @ resid) / df
-    cov = sigma2 * np.linalg.inv(X.T @ X)[:p, :p]
-    adjusted = y - (np.column_stack(blocks) @ beta[p:] if blocks else 0.0)  # runs with their seed effect removed
-    beta = beta[:p].copy()
-    beta[0] += shift
-    return {"model": model, "model_reason": reason, "beta": beta, "cov": cov, "sigma": math.sqrt(sigma2),
-            "adjusted": adjusted,
-            "df": int(df), "n_runs": int(len(y)), "n_points": int(len(np.unique(u_runs, axis=0))),
-            "lack_of_fit": _lack_of_fit(u_runs, y, blocks, float(resid @ resid), df)}
+    fit = fit_blocked(features(u_runs, model), y, seeds)
+    if not fit.full_rank:
+        raise ValueError(f"regret: the {model} surface with seed blocks is not identifiable (rank {fit.rank} < "
+                         f"{fit.design.shape[1]} columns)")
+    if fit.df < 1:
+        raise ValueError(f"regret: no residual degrees of freedom ({len(y)} runs, {fit.rank} coefficients): run "
+                         f"each perturbed point at >= 2 seeds or more points")
+    return {"model": model, "model_reason": reason, "beta": fit.effects.copy(), "cov": fit.cov(), "sigma": fit.sigma,
+            "adjusted": y - fit.seed_effect,  # runs with their seed effect removed
+            "df": fit.df, "n_runs": int(len(y)), "n_points": int(len(np.unique(u_runs, axis=0))),
+            "lack_of_fit": _lack_of_fit(u_runs, y, seeds, fit.rss, fit.df)}
 
 
-def _lack_of_fit(u_runs, y, blocks, rss, df) -> dict:
+def _lack_of_fit(u_runs, y, seeds, rss, df) -> dict:
     """F test of the surface against one mean per distinct point (with the same seed blocks): pure error from
     replicates. p < 0.05 says the surface misses structure the points show."""
     from scipy.special import fdtrc
 
-    _, loc = np.unique(np.round(u_runs, 12), axis=0, return_inverse=True)
-    Xs = np.column_stack([(loc == k).astype(float) for k in range(loc.max() + 1)] + blocks)
-    b, *_ = np.linalg.lstsq(Xs, y - y.mean(), rcond=None)
-    r = (y - y.mean()) - Xs @ b
-    df_pe = len(y) - int(np.linalg.matrix_rank(Xs))
+    _, point = np.unique(np.round(u_runs, 12), axis=0, return_inverse=True)
+    point = point.ravel()
+    saturated = fit_blocked(point[:, None] == np.arange(point.max() + 1), y, seeds)  # one mean per point
+    df_pe = saturated.df
     df_lof = df - df_pe
     if df_pe < 1 or df_lof < 1:
         return {"F": None, "p": None, "df": [df_lof, df_pe]}
-    rss_pe = float(r @ r)
+    rss_pe = saturated.rss
     F = ((rss - rss_pe) / df_lof) / (rss_pe / df_pe) if rss_pe > 0 else math.inf
     return {"F": float(F), "p": float(fdtrc(df_lof, df_pe, F)), "df": [int(df_lof), int(df_pe)]}
 
@@ -264,22 +247,22 @@ def regret_analysis(base: Mapping[str, float], points: Sequence[Mapping[str, flo
     d, lo, hi = len(keys), math.log(1 - rel), math.log(1 + rel)
     lbar = float(base_l.mean())
     rng = np.random.default_rng(seed)
-    B = draws(fit, n_draws, rng)  # (n_draws, p)
-    allb = np.vstack([fit["beta"][None, :], B])
-    _, g, H = unpack(allb, fit["model"], d)
-    umin = box_minimum(g, H, lo, hi)  # (1 + n_draws, d)
-    R = -(np.einsum("bi,bi->b", g, umin) + 0.5 * np.einsum("bi,bij,bj->b", umin, H, umin)) / lbar
+    beta_draws = draws(fit, n_draws, rng)  # (n_draws, p)
+    betas = np.vstack([fit["beta"][None, :], beta_draws])
+    _, g, H = unpack(betas, fit["model"], d)
+    u_min = box_minimum(g, H, lo, hi)  # (1 + n_draws, d)
+    R = -(np.einsum("bi,bi->b", g, u_min) + 0.5 * np.einsum("bi,bij,bj->b", u_min, H, u_min)) / lbar
     # better fraction (R4): Monte-Carlo points from the sampling measure, fixed per call
-    umc = np.log1p(rng.uniform(-rel, rel, (N_MC, d)))
-    dF = features(umc, fit["model"])[:, 1:] @ allb[:, 1:].T  # (N_MC, 1 + n_draws): f(u) - f(0)
-    frac = (dF < 0).mean(axis=0)
+    u_sampled = np.log1p(rng.uniform(-rel, rel, (N_MC, d)))
+    f_change = features(u_sampled, fit["model"])[:, 1:] @ betas[:, 1:].T  # (N_MC, 1 + n_draws): f(u) - f(0)
+    frac = (f_change < 0).mean(axis=0)
     A = float(test_alpha)
-    q = lambda a: [float(np.quantile(a[1:], A)), float(np.quantile(a[1:], 1 - A))]  # noqa: E731
+    draw_interval = lambda a: [float(np.quantile(a[1:], A)), float(np.quantile(a[1:], 1 - A))]  # noqa: E731
     r_bc, (r_lo, r_hi) = basic_interval(R, A, 0.0, math.inf)
     if fit["model"] == "linear":  # a plane over-states a convex loss's regret: 0 is the only lower bound it gives
         r_lo = 0.0
     f_bc, f_ci = basic_interval(frac, A, 0.0, 1.0)
-    tq = t_ppf(1 - A / 2, fit["df"])
+    t_quantile = t_ppf(1 - A / 2, fit["df"])
     axes = {}
     for i, k in enumerate(keys):
         row = {}
@@ -289,19 +272,19 @@ def regret_analysis(base: Mapping[str, float], points: Sequence[Mapping[str, flo
             if fit["model"] != "linear":
                 cvec[1 + d + i] = 0.5 * step**2
             est, se = float(cvec @ fit["beta"]) / lbar, math.sqrt(float(cvec @ fit["cov"] @ cvec)) / lbar
-            row[name] = {"rel_change": est, "se": se, "ci": [est - tq * se, est + tq * se]}
+            row[name] = {"rel_change": est, "se": se, "ci": [est - t_quantile * se, est + t_quantile * se]}
         row["slope_log"] = float(g[0, i])
         row["slope_log_se"] = math.sqrt(float(fit["cov"][1 + i, 1 + i]))
-        row["min_factor"] = float(math.exp(umin[0, i]))
-        row["min_factor_ci"] = [float(math.exp(x)) for x in q(umin[:, i])]
+        row["min_factor"] = float(math.exp(u_min[0, i]))
+        row["min_factor_ci"] = [float(math.exp(x)) for x in draw_interval(u_min[:, i])]
         axes[k] = row
-    curves, pts = _axis_curves(fit, u_all, keys, lo, hi, lbar, tq)
+    curves, pts = _axis_curves(fit, u_all, keys, lo, hi, lbar, t_quantile)
     out = {
         "axis_curves": curves, "axis_points": pts,
         "model": fit["model"], "model_reason": fit["model_reason"], "n_runs": fit["n_runs"],
         "n_points": fit["n_points"], "n_failed_points": n_failed, "df": fit["df"], "sigma": fit["sigma"],
         "sigma_rel": fit["sigma"] / lbar, "lack_of_fit": fit["lack_of_fit"], "base_loss_mean": lbar,
-        "fitted_base_loss": float(allb[0, 0]), "box_min_loss": float(allb[0, 0] - R[0] * lbar),
+        "fitted_base_loss": float(betas[0, 0]), "box_min_loss": float(betas[0, 0] - R[0] * lbar),
         "box_min_location": {k: axes[k]["min_factor"] for k in keys},
         "regret": float(r_bc * lbar), "regret_rel": r_bc, "regret_rel_ci": [r_lo, r_hi],
         "regret_rel_plugin": float(R[0]), "axes": axes,

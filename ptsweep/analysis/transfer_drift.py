@@ -23,11 +23,11 @@ Drift (per parametrization, smallest -> largest width): ``drift_log2 = log2(x_op
 factors of 2, with a bootstrap interval (independent seed resamples per width) and the range allowed by the two
 plausible sets.
 
-**Fitted optimum and drift (issue 18, ``fit`` / ``drift_fit_*``).** The grid argmin and the seed bootstrap above can
+**Fitted optimum and drift (``fit`` / ``drift_fit_*``).** The grid argmin and the seed bootstrap above can
 only return grid values (with 3 seeds, 10 distinct resamples): "[0, 0]" follows from the design. Instead, per
-(parametrization, width), a quadratic in t = log2 x with seed blocks is fitted by least squares to every run at the
-``FIT_WINDOW`` = 2 finite grid values either side of the grid optimum (a quadratic over the whole 32x grid is wrong:
-the low-LR side is a cliff; values with a diverged seed are left out):
+(parametrization, width), a quadratic in t = log2 x with seed blocks (``blocked_fit.fit_blocked``) is fitted by
+least squares to every run at the ``FIT_WINDOW`` = 2 finite grid values either side of the grid optimum (a
+quadratic over the whole 32x grid is wrong: the low-LR side is a cliff; values with a diverged seed are left out):
 
     L_{x,s} = a + b t + c t^2 + u_s + e,   e ~ N(0, sigma^2),   optimum t* = -b / (2c)                        (D1)
 
@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ptsweep.analysis.blocked_fit import fit_blocked, t_ppf
 from ptsweep.metric_keys import seed_mean
 
 K_SE = 2.0
@@ -57,7 +58,7 @@ FIT_WINDOW = 2
 LEVEL = 0.9
 
 
-def _py(v: Any) -> Any:
+def _python_scalar(v: Any) -> Any:
     return v.item() if isinstance(v, np.generic) else v
 
 
@@ -155,8 +156,6 @@ def fit_optimum(g: pd.DataFrame, x_col: str, x_opt: float, loss_col: str = "val_
     None (Fieller, unbounded), "window" (x values fitted), "df", "sigma", "beta" [a, b, c], "cov" (3 x 3), "note"}.
     ``window`` = finite grid values either side of ``x_opt`` (None = all). Raises ValueError (one line) with
     fewer than 3 distinct values or no residual df."""
-    from ptsweep.analysis.verification import t_ppf
-
     d = g.assign(_loss=_finite_loss(g[loss_col]), _x=g[x_col].astype(float))
     ok = d.groupby("_x")["_loss"].transform(lambda v: bool(np.all(np.isfinite(v))))
     d = d[ok.astype(bool)]
@@ -168,16 +167,10 @@ def fit_optimum(g: pd.DataFrame, x_col: str, x_opt: float, loss_col: str = "val_
     if len(xs) < 3:
         raise ValueError(f"fit_optimum: {len(xs)} finite grid values near the optimum, a quadratic needs 3")
     t = np.log2(d["_x"].to_numpy())
-    seeds = d[seed_col].to_numpy()
-    blocks = [(seeds == v).astype(float) for v in list(dict.fromkeys(seeds.tolist()))[1:]]
-    X = np.column_stack([np.ones_like(t), t, t**2, *blocks])  # (N, 3 + seeds - 1)
-    y = d["_loss"].to_numpy()
-    beta, *_ = np.linalg.lstsq(X, y, rcond=None)
-    dfree = len(y) - int(np.linalg.matrix_rank(X))
-    if dfree < 1 or np.linalg.matrix_rank(X) < X.shape[1]:
-        raise ValueError(f"fit_optimum: {len(y)} runs at {len(xs)} values leave no residual df for the quadratic")
-    r = y - X @ beta
-    cov = float(r @ r) / dfree * np.linalg.inv(X.T @ X)[:3, :3]
+    fit = fit_blocked(np.column_stack([np.ones_like(t), t, t**2]), d["_loss"].to_numpy(), d[seed_col].to_numpy())
+    if fit.df < 1 or not fit.full_rank:
+        raise ValueError(f"fit_optimum: {len(t)} runs at {len(xs)} values leave no residual df for the quadratic")
+    beta, cov, dfree = fit.effects, fit.cov(), fit.df
     b, c = float(beta[1]), float(beta[2])
     q = t_ppf(0.5 + level / 2, dfree)
     # Fieller: A t^2 + B t + C <= 0 with D(t) = b + 2ct, Var D(t) = v_bb + 4 t v_bc + 4 t^2 v_cc
@@ -192,7 +185,7 @@ def fit_optimum(g: pd.DataFrame, x_col: str, x_opt: float, loss_col: str = "val_
             "fitted optimum outside the fitted values: an extrapolation" if t_opt is None or not tmin <= t_opt <= tmax
             else "")
     return {"t_opt": t_opt, "x_opt": 2**t_opt if t_opt is not None else None, "ci_log2": ci,
-            "window": [float(x) for x in xs], "df": int(dfree), "sigma": math.sqrt(float(r @ r) / dfree),
+            "window": [float(x) for x in xs], "df": int(dfree), "sigma": fit.sigma,
             "beta": [float(beta[0]), b, c], "cov": cov.tolist(), "level": level, "note": note}
 
 
@@ -206,8 +199,6 @@ def _vertex_var(fit: dict) -> float:
 def drift_interval(fit_lo: dict, fit_hi: dict, level: float = LEVEL) -> list[float] | None:
     """Welch-t interval of t*(hi) - t*(lo) (module docstring); None when either width's Fieller interval is
     unbounded (its curvature is not significant, so its optimum and the delta method are not defined)."""
-    from ptsweep.analysis.verification import t_ppf
-
     if fit_lo.get("ci_log2") is None or fit_hi.get("ci_log2") is None:
         return None
     v1, v2 = _vertex_var(fit_lo), _vertex_var(fit_hi)
@@ -236,7 +227,7 @@ def drift(df: pd.DataFrame, x_col: str, width_col: str = "model.width", param_co
                     o["fit"] = fit_optimum(gw, x_col, o["x_opt"], loss_col, seed_col)
                 except ValueError as e:
                     o["fit"] = {"t_opt": None, "ci_log2": None, "note": str(e)}
-            per_width[_py(w)] = o
+            per_width[_python_scalar(w)] = o
         widths = [w for w in sorted(per_width) if per_width[w].get("x_opt") is not None]
         if len(widths) < 1:
             continue

@@ -22,6 +22,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from .blocked_fit import fit_blocked, t_ppf
 from .design import distance, n_required
 
 __all__ = [
@@ -56,14 +57,6 @@ def _base_summary(base_losses: Iterable[float]) -> tuple[np.ndarray, float, floa
     mean = float(arr.mean())
     std = float(arr.std(ddof=1)) if arr.size > 1 else 0.0
     return arr, mean, std
-
-
-def t_ppf(q: float, df: float) -> float:
-    """Student t quantile of probability ``q`` at ``df`` degrees of freedom: the project's one t quantile
-    (scipy.special: scipy.stats takes seconds to import)."""
-    from scipy.special import stdtrit
-
-    return float(stdtrit(df, q))
 
 
 def noise_band(base_losses: Sequence[float], level: float = NOISE_LEVEL) -> float:
@@ -171,8 +164,10 @@ def paired_contrasts(base_losses: Sequence[float], point_losses: Sequence[np.nda
 
     u_s is whatever a seed does to every run that uses it (initialisation, data order, masks): it cancels in the
     paired contrast mu_j - mu_0. Without seeds (``point_seeds`` None) the model has no u_s (unpaired design).
+    It is fitted by :func:`ptsweep.analysis.blocked_fit.fit_blocked` (one indicator column per point):
     sigma^2 = RSS / df, df = runs - rank(X); contrast j has se_j = sigma sqrt(c_j' (X'X)^+ c_j), and
-    (estimate - true) / se_j follows a Student t with df degrees of freedom (normal e). Complete design (every
+    (estimate - true) / se_j follows a Student t with df degrees of freedom (normal e); se_j = inf where the design
+    does not identify the contrast. Complete design (every
     point at the same m seeds as the base): delta_j = mean of the m paired differences, se_j = sigma sqrt(2/m),
     df = n (m - 1). One seed per point: df = 0 in the paired model (no estimate of sigma).
 
@@ -184,35 +179,18 @@ def paired_contrasts(base_losses: Sequence[float], point_losses: Sequence[np.nda
     paired = point_seeds is not None
     if paired and base_seeds is None:
         base_seeds = list(range(base.size))
-    ys = [base] + list(point_losses)
-    groups = np.concatenate([np.full(y.size, g) for g, y in enumerate(ys)])
-    y = np.concatenate(ys)
-    cols = [(groups == g).astype(float) for g in range(n + 1)]
-    if paired:
-        seeds = np.concatenate([np.asarray(base_seeds)] + [np.asarray(s) for s in point_seeds])
-        uniq = list(dict.fromkeys(seeds.tolist()))
-        cols += [(seeds == s).astype(float) for s in uniq[1:]]
-    X = np.stack(cols, axis=1)  # (N, P)
-    shift = float(y.mean())  # better conditioning: the model has an intercept (sum of group columns)
-    Xp = np.linalg.pinv(X)  # (P, N): one SVD gives the fit, (X'X)^+ = X^+ X^+' and the estimability check
-    beta = Xp @ (y - shift)
-    rank = int(np.linalg.matrix_rank(X))
-    resid = (y - shift) - X @ beta
-    df = int(y.size - rank)
-    sigma = float(math.sqrt(float(resid @ resid) / df)) if df > 0 else math.nan
-    C = np.zeros((n + 1, X.shape[1]))  # rows: contrasts point j - base (j = 1..n), then their average
-    for j in range(n):
-        C[j, j + 1], C[j, 0] = 1.0, -1.0
-    C[n, 1:n + 1], C[n, 0] = 1.0 / max(n, 1), -1.0
-    est = C @ beta
-    CXp = C @ Xp  # (n+1, N)
-    var_unit = (CXp**2).sum(axis=1)  # c' (X'X)^+ c
-    estimable = np.abs(C - CXp @ X).max(axis=1) < 1e-8  # c in the row space of X
-    with np.errstate(invalid="ignore"):
-        se = np.where(estimable, sigma * np.sqrt(np.maximum(var_unit, 0.0)), np.inf)
-    est = np.where(estimable, est, np.nan)
-    return {"delta": est[:n], "se": se[:n], "df": df, "sigma": sigma, "mean_delta": float(est[n]) if n else math.nan,
-            "mean_se": float(se[n]) if n else math.nan, "design": "paired" if paired else "unpaired"}
+    runs = [base] + list(point_losses)
+    group = np.concatenate([np.full(r.size, g) for g, r in enumerate(runs)])
+    seeds = np.concatenate([np.asarray(base_seeds)] + [np.asarray(s) for s in point_seeds]) if paired else None
+    fit = fit_blocked(group[:, None] == np.arange(n + 1), np.concatenate(runs), seeds)  # one column per point
+    weights = np.zeros((n + 1, n + 1))  # rows: contrasts point j - base (j = 1..n), then their average
+    weights[np.arange(n), np.arange(1, n + 1)] = 1.0
+    weights[n, 1:] = 1.0 / max(n, 1)
+    weights[:, 0] = -1.0
+    est, se, _ = fit.contrasts(weights)
+    return {"delta": est[:n], "se": se[:n], "df": fit.df, "sigma": fit.sigma,
+            "mean_delta": float(est[n]) if n else math.nan, "mean_se": float(se[n]) if n else math.nan,
+            "design": "paired" if paired else "unpaired"}
 
 
 def _tstat(delta: np.ndarray, se: np.ndarray) -> np.ndarray:
@@ -277,27 +255,28 @@ def verdict(
     """
     base_arr, base_mean, base_std = _base_summary(base_losses)
     m = int(base_arr.size)
-    pts, sds = _as_points(perturbed_losses, perturbed_seeds)
-    finite = np.array([bool(np.all(np.isfinite(x))) and x.size > 0 for x in pts], dtype=bool)
-    n_run, n_failed = len(pts), int((~finite).sum())
+    runs, run_seeds = _as_points(perturbed_losses, perturbed_seeds)
+    finite = np.array([bool(np.all(np.isfinite(x))) and x.size > 0 for x in runs], dtype=bool)
+    n_run, n_failed = len(runs), int((~finite).sum())
     n_valid = n_run - n_failed
     n_samples = n_run if count_failed_as_samples else n_valid
     n_req = n_required(alpha, p)
-    good = [x for x, f in zip(pts, finite) if f]
-    good_seeds = [s for s, f in zip(sds, finite) if f] if sds is not None else None
+    good = [x for x, f in zip(runs, finite) if f]
+    good_seeds = [s for s, f in zip(run_seeds, finite) if f] if run_seeds is not None else None
     means = np.array([x.mean() for x in good], dtype=float)
 
     n_better = int((means < base_mean).sum())
     best_impr = float(((base_mean - means) / base_mean).max()) if means.size else None
-    con = paired_contrasts(base_arr, good, base_seeds, good_seeds)
-    delta, se, df = con["delta"], con["se"], con["df"]
+    contrasts = paired_contrasts(base_arr, good, base_seeds, good_seeds)
+    delta, se, df = contrasts["delta"], contrasts["se"], contrasts["df"]
     tj = _tstat(delta, se)
     n_better_paired = int((delta < 0).sum())
     A = float(test_alpha)
     q = t_ppf(1.0 - A / (2.0 * max(n_valid, 1)), df) if df > 0 else math.inf
     q_mean_fail = t_ppf(1.0 - A / 2.0, df) if df > 0 else math.inf
     q_mean_pass = t_ppf(1.0 - A, df) if df > 0 else math.inf
-    t_mean = float(_tstat(np.array([con["mean_delta"]]), np.array([con["mean_se"]]))[0]) if n_valid else math.nan
+    t_mean = (float(_tstat(np.array([contrasts["mean_delta"]]), np.array([contrasts["mean_se"]]))[0]) if n_valid
+              else math.nan)
     n_beyond = int((tj < -q).sum()) if df > 0 else 0
     n_worse = int((tj > q).sum()) if df > 0 else 0
     margin_abs = float(margin) * abs(base_mean)
@@ -308,23 +287,25 @@ def verdict(
     # ---- strict test ([S] §3.1) ---------------------------------------------------------------------------------
     conf, top = f"{1 - alpha:.0%}", f"{p:.0%}"
     if n_better > 0:
-        sv = "fail"
-        sst = (f"strict test FAILS: {n_better} of {n_valid} finite perturbed points have a lower mean loss than the "
-               f"base (best by {best_impr:.2%}); the base is rank {1 + n_better} of {n_run + 1}.")
+        strict_verdict = "fail"
+        strict_statement = (f"strict test FAILS: {n_better} of {n_valid} finite perturbed points have a lower mean "
+                            f"loss than the base (best by {best_impr:.2%}); the base is rank {1 + n_better} of "
+                            f"{n_run + 1}.")
     elif n_samples < n_req:
-        sv = "insufficient"
-        sst = f"strict test INSUFFICIENT: {n_samples} usable samples < {n_req} required for top-{top} at {conf}."
+        strict_verdict = "insufficient"
+        strict_statement = (f"strict test INSUFFICIENT: {n_samples} usable samples < {n_req} required for top-{top} "
+                            f"at {conf}.")
     else:
-        sv = "pass"
-        sst = (f"strict test PASSES: the base beats all {n_samples} usable points (n_required = {n_req}): top {top} "
-               f"with {conf} confidence if the losses carried no seed noise.")
+        strict_verdict = "pass"
+        strict_statement = (f"strict test PASSES: the base beats all {n_samples} usable points (n_required = "
+                            f"{n_req}): top {top} with {conf} confidence if the losses carried no seed noise.")
 
     # ---- decision rule -------------------------------------------------------------------------------------------
-    nums = (f"design {con['design']}, {m} base seed(s), df = {df}, run-noise sd {con['sigma']:.3g}; "
-            f"neighbourhood - base = {con['mean_delta']:+.4g} +- {con['mean_se']:.2g} (t = {t_mean:+.2f}); "
-            f"{n_better_paired} of {n_valid} points beat the base (equivalence gives {n_valid / 2:g} on average, "
-            f"P(>= {n_better_paired}) = {p_count:.2f}); {n_beyond} beat it beyond the family-wise band "
-            f"t = {q:.3g} x se, {n_worse} are worse beyond it")
+    numbers = (f"design {contrasts['design']}, {m} base seed(s), df = {df}, run-noise sd {contrasts['sigma']:.3g}; "
+               f"neighbourhood - base = {contrasts['mean_delta']:+.4g} +- {contrasts['mean_se']:.2g} "
+               f"(t = {t_mean:+.2f}); {n_better_paired} of {n_valid} points beat the base (equivalence gives "
+               f"{n_valid / 2:g} on average, P(>= {n_better_paired}) = {p_count:.2f}); {n_beyond} beat it beyond the "
+               f"family-wise band t = {q:.3g} x se, {n_worse} are worse beyond it")
     reasons: list[str] = []
     if n_valid == 0:
         v, reasons = "inconclusive", ["no finite perturbed point"]
@@ -359,9 +340,9 @@ def verdict(
                            f"{q_mean_pass:.2f})")
         if widest > margin_abs:
             reasons.append(f"not flat within +-{margin:.1%}: widest |delta| + band = {widest:.3g} > {margin_abs:.3g}")
-    statement = f"{v.upper()}: {'; '.join(reasons)}. ({nums}.) {sst}"
+    statement = f"{v.upper()}: {'; '.join(reasons)}. ({numbers}.) {strict_statement}"
 
-    def _lst(a):
+    def per_point(a):
         out, it = [], iter(np.asarray(a, dtype=float).tolist())
         for f in finite:
             out.append(next(it) if f else None)
@@ -371,7 +352,7 @@ def verdict(
         "verdict": v,
         "statement": statement,
         "reasons": reasons,
-        "strict": {"verdict": sv, "statement": sst},
+        "strict": {"verdict": strict_verdict, "statement": strict_statement},
         "alpha": float(alpha),
         "p": float(p),
         "test_alpha": A,
@@ -381,9 +362,9 @@ def verdict(
         "n_failed": n_failed,
         "n_valid": n_valid,
         "n_seeds": m,
-        "design": con["design"],
+        "design": contrasts["design"],
         "df": df,
-        "sigma": con["sigma"],
+        "sigma": contrasts["sigma"],
         "t_quantile": q,
         "noise_band": float(q * np.median(se)) if (df > 0 and n_valid) else 0.0,
         "base_loss_mean": base_mean,
@@ -396,10 +377,10 @@ def verdict(
         "n_worse_beyond_noise": n_worse,
         "count_expected_if_equivalent": n_valid / 2.0,
         "p_count": p_count,
-        "neighbourhood_delta": con["mean_delta"],
-        "neighbourhood_se": con["mean_se"],
+        "neighbourhood_delta": contrasts["mean_delta"],
+        "neighbourhood_se": contrasts["mean_se"],
         "neighbourhood_t": t_mean,
-        "delta": _lst(delta),
-        "se": _lst(se),
-        "t": _lst(tj),
+        "delta": per_point(delta),
+        "se": per_point(se),
+        "t": per_point(tj),
     }

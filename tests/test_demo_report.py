@@ -73,7 +73,7 @@ def check_report(root: Path) -> None:
     report = (root / "report.md").read_text()
     first = "\n".join(report.splitlines()[:30])  # the first screen
     for text in ("**What ran**", "**Baselines**", "test unigram", "no-context", "1. **Tuned point**",
-                 "context gain", "2. **Transfer to width 128:", "3. **PT vs baselines**", "**Context check**",
+                 "context gain", "2. **Transfer to width 128**", "3. **PT vs baselines**", "**Context check**",
                  "PT's smallest context gain", "2 runs served two sweeps"):
         assert text in first, text
     assert first.index("**What ran**") < first.index("1. **Tuned point**") < first.index("## 1. tune-small") \
@@ -101,3 +101,25 @@ def test_the_report_calls_a_planes_regret_an_extrapolation():
     assert "extrapolated to the box's best corner" in regret_text(vs) and "37.90% [0.00%, 72.00%]" in regret_text(vs)
     vs["regret"]["model"] = "diagonal"
     assert regret_text(vs) == "regret 37.90% [0.00%, 72.00%] of the loss (diagonal surface)"
+
+
+def test_the_transfer_results_first_line_says_when_n_points_bound_no_regret():
+    """Issue 29: n = 8 perturbed points cannot identify the diagonal surface (15 coefficients over 7 keys): the first
+    line says so and states the strict and contrast results, not the plane's extrapolated percentage."""
+    from ptsweep.sweeps.demo_report import transfer_line
+    from ptsweep.sweeps.verify_transfer import headline
+
+    vs = {"verdict": "inconclusive", "statement": "regret INCONCLUSIVE: a plane ... 7.30 %", "n_perturbed_run": 8,
+          "regret": {"regret_rel": 0.073, "regret_rel_ci": [0.0, 0.2325], "model": "linear"},
+          "strict": {"verdict": "PASS", "statement": "the base beats all 8 points"},
+          "contrast_verdict": "inconclusive", "contrast_statement": "INCONCLUSIVE: t = -1.2", "n_valid": 8,
+          "neighbourhood_delta": 0.004, "neighbourhood_se": 0.002, "neighbourhood_t": 2.0}
+    line = headline(vs)
+    assert line.startswith("NO REGRET BOUND: n = 8 perturbed points cannot bound a regret")
+    assert "15 coefficients: n >= 15" in line and "**PASS** - the base beats all 8 points" in line
+    assert "contrast rule **INCONCLUSIVE** - INCONCLUSIVE: t = -1.2" in line
+    assert "7.30" not in transfer_line(vs) and transfer_line(vs).startswith("NO REGRET BOUND")
+    vs["regret"]["model"] = "diagonal"  # n >= 15: the regret with its bound leads
+    assert headline(vs) == vs["statement"]
+    assert transfer_line(vs).startswith("**INCONCLUSIVE** (regret verdict): regret 7.30% [0.00%, 23.25%]")
+    assert "strict test of [S] PASS" in transfer_line(vs)

@@ -18,6 +18,11 @@ x_s lies outside the baseline's measured x range by more than EXTRAPOLATION_TOL 
 law's extrapolation: D and its interval are reported, no verdict is drawn). "Beats at every scale" per framing:
 True when every scale is in range and a_lower; False when some in-range scale is b_lower; None otherwise (with the
 scales that kept it undecided or out of range listed).
+
+No verdict from a model that learned nothing (issue 29, ``context_gate``): at a scale where either side's context gain
+(seed mean, ``metric_keys.seed_mean``) is not > 2 SE, the comparison is "undecided: <model> learned no context at this
+budget" whatever its interval says - a loss difference between models that have not started using context says
+nothing about the architectures. The as-run differences of scaling-curves pass through the same gate.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from ptsweep import metric_keys
 from ptsweep.analysis.fits import fit_scaling_law
 
 FRAMINGS = {"total": "params", "non_embedding": "non_embedding_params", "flops": "train_flops"}
@@ -36,6 +42,46 @@ LABELS = {"total": "equal total parameters ([S])", "non_embedding": "equal non-e
 EXTRAPOLATION_TOL = 0.10
 """Relative distance beyond the baseline's measured x range up to which its fitted curve counts as interpolated
 (twice the sizing rule's 5 % matching tolerance)."""
+NO_CONTEXT = "undecided: {models} learned no context at this budget"
+"""The verdict of a comparison with a side whose context gain is not > 2 SE (module docstring)."""
+
+
+def learned_cells(table) -> set[tuple[str, str]]:
+    """{(series, scale)} of the cells whose seed-mean context gain is > 2 SE; ``table``: one row per series x scale
+    with columns series, scale, context_gain, context_gain_se (scaling-curves' results table)."""
+    return {(str(r["series"]), str(int(r["scale"]))) for _, r in table.iterrows()
+            if metric_keys.learned_context({"context_gain": float(r["context_gain"]),
+                                            "context_gain_se": float(r["context_gain_se"])})}
+
+
+def context_gate(per_scale: Mapping[str, Mapping], pair: Sequence[str], learned: set[tuple[str, str]]) -> dict:
+    """``per_scale`` ({scale: comparison row}) with every scale where a side of ``pair`` (PT series, baseline) is not
+    in ``learned`` made "undecided", its row carrying ``no_context`` (the sides) and ``reason`` (NO_CONTEXT)."""
+    out = {}
+    for s, d in per_scale.items():
+        who = [m for m in pair if (m, str(s)) not in learned]
+        out[str(s)] = ({**d, "decided": "undecided", "no_context": who,
+                        "reason": NO_CONTEXT.format(models=" and ".join(who))} if who else dict(d))
+    return out
+
+
+def decision_text(d: Mapping) -> str:
+    """One comparison's decision in words: "PT lower", "baseline lower", its gate's reason or the raw decision."""
+    return d.get("reason") or {"a_lower": "PT lower", "b_lower": "baseline lower"}.get(d.get("decided"),
+                                                                                      d.get("decided", "undecided"))
+
+
+def verdict_text(verdict: bool | None, per_scale: Mapping[str, Mapping]) -> str:
+    """"yes" / "no" / "undecided: bert learned no context at this budget (N = 32, 64)" / "undecided (N = 64)": an
+    every-scale verdict in words with why it is undecided."""
+    if verdict is not None:
+        return _yes(verdict)
+    gated = {s: d for s, d in per_scale.items() if d.get("no_context")}
+    if gated:
+        who = list(dict.fromkeys(m for d in gated.values() for m in d["no_context"]))
+        return f"{NO_CONTEXT.format(models=' and '.join(who))} (N = {', '.join(gated)})"
+    rest = [s for s, d in per_scale.items() if d.get("decided") not in ("a_lower", "b_lower")]
+    return f"undecided (N = {', '.join(rest)})" if rest else "undecided"
 
 
 def compare_at(x_a: Sequence[float], y_a: Sequence[float], x_b: Sequence[float], y_b: Sequence[float],
@@ -76,6 +122,8 @@ def every_scale(per_scale: Mapping[str, Mapping], win: str = "a_lower") -> dict:
           for k in ("a_lower", "b_lower", "undecided", "extrapolated")}
     lose = "b_lower" if win == "a_lower" else "a_lower"
     errors = [s for s, d in per_scale.items() if "error" in d]
+    gated = [s for s, d in per_scale.items() if d.get("no_context")]
+    by["undecided"] = [s for s in by["undecided"] if s not in gated]
     if by[lose]:
         verdict = False
     elif per_scale and not errors and len(by[win]) == len(per_scale):
@@ -84,14 +132,15 @@ def every_scale(per_scale: Mapping[str, Mapping], win: str = "a_lower") -> dict:
         verdict = None
     return {"every_scale": verdict, "n_scales": len(per_scale), "pt_lower_at": by["a_lower"],
             "baseline_lower_at": by["b_lower"], "undecided_at": by["undecided"],
-            "extrapolated_at": by["extrapolated"], "failed_at": errors}
+            "extrapolated_at": by["extrapolated"], "failed_at": errors, "no_context_at": gated}
 
 
 def framings(runs, pt_series: Sequence[str], baselines: Sequence[str], n_boot: int = 1000, level: float = 0.95,
-             seed: int = 0) -> dict:
+             seed: int = 0, learned: set[tuple[str, str]] | None = None) -> dict:
     """{framing: {"<pt series>-<baseline>": {"axis", "per_scale": {scale: compare_at row}, **every_scale}}}.
 
-    ``runs``: the scaling-curves runs table (columns series, scale, loss and the FRAMINGS columns)."""
+    ``runs``: the scaling-curves runs table (columns series, scale, loss and the FRAMINGS columns); ``learned``
+    (``learned_cells``): every comparison passes ``context_gate`` (None: no gate)."""
     out: dict = {}
     for name, col in FRAMINGS.items():
         res = {}
@@ -107,6 +156,8 @@ def framings(runs, pt_series: Sequence[str], baselines: Sequence[str], n_boot: i
                 except ValueError as e:  # fewer than 2 distinct x with a finite loss
                     per = {str(int(s)): {"x": float(x), "error": str(e), "decided": "undecided"}
                            for s, x in at.items()}
+                if learned is not None:
+                    per = context_gate(per, (pts, base), learned)
                 res[key] = {"axis": col, "per_scale": per, **every_scale(per)}
         out[name] = res
     return out
@@ -132,15 +183,15 @@ def report_lines(summary: Mapping) -> list[str]:
                 if "error" in d:
                     cells.append(f"N={s}: no fit")
                     continue
-                dec = {"a_lower": "PT lower", "b_lower": "baseline lower"}.get(d["decided"], d["decided"])
-                cells.append(f"N={s}: {d['diff']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}] {dec}")
-            out.append(f"- {pair}: " + "; ".join(cells) + f". **At every scale: {_yes(r['every_scale'])}**"
-                       + _why(r))
+                cells.append(f"N={s}: {d['diff']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}] {decision_text(d)}")
+            out.append(f"- {pair}: " + "; ".join(cells)
+                       + f". **At every scale: {verdict_text(r['every_scale'], r['per_scale'])}**" + _why(r))
         out.append("")
-    if "pt_beats_bert_at_every_scale" in summary:
+    if "statements" in summary:
+        st = summary["statements"]
         out.append(f"As run (the runs matched by {m}, per-scale mean difference with a t interval, `differences`): PT "
-                   f"beats BERT at every scale: {_yes(summary['pt_beats_bert_at_every_scale'])}; UT beats PT at every "
-                   f"scale: {_yes(summary.get('ut_beats_pt_at_every_scale'))}.")
+                   f"beats BERT at every scale: {st.get('pt_beats_bert_at_every_scale', 'n/a')}; UT beats PT at every "
+                   f"scale: {st.get('ut_beats_pt_at_every_scale', 'n/a')}.")
     return out
 
 

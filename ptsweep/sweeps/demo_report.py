@@ -30,28 +30,7 @@ from ptsweep.analysis import framings
 from ptsweep.analysis.regret import PLANE_CAVEAT
 from ptsweep.config import TRANSFER_KEYS
 from ptsweep.sweeps.demo_figures import PT_TARGET
-
-
-
-def _f(v, nd: int = 3, sign: bool = False) -> str:
-    try:
-        v = float(v)
-    except (TypeError, ValueError):
-        return "n/a"
-    if not math.isfinite(v):
-        return "n/a" if math.isnan(v) else ("inf" if v > 0 else "-inf")
-    return f"{v:+.{nd}f}" if sign else f"{v:.{nd}f}"
-
-
-def gain_text(g, se) -> str:
-    """'+0.123 +- 0.012 (learned)' or '+0.010 +- 0.012 (NOT learned)': context gain with its SE and the 2-SE mark."""
-    try:
-        if not math.isfinite(float(g)):
-            return "n/a"
-    except (TypeError, ValueError):
-        return "n/a"
-    mark = "learned" if metric_keys.learned_context({"context_gain": g, "context_gain_se": se}) else "NOT learned"
-    return f"{_f(g, sign=True)} +- {_f(se)} ({mark})"
+from ptsweep.sweeps.demo_format import ci_text, gain_text, loss_line, markdown_table, num, vs_unigram
 
 
 def with_context(df: pd.DataFrame, study_dir: Path) -> pd.DataFrame:
@@ -121,16 +100,10 @@ def context_check(models: pd.DataFrame) -> list[str]:
         out.append(f"- PT's smallest context gain: {gain_text(worst['gain'], worst['gain_se'])} ({worst['name']}, "
                    f"{worst['role']}); target >= {PT_TARGET} nats: **{'met' if met else 'NOT met'}**"
                    + ("" if met or not worst["loss"] > worst["no_context"] else
-                      f" - its test loss {_f(worst['loss'])} is above the no-context baseline "
-                      f"{_f(worst['no_context'])}: at this budget it predicts mostly from token frequencies and the "
+                      f" - its test loss {num(worst['loss'])} is above the no-context baseline "
+                      f"{num(worst['no_context'])}: at this budget it predicts mostly from token frequencies and the "
                       f"visible token (experiments/demo/README.md)") + ".")
     return out
-
-
-def loss_line(loss, unigram, no_context) -> str:
-    """'6.105 (unigram 6.297: -0.192; no-context 5.727: +0.378)': a loss next to both baselines."""
-    return (f"{_f(loss)} (unigram {_f(unigram)}: {_f(float(loss) - float(unigram), sign=True)}; "
-            f"no-context {_f(no_context)}: {_f(float(loss) - float(no_context), sign=True)})")
 
 
 def scaling_table(models: pd.DataFrame, ss: dict) -> list[str]:
@@ -147,15 +120,30 @@ def scaling_table(models: pd.DataFrame, ss: dict) -> list[str]:
         cells = []
         for x in series:
             r = sc[(sc["width"] == width) & (sc["name"] == f"{x} N={int(width)}")]
-            cells.append(f"{_f(r['loss'].iloc[0])} ({_f(r['gain'].iloc[0], sign=True)} +- {_f(r['gain_se'].iloc[0])}"
+            cells.append(f"{num(r['loss'].iloc[0])} ({num(r['gain'].iloc[0], sign=True)} +- {num(r['gain_se'].iloc[0])}"
                          f"{' learned' if r['learned'].iloc[0] else ' NOT learned'})" if len(r) else "failed")
         for p in pairs:
             d = ss["differences"][p].get(str(int(width)), {})
-            dec = {"a_lower": "PT lower", "b_lower": "baseline lower"}.get(d.get("decided"), "undecided")
-            cells.append(f"{_f(d.get('diff'), sign=True)} [{_f(d.get('lo'), sign=True)}, {_f(d.get('hi'), sign=True)}]"
-                         f" {dec}")
+            cells.append(f"{num(d.get('diff'), sign=True)} [{num(d.get('lo'), sign=True)}, {num(d.get('hi'), sign=True)}]"
+                         f" {framings.decision_text(d)}")
         lines.append(f"| {int(width)} | " + " | ".join(cells) + " |")
     return lines
+
+
+def edge_lines(ss: dict) -> list[str]:
+    """The baselines' searched optima on the edge of their range (issue 29: on the first screen, not only in
+    section 3): the optimum may lie beyond, and a baseline's loss is then an upper bound of its tuned loss."""
+    edges = [n for n in ss.get("notes", []) if "not bracketed" in n or "only one search trial" in n]
+    return ([f"- **Baseline LR search at its edge** ({len(edges)}; the tuned baseline may be better than shown): "
+             + "; ".join(edges) + ".", ""] if edges else [])
+
+
+def every_scale_line(ss: dict) -> str:
+    """'PT beats BERT at every scale: **undecided: bert learned no context at this budget (N = 32)**; UT beats PT
+    ...': scaling-curves' every-scale statements in words (``framings.verdict_text``)."""
+    st = ss.get("statements", {})
+    return (f"PT beats BERT at every scale: **{st.get('pt_beats_bert_at_every_scale', 'n/a')}**; UT beats PT at every "
+            f"scale: **{st.get('ut_beats_pt_at_every_scale', 'n/a')}**.")
 
 
 def first_screen(root: Path, ts: dict, vs: dict, ss: dict, models: pd.DataFrame, wall: dict, cfg_info: dict) \
@@ -189,67 +177,25 @@ def first_screen(root: Path, ts: dict, vs: dict, ss: dict, models: pd.DataFrame,
            if cfg_info.get("n_shared") else ""),
         "",
         f"**Baselines** (a model above *unigram* learned nothing; below *no-context* it used context): test unigram "
-        f"{_f(cfg_info['unigram'])}, no-context {_f(cfg_info['no_context'])}. Context gain = unigram - model on the "
+        f"{num(cfg_info['unigram'])}, no-context {num(cfg_info['no_context'])}. Context gain = unigram - model on the "
         f"targets whose input is [MASK] (+- SE); learned = gain > 2 SE.",
         "",
         f"1. **Tuned point** (width {best['width']}, LR {best['values']['optim.lr']:.3g}): validation loss "
-        f"{loss_line(b['val_loss'], b['unigram_loss'], b['no_context_loss'])} +- {_f(b['val_loss_se'])}; "
+        f"{loss_line(b['val_loss'], b['unigram_loss'], b['no_context_loss'])} +- {num(b['val_loss_se'])}; "
         f"context gain {gain_text(b['context_gain'], b['context_gain_se'])}"
         + (f"; on test {gain_text(tuned['gain'].iloc[0], tuned['gain_se'].iloc[0])}." if len(tuned) else "."),
-        f"2. **Transfer to width {vst.get('width')}: {vs['verdict'].upper()}** (regret verdict) - base test loss "
-        f"{_f(base_loss)}; {regret_text(vs)}. Contrast rule (secondary): {vs.get('contrast_verdict', 'n/a')}: "
-        f"neighbourhood - base = {_f(vs.get('neighbourhood_delta'), 4, True)} +- {_f(vs.get('neighbourhood_se'), 4)} "
-        f"(t = {_f(vs.get('neighbourhood_t'), 2, True)}); {vs.get('n_better_paired', '?')} of {vs.get('n_valid', '?')} "
-        f"points beat the base, {vs.get('n_better_beyond_noise', '?')} beyond noise (rules: section 2). Strict test "
-        f"of [S]: {vs.get('strict', {}).get('verdict', 'n/a')}.",
+        f"2. **Transfer to width {vst.get('width')}** (base test loss {num(base_loss)}): {transfer_line(vs)} "
+        f"(rules: section 2).",
         f"3. **PT vs baselines** (test loss, mean of {len(ss.get('seeds', []))} seeds; PT - baseline with a 95 % "
-        f"interval; negative = PT better): PT beats BERT at every scale: "
-        f"**{ss.get('pt_beats_bert_at_every_scale')}**, UT beats PT at every scale: "
-        f"**{ss.get('ut_beats_pt_at_every_scale')}** (None = undecided at some scale).",
+        f"interval; negative = PT better; no verdict where a model learned no context): {every_scale_line(ss)}",
         "",
         *scaling_table(models, ss),
         "",
+        *edge_lines(ss),
         *context_check(models),
         "",
     ]
     return out
-
-
-def _fmt(v) -> str:
-    if isinstance(v, float):
-        if math.isnan(v):
-            return ""
-        if math.isinf(v):
-            return "inf"
-        return f"{v:.4g}"
-    return str(v).replace("|", "\\|").replace("\n", " ")
-
-
-def markdown_table(df: pd.DataFrame, cols: list[str] | None = None, max_rows: int = 80) -> str:
-    """A GitHub-markdown table of ``df`` (no tabulate dependency)."""
-    cols = [c for c in (cols or list(df.columns)) if c in df.columns]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
-    for _, row in df.head(max_rows).iterrows():
-        lines.append("| " + " | ".join(_fmt(row[c]) for c in cols) + " |")
-    if len(df) > max_rows:
-        lines.append(f"\n({len(df) - max_rows} more rows in the CSV)")
-    return "\n".join(lines)
-
-
-def vs_unigram(loss, unigram) -> str:
-    """'-0.123 (below)' or '+0.050 ABOVE unigram: nothing learned' (issue 8: every loss read against the baseline)."""
-    try:
-        loss, unigram = float(loss), float(unigram)
-    except (TypeError, ValueError):
-        return ""
-    if not (math.isfinite(loss) and math.isfinite(unigram)):
-        return ""
-    d = loss - unigram
-    return f"{d:+.3f} (below)" if d < 0 else f"{d:+.3f} ABOVE unigram: nothing learned"
-
-
-def _ci(v) -> str:
-    return f"[{v[0]:.3g}, {v[1]:.3g}]" if v and all(isinstance(x, (int, float)) and math.isfinite(x) for x in v) else ""
 
 
 def regret_text(vs: dict) -> str:
@@ -263,11 +209,28 @@ def regret_text(vs: dict) -> str:
     return f"regret {reg['regret_rel']:.2%} [{lo:.2%}, {hi:.2%}] of the loss ({reg.get('model', '?')} surface)"
 
 
+def transfer_line(vs: dict) -> str:
+    """The transfer result's first line (``verify_transfer.headline``: the regret verdict with its bound, or why n
+    points bound none and the strict and contrast results instead) and the contrast's numbers."""
+    from ptsweep.sweeps.verify_transfer import headline
+
+    reg = vs.get("regret") or {}
+    lead = (f"**{vs['verdict'].upper()}** (regret verdict): {regret_text(vs)}; contrast rule (secondary) "
+            f"{str(vs.get('contrast_verdict', 'n/a')).upper()}, strict test of [S] "
+            f"{(vs.get('strict') or {}).get('verdict', 'n/a')}"
+            if reg.get("model") not in (None, "linear") and "regret_rel" in reg else headline(vs))
+    return (f"{lead}. Neighbourhood - base = {num(vs.get('neighbourhood_delta'), 4, True)} +- "
+            f"{num(vs.get('neighbourhood_se'), 4)} (t = {num(vs.get('neighbourhood_t'), 2, True)}); "
+            f"{vs.get('n_better_paired', '?')} of {vs.get('n_valid', '?')} points beat the base, "
+            f"{vs.get('n_better_beyond_noise', '?')} beyond noise")
+
+
 def verdict_section(vs: dict) -> list[str]:
     """The verification verdict: the outcome, the numbers behind it, the strict test and the rule."""
     st = vs.get("settings", {})
     split = st.get("loss_split", "val")
-    out = [f"**Outcome: {vs['verdict'].upper()}** (regret verdict, scored on the {split} split): {regret_text(vs)}. "
+    out = [f"**Outcome** (scored on the {split} split): {transfer_line(vs)}; regret verdict "
+           f"{vs['verdict'].upper()}: {regret_text(vs)}. "
            f"Tolerance {vs.get('regret_tolerance', math.nan):.2%} of the loss (sweep.regret_tolerance): pass when the "
            "regret's upper bound is below it, fail when its lower bound is above it; details in "
            "verify-transfer/report.md.", "",
@@ -324,16 +287,15 @@ def scaling_section(ss: dict, sres: pd.DataFrame, models: pd.DataFrame) -> list[
             "- else L = a P^-b; 95 % intervals from a residual bootstrap over seeds):", ""]
     for key, label in (("fits", "parameters"), ("fits_flops", "training FLOPs")):
         for series, f in ss.get(key, {}).items():
-            out.append(f"- {series} vs {label}: {f['form']}, a = {f['a']:.3g} {_ci(f['ci']['a'])}, b = {f['b']:.3g} "
-                       f"{_ci(f['ci']['b'])}" + (f", c = {f['c']:.3g} {_ci(f['ci']['c'])}" if f['form'] ==
+            out.append(f"- {series} vs {label}: {f['form']}, a = {f['a']:.3g} {ci_text(f['ci']['a'])}, b = {f['b']:.3g} "
+                       f"{ci_text(f['ci']['b'])}" + (f", c = {f['c']:.3g} {ci_text(f['ci']['c'])}" if f['form'] ==
                                                   'power_law_const' else "") + f"; {f.get('note') or ''}")
     out += ["", "Differences (PT - baseline, negative = PT better), 95 % t interval:", ""]
     for pair, per in ss.get("differences", {}).items():
         for s, d in per.items():
-            dec = {"a_lower": "PT lower", "b_lower": "baseline lower"}.get(d["decided"], "undecided")
-            out.append(f"- {pair} at N = {s}: {d['diff']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}] -> {dec}")
-    out += ["", f"PT beats BERT at every scale: {ss.get('pt_beats_bert_at_every_scale')}; UT beats PT at every scale: "
-                f"{ss.get('ut_beats_pt_at_every_scale')} (null = undecided at some scale).", ""]
+            out.append(f"- {pair} at N = {s}: {d['diff']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}] -> "
+                       f"{framings.decision_text(d)}")
+    out += ["", every_scale_line(ss), ""]
     out += framings.report_lines(ss)  # tuning trials per model and the three framings (issue 19)
     edges = [n for n in ss.get("notes", []) if "not bracketed" in n]
     if edges:
@@ -377,7 +339,7 @@ def write_report(root: Path, dirs: dict[str, Path], wall: dict, cfg) -> Path:
     out += [f"![final models vs baselines]({rel(figs['demo_losses'])})" if "demo_losses" in figs else "", "",
             f"![context gain of every final model]({rel(figs['demo_context'])})" if "demo_context" in figs else "", ""]
     trials["vs unigram"] = [vs_unigram(x, u) for x, u in zip(trials["val_loss"], trials["unigram_loss"])]
-    trials["vs no-context"] = [_f(x - n, sign=True) for x, n in zip(trials["val_loss"].astype(float),
+    trials["vs no-context"] = [num(x - n, sign=True) for x, n in zip(trials["val_loss"].astype(float),
                                                                       trials["no_context_loss"].astype(float))]
     trials["context gain"] = [gain_text(g, e) for g, e in zip(trials["context_gain"], trials["context_gain_se"])]
     out += ["## 1. tune-small (Optuna TPE + ASHA over the 7 transferable hyperparameters, validation split)", "",
@@ -435,6 +397,7 @@ def write_report(root: Path, dirs: dict[str, Path], wall: dict, cfg) -> Path:
         "wall_s": wall["invocations"], "verdict": vs["verdict"], "strict_verdict": vs.get("strict", {}).get("verdict"),
         "best_tune_loss": best["val_loss"], "unigram_test_loss": info["unigram"],
         "no_context_test_loss": info["no_context"], "winners": ss.get("winners", {}),
+        "statements": ss.get("statements", {}),
         "final_models": models.drop(columns=["context_gain"]).to_dict(orient="records"),
         "all_learned_context": bool(len(models) and models["learned"].all()),
         "pt_min_context_gain": float(models.loc[models["model"] == "pt", "gain"].min()) if len(models) else None,

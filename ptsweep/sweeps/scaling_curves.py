@@ -264,39 +264,11 @@ def run(cfg: RunConfig) -> Path:
                                                           n_boot=sw.bootstrap, seed=sw.search_seed)
             except ValueError as e:
                 notes.append(f"no {xcol} fit for {series}: {e}")
-    differences: dict[str, dict] = {}
     pt_series = sorted(x for x in rt["series"].unique() if x.startswith("pt"))
-    for pts in pt_series:
-        for other in [b for b in baselines if b in set(rt["series"])]:
-            per = {}
-            for s in sw.scales:
-                a = rt[(rt["series"] == pts) & (rt["scale"] == s)]["loss"].tolist()
-                b = rt[(rt["series"] == other) & (rt["scale"] == s)]["loss"].tolist()
-                per[str(s)] = fits_mod.difference_ci(a, b, pooled_var, pooled_df)
-            differences[f"{pts}-{other}"] = per
     present = [b for b in baselines if b in set(rt["series"])]
-    framings = framings_mod.framings(rt, pt_series, present, n_boot=sw.bootstrap, seed=sw.search_seed)
-    by_framing = {f: {pair: r["every_scale"] for pair, r in res.items()} for f, res in framings.items()}
-    ut_by_framing = {f: framings_mod.every_scale(res["pt-ut"]["per_scale"], win="b_lower")["every_scale"]
-                     for f, res in framings.items() if "pt-ut" in res}
-    winners = {}
-    for s, g in table[table["loss"].map(math.isfinite)].groupby("scale"):
-        best = g.loc[g["loss"].idxmin()]
-        winners[str(int(s))] = {"winner": best["series"], "loss": float(best["loss"]),
-                                "losses": {r["series"]: float(r["loss"]) for _, r in g.iterrows()}}
-
-    def beats(a: str, b: str) -> bool | None:
-        """True when a's loss is below b's at every scale with its interval below 0; False when at some scale the
-        interval lies above 0; None (undecided) otherwise."""
-        key, sign = (f"{a}-{b}", 1) if f"{a}-{b}" in differences else (f"{b}-{a}", -1)
-        per = differences.get(key)
-        if not per:
-            return None
-        dec = [d["decided"] for d in per.values()]
-        win, lose = ("a_lower", "b_lower") if sign == 1 else ("b_lower", "a_lower")
-        if any(x == lose for x in dec):
-            return False
-        return True if dec and all(x == win for x in dec) else None
+    comp = comparisons(rt, table, pt_series, present, list(sw.scales), (pooled_var, pooled_df), sw.bootstrap,
+                       sw.search_seed)
+    framings, winners = comp["framings"], comp["winners"]
 
     images = {}
     for fig, other in (("fig2a_pt_vs_bert", "bert"), ("fig2b_pt_vs_ut", "ut")):
@@ -321,14 +293,11 @@ def run(cfg: RunConfig) -> Path:
                      f"search runs sweep.baseline_samples (0 = sweep.num_samples) = {baseline_tuning.budget(cfg)} trials")
     summary = {
         "study": name, "loss_split": split, "seeds": seeds, "fits": fits, "fits_non_embedding": fits_ne,
-        "fits_flops": fits_flops, "match": sw.match, "framings": framings, "framing_level": 0.95,
-        "pt_beats_bert_by_framing": {f: v.get("pt-bert") for f, v in by_framing.items()},
-        "ut_beats_pt_by_framing": ut_by_framing, "pt_beats_by_framing": by_framing,
+        "fits_flops": fits_flops, "match": sw.match, "framing_level": 0.95, **comp,
         "tuning_trials": baseline_tuning.trial_counts(cfg, provenance, lr_info, present),
         "baseline_search_space": {k: list(v) for k, v in baseline_tuning.search_space(cfg).items()},
         "pooled_seed_sd": math.sqrt(pooled_var) if math.isfinite(pooled_var) else None, "pooled_df": pooled_df,
-        "differences": differences, "winners": winners, "pt_beats_bert_at_every_scale": beats("pt", "bert"),
-        "ut_beats_pt_at_every_scale": beats("ut", "pt"), "lr_search": lr_info, "vocab_size": V,
+        "lr_search": lr_info, "vocab_size": V,
         "scales": list(sw.scales), "models": list(sw.models), "scaling": sw.scaling, "tokens": cfg.train.tokens,
         "baseline_search_tokens": search_tokens, "transfer_file": str(tpath) if tpath else None,
         "transfer_provenance": provenance, "transfer_mismatch": provenance.get("mismatch", {}), "transferred": base7,
@@ -337,7 +306,8 @@ def run(cfg: RunConfig) -> Path:
     }
     note = log_summary(cfg, sdir, SWEEP, {"results": table, "runs": rt,
                                           **({"lr_search": lr_table} if len(lr_table) else {})},
-                       images, {"winners": {k: v["winner"] for k, v in winners.items()}}, tags=[f"sweep={SWEEP}"])
+                       images, {"winners": {k: v["winner"] or "undecided" for k, v in winners.items()}},
+                       tags=[f"sweep={SWEEP}"])
     if note:
         summary["notes"].append(note)
     write_json(sdir / "summary.json", summary)
@@ -347,8 +317,51 @@ def run(cfg: RunConfig) -> Path:
     if summary["transfer_mismatch"]:
         print(f"scaling-curves: PROCEEDING DESPITE transfer.yaml mismatch (sweep.allow_transfer_mismatch): "
               f"{', '.join(summary['transfer_mismatch'])}")
-    print("scaling-curves: winners per scale " + ", ".join(f"{k}: {v['winner']}" for k, v in winners.items()))
+    print("scaling-curves: winners per scale " + winners_text(winners))
     return sdir
+
+
+def comparisons(rt: pd.DataFrame, table: pd.DataFrame, pt_series: list[str], baselines: list[str], scales: list,
+                pooled: tuple[float, int], n_boot: int, seed: int) -> dict:
+    """Every PT - baseline statement of the summary, each through ``framings.context_gate`` (no verdict from a model
+    that learned nothing): ``differences`` (as run, per scale: mean difference with the pooled-seed t interval),
+    the three ``framings``, the every-scale verdicts (True / False / None) with ``statements`` in words, and
+    ``winners`` per scale (None with the reason when a model there did not learn context).
+    ``rt``: one row per run; ``table``: one row per series x scale with the seed-mean context gain."""
+    learned = framings_mod.learned_cells(table)
+    differences = {}
+    for pts in pt_series:
+        for other in baselines:
+            per = {str(s): fits_mod.difference_ci(rt[(rt["series"] == pts) & (rt["scale"] == s)]["loss"].tolist(),
+                                                  rt[(rt["series"] == other) & (rt["scale"] == s)]["loss"].tolist(),
+                                                  *pooled) for s in scales}
+            differences[f"{pts}-{other}"] = framings_mod.context_gate(per, (pts, other), learned)
+    framings = framings_mod.framings(rt, pt_series, baselines, n_boot=n_boot, seed=seed, learned=learned)
+    by_framing = {f: {pair: r["every_scale"] for pair, r in res.items()} for f, res in framings.items()}
+    ut_by_framing = {f: framings_mod.every_scale(res["pt-ut"]["per_scale"], win="b_lower")["every_scale"]
+                     for f, res in framings.items() if "pt-ut" in res}
+    verdicts, statements = {}, {}
+    for key, pair, win in (("pt_beats_bert_at_every_scale", "pt-bert", "a_lower"),
+                           ("ut_beats_pt_at_every_scale", "pt-ut", "b_lower")):
+        per = differences.get(pair, {})
+        verdicts[key] = framings_mod.every_scale(per, win=win)["every_scale"] if per else None
+        statements[key] = framings_mod.verdict_text(verdicts[key], per) if per else "n/a (not run)"
+    winners = {}
+    for s, g in table[table["loss"].map(math.isfinite)].groupby("scale"):
+        best = g.loc[g["loss"].idxmin()]
+        idle = [x for x in g["series"] if (x, str(int(s))) not in learned]
+        winners[str(int(s))] = {"winner": None if idle else best["series"], "loss": float(best["loss"]),
+                                "losses": {r["series"]: float(r["loss"]) for _, r in g.iterrows()},
+                                **({"reason": framings_mod.NO_CONTEXT.format(models=" and ".join(idle))}
+                                   if idle else {})}
+    return {"differences": differences, "framings": framings, "winners": winners, **verdicts,
+            "statements": statements, "pt_beats_bert_by_framing": {f: v.get("pt-bert") for f, v in by_framing.items()},
+            "ut_beats_pt_by_framing": ut_by_framing, "pt_beats_by_framing": by_framing}
+
+
+def winners_text(winners: dict) -> str:
+    """'32: pt, 64: undecided: bert learned no context at this budget': the lowest loss per scale, or why none."""
+    return ", ".join(f"{k}: {v['winner'] or v.get('reason', 'undecided')}" for k, v in winners.items())
 
 
 def context_lines(table: pd.DataFrame, split: str) -> list[str]:

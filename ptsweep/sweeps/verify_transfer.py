@@ -195,16 +195,36 @@ def run(cfg: RunConfig) -> Path:
     note = log_summary(cfg, sdir, SWEEP, {"results": table, "trials": df}, images,
                        {"verdict": summary["verdict"], "n_required": n_req, "n_run": n_run}, tags=[f"sweep={SWEEP}"])
     summary["notes"] = [note] if note else []
+    summary["headline"] = headline(summary)
     write_json(sdir / "summary.json", summary)
     (sdir / "report.md").write_text(report(summary))
     if summary["transfer_mismatch"]:
         print(f"verify-transfer: PROCEEDING DESPITE transfer.yaml mismatch (sweep.allow_transfer_mismatch): "
               f"{', '.join(summary['transfer_mismatch'])}")
-    print(f"verify-transfer: {summary['statement']}")
+    print(f"verify-transfer: {summary['headline']}")
     ctx = {"context_gain": summary["base_context_gain"], "context_gain_se": summary["base_context_gain_se"]}
     print(f"verify-transfer: base point {metric_keys.context_line(ctx)}; no-context baseline "
           f"{summary['no_context_loss']:.4f}")
     return sdir
+
+
+def headline(summary: dict) -> str:
+    """The transfer result's first line: the regret verdict when a curved surface bounds the regret; otherwise that
+    the n perturbed points cannot bound one (the diagonal surface (R1) over the transferred keys has 1 + 2d
+    coefficients: n + 1 distinct points need n >= 2d + 1 = 15 for d = 7) and the strict and contrast results instead of a
+    plane's extrapolated corner (issue 29)."""
+    reg = summary.get("regret") or {}
+    if reg.get("model") not in (None, "linear") and "regret_rel" in reg:
+        return summary["statement"]
+    p = regret.n_coefficients("diagonal", len(TRANSFER_KEYS))
+    strict = summary.get("strict") or {}
+    why = ("a plane's corner would be an extrapolation, no run there" if reg.get("model") == "linear"
+           else f"no surface: {reg.get('reason', 'not fitted')}")
+    return (f"NO REGRET BOUND: n = {summary.get('n_perturbed_run', '?')} perturbed points cannot bound a regret (the "
+            f"curved surface over the {len(TRANSFER_KEYS)} transferred values has {p} coefficients: n >= {p} "
+            f"perturbed points; {why}). Instead: strict test of [S] §3.1 **{strict.get('verdict', 'n/a')}** - "
+            f"{strict.get('statement', '')}; contrast rule **{str(summary.get('contrast_verdict', 'n/a')).upper()}** "
+            f"- {summary.get('contrast_statement', '')}")
 
 
 def _context(base_df: pd.DataFrame, df: pd.DataFrame, prefix: str) -> dict:

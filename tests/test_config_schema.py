@@ -159,7 +159,7 @@ def _digest(cfg: RunConfig) -> str:
 PINNED = {
     '': '8f87ebedd92b',
     'preset=smoke': 'e2eb1224a658',
-    'preset=demo': 'e792315c811a',
+    'preset=demo': 'fb0f6c3835fe',
     'preset=paper model=bert': '41050cb2d5a1',
     'preset=paper data=shakespeare': '1df1959aed35',
     'preset=lr_study model=pt_no_inference data=minipile': '8eb9044d9139',

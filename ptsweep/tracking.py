@@ -20,11 +20,13 @@ Python's json module and pandas read back.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import os
 import re
 import shutil
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -36,6 +38,8 @@ from ptsweep.io import append_line, write_atomic
 from ptsweep.io import jsonable as _jsonable
 
 RESULTS_FILE = "results.jsonl"
+FINISH_WAIT_S = 60.0
+"""Longest a process that is exiting waits for another thread to finish its open W&B run (``WandbTracker``)."""
 OVERRIDES_ENV = "PTSWEEP_OVERRIDES"
 """JSON list of the command-line overrides as typed (set by the CLI); each run saves it as ``.hydra/overrides.yaml``."""
 
@@ -168,6 +172,8 @@ class WandbTracker(LocalTracker):
             raise TrackerError("tracker.mode=online needs WANDB_API_KEY in the environment "
                                "(or use tracker=offline and `wandb sync` later)")
         self._run = None
+        self._finished_event = threading.Event()
+        self._teardown_lock = threading.Lock()
 
     def start(self, run_dir: Path, config: dict, name: str = "", group: str = "", tags: Sequence[str] = (),
               job_type: str = "train") -> None:
@@ -183,6 +189,8 @@ class WandbTracker(LocalTracker):
             config=flatten(self._config), reinit="create_new", settings=settings,
             id=wandb_run_id(self.run_dir, job_type), resume="allow",
         )
+        self._finished_event.clear()
+        atexit.register(self._at_exit)  # after wandb.init: runs before W&B's own exit hooks (atexit is LIFO)
 
     def log(self, metrics: dict, step: int) -> None:
         super().log(metrics, step)
@@ -194,16 +202,31 @@ class WandbTracker(LocalTracker):
         if self._run is None:
             return
         run, self._run = self._run, None
-        run.summary.update(_jsonable({k: v for k, v in summary.items() if k != "history"}))
-        run.finish(exit_code=1 if summary.get("status") == "failed" else 0)
+        try:
+            run.summary.update(_jsonable({k: v for k, v in summary.items() if k != "history"}))
+            run.finish(exit_code=1 if summary.get("status") == "failed" else 0)
+        finally:
+            self._finished_event.set()
 
     def release(self) -> None:
-        """Shut the wandb-core service of this process down now. Ray ends a trial's actor by killing its process
-        tree, wandb-core included, before Python's atexit runs, so W&B's own teardown hook then printed
-        ``ConnectionResetError: Connection lost`` tracebacks (the run itself was already finished and synced)."""
+        """Shut the wandb-core service of this process down now (a Ray trial, after ``finish``): the trial's actor
+        may end right after, and W&B's own exit hook would then talk to a service that is gone."""
+        self._teardown()
+        atexit.unregister(self._at_exit)
+
+    def _teardown(self) -> None:
         import wandb
 
-        wandb.teardown()  # a no-op when this process has no W&B service
+        with self._teardown_lock:  # one teardown at a time: the trial's thread or the exit hook
+            wandb.teardown()  # a no-op when this process has no W&B service (any more)
+
+    def _at_exit(self) -> None:
+        """Exit hook: the process ends while another thread may still be finishing this run - Ray ends an
+        ASHA-stopped trial's actor as soon as it has told the trial's thread to stop, and that thread then records
+        the stop (``finish``). Wait for that finish (at most FINISH_WAIT_S), then tear W&B down, before W&B's own
+        exit hooks find a half-finished run ("wandb: ERROR Problem finishing run" and tracebacks)."""
+        self._finished_event.wait(FINISH_WAIT_S)
+        self._teardown()
 
     def log_table(self, name: str, df) -> None:
         super().log_table(name, df)

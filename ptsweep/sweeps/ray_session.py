@@ -173,6 +173,9 @@ def ray_session(ray_cfg):
     """
     # read by Ray's core worker when it starts (driver and workers inherit it): no absl stack dumps on SIGTERM
     os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
+    # ... and a worker's child processes (a trial's wandb-core) are not killed as the worker exits, before its exit
+    # hooks ran: the trial's W&B run is finished by its tracker's exit hook (tracking.WandbTracker), not cut off
+    os.environ.setdefault("RAY_kill_child_processes_on_worker_exit", "false")
     if "ray" not in sys.modules:  # Ray reads RAY_AUTH_MODE into its config when imported
         _require_token_auth()
     ray = import_ray()

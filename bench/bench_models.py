@@ -8,7 +8,9 @@ PT uses its base shape at ``--width`` (default 256: C = 4, r = 64, K = 8, M = 4N
 One timed step = forward + backward + grad-norm clip + AdamW step (what ``ptsweep.train`` does), after warm-up
 steps; bf16 autocast on CUDA, fp32 on CPU. Reported per model: tokens/s, achieved FLOP/s (the analytic
 ``sizing.flops_per_token`` x tokens/s: useful work, not hardware counters) and peak memory (CUDA
-``max_memory_allocated``; on CPU the peak resident set size of a fresh process that benchmarks only that model).
+``max_memory_allocated``; on CPU the peak resident set size of a fresh process that benchmarks only that model), and
+the process CPU time per step (on shared cores wall time mostly measures the other processes; with ``--threads 1``
+CPU time is the step's own work).
 Each model runs in its own spawned process so memory numbers do not mix.
 
     python bench/bench_models.py [--steps 3] [--warmup 1] [--device auto] [--width 256] [--out runs/bench]
@@ -91,26 +93,29 @@ def bench_one(name: str, args: dict) -> dict:
     sync()
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    times = []
+    times, cpu_times = [], []
     for _ in range(args["steps"]):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         step()
         sync()
         times.append(time.perf_counter() - t0)
+        cpu_times.append(time.process_time() - c0)
     if device.type == "cuda":
         peak_mb = torch.cuda.max_memory_allocated(device) / 2**20
         mem_kind = "cuda max_memory_allocated"
     else:
         peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
         mem_kind = "peak RSS of the process"
-    step_s = statistics.median(times)
+    step_s, cpu_s = statistics.median(times), statistics.median(cpu_times)
     tps = B * L / step_s
     fpt = flops_per_token(cfg, V, L, args["mask_prob"])
     shape = (f"N={cfg.width} C={cfg.channels} r={cfg.rank} M={cfg.topics} K={cfg.n_classes} T={cfg.n_iters}"
              if name == "pt" else f"d={cfg.width} layers={cfg.n_layers}")
     return {"model": name, "shape": shape, "width": cfg.width, "params": param_count(cfg, V)["total"],
             "params_counted": sum(p.numel() for p in model.parameters()), "step_s_median": step_s,
-            "step_s_all": times, "tokens_per_s": tps, "flops_per_token": fpt, "flops_per_s": fpt * tps,
+            "step_s_all": times, "tokens_per_s": tps,
+            "cpu_s_median": cpu_s, "cpu_s_all": cpu_times, "tokens_per_cpu_s": B * L / cpu_s,
+            "flops_per_token": fpt, "flops_per_s": fpt * tps,
             "peak_mem_mb": peak_mb, "mem_kind": mem_kind, "device": str(device),
             "threads": torch.get_num_threads()}
 
@@ -118,13 +123,16 @@ def bench_one(name: str, args: dict) -> dict:
 def markdown(results: list[dict], meta: dict) -> str:
     lines = [f"# PT vs BERT vs UT at matched size ({meta['device']}, batch {meta['batch']} x {meta['seq_len']}, "
              f"V={meta['vocab']}, {meta['steps']} timed steps after {meta['warmup']} warm-up)", "",
-             "| model | shape | params | step (s, median) | tokens/s | train FLOPs/token | achieved FLOP/s | peak mem (MB) |",
-             "|---|---|---:|---:|---:|---:|---:|---:|"]
+             "| model | shape | params | step (s, median) | CPU s/step | tokens/s | train FLOPs/token | "
+             "achieved FLOP/s | peak mem (MB) |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
         lines.append(f"| {r['model']} | {r['shape']} | {r['params'] / 1e6:.2f}M | {r['step_s_median']:.3f} | "
-                     f"{r['tokens_per_s']:,.0f} | {r['flops_per_token']:.3g} | {r['flops_per_s']:.3g} | "
+                     f"{r['cpu_s_median']:.3f} | {r['tokens_per_s']:,.0f} | {r['flops_per_token']:.3g} | "
+                     f"{r['flops_per_s']:.3g} | "
                      f"{r['peak_mem_mb']:,.0f} |")
-    lines += ["", f"Memory: {results[0]['mem_kind']}. FLOP/s = analytic FLOPs/token x tokens/s.", "", ratio_line(results)]
+    lines += ["", f"Memory: {results[0]['mem_kind']}. FLOP/s = analytic FLOPs/token x tokens/s. CPU s/step: the "
+              "process's CPU time (all its threads); on shared cores it counts only the time the step ran.", "",
+              ratio_line(results)]
     return "\n".join(lines) + "\n"
 
 
@@ -133,9 +141,11 @@ def ratio_line(results: list[dict]) -> str:
     if "pt" not in by or "bert" not in by:
         return ""
     pt, bert = by["pt"], by["bert"]
+    cpu = pt["tokens_per_cpu_s"] / bert["tokens_per_cpu_s"]
     return (f"PT/BERT achieved FLOP/s ratio: {pt['flops_per_s'] / bert['flops_per_s']:.3f} "
             f"(tokens/s ratio {pt['tokens_per_s'] / bert['tokens_per_s']:.3f}, "
-            f"FLOPs/token ratio {pt['flops_per_token'] / bert['flops_per_token']:.2f})")
+            f"FLOPs/token ratio {pt['flops_per_token'] / bert['flops_per_token']:.2f}); per process CPU second: "
+            f"tokens ratio {cpu:.3f}, FLOP ratio {cpu * pt['flops_per_token'] / bert['flops_per_token']:.3f}")
 
 
 def main(argv: list[str] | None = None) -> int:

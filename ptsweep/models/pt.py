@@ -17,10 +17,11 @@ One iteration t (async order, spec §6.3: H and G from the same Q_z, then Z):
 
 The constants (a_Z, a_G, s_H, s_G) switch between SP (original PT: 1, 1, N, N) and muP ([S] + spec §6.2:
 N, M, 1/r, M/N). Distance classes k(i,j) (spec §4): for offset d = j - i, cut points (2, 3, 4) give classes
-{1},{2},{3},{>=4} per direction, K = 8; the diagonal belongs to no class. Single-offset classes are evaluated as
-banded (diagonal) products and only unbounded classes densely, so memory per iteration is O(B*C*L*L). The
-blockwise path (``model.attention_impl``, ``pt_attention``) computes steps 2-4 and the two ternary messages row
-block by row block and recomputes them in backward: memory linear in L (no dropout/damping/step size on H there).
+{1},{2},{3},{>=4} per direction, K = 8; the diagonal belongs to no class. The dense path (``pt_dense``) evaluates
+bounded classes as banded (diagonal) products and only unbounded classes densely: memory per iteration
+O(B*C*L*L). The blockwise path (``model.attention_impl``, ``pt_attention``) computes steps 2-4 and the two ternary
+messages row block by row block and recomputes them in backward: memory linear in L (no dropout/damping/step size
+on H there).
 
 Options beyond the plain update (all off by default): damping beta (mix logits), step size alpha (mix
 distributions), dropout on H/G probabilities and on Z logits (spec §3.2). The MLM head is
@@ -37,7 +38,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ptsweep.config import PTConfig
-from ptsweep.models import pt_attention
+from ptsweep.models import pt_attention, pt_dense
 from ptsweep.parametrization import Role, declare, init_parameters
 
 
@@ -217,75 +218,41 @@ class ProbabilisticTransformer(nn.Module):
         return g_hat
 
     def flat_weights(self, layout_order: bool = False) -> dict[str, torch.Tensor]:
-        """U, V laid out for flat matmuls, built once per forward (not per MFVI iteration): ``qv`` (N, K*C*2r) for
-        the projections, ``child`` / ``head`` (K*C*r, N) for projecting the message contexts back through U / V.
-        ``layout_order``: classes reordered far-first for the blockwise path (``pt_attention.layout_order``)."""
+        """U, V laid out for flat matmuls, built once per forward (not per MFVI iteration): ``q`` / ``v`` (N, K*C*r)
+        for the dense path's projections, ``child`` / ``head`` (K*C*r, N) for projecting the message contexts back
+        through U / V. ``layout_order``: the blockwise path's weights instead, classes reordered far-first
+        (``pt_attention.layout_order``) and one ``qv`` (N, K*C*2r) in place of ``q`` / ``v``."""
         k, c, n, r = self.U.shape
         u, v = self.U, self.V
         if layout_order:
             order = torch.tensor(pt_attention.layout_order(self.classes), device=u.device)
             u, v = u[order], v[order]
-        return {"qv": torch.cat([u, v], dim=-1).permute(2, 0, 1, 3).reshape(n, k * c * 2 * r),
-                "child": u.transpose(-1, -2).reshape(-1, n),   # (K, C, r, N) -> (K*C*r, N)
-                "head": v.transpose(-1, -2).reshape(-1, n)}
+        out = {"child": u.transpose(-1, -2).reshape(-1, n),   # (K, C, r, N) -> (K*C*r, N)
+               "head": v.transpose(-1, -2).reshape(-1, n)}
+        if layout_order:
+            out["qv"] = torch.cat([u, v], dim=-1).permute(2, 0, 1, 3).reshape(n, k * c * 2 * r)
+        else:
+            out["q"], out["v"] = (x.permute(2, 0, 1, 3).reshape(n, k * c * r) for x in (u, v))
+        return out
 
     def projections(self, p_hat: torch.Tensor, weights: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """q = U^T P^, v = V^T P^ for every class and channel: each (B, K, C, L, r).
 
-        One (B*L, N) x (N, 2*K*C*r) matmul for both (a batched einsum over (k, c) is 3-5x slower on CPU).
-        ``weights``: ``flat_weights()`` of this forward (built here when None)."""
+        Two flat (B*L, N) x (N, K*C*r) matmuls (a batched einsum over (k, c) is 3-5x slower on CPU); q, v are
+        permuted views of their (B, L, K, C, r) outputs. ``weights``: ``flat_weights()`` of this forward (built
+        here when None)."""
         bsz, length, n = p_hat.shape
         k, c, _, r = self.U.shape
-        weight = (weights or self.flat_weights())["qv"]  # (N, K*C*2r)
-        qv = (p_hat.reshape(bsz * length, n) @ weight).view(bsz, length, k, c, 2 * r)
-        qv = qv.permute(0, 2, 3, 1, 4)  # (B, K, C, L, 2r)
-        return qv[..., :r], qv[..., r:]
-
-    def _near_index(self, length: int, device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
-        """Index tensors of the bounded ("near") classes, one column per signed offset d: class ks (nD,), head
-        column pos = i + d + w (L, nD) on a w-padded axis, and source row src = i - d + w (L, nD)."""
-        near = [(k, d) for k, cls in enumerate(self.classes) if cls.offsets is not None for d in cls.offsets]
-        w = max((abs(d) for _, d in near), default=0)
-        ks = torch.tensor([k for k, _ in near], dtype=torch.long, device=device)
-        ds = torch.tensor([d for _, d in near], dtype=torch.long, device=device)
-        i = torch.arange(length, device=device)[:, None]
-        return ks, i + ds + w, i - ds + w, w
-
-    def _near_at_child(self, x: torch.Tensor) -> torch.Tensor:
-        """x = q or v (B, K, C, L, r) at the child i, in the class of each near offset: (B, C, L, nD, r)."""
-        ks = self._near_index(x.shape[-2], x.device)[0]
-        return x.permute(0, 2, 3, 1, 4)[:, :, :, ks]
-
-    def _near_at_head(self, x: torch.Tensor) -> torch.Tensor:
-        """x at the head i + d, in the class of offset d: (B, C, L, nD, r), zero where i + d is outside the sequence."""
-        ks, pos, _, w = self._near_index(x.shape[-2], x.device)
-        return F.pad(x.permute(0, 2, 3, 1, 4), (0, 0, 0, 0, w, w))[:, :, pos, ks[None, :]]
-
-    def _far_classes(self, length: int, device) -> list[tuple[int, torch.Tensor]]:
-        """(k, (L, L) membership mask) of each unbounded class; these are evaluated densely."""
-        offset = self._offsets(length, device)
-        return [(k, cls.contains(offset)) for k, cls in enumerate(self.classes) if cls.offsets is None]
+        weights = weights or self.flat_weights()
+        flat = p_hat.reshape(bsz * length, n)
+        return tuple((flat @ weights[key]).view(bsz, length, k, c, r).permute(0, 2, 3, 1, 4) for key in ("q", "v"))
 
     def _pair_scores(self, q: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        """F[b,c,i,j] = <q_i^{k(i,j),c}, v_j^{k(i,j),c}> (B, C, L, L); 0 on the diagonal.
+        """F[b,c,i,j] = <q_i^{k(i,j),c}, v_j^{k(i,j),c}> (B, C, L, L); 0 on the diagonal (``pt_dense``)."""
+        return pt_dense.pair_scores(q, v, self._layout(q.shape[-2], q.device))
 
-        Unbounded classes: one dense (L x L) product each, kept where the pair is in the class. Bounded classes:
-        one banded product over all their offsets at once, scattered onto the diagonals."""
-        bsz, _, chans, length, _ = q.shape
-        scores = q.new_zeros(bsz, chans, length, length)
-        for k, member in self._far_classes(length, q.device):
-            scores = scores + torch.where(member, q[:, k] @ v[:, k].transpose(-1, -2), 0.0)  # (B, C, L, L)
-        ks, pos, _, w = self._near_index(length, q.device)
-        if len(ks):
-            band = (self._near_at_child(q) * self._near_at_head(v)).sum(-1)  # (B,C,L,nD): F[i,i+d]
-            padded = q.new_zeros(bsz, chans, length, length + 2 * w)
-            padded = padded.scatter(-1, pos.expand(bsz, chans, -1, -1), band)                  # column i + d + w
-            scores = scores + padded[..., w: w + length]
-        return scores
-
-    def _offsets(self, length: int, device) -> torch.Tensor:
-        pos = torch.arange(length, device=device)
-        return pos[None, :] - pos[:, None]  # (L, L): j - i
+    def _layout(self, length: int, device) -> pt_dense.DenseLayout:
+        return pt_dense.dense_layout(tuple(self.classes), length, torch.device(device))
 
     def valid_pairs(self, mask: torch.Tensor) -> torch.Tensor:
         """(B, 1, L, L) True where child i and head j are both real tokens and j != i."""
@@ -307,14 +274,15 @@ class ProbabilisticTransformer(nn.Module):
 
     def z_messages(self, input_ids: torch.Tensor, mask: torch.Tensor, q: torch.Tensor, v: torch.Tensor,
                    q_h: torch.Tensor | None, g_hat: torch.Tensor, weights: dict | None = None,
-                   p_hat: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+                   p_hat: torch.Tensor | None = None, unary: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
         """The four messages into Z (each (B, L, N), unweighted; spec §6.3 step 6):
         unary S_w; child side sum_c,j Q_h[c,i,j] U_{k(i,j),c} v_j; head side sum_c,j Q_h[c,j,i] V_{k(j,i),c} q_j;
         topic B^T G^_i. ``q_h=None``: the blockwise path (``pt_attention``, memory linear in L; plain softmax only:
         no damping, step size or dropout on H) computes q, v from ``p_hat`` and Q_h block by block (q, v unused,
-        may be None). ``weights``: ``flat_weights()`` of this forward."""
+        may be None). ``weights``: ``flat_weights()`` of this forward; ``unary``: ``unary_message()`` of this forward
+        (it does not change across iterations; computed here when None)."""
         weights = weights or self.flat_weights(layout_order=q_h is None)
-        unary = self.unary[input_ids] * mask[..., None]                              # (B, L, N)
+        unary = self.unary_message(input_ids, mask) if unary is None else unary    # (B, L, N)
         topic = g_hat @ self.B                                                       # (B, L, N)
         if q_h is None:
             if p_hat is None:
@@ -323,32 +291,16 @@ class ProbabilisticTransformer(nn.Module):
             child, head = pt_attention.blockwise_messages(p_hat, weights, (k, c, r), mask.bool(), self.classes,
                                                           self.cfg.w_attn * self.const.s_h, self.cfg.mask_value)
             return {"unary": unary, "child": child, "head": head, "topic": topic}
-        bsz, n_cls, chans, length, rank = q.shape
-        child_ctx = q.new_zeros(bsz, chans, length, n_cls, rank)  # sum_j R[i,j] 1[k(i,j)=k] v_j^k   (B, C, L, K, r)
-        head_ctx = q.new_zeros(bsz, chans, length, n_cls, rank)   # sum_j R[j,i] 1[k(j,i)=k] q_j^k
-        for k, member in self._far_classes(length, q.device):
-            r_k = torch.where(member, q_h, 0.0)  # (B, C, L, L) restricted to class k
-            kk = torch.tensor([k], device=q.device)
-            child_ctx = child_ctx.index_add(3, kk, (r_k @ v[:, k])[:, :, :, None])
-            head_ctx = head_ctx.index_add(3, kk, (r_k.transpose(-1, -2) @ q[:, k])[:, :, :, None])
-        ks, pos, src, w = self._near_index(length, q.device)
-        if len(ks):
-            q_child, v_head = self._near_at_child(q), self._near_at_head(v)
-            band = F.pad(q_h, (w, w)).gather(-1, pos.expand(bsz, chans, -1, -1))[..., None]  # R[i,i+d] (B,C,L,nD,1)
-            child_ctx = child_ctx.index_add(3, ks, band * v_head)
-            # child j sends R[j, j+d] q_j to head i = j + d: shift the per-child terms by +d along L
-            sent = F.pad(band * q_child, (0, 0, 0, 0, w, w))                                 # (B, C, L+2w, nD, r)
-            cols = torch.arange(len(ks), device=q.device)[None, :]
-            head_ctx = head_ctx.index_add(3, ks, sent[:, :, src, cols])
-        # project back: ctx (B*L, K*C*r) x U (K*C*r, N), one flat matmul per direction (einsum over k, c is slower)
+        bsz, length = q.shape[0], q.shape[3]
+        ctx_child, ctx_head = pt_dense.contexts(q_h, q, v, self._layout(length, q.device))  # (B*L, K*C*r) each
         n = self.U.shape[2]
-
-        def back(ctx: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-            ctx = ctx.permute(0, 2, 3, 1, 4).reshape(bsz * length, -1)                  # (B*L, K*C*r)
-            return (ctx @ weight).view(bsz, length, n)                                 # (B, L, N)
-
-        child, head = back(child_ctx, weights["child"]), back(head_ctx, weights["head"])
+        child = (ctx_child @ weights["child"]).view(bsz, length, n)                 # (B, L, N)
+        head = (ctx_head @ weights["head"]).view(bsz, length, n)
         return {"unary": unary, "child": child, "head": head, "topic": topic}
+
+    def unary_message(self, input_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """m * S_w (B, L, N): the unary message into Z, zero on pads."""
+        return F.embedding(input_ids, self.unary) * mask[..., None].to(self.unary.dtype)
 
     def combine_z(self, msgs: dict[str, torch.Tensor]) -> torch.Tensor:
         """New Z logits: the information-weighted sum of the four messages (B, L, N); a path in
@@ -376,6 +328,7 @@ class ProbabilisticTransformer(nn.Module):
         pz_prev = ph_prev = pg_prev = None                   # step-size memory
         blockwise = trace is None and c.use_blockwise(input_ids.device.type)  # traces: dense Q_h
         weights = self.flat_weights(blockwise)               # once per forward, shared by all iterations
+        unary = self.unary_message(input_ids, mask)          # likewise (one embedding gather and scatter per step)
         for t in range(c.n_iters):
             # 1. normalise Z (fp32 softmax for half precision only), optional step size, zero the pads
             q_z = _softmax(logits)
@@ -408,7 +361,8 @@ class ProbabilisticTransformer(nn.Module):
             q_g = F.dropout(q_g, c.dropout, self.training)
             pg_prev = q_g
             # 6. Z: weighted messages, damping, dropout on the logits
-            msgs = self.z_messages(input_ids, mask, q, v, q_h, self.topic_features(q_g), weights, p_hat=p_hat)
+            msgs = self.z_messages(input_ids, mask, q, v, q_h, self.topic_features(q_g), weights, p_hat=p_hat,
+                                   unary=unary)
             new = self.combine_z(msgs)
             logits = new if c.z_damping == 0 else c.z_damping * logits + (1 - c.z_damping) * new
             logits = F.dropout(logits, c.dropout, self.training)

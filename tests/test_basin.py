@@ -85,3 +85,12 @@ def test_cliff_never_names_the_optimum_itself():
     """When even the best run is worse than the reference, the cliff is the next value out, not x*."""
     c = basin.cliff([1, 2, 4], [7.0, 6.5, 7.5], reference=6.0)
     assert (c["above"], c["below"]) == (4.0, 1.0)
+
+
+def test_cliff_around_a_given_optimum():
+    """y = -context gain, reference 0: the values next to the loss optimum x* = 4 where no context was learned."""
+    x, gain = [1, 2, 4, 8, 16], [-0.1, 0.3, 0.8, 0.2, -0.2]
+    c = basin.cliff(x, [-g for g in gain], 0.0, x_opt=4.0)
+    assert (c["below"], c["above"], c["above_log2"]) == (1.0, 16.0, pytest.approx(2.0))
+    dip = basin.cliff([1, 2, 4], [-0.5, 0.1, -0.8], 0.0, x_opt=1.0)  # x* = 1 given, not the argmin 4
+    assert (dip["below"], dip["above"]) == (None, 2.0)

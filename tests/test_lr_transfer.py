@@ -254,7 +254,7 @@ def test_analyse_reports_unigram_gains_and_plots(smoke_cfg, tmp_path):
     assert (o["basin"]["lo"], o["basin"]["hi"], o["basin"]["width_log2"]) == (1.0, 1.0, 0.0)
     assert o["window"]["passed"] is None and o["cliff"]["above"] is None and o["cliff"]["below"] is None
     text = lr_transfer_report.markdown(res)
-    assert "| weight | mup | 32 | 1 | 1 - 1 | 0 | -, - | not run | -, - |" in text
+    assert "| weight | mup | 32 | 1 | 1 - 1 | 0 | -, - | not run | -, - | -, - |" in text
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -10,7 +10,8 @@ model lands somewhere near eta*, not on it. On a grid ``x`` (ascending, e.g. fac
   None when an end was not run;
 - **cliff** (``reference`` = the unigram loss): the nearest grid values above and below x* where the run ends *worse*
   than the reference - the model broke (it lost even the token statistics a context-free model learns); their
-  distance from x* in factors of 2.
+  distance from x* in factors of 2. With y = -context gain and reference 0: where the model ends no better than the
+  unigram on [MASK] targets (it learned no context).
 """
 
 from __future__ import annotations
@@ -65,14 +66,14 @@ def window(x: Sequence[float], y: Sequence[float], factor: float = 2.0, tol: flo
     return out
 
 
-def cliff(x: Sequence[float], y: Sequence[float], reference: float) -> dict:
-    """The nearest grid values above and below the optimum whose loss exceeds ``reference`` (module docstring):
+def cliff(x: Sequence[float], y: Sequence[float], reference: float, x_opt: float | None = None) -> dict:
+    """The nearest grid values above and below the optimum whose ``y`` exceeds ``reference`` (module docstring):
     {"above", "below" (None when no such value was run), "above_log2", "below_log2" (distance from x* in factors
-    of 2)}."""
+    of 2)}. x* is argmin y, or ``x_opt`` when given (e.g. the loss optimum when ``y`` is minus the context gain)."""
     xs, ys = _curve(x, y)
     if not len(xs) or not math.isfinite(reference):
         return {"above": None, "below": None, "above_log2": math.nan, "below_log2": math.nan}
-    i = int(np.argmin(ys))
+    i = int(np.argmin(ys)) if x_opt is None else int(np.argmin(np.abs(np.log(xs / x_opt))))
     broken = ys > reference
     above = next((float(xs[j]) for j in range(i + 1, len(xs)) if broken[j]), None)
     below = next((float(xs[j]) for j in range(i - 1, -1, -1) if broken[j]), None)

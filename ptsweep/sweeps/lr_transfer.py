@@ -174,11 +174,16 @@ def _fill_base(df, cfg: RunConfig):
     return df
 
 
-def basin_and_cliff(curve: dict, unigram: float) -> dict:
-    """The 2 % basin, the [eta*/2, 2 eta*] window and the cliff (loss above unigram) of one seed-mean curve
-    (``analysis.basin``)."""
+def basin_and_cliff(curve: dict, unigram: float, rows, x_col: str) -> dict:
+    """The 2 % basin, the [eta*/2, 2 eta*] window and two cliffs of one group (``analysis.basin``): where the
+    seed-mean loss exceeds the unigram, and where the seed-mean [MASK] context gain is <= 0 (``rows``: the group's
+    runs)."""
     x, y = curve["x"], curve["mean"]
-    return {"basin": basin.basin(x, y), "window": basin.window(x, y), "cliff": basin.cliff(x, y, unigram)}
+    out = {"basin": basin.basin(x, y), "window": basin.window(x, y), "cliff": basin.cliff(x, y, unigram)}
+    if out["basin"] and "context_gain" in rows:
+        gain = rows.assign(cg=rows["context_gain"].astype(float)).groupby(x_col)["cg"].mean()
+        out["context_cliff"] = basin.cliff(gain.index.to_numpy(float), -gain.to_numpy(), 0.0, out["basin"]["x_opt"])
+    return out
 
 
 def analyse(df, cfg: RunConfig) -> dict:
@@ -213,7 +218,7 @@ def analyse(df, cfg: RunConfig) -> dict:
                     continue
                 gw = gp[gp["model.width"] == w]
                 o["gains"] = td.gains(gw, xc, o["x_opt"])
-                o.update(basin_and_cliff(o["curve"], out.get("unigram_loss", math.nan)))
+                o.update(basin_and_cliff(o["curve"], out.get("unigram_loss", math.nan), gw, xc))
                 fin = gw[np.isfinite(gw["val_loss"].astype(float))]
                 if len(fin):
                     b = fin.loc[fin["val_loss"].astype(float).idxmin()]

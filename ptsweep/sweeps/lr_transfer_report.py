@@ -117,11 +117,12 @@ def basin_markdown(result: dict) -> list[str]:
     """Per (study, parametrization, width): the 2 % basin around the seed-mean optimum, the loss rise at eta*/2 and
     2 eta*, and the nearest values where the run ends worse than the unigram (``analysis.basin``)."""
     lines = ["| study | param. | width | optimum | within 2 % of best | basin (factors of 2) | rise at x*/2, 2x* "
-             "| [x*/2, 2x*] within 2 % | breaks below, above (loss > unigram) |", "|---|---|---|---|---|---|---|---|---|"]
+             "| [x*/2, 2x*] within 2 % | breaks below, above (loss > unigram) | no context below, above (context gain "
+             "<= 0) |", "|---|---|---|---|---|---|---|---|---|---|"]
     for study in STUDIES:
         for par, r in result.get(study, {}).get("by_parametrization", {}).items():
             for w, o in r["per_width"].items():
-                b, win, cl = o.get("basin"), o.get("window", {}), o.get("cliff", {})
+                b, win, cl, ccl = o.get("basin"), o.get("window", {}), o.get("cliff", {}), o.get("context_cliff", {})
                 if not b:
                     continue
                 verdict = {True: "yes", False: "no", None: "not run"}[win.get("passed")]
@@ -129,7 +130,7 @@ def basin_markdown(result: dict) -> list[str]:
                     f"| {study} | {par} | {w} | {b['x_opt']:.3g} | {_grid_value(b['lo'], b['lo_is_edge'])} - "
                     f"{_grid_value(b['hi'], b['hi_is_edge'])} | {b['width_log2']:.0f} | {_rise(win.get('rise_lo'))}, "
                     f"{_rise(win.get('rise_hi'))} | {verdict} | {_grid_value(cl.get('below'))}, "
-                    f"{_grid_value(cl.get('above'))} |")
+                    f"{_grid_value(cl.get('above'))} | {_grid_value(ccl.get('below'))}, {_grid_value(ccl.get('above'))} |")
     return lines if len(lines) > 2 else []
 
 

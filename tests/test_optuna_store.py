@@ -1,10 +1,12 @@
 """The searcher Ray Tune drives tells Optuna the real outcome of each trial, in the persistent journal study.
 
-No Ray cluster is needed: Ray's OptunaSearch (our subclass) is driven directly, as Tune would drive it.
+No Ray cluster is needed: the searcher (Ray's Searcher API over Optuna's ask-and-tell) is driven directly, as Tune
+would drive it.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -70,8 +72,8 @@ def test_interrupted_trial_is_recorded_and_queued_again_with_its_params(tmp_path
 
 
 def test_a_trial_tune_never_finished_is_queued_and_counted_as_not_run(tmp_path: Path) -> None:
-    """Session 8: Ray errored two proposed trials before they trained ("Could not re-use actor"); the summary said
-    "of 4 trials" with num_samples=6. A trial left RUNNING without a ledger record must count as not run."""
+    """Ray can error a proposed trial before it trains (e.g. a lost worker): a trial left RUNNING without a ledger
+    record counts as not run and is queued again."""
     from ptsweep.sweeps.search import _reconcile, not_run_count
 
     s = _searcher(tmp_path, num_samples=3)
@@ -102,3 +104,32 @@ def test_extending_a_study_never_repeats_an_earlier_random_start_up_draw(tmp_pat
     s.on_trial_complete("a", {"val_loss": 5.0, "tokens": 4096, "status": "ok"})
     s2 = _searcher(tmp_path, num_samples=30)  # a re-run with a larger budget, same search_seed
     assert s2.suggest("b") != first  # same seed would redraw trial 0's point (its trial key: no new training)
+
+
+def test_a_killed_drivers_trial_gets_its_ledger_outcome_by_number(tmp_path: Path) -> None:
+    """The driver died after the worker wrote its record: the next run tells Optuna the recorded outcome."""
+    from ptsweep.identity import trial_key
+    from ptsweep.sweeps.ledger import trial_dir
+    from ptsweep.sweeps.search import _reconcile
+
+    s = _searcher(tmp_path)
+    params = s.suggest("t0")  # RUNNING in the journal; the driver never calls on_trial_complete
+    key = trial_key({"seed": 0}, params, "")
+    trial_dir(tmp_path, key).mkdir(parents=True)
+    (trial_dir(tmp_path, key) / "final.json").write_text('{"status": "ok", "val_loss": 4.5, "trial_key": "%s"}' % key)
+    _reconcile(_load(tmp_path), tmp_path, {"seed": 0}, {}, "")
+    study = _load(tmp_path)
+    assert [(t.state.name, t.value) for t in study.trials] == [("COMPLETE", 4.5)]
+    assert optuna_store.counts(study) == (1, 0)
+
+
+def test_no_private_optuna_or_ray_attribute_is_touched() -> None:
+    src = "\n".join((Path(optuna_store.__file__).parent / f).read_text()
+                    for f in ("optuna_store.py", "search.py", "runner.py"))
+    assert not re.findall(r"\w\._[a-zA-Z]\w*", src.replace("``search._reconcile``", ""))
+
+
+def test_one_tuner_construction_in_the_package() -> None:
+    package = Path(optuna_store.__file__).parents[1]
+    sites = [str(p.relative_to(package)) for p in package.rglob("*.py") for _ in re.findall(r"\bTuner\(", p.read_text())]
+    assert sites == ["sweeps/runner.py"], sites  # runner.make_tuner

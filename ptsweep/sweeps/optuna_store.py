@@ -1,4 +1,5 @@
-"""Persistent Optuna studies of the searches (``run_search``): a journal file in the study folder.
+"""Persistent Optuna studies of the searches (``run_search``): a journal file in the study folder, driven by Ray Tune
+through Optuna's public ask-and-tell interface (``study.ask`` / ``study.tell`` / ``study.enqueue_trial``).
 
 ``<study_dir>/optuna.journal`` (``optuna.storages.JournalStorage`` + ``JournalFileBackend``: many processes may append,
 it works on NFS) holds one Optuna study per search, named after the search's experiment (``search`` for tune-small,
@@ -19,23 +20,34 @@ or ``optuna-dashboard runs/tune-small/optuna.journal``.
   edited source, ``code_version``) -> FAIL with user attr ``interrupted`` and its parameters are queued again
   (``enqueue_trial``), so the next run continues it from its checkpoint. Interrupted trials do not count towards
   ``num_samples``.
+- Trial keys (``identity.trial_key``): Optuna numbers trials per study; the ledger (``sweeps.ledger``) keys each run
+  by its result-relevant config. That is what this module adds to Optuna: a trial another search or sweep already
+  ran (same key, in the same study folder) is read from the ledger, not trained again, and a trial whose outcome
+  Optuna never heard (the driver was killed) gets it from the ledger on the next run (``search._reconcile``).
+- User attrs ``status``/``interrupted``/``error`` are written through the live ``optuna.Trial`` that the searcher
+  asked; a trial finished later by number (a killed driver's) carries its state only. An interrupted trial is the one
+  whose parameters were queued again: the queued copy has user attr ``requeued_from`` = its number.
 - TPE's random start-up trials are set from the budget: ``n_startup_trials = clip(num_samples // 3, 1, 10)``; the
   sampler is seeded with ``seed + len(study.trials)`` so an extension never repeats an earlier random draw.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any, Mapping
 
 from ptsweep.errors import SweepError
 from ptsweep.sweeps.code_version import REFUSED
+from ptsweep.sweeps.fields import METRIC, MODE
 from ptsweep.sweeps.ray_session import INTERRUPT
 
 STUDY_FILE = "optuna.journal"
 STATUS_ATTR = "status"
 INTERRUPTED_ATTR = "interrupted"
+REQUEUED_ATTR = "requeued_from"
+FINAL_STATUSES = ("ok", "diverged", "failed")
 
 
 def study_file(study_dir: Path) -> Path:
@@ -56,7 +68,8 @@ def n_startup(num_samples: int) -> int:
     return int(min(10, max(1, num_samples // 3)))
 
 
-def _diff(old: Mapping[str, Any], new: Mapping[str, Any], limit: int = 4) -> str:
+def describe_difference(old: Mapping[str, Any], new: Mapping[str, Any], limit: int = 4) -> str:
+    """``key: old -> new`` for the first ``limit`` keys whose values differ."""
     keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
     parts = [f"{k}: {old.get(k, '<unset>')} -> {new.get(k, '<unset>')}" for k in keys[:limit]]
     return ", ".join(parts) + (f" (+{len(keys) - limit} more)" if len(keys) > limit else "")
@@ -69,109 +82,151 @@ def open_study(study_dir: Path, name: str, signature: Mapping[str, Any]):
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     store = storage(study_dir)
-    try:
-        study = optuna.load_study(study_name=name, storage=store)
-    except KeyError:
-        study = optuna.create_study(study_name=name, storage=store, direction="minimize")
+    study = optuna.create_study(study_name=name, storage=store, direction="minimize", load_if_exists=True)
+    if not any(k in study.user_attrs for k in signature):  # a new study: remember what it searches
         for k, v in signature.items():
             study.set_user_attr(k, v)
         return study, store
     for k, v in signature.items():
         old = study.user_attrs.get(k)
         if old != v:
-            what = _diff(old, v) if isinstance(old, dict) and isinstance(v, dict) else f"{old} -> {v}"
+            what = describe_difference(old, v) if isinstance(old, dict) and isinstance(v, dict) else f"{old} -> {v}"
             raise SweepError(f"optuna study '{name}' in {study_file(study_dir)} was created for another {k} ({what}); "
                              f"re-run with the old settings, or start a new study with sweep.study=<new name>")
     return study, store
+
+
+def interrupted_numbers(study) -> set[int]:
+    """Numbers of the trials that were interrupted (their parameters were queued again)."""
+    return {int(t.user_attrs[REQUEUED_ATTR]) for t in study.get_trials(deepcopy=False)
+            if REQUEUED_ATTR in t.user_attrs}
 
 
 def counts(study) -> tuple[int, int]:
     """(trials that count towards num_samples, trials waiting in the queue)."""
     from optuna.trial import TrialState
 
+    interrupted = interrupted_numbers(study)
     done = waiting = 0
     for t in study.get_trials(deepcopy=False):
         if t.state == TrialState.WAITING:
             waiting += 1
         elif t.state in (TrialState.COMPLETE, TrialState.PRUNED) or (
-                t.state == TrialState.FAIL and not t.user_attrs.get(INTERRUPTED_ATTR)):
+                t.state == TrialState.FAIL and t.number not in interrupted):
             done += 1
     return done, waiting
 
 
-def tell_from_record(study, trial_number: int, rec: Mapping[str, Any] | None, interrupted: bool = False) -> None:
-    """Finish an Optuna trial from a ledger record / last result (module docstring for the state mapping)."""
+def tell_from_record(study, trial, record: Mapping[str, Any] | None, interrupted: bool = False) -> None:
+    """Finish Optuna trial ``trial`` (the live ``optuna.Trial`` the searcher asked, or a trial number) from a ledger
+    record / last result (module docstring for the state mapping). Early-stopped trials are told PRUNED: their last
+    loss must already be reported as an intermediate value."""
+    import optuna
     from optuna.trial import TrialState
 
-    status = (rec or {}).get("status")
-    loss = (rec or {}).get("val_loss")
-    try:
-        loss = float(loss)
-    except (TypeError, ValueError):
-        loss = math.nan
-    trial_id = study._storage.get_trial_id_from_study_id_trial_number(study._study_id, trial_number)
-    storage_ = study._storage
+    live = trial if isinstance(trial, optuna.Trial) else None
+    number = live.number if live is not None else int(trial)
+    record = dict(record or {})
+    status = record.get("status")
+
+    def note(key: str, value: Any) -> None:  # user attrs: public only on the live trial
+        if live is not None:
+            live.set_user_attr(key, value)
+
     if interrupted or status in ("interrupted", REFUSED):  # not trained to its end: queued again
-        storage_.set_trial_user_attr(trial_id, INTERRUPTED_ATTR, True)
-        storage_.set_trial_user_attr(trial_id, STATUS_ATTR, status if status == REFUSED else "interrupted")
-        study.tell(trial_number, state=TrialState.FAIL)
-        params = study._storage.get_trial(trial_id).params
-        study.enqueue_trial(params, user_attrs={"requeued_from": trial_number}, skip_if_exists=False)
+        note(INTERRUPTED_ATTR, True)
+        note(STATUS_ATTR, status if status == REFUSED else "interrupted")
+        params = live.params if live is not None else study.get_trials(deepcopy=False)[number].params
+        study.tell(number, state=TrialState.FAIL)
+        study.enqueue_trial(params, user_attrs={REQUEUED_ATTR: number}, skip_if_exists=False)
         return
     if status in ("ok", "diverged"):
-        storage_.set_trial_user_attr(trial_id, STATUS_ATTR, status)
-        study.tell(trial_number, loss if status == "ok" and math.isfinite(loss) else math.inf,
-                   state=TrialState.COMPLETE)
+        note(STATUS_ATTR, status)
+        loss = _finite_or_nan(record.get("val_loss"))
+        study.tell(number, loss if status == "ok" and math.isfinite(loss) else math.inf, state=TrialState.COMPLETE)
     elif status == "failed":
-        storage_.set_trial_user_attr(trial_id, STATUS_ATTR, "failed")
-        storage_.set_trial_user_attr(trial_id, "error", str((rec or {}).get("error", ""))[:500])
-        study.tell(trial_number, state=TrialState.FAIL)
+        note(STATUS_ATTR, "failed")
+        note("error", str(record.get("error", ""))[:500])
+        study.tell(number, state=TrialState.FAIL)
     else:  # early_stopped, or no final status: stopped by the scheduler (ASHA) before its budget
-        storage_.set_trial_user_attr(trial_id, STATUS_ATTR, "early_stopped")
-        if math.isfinite(loss):
-            step = int((rec or {}).get("tokens") or (rec or {}).get("steps") or 0)
-            if step not in storage_.get_trial(trial_id).intermediate_values:
-                storage_.set_trial_intermediate_value(trial_id, step, loss)
-        study.tell(trial_number, state=TrialState.PRUNED)
+        note(STATUS_ATTR, "early_stopped")
+        study.tell(number, state=TrialState.PRUNED)
+
+
+def _finite_or_nan(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _report_step(result: Mapping[str, Any]) -> int:
+    return int(result.get("tokens") or result.get("training_iteration") or 0)
 
 
 def make_searcher(space: Mapping[str, tuple[float, float]], study_name: str, store, seed: int, num_samples: int,
                   n_existing: int):
-    """Ray's OptunaSearch on the persistent study, with TPE start-up from the budget and ledger-aware ``tell``."""
+    """A Ray Tune searcher on the persistent study: TPE with its start-up trials from the budget, Optuna told the
+    real outcome of each trial (``tell_from_record``) instead of COMPLETE with a partial loss."""
     import optuna
-    from ray.tune.search.optuna import OptunaSearch
+    from ray.tune.search import Searcher
 
-    class LedgerOptunaSearch(OptunaSearch):
-        """Tells Optuna the trial's real outcome (status of its final report) instead of COMPLETE-with-partial-loss."""
+    class LedgerSearcher(Searcher):
+        """Ray's Searcher API over Optuna's ask-and-tell: ``suggest`` asks the study (queued trials first), every
+        result with the metric is an intermediate value, the trial's final record tells Optuna its outcome."""
+
+        def __init__(self, study, distributions) -> None:
+            super().__init__(metric=METRIC, mode=MODE)
+            self.study, self.distributions = study, distributions
+            self.asked: dict[str, optuna.Trial] = {}
+            self.reported_steps: dict[str, set[int]] = {}
+
+        def set_search_properties(self, metric, mode, config, **spec) -> bool:
+            return metric in (None, METRIC) and mode in (None, MODE)
+
+        def suggest(self, trial_id: str) -> dict:
+            trial = self.study.ask(self.distributions)
+            self.asked[trial_id] = trial
+            return dict(trial.params)
 
         def on_trial_result(self, trial_id: str, result: dict) -> None:
-            ot_trial = self._ot_trials.get(trial_id)
-            val = result.get(self.metric)
-            if ot_trial is None or val is None or not math.isfinite(float(val)):
+            trial, value = self.asked.get(trial_id), result.get(METRIC)
+            if trial is None or value is None or not math.isfinite(float(value)):
                 return
-            step = int(result.get("tokens") or result.get("training_iteration") or 0)
-            seen = self.__dict__.setdefault("_reported_steps", {}).setdefault(trial_id, set())
+            seen = self.reported_steps.setdefault(trial_id, set())
+            step = _report_step(result)
             if step not in seen:  # a trial resumed from its ledger record reports its last step again
                 seen.add(step)
-                ot_trial.report(float(val), step)
+                trial.report(float(value), step)
 
         def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
-            if trial_id in self._completed_trials or trial_id not in self._ot_trials:
+            if trial_id not in self.asked:
                 return
-            number = self._ot_trials[trial_id].number
-            rec = dict(result or {})
-            if error and "status" not in rec:
-                rec["status"] = "failed"
-            interrupted = INTERRUPT.requested and rec.get("status") not in ("ok", "diverged", "failed")
+            record = dict(result or {})
+            if error and "status" not in record:
+                record["status"] = "failed"
+            interrupted = INTERRUPT.requested and record.get("status") not in FINAL_STATUSES
+            if not interrupted and record.get("status") in (None, "early_stopped"):
+                self.on_trial_result(trial_id, record)  # the last loss of a stopped trial is its PRUNED value
+            trial = self.asked.pop(trial_id)
+            self.reported_steps.pop(trial_id, None)
             try:
-                tell_from_record(self._ot_study, number, rec, interrupted=interrupted)
+                tell_from_record(self.study, trial, record, interrupted=interrupted)
             except Exception as exc:  # noqa: BLE001 - the ledger still holds the record
                 import logging
 
-                logging.getLogger(__name__).warning("optuna tell of trial %s failed: %s", number, exc)
-            self._completed_trials.add(trial_id)
+                logging.getLogger(__name__).warning("optuna tell of trial %s failed: %s", trial.number, exc)
 
-    dists = {k: optuna.distributions.FloatDistribution(float(lo), float(hi), log=True) for k, (lo, hi) in space.items()}
+        def save(self, checkpoint_path: str) -> None:
+            """Tune checkpoints its searcher; this one's state is the journal study, so only its name is saved."""
+            Path(checkpoint_path).write_text(json.dumps({"study": self.study.study_name}))
+
+        def restore(self, checkpoint_path: str) -> None:
+            """Nothing to restore: every run re-opens the journal study."""
+
+    distributions = {k: optuna.distributions.FloatDistribution(float(lo), float(hi), log=True)
+                     for k, (lo, hi) in space.items()}
     sampler = optuna.samplers.TPESampler(seed=seed + n_existing, n_startup_trials=n_startup(num_samples))
-    return LedgerOptunaSearch(space=dists, metric="val_loss", mode="min", sampler=sampler, study_name=study_name,
-                              storage=store)
+    study = optuna.create_study(study_name=study_name, storage=store, sampler=sampler, direction="minimize",
+                                load_if_exists=True)
+    return LedgerSearcher(study, distributions)

@@ -1,6 +1,7 @@
 """Running trials on Ray Tune: a fixed list of trials (``run_trials``), and the pieces every Tune run of a sweep
-shares (the base config the trials start from, Ray's storage and run config, one progress line per trial, and
-``tuner.fit`` under the Ctrl-C guard). Optuna searches use the same pieces (``sweeps.search``).
+shares (the base config the trials start from, the one ``tune.Tuner`` (``make_tuner``) with Ray's storage and run
+config, one progress line per trial, and ``tuner.fit`` under the Ctrl-C guard). Optuna searches use the same pieces
+(``sweeps.search``).
 
     with ray_session(cfg.ray):                         # local Ray with token auth (or RAY_ADDRESS / ray.address)
         df = run_trials(cfg, [{"optim.lr": 1e-3}, ...], study_dir, "final", tags=[...])   # fixed list
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import math
 import sys
-import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -25,7 +25,7 @@ from ptsweep.config import RunConfig, to_dict, with_overrides
 from ptsweep.errors import SweepError, SweepInterrupted
 from ptsweep.identity import trial_key
 from ptsweep.sweeps.code_version import REFUSED, SOURCE_CHANGED
-from ptsweep.sweeps.fields import TABLE_METRICS, TRIAL_FIELD, finite_or_inf, one_line
+from ptsweep.sweeps.fields import METRIC, MODE, TABLE_METRICS, TRIAL_FIELD, finite_or_inf, one_line
 from ptsweep.sweeps.ledger import interrupt_marker, read_ledger
 from ptsweep.sweeps.ray_session import interrupt_guard, make_stopper
 from ptsweep.sweeps.trainable import driver_source, trainable_with_resources
@@ -95,6 +95,32 @@ def ray_run_config(cfg: RunConfig, study_dir: Path, name: str, total: int):
                           callbacks=[_progress_callback(name, total)])
 
 
+def make_tuner(trainable, cfg: RunConfig, study_dir: Path, experiment_name: str, total: int, *,
+               param_space: Mapping[str, Any] | None = None, search_alg=None, scheduler=None, num_samples: int = 1):
+    """The one ``tune.Tuner`` of the sweeps: ``total`` trials of ``trainable`` (a grid over ``param_space``, or
+    ``num_samples`` proposals of ``search_alg``), ``max_concurrent`` at a time, each on a fresh worker.
+
+    Each invocation is a fresh Ray experiment ``<experiment_name>-<timestamp>``: resume goes through the ledger
+    (finished trials are never submitted again; an interrupted one continues from its checkpoint) and, for searches,
+    the persistent Optuna study, not through ``Tuner.restore``, which would replay the stopped experiment's own
+    trial list and could not take a larger ``num_samples`` or a trial another sweep already ran.
+    ``reuse_actors=False``: a trial ASHA stopped can keep its training thread past Ray's reset wait, and the trial
+    queued on that actor then errors ("Could not re-use actor"); a fresh worker costs seconds and loses nothing."""
+    import time
+
+    from ray import tune
+
+    metric = dict(metric=METRIC, mode=MODE) if search_alg is not None or scheduler is not None else {}
+    return tune.Tuner(
+        trainable,
+        param_space=dict(param_space) if param_space is not None else None,
+        tune_config=tune.TuneConfig(search_alg=search_alg, scheduler=scheduler, num_samples=num_samples, **metric,
+                                    max_concurrent_trials=cfg.ray.max_concurrent or None, reuse_actors=False,
+                                    trial_dirname_creator=short_dirname),
+        run_config=ray_run_config(cfg, study_dir, f"{experiment_name}-{time.strftime('%Y%m%d-%H%M%S')}", total),
+    )
+
+
 def fit(tuner, study_dir: Path, name: str):
     """``tuner.fit()`` under the Ctrl-C guard (first Ctrl-C stops the experiment, second exits), without the
     warning about result files (Tune's file loggers are off: the ledger is the record). Raises SweepInterrupted
@@ -136,7 +162,7 @@ def run_trials(cfg: RunConfig, trials: Sequence[Mapping[str, Any]], study_dir: P
         cfg: the composed base RunConfig (its ``ray`` section sets resources and concurrency).
         trials: one dict of dotted overrides per trial, e.g. ``{"optim.lr": 3e-3, "seed": 1}``.
         study_dir: ``runs/<study>`` (ledger in ``<study_dir>/trials``, Ray state in ``<study_dir>/ray``).
-        experiment_name: Ray experiment name (a timestamp is appended: each invocation is a fresh experiment).
+        experiment_name: Ray experiment name (a timestamp is appended: ``make_tuner``).
         labels: optional readable prefix of each trial key (e.g. "base-s1", "p007").
         tags: W&B tags of every trial (``model=``/``width=`` tags are set per trial from its own config);
             group: W&B group (default: the study folder name).
@@ -166,16 +192,9 @@ def run_trials(cfg: RunConfig, trials: Sequence[Mapping[str, Any]], study_dir: P
         from ray import tune
 
         warm_data(base_cfg)
-        fn = trainable_with_resources(base_cfg, base, {}, table, study_dir)
-        tuner = tune.Tuner(
-            fn,
-            param_space={TRIAL_FIELD: tune.grid_search(pending)},
-            # reuse_actors=False: see search.py (a reused actor loses trials after an early stop)
-            tune_config=tune.TuneConfig(num_samples=1, max_concurrent_trials=cfg.ray.max_concurrent or None,
-                                        reuse_actors=False, trial_dirname_creator=short_dirname),
-            run_config=ray_run_config(cfg, study_dir, f"{experiment_name}-{time.strftime('%Y%m%d-%H%M%S')}",
-                                       len(pending)),
-        )
+        trainable = trainable_with_resources(base_cfg, base, {}, table, study_dir)
+        tuner = make_tuner(trainable, cfg, study_dir, experiment_name, len(pending),
+                           param_space={TRIAL_FIELD: tune.grid_search(pending)})
         grid = fit(tuner, study_dir, experiment_name)
         for r in grid:
             if r.error is not None and r.config:
@@ -183,12 +202,12 @@ def run_trials(cfg: RunConfig, trials: Sequence[Mapping[str, Any]], study_dir: P
 
     rows = []
     for k in keys:
-        rec = read_ledger(study_dir, k)
+        record = read_ledger(study_dir, k)
         row = {"trial_key": k, "label": table[k]["label"], **table[k]["overrides"]}
-        if rec is None:  # the worker died without a record (e.g. killed by the OS)
-            rec = {"status": "failed", "val_loss": math.inf,
+        if record is None:  # the worker died without a record (e.g. killed by the OS)
+            record = {"status": "failed", "val_loss": math.inf,
                    "error": errors.get(k, "no ledger record: the trial's worker died")}
-        row.update({m: rec.get(m) for m in TABLE_METRICS})
+        row.update({m: record.get(m) for m in TABLE_METRICS})
         row["val_loss"] = finite_or_inf(row["val_loss"])
         row["error"] = row["error"] or ""
         rows.append(row)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import math
 import sys
-import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -23,9 +22,9 @@ from ptsweep.config import RunConfig, to_dict, with_overrides
 from ptsweep.errors import SweepError, SweepInterrupted
 from ptsweep.identity import trial_config, trial_key
 from ptsweep.io import jsonable, read_json
-from ptsweep.sweeps.fields import METRIC, MODE, TABLE_METRICS, finite_or_inf
+from ptsweep.sweeps.fields import TABLE_METRICS, finite_or_inf
 from ptsweep.sweeps.ledger import read_ledger, trial_dir
-from ptsweep.sweeps.runner import fit, prepare_base, ray_run_config, short_dirname, warm_data
+from ptsweep.sweeps.runner import fit, make_tuner, prepare_base, warm_data
 from ptsweep.sweeps.trainable import trainable_with_resources
 
 
@@ -49,7 +48,6 @@ def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_d
     val_loss). ``df.attrs["search"]`` describes the sampler (TPE start-up trials, whether it was a random search) and
     ``not_run``: trials of ``num_samples`` without a result (said on stderr; a re-run runs them)."""
     import pandas as pd
-    from ray import tune
     from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
 
     from ptsweep.sweeps import optuna_store
@@ -76,7 +74,7 @@ def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_d
 
     if remaining > 0:
         warm_data(trial_cfg0)
-        fn = trainable_with_resources(base_cfg, base, fixed, {"__label__": label}, study_dir)
+        trainable = trainable_with_resources(base_cfg, base, fixed, {"__label__": label}, study_dir)
         budget = float(num_steps(trial_cfg0) * trial_cfg0.train.batch_size * trial_cfg0.data.seq_len)
         if asha and asha.get("reduction", 1) > 1:
             # max_t just above the budget: ASHA stops a trial that reaches max_t at once, which would cut off the
@@ -87,18 +85,8 @@ def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_d
         else:
             scheduler = FIFOScheduler()
         searcher = optuna_store.make_searcher(space, experiment_name, store, seed, num_samples, len(study.trials))
-        name = f"{experiment_name}-{time.strftime('%Y%m%d-%H%M%S')}"
-        tuner = tune.Tuner(
-            fn,
-            # reuse_actors=False: measured in the session-8 demo (Ray 2.60), an ASHA-stopped trial's thread outlives
-            # Ray's 2 s reset wait, reset_config fails and the trial queued on that actor errors ("Could not re-use
-            # actor"): tune-small ran 4 of 6 trials. A fresh worker per trial costs ~3 s and loses nothing.
-            tune_config=tune.TuneConfig(search_alg=searcher, scheduler=scheduler, num_samples=remaining,
-                                        metric=METRIC, mode=MODE,
-                                        max_concurrent_trials=cfg.ray.max_concurrent or None, reuse_actors=False,
-                                        trial_dirname_creator=short_dirname),
-            run_config=ray_run_config(cfg, study_dir, name, remaining),
-        )
+        tuner = make_tuner(trainable, cfg, study_dir, experiment_name, remaining, search_alg=searcher,
+                           scheduler=scheduler, num_samples=remaining)
         try:
             fit(tuner, study_dir, experiment_name)
         except (SweepInterrupted, SweepError):  # record the running trials as interrupted (queued again), stop
@@ -147,8 +135,8 @@ def _reconcile(study, study_dir: Path, base: dict, fixed: Mapping[str, Any], lab
     from ptsweep.sweeps import optuna_store
 
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        rec = read_ledger(study_dir, trial_key(base, {**fixed, **t.params}, label))
-        optuna_store.tell_from_record(study, t.number, rec, interrupted=rec is None)
+        record = read_ledger(study_dir, trial_key(base, {**fixed, **t.params}, label))
+        optuna_store.tell_from_record(study, t.number, record, interrupted=record is None)
 
 
 def _search_rows(study, study_dir: Path, base: dict, fixed: Mapping[str, Any], label: str,
@@ -158,18 +146,19 @@ def _search_rows(study, study_dir: Path, base: dict, fixed: Mapping[str, Any], l
     from ptsweep.sweeps import optuna_store
 
     rows = []
+    interrupted = optuna_store.interrupted_numbers(study)
     for t in study.get_trials(deepcopy=False):
-        if t.state in (TrialState.WAITING, TrialState.RUNNING) or t.user_attrs.get(optuna_store.INTERRUPTED_ATTR):
+        if t.state in (TrialState.WAITING, TrialState.RUNNING) or t.number in interrupted:
             continue
         params = {k: t.params[k] for k in space if k in t.params}
         key = trial_key(base, {**fixed, **params}, label)
-        rec = read_ledger(study_dir, key)
+        record = read_ledger(study_dir, key)
         row = {"trial_id": str(t.number), "trial_key": key, **params}
-        if rec is not None:
-            row.update({m: rec.get(m) for m in TABLE_METRICS})
+        if record is not None:
+            row.update({m: record.get(m) for m in TABLE_METRICS})
         elif t.state == TrialState.PRUNED:
-            prog = trial_dir(study_dir, key) / "progress.json"
-            last = read_json(prog) if prog.exists() else {}
+            progress_file = trial_dir(study_dir, key) / "progress.json"
+            last = read_json(progress_file) if progress_file.exists() else {}
             row.update({m: last.get(m) for m in TABLE_METRICS}, status="early_stopped", error="")
         else:
             row.update(status="failed", val_loss=math.inf,

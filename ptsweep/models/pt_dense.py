@@ -40,7 +40,7 @@ def dense_layout(classes: tuple, length: int, device: torch.device) -> DenseLayo
     offset = pos[None, :] - pos[:, None]  # (L, L): j - i
     far = tuple((k, cls.contains(offset)) for k, cls in enumerate(classes) if cls.offsets is None)
     near = tuple((k, d) for k, cls in enumerate(classes) if cls.offsets is not None for d in cls.offsets)
-    return DenseLayout(far, near, max((abs(d) for _, d in near), default=0))
+    return DenseLayout(far, near, max([0] + [abs(d) for _, d in near]))  # no max(default=): a dynamo graph break
 
 
 def skew(band: torch.Tensor) -> torch.Tensor:

@@ -1,4 +1,4 @@
-"""A quiet console (issue 29): a clean sweep run with the offline W&B tracker prints no traceback and no W&B error
+"""A quiet console: a clean sweep run with the offline W&B tracker prints no traceback and no W&B error
 line - in particular from the trials ASHA stops, whose actor Ray ends while the trial's W&B run is still finishing
 (``ray_session``: the worker's child processes, wandb-core included, are not killed before its exit hooks ran).
 

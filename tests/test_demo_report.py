@@ -104,7 +104,7 @@ def test_the_report_calls_a_planes_regret_an_extrapolation():
 
 
 def test_the_transfer_results_first_line_says_when_n_points_bound_no_regret():
-    """Issue 29: n = 8 perturbed points cannot identify the diagonal surface (15 coefficients over 7 keys): the first
+    """n = 8 perturbed points cannot identify the diagonal surface (15 coefficients over 7 keys): the first
     line says so and states the strict and contrast results, not the plane's extrapolated percentage."""
     from ptsweep.sweeps.demo_report import transfer_line
     from ptsweep.sweeps.verify_transfer import headline

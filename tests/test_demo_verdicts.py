@@ -1,4 +1,4 @@
-"""No verdict from a model that learned nothing (issue 29): a PT - baseline comparison where either side's context
+"""No verdict from a model that learned nothing: a PT - baseline comparison where either side's context
 gain is not > 2 SE says "undecided: <model> learned no context at this budget" on every surface - scaling-curves'
 ``differences``, framings, every-scale verdicts, statements and winners (summary.json), its report / printed lines,
 and the demo report's first-screen line, table and section. The same table with a baseline that learned gives the

@@ -19,7 +19,7 @@ law's extrapolation: D and its interval are reported, no verdict is drawn). "Bea
 True when every scale is in range and a_lower; False when some in-range scale is b_lower; None otherwise (with the
 scales that kept it undecided or out of range listed).
 
-No verdict from a model that learned nothing (issue 29, ``context_gate``): at a scale where either side's context gain
+No verdict from a model that learned nothing (``context_gate``): at a scale where either side's context gain
 (seed mean, ``metric_keys.seed_mean``) is not > 2 SE, the comparison is "undecided: <model> learned no context at this
 budget" whatever its interval says - a loss difference between models that have not started using context says
 nothing about the architectures. The as-run differences of scaling-curves pass through the same gate.

@@ -61,7 +61,7 @@ def markdown_table(df: pd.DataFrame, cols: list[str] | None = None, max_rows: in
 
 
 def vs_unigram(loss, unigram) -> str:
-    """'-0.123 (below)' or '+0.050 ABOVE unigram: nothing learned' (issue 8: every loss read against the baseline)."""
+    """'-0.123 (below)' or '+0.050 ABOVE unigram: nothing learned' (every loss is read against the baseline)."""
     try:
         loss, unigram = float(loss), float(unigram)
     except (TypeError, ValueError):

@@ -131,7 +131,7 @@ def scaling_table(models: pd.DataFrame, ss: dict) -> list[str]:
 
 
 def edge_lines(ss: dict) -> list[str]:
-    """The baselines' searched optima on the edge of their range (issue 29: on the first screen, not only in
+    """The baselines' searched optima on the edge of their range (on the first screen, not only in
     section 3): the optimum may lie beyond, and a baseline's loss is then an upper bound of its tuned loss."""
     edges = [n for n in ss.get("notes", []) if "not bracketed" in n or "only one search trial" in n]
     return ([f"- **Baseline LR search at its edge** ({len(edges)}; the tuned baseline may be better than shown): "

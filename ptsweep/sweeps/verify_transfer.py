@@ -212,7 +212,7 @@ def headline(summary: dict) -> str:
     """The transfer result's first line: the regret verdict when a curved surface bounds the regret; otherwise that
     the n perturbed points cannot bound one (the diagonal surface (R1) over the transferred keys has 1 + 2d
     coefficients: n + 1 distinct points need n >= 2d + 1 = 15 for d = 7) and the strict and contrast results instead of a
-    plane's extrapolated corner (issue 29)."""
+    plane's extrapolated corner."""
     reg = summary.get("regret") or {}
     if reg.get("model") not in (None, "linear") and "regret_rel" in reg:
         return summary["statement"]

@@ -66,10 +66,19 @@ def mfvi_stats(model, batch: dict) -> list[dict]:
     return rows
 
 
+def cap_features(model, cap: float) -> None:
+    """Bound every Z feature: P^ -> cap * tanh(P^ / cap) (linear near 0, |P^| < cap). Under muP P^ = N Q_z - 1 grows
+    N-fold as Q_z sharpens; under SP it is Q_z (<= 1). Shadows the model's ``features`` method on this instance."""
+    plain = model.features
+    model.features = lambda q_z: cap * torch.tanh(plain(q_z) / cap)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True, help="JSON file to write")
     ap.add_argument("--every", type=int, default=50, help="record the statistics every this many steps")
+    ap.add_argument("--feature-cap", type=float, default=0.0,
+                    help="a lever, not a model option: replace the Z features P^ by cap * tanh(P^ / cap) (0 = off)")
     ap.add_argument("overrides", nargs="*", help="Hydra overrides, as for python -m ptsweep train")
     args = ap.parse_args(argv)
     cfg = compose(list(args.overrides))
@@ -77,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     seed_everything(cfg.seed)
     corpus = data_mod.prepare(cfg.data)
     model = build_model(cfg.model, corpus.vocab_size, cfg.data.seq_len)
+    if args.feature_cap > 0:
+        cap_features(model, args.feature_cap)
     oc, tc = cfg.optim, cfg.train
     opt = build_optimizer(model, model.width, model.parametrization, oc.lr, betas=oc.betas, eps=oc.eps,
                           weight_decay=oc.weight_decay)
@@ -126,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
             record(step + 1, before)
             model.train()
     ev = evaluate(model, val, torch.device("cpu"), "fp32", baseline)
-    out = {"config": to_dict(cfg), "trace": trace, "final": ev, "wall_s": time.time() - t0}
+    out = {"config": to_dict(cfg), "feature_cap": args.feature_cap, "trace": trace, "final": ev,
+           "wall_s": time.time() - t0}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=1))
     print(f"{args.out}: val {ev['val_loss']:.3f} (unigram {ev['unigram_loss']:.3f}, no-context "

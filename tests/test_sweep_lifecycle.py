@@ -17,6 +17,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from ptsweep.sweeps import optuna_store
+
 pytest.importorskip("ray")
 optuna = pytest.importorskip("optuna")
 
@@ -96,8 +98,10 @@ def test_first_ctrl_c_stops_within_30s_and_rerun_finishes_without_rerunning_fini
     assert len(finished) >= 1 and not (sdir / "summary.json").exists()
     states = [t.state.name for t in _study(sdir).trials]
     assert states.count("COMPLETE") == len(finished)
-    interrupted = [t for t in _study(sdir).trials if t.user_attrs.get("interrupted")]
-    assert interrupted, states  # the running trial is recorded as interrupted (and queued again)
+    study = _study(sdir)
+    interrupted = optuna_store.interrupted_numbers(study)  # the running trial: FAIL, its parameters queued again
+    assert interrupted and all(study.trials[n].state.name == "FAIL" for n in interrupted), states
+    assert states.count("WAITING") >= len(interrupted), states  # queued again, trained by the rerun below
 
     rerun = subprocess.run([sys.executable, "-m", "ptsweep", "tune-small", *args], cwd=REPO, env=_env(),
                            capture_output=True, text=True, timeout=300)

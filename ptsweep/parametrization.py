@@ -15,9 +15,10 @@ rule set; `build_optimizer` makes one AdamW group per (role, multiplier) and the
 N is the model width (dim_z). "Output LR eta/N" follows [S] Table 2 (App. C's multiplier 1 is wrong without a 1/N
 forward multiplier; spec §8).
 
-Two muP variants share these rules: 'mup_paper' uses the table literally; 'mup' multiplies the init std of some
-tensors by a base-shape constant declared with the parameter (``mup_init_mult``: same exponent of N, a different
-constant; PT's S, U, V, B, see ``models.pt.MFVIConstants`` and experiments/coord-check/README.md). LRs are identical.
+Three muP variants share these rules: 'mup_paper' uses the table literally; 'mup' and 'mup_sp' multiply the init
+std and the LR of some tensors by base-shape constants declared with the parameter (``mup_init_mult``,
+``mup_lr_mult``: same exponent of N, a different constant; see ``models.pt.MFVIConstants``). 'mup_sp' picks them so
+that at the base width every tensor's init and AdamW update equal SP's.
 """
 
 from __future__ import annotations
@@ -45,16 +46,16 @@ _SP_INIT_ATTR = "_ptsweep_sp_init"
 _MUP_MULT_ATTR = "_ptsweep_mup_init_mult"
 _MUP_LR_ATTR = "_ptsweep_mup_lr_mult"
 
-MUP_VARIANTS = ("mup", "mup_paper")
+MUP_VARIANTS = ("mup", "mup_sp", "mup_paper")
 """Parametrizations that follow the muP init/LR table (they differ only in declared init multipliers)."""
 
 
 def is_mup(parametrization: str) -> bool:
-    """True for the muP family ('mup', 'mup_paper'); False for 'sp'; raises on anything else."""
+    """True for the muP family (:data:`MUP_VARIANTS`); False for 'sp'; raises on anything else."""
     if parametrization == "sp":
         return False
     if parametrization not in MUP_VARIANTS:
-        raise ValueError(f"unknown parametrization {parametrization!r} (mup | mup_paper | sp)")
+        raise ValueError(f"unknown parametrization {parametrization!r} ({' | '.join(MUP_VARIANTS)} | sp)")
     return True
 
 

@@ -21,8 +21,11 @@ MESSAGE_PATHS = ("child", "head", "topic")
 INFO_WEIGHTS = ("w_unary", "w_child", "w_head", "w_topic_z", "w_attn", "w_topic_g")
 TRANSFER_KEYS = ("optim.lr",) + tuple(f"model.{w}" for w in INFO_WEIGHTS)
 
-PARAMETRIZATIONS = ("mup", "mup_paper", "sp")
+PARAMETRIZATIONS = ("mup", "mup_sp", "mup_paper", "sp")
 """PT parametrizations (``model.parametrization``; also the values sweep.coord_/lr_parametrizations may list)."""
+MUP_CONSTANTS = ("init_unary", "init_u", "init_v", "init_topic", "center_features", "lr_unary", "lr_ternary",
+                 "lr_topic", "lr_output")
+"""The base-shape constants that only 'mup' reads ('mup_sp' derives its own from SP at ``base_width``)."""
 SCALINGS = ("channels", "rank")
 """Width-scaling paradigms of PT (``model.scaling``, ``sweep.lr_scaling``)."""
 
@@ -39,9 +42,13 @@ class PTConfig:
     parametrization: str = "mup"
     """'mup': [S] potentials/temperatures and Table-2 init/LR rules with the width-stable init constants below
     (experiments/coord-check/README.md derives them); 'mup_paper': the same with [S]'s literal init (every constant
-    1), which is not width-stable at T >= 2 (kept to reproduce the failure); 'sp': original PT (spec §6.3 table)."""
+    1), which is not width-stable at T >= 2 (kept to reproduce the failure); 'mup_sp': the muP exponents with every
+    base-shape constant chosen so that at N = ``base_width`` the model *is* SP (init, forward and AdamW updates; the
+    base-shape convention of the ``mup`` package): at the tuning width nothing is lost to SP, and away from it the
+    width exponents of [S] Table 2 hold (``models.pt.MFVIConstants.sp_anchored``); 'sp': original PT (spec §6.3
+    table)."""
     base_width: int = 256
-    """N0: the width at which the base shape (C0, r0) holds."""
+    """N0: the width at which the base shape (C0, r0) holds (and where 'mup_sp' equals SP)."""
     base_channels: int = 4
     """C0: channels at N0 (spec decision: base model C = 4)."""
     base_rank: int = 64
@@ -104,8 +111,8 @@ class PTConfig:
     """beta_Z: damping of Z logits (0 = none, spec §3.2 step 6; [PT] App. B.2: same CRF and fixed points, a slower
     iteration). None = the parametrization's default (:attr:`z_damping`): 0.5 under 'mup' - under muP the Z update
     has a_Z = N, so a confident Q_z on k labels feeds itself back with gain ~N/k and collapses to one-hot during
-    training at larger widths (experiments/context, "Mechanism"); 0 under 'sp' (the original PT) and 'mup_paper'
-    ([S] literally)."""
+    training at larger widths (experiments/context, "Mechanism"); 0 under 'sp' (the original PT), 'mup_sp' (SP at
+    the base width) and 'mup_paper' ([S] literally)."""
     stepsize_h: float = 1.0
     """alpha_H: step size mixing new H/G distributions with the previous ones (1 = plain update)."""
     stepsize_z: float = 1.0
@@ -121,8 +128,10 @@ class PTConfig:
     attention_impl: str = "auto"
     """H softmax + ternary Z messages: 'dense' keeps (B,C,L,L) tensors (the reference); 'blockwise' recomputes
     in backward, memory linear in L (models/pt_attention.py), and cannot apply dropout/damping/step size to Q_h;
-    'auto' = blockwise on CUDA unless one of those is on, dense on the CPU (measured ~1.4x faster there, bench/).
-    Traces (inspect, coord-check) always use the dense path."""
+    'auto' = blockwise on CUDA unless one of those is on, dense on the CPU (measured ~1.4x faster there, bench/);
+    'fused' computes the same messages with torch's LSE-returning fused attention kernels (models/pt_fused.py; CPU
+    kernels only, memory linear in L, same restrictions as blockwise; batches with pads and other devices take the
+    blockwise path). Traces (inspect, coord-check) always use the dense path."""
 
     def __post_init__(self) -> None:  # OmegaConf hands sequences over as lists; the schema's tuples stay tuples
         self.dists, self.messages_off = tuple(self.dists), tuple(self.messages_off)
@@ -133,9 +142,17 @@ class PTConfig:
         auto = self.attention_impl == "auto" and plain_h and device_type != "cpu"
         return self.attention_impl == "blockwise" or auto
 
+    def use_fused(self, device_type: str) -> bool:
+        """Whether a training forward on ``device_type`` takes the fused-kernel path (batches with pads, and devices
+        other than the CPU, take the blockwise path instead: ``models.pt_fused.applicable``)."""
+        return self.attention_impl == "fused"
+
     def attention_note(self, device_type: str) -> str | None:
         """One line when 'auto' keeps the dense path on an accelerator (O(L^2) memory) only because dropout, damping
         or a step size on H is on: the choice is then not the one a user of 'auto' expects, so it is said."""
+        if self.use_fused(device_type) and device_type != "cpu":
+            return (f"note: model.attention_impl=fused has CPU kernels only; the blockwise path (the same math) runs "
+                    f"on {device_type}")
         if self.attention_impl != "auto" or device_type == "cpu" or self.use_blockwise(device_type):
             return None
         on = [f"{k}={getattr(self, k)}" for k, off in (("dropout", 0), ("damping_h", 0), ("stepsize_h", 1.0))
@@ -178,7 +195,7 @@ class PTConfig:
         one_of(self.scaling, SCALINGS, "model.scaling")
         one_of(self.parametrization, PARAMETRIZATIONS, "model.parametrization")
         one_of(self.head_input, ("logits", "probs"), "model.head_input")
-        one_of(self.attention_impl, ("auto", "dense", "blockwise"), "model.attention_impl")
+        one_of(self.attention_impl, ("auto", "dense", "blockwise", "fused"), "model.attention_impl")
         require(self.width > 0, "model.width", f"must be positive, got {self.width}")
         require(self.base_width > 0 and self.base_channels > 0 and self.base_rank > 0, "model.base_width",
                  "base_width, base_channels and base_rank must be positive")
@@ -201,6 +218,10 @@ class PTConfig:
         for key in ("lr_unary", "lr_ternary", "lr_topic", "lr_output"):
             v = getattr(self, key)
             require(math.isfinite(v) and v > 0, f"model.{key}", f"LR constants must be positive, got {v}")
+        if self.parametrization == "mup_sp":
+            changed = [k for k in MUP_CONSTANTS if getattr(self, k) != getattr(PTConfig, k)]
+            require(not changed, f"model.{changed[0] if changed else ''}", "is a 'mup' constant; under 'mup_sp' every "
+                    "base-shape constant is SP's at model.base_width (set model.base_width instead)")
         bad = sorted(set(self.messages_off) - set(MESSAGE_PATHS))
         require(not bad, "model.messages_off", f"unknown message path(s) {bad}; choose from {list(MESSAGE_PATHS)}")
         require(self.init_unary > 0 and self.init_topic > 0 and self.init_u + self.init_v > 0, "model.init_unary",
@@ -213,9 +234,10 @@ class PTConfig:
         require(0.0 < self.stepsize_h <= 1.0, "model.stepsize_h", "must be in (0, 1]")
         require(0.0 < self.stepsize_z <= 1.0, "model.stepsize_z", "must be in (0, 1]")
         require(0.0 <= self.dropout < 1.0, "model.dropout", "must be in [0, 1)")
-        require(self.attention_impl != "blockwise" or (self.dropout == 0 and self.damping_h == 0
-                                                         and self.stepsize_h == 1.0), "model.attention_impl",
-                 "blockwise does not support dropout, damping_h or stepsize_h on Q_h; use dense or auto")
+        require(self.attention_impl not in ("blockwise", "fused") or (self.dropout == 0 and self.damping_h == 0
+                                                                     and self.stepsize_h == 1.0),
+                "model.attention_impl", f"{self.attention_impl} does not support dropout, damping_h or stepsize_h on "
+                "Q_h; use dense or auto")
 
 
 @dataclass

@@ -33,7 +33,7 @@ class SweepConfig:
     weight_ranges: dict[str, list[Any]] = field(default_factory=lambda: {"w_attn": [0.5, 4.0]})
     """Per-weight log-uniform ranges that replace ``weight_range`` for the weights named (keys: w_unary, w_child,
     w_head, w_topic_z, w_attn, w_topic_g). Default: w_attn in [0.5, 4], which contains the measured optimum 2
-    (plausible 1-4, experiments/lr-transfer; issue 16)."""
+    (plausible 1-4, experiments/lr-transfer)."""
     asha_grace_frac: float = 0.25
     """ASHA: minimum fraction of the budget before a trial can be stopped."""
     asha_reduction: int = 3
@@ -81,7 +81,7 @@ class SweepConfig:
     """scaling-curves: Optuna trials of each baseline's search at each scale (0 = sweep.num_samples, the budget of
     PT's tune-small: equal tuning effort). Searched: optim.lr and optim.warmup_frac, with tune-small's ASHA."""
     baseline_lr_samples: int = 0
-    """Deprecated (before issue 19: LR-only trials per baseline scale); ignored - the summary notes a value > 0.
+    """Deprecated (the former LR-only trial count per baseline scale); ignored - the summary notes a value > 0.
     The budget is ``baseline_samples``."""
     baseline_lr_range: tuple[float, float] = (1e-4, 3e-3)
     """scaling-curves: log-uniform LR range for BERT/UT."""
@@ -210,7 +210,7 @@ class SweepConfig:
         for key, pars in (("sweep.coord_parametrizations", self.coord_parametrizations),
                           ("sweep.lr_parametrizations", self.lr_parametrizations)):
             require(len(pars) >= 1 and set(pars) <= set(PARAMETRIZATIONS) and len(set(pars)) == len(pars), key,
-                     f"must be distinct values of mup | mup_paper | sp, got {pars}")
+                     f"must be distinct values of {' | '.join(PARAMETRIZATIONS)}, got {pars}")
         require(len(self.lr_widths) >= 2 and all(w > 0 for w in self.lr_widths)
                  and len(set(self.lr_widths)) == len(self.lr_widths), "sweep.lr_widths",
                  f"need >= 2 distinct positive widths, got {self.lr_widths}")

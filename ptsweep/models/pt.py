@@ -132,11 +132,18 @@ class MFVIConstants:
     init_u: float = 1.0  # ... of U
     init_v: float = 1.0  # ... of V
     init_b: float = 1.0  # ... of B
+    init_out: float = 1.0  # ... of W_out
     center: float = 0.0  # features a_Z Q_z - center, a_G Q_g - center (1 under 'mup' with center_features)
+    lr_s: float = 1.0  # muP LR constants of S, (U, V), B, W_out (eta x role multiplier x constant)
+    lr_uv: float = 1.0
+    lr_b: float = 1.0
+    lr_out: float = 1.0
 
     @staticmethod
-    def of(cfg: PTConfig) -> MFVIConstants:
+    def of(cfg: PTConfig, vocab_size: int) -> MFVIConstants:
         n, r, m = cfg.width, cfg.rank, cfg.topics
+        if cfg.parametrization == "mup_sp":
+            return MFVIConstants.sp_anchored(cfg, vocab_size)
         if cfg.parametrization in ("mup", "mup_paper"):
             # tau = N/r cancels in the Z and G updates, leaving N*Q_z, M*Q_g as features; H logits tau*N*<.> / 1
             # = (N^2/r) P^T T P = (1/r) <U^T N P_i, V^T N P_j> ([S] App. A.3); G logits M/N * B(N Q_z) (spec §6.2).
@@ -145,9 +152,31 @@ class MFVIConstants:
                 const.init_s, const.init_u, const.init_v, const.init_b = (cfg.init_unary, cfg.init_u, cfg.init_v,
                                                                           cfg.init_topic)
                 const.center = 1.0 if cfg.center_features else 0.0
+                const.lr_s, const.lr_uv, const.lr_b, const.lr_out = (cfg.lr_unary, cfg.lr_ternary, cfg.lr_topic,
+                                                                     cfg.lr_output)
             return const
         # original PT: lambda_Z = 1, lambda_H = 1/N (the code's F * d_model), topics reuse N (spec §3.3).
         return MFVIConstants(a_z=1.0, a_g=1.0, s_h=float(n), s_g=float(n))
+
+    @staticmethod
+    def sp_anchored(cfg: PTConfig, vocab_size: int) -> MFVIConstants:
+        """'mup_sp': the muP exponents of N (features N Q_z and M Q_g, H logits ~ 1/r, G logits ~ M/N, [S] Table 2
+        init and LR) with the constants that make the model at N0 = ``base_width`` equal to SP at N0.
+
+        With U = U_SP / sqrt(N0), V = V_SP / sqrt(N0), B = B_SP / M0 and S, W_out unchanged, every message, every
+        H and G logit of muP at N0 equals SP's (spec §6.3 table: SP has features Q, H logits N0 <U^T Q, V^T Q>, G
+        logits N0 B Q); AdamW is invariant to a fixed rescaling p = c p_SP when its LR is c eta, which fixes the LR
+        constants. Away from N0 only the powers of N/N0 of [S] change them. Not exact: the normal inits stand in for
+        SP's uniform ones with the same std, b_out starts at 0, and Adam's eps is not rescaled."""
+        n, r, m = cfg.width, cfg.rank, cfg.topics
+        n0, r0, m0 = cfg.base_width, cfg.base_rank, cfg.topic_ratio * cfg.base_width
+        return MFVIConstants(
+            a_z=float(n), a_g=float(m), s_h=r0 / r, s_g=m0 * (m / n) / (m0 / n0),
+            init_s=math.sqrt(2.0 / (vocab_size + n0)),      # SP's xavier std of S (V x N0)
+            init_u=1.0 / math.sqrt(r0), init_v=1.0 / math.sqrt(r0),  # N(0, 1/r0) / sqrt(N0) at N0
+            init_b=1.0 / m0,                                 # N(0, 1/N0) / M0 at N0
+            init_out=math.sqrt(n0 / 3.0),                    # SP's U(+-1/sqrt(N0)) std, over muP's 1/N0
+            lr_s=1.0, lr_uv=math.sqrt(n0), lr_b=n0 / m0, lr_out=float(n0))  # c * N0 under the muP eta / N
 
 
 def _softmax(x: torch.Tensor) -> torch.Tensor:
@@ -178,24 +207,22 @@ class ProbabilisticTransformer(nn.Module):
         self.vocab_size = vocab_size
         n, k, c, r, m, v = cfg.width, cfg.n_classes, cfg.channels, cfg.rank, cfg.topics, vocab_size
         self.classes = distance_classes(cfg.dists)
-        self.const = MFVIConstants.of(cfg)
+        self.const = MFVIConstants.of(cfg, vocab_size)
 
-        # Roles ([S] Table 1) and the original PT's SP init (spec §3.4, §8 last bullet) are declared at creation.
+        # Roles ([S] Table 1), the original PT's SP init (spec §3.4, §8 last bullet) and the muP base-shape constants
+        # of init and LR (MFVIConstants) are declared at creation.
         const = self.const
-        # muP LR constants (cfg.lr_*: base-shape constants, 'mup' only) are declared with the parameter as well.
-        lr_const = cfg.parametrization == "mup"
         self.unary = declare(nn.Parameter(torch.empty(v, n)), Role.INPUT,
-                             _sp_uniform(math.sqrt(6.0 / (v + n))), const.init_s,  # S: (V, N), xavier-uniform (SP)
-                             cfg.lr_unary if lr_const else 1.0)
+                             _sp_uniform(math.sqrt(6.0 / (v + n))), const.init_s, const.lr_s)  # S: xavier (SP)
         self.U = declare(nn.Parameter(torch.empty(k, c, n, r)), Role.HIDDEN, _sp_normal(1 / math.sqrt(r)), const.init_u,
-                         cfg.lr_ternary if lr_const else 1.0)
+                         const.lr_uv)
         self.V = declare(nn.Parameter(torch.empty(k, c, n, r)), Role.HIDDEN, _sp_normal(1 / math.sqrt(r)), const.init_v,
-                         cfg.lr_ternary if lr_const else 1.0)
+                         const.lr_uv)
         self.B = declare(nn.Parameter(torch.empty(m, n)), Role.HIDDEN, _sp_normal(1 / math.sqrt(n)), const.init_b,
-                         cfg.lr_topic if lr_const else 1.0)
+                         const.lr_b)
         self.head_gain = declare(nn.Parameter(torch.empty(n)), Role.GAIN, nn.init.ones_)
         self.head_weight = declare(nn.Parameter(torch.empty(v, n)), Role.OUTPUT, _sp_uniform(1 / math.sqrt(n)),
-                                   mup_lr_mult=cfg.lr_output if lr_const else 1.0)
+                                   const.init_out, const.lr_out)
         self.head_bias = declare(nn.Parameter(torch.empty(v)), Role.BIAS, _sp_uniform(1 / math.sqrt(n)))
         init_parameters(self, n, cfg.parametrization)
 
@@ -274,20 +301,28 @@ class ProbabilisticTransformer(nn.Module):
 
     def z_messages(self, input_ids: torch.Tensor, mask: torch.Tensor, q: torch.Tensor, v: torch.Tensor,
                    q_h: torch.Tensor | None, g_hat: torch.Tensor, weights: dict | None = None,
-                   p_hat: torch.Tensor | None = None, unary: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+                   p_hat: torch.Tensor | None = None, unary: torch.Tensor | None = None,
+                   fused: bool = False) -> dict[str, torch.Tensor]:
         """The four messages into Z (each (B, L, N), unweighted; spec §6.3 step 6):
         unary S_w; child side sum_c,j Q_h[c,i,j] U_{k(i,j),c} v_j; head side sum_c,j Q_h[c,j,i] V_{k(j,i),c} q_j;
         topic B^T G^_i. ``q_h=None``: the blockwise path (``pt_attention``, memory linear in L; plain softmax only:
         no damping, step size or dropout on H) computes q, v from ``p_hat`` and Q_h block by block (q, v unused,
-        may be None). ``weights``: ``flat_weights()`` of this forward; ``unary``: ``unary_message()`` of this forward
-        (it does not change across iterations; computed here when None)."""
-        weights = weights or self.flat_weights(layout_order=q_h is None)
+        may be None); with ``fused`` the fused-kernel path (``pt_fused``; a batch without pads) does. ``weights``:
+        ``flat_weights()`` of this forward; ``unary``: ``unary_message()`` of this forward (it does not change across
+        iterations; computed here when None)."""
+        from ptsweep.models import pt_fused
+
+        weights = weights or self.flat_weights(layout_order=q_h is None and not fused)
         unary = self.unary_message(input_ids, mask) if unary is None else unary    # (B, L, N)
         topic = g_hat @ self.B                                                       # (B, L, N)
         if q_h is None:
             if p_hat is None:
                 raise ValueError("z_messages: q_h=None (blockwise path) needs p_hat")
             k, c, _, r = self.U.shape
+            if fused:
+                child, head = pt_fused.fused_messages(p_hat, weights, (k, c, r), self.classes,
+                                                      self.cfg.w_attn * self.const.s_h)
+                return {"unary": unary, "child": child, "head": head, "topic": topic}
             child, head = pt_attention.blockwise_messages(p_hat, weights, (k, c, r), mask.bool(), self.classes,
                                                           self.cfg.w_attn * self.const.s_h, self.cfg.mask_value)
             return {"unary": unary, "child": child, "head": head, "topic": topic}
@@ -326,8 +361,12 @@ class ProbabilisticTransformer(nn.Module):
         logits = self.initial_logits(input_ids, maskf)       # l^(0) = S_w (B, L, N)
         attn_prev = topic_prev = None                        # damping memory (initial H/G logits: constant -> 0)
         pz_prev = ph_prev = pg_prev = None                   # step-size memory
-        blockwise = trace is None and c.use_blockwise(input_ids.device.type)  # traces: dense Q_h
-        weights = self.flat_weights(blockwise)               # once per forward, shared by all iterations
+        from ptsweep.models import pt_fused
+
+        fused = trace is None and c.use_fused(input_ids.device.type)
+        fused = fused and pt_fused.applicable(mask)          # a batch with pads: the blockwise path, the same math
+        blockwise = trace is None and (c.use_blockwise(input_ids.device.type) or c.use_fused(input_ids.device.type))
+        weights = self.flat_weights(blockwise and not fused)  # once per forward, shared by all iterations
         unary = self.unary_message(input_ids, mask)          # likewise (one embedding gather and scatter per step)
         for t in range(c.n_iters):
             # 1. normalise Z (fp32 softmax for half precision only), optional step size, zero the pads
@@ -362,7 +401,7 @@ class ProbabilisticTransformer(nn.Module):
             pg_prev = q_g
             # 6. Z: weighted messages, damping, dropout on the logits
             msgs = self.z_messages(input_ids, mask, q, v, q_h, self.topic_features(q_g), weights, p_hat=p_hat,
-                                   unary=unary)
+                                   unary=unary, fused=fused)
             new = self.combine_z(msgs)
             logits = new if c.z_damping == 0 else c.z_damping * logits + (1 - c.z_damping) * new
             logits = F.dropout(logits, c.dropout, self.training)

@@ -59,9 +59,9 @@ def weight_label(key: str) -> str:
 
 
 def lr_grid(cfg: RunConfig, parametrization: str = "mup") -> list[float]:
-    """The log-spaced LR grid of a parametrization (both ends included; SP: ``lr_sp_grid_range`` when set), rounded
-    to 4 significant digits for readable trial keys."""
-    lo, hi = (cfg.sweep.lr_sp_grid_range if parametrization == "sp" and cfg.sweep.lr_sp_grid_range
+    """The log-spaced LR grid of a parametrization (both ends included; SP and 'mup_sp', whose eta is SP's at the
+    base width: ``lr_sp_grid_range`` when set), rounded to 4 significant digits for readable trial keys."""
+    lo, hi = (cfg.sweep.lr_sp_grid_range if parametrization in ("sp", "mup_sp") and cfg.sweep.lr_sp_grid_range
               else cfg.sweep.lr_grid_range)
     return [float(f"{x:.4g}") for x in np.geomspace(lo, hi, cfg.sweep.lr_grid_points)]
 

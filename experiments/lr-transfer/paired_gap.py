@@ -1,0 +1,137 @@
+"""Paired comparison of two parametrizations at each one's best LR, per width (issue 27: "muP - SP paired").
+
+Reads every finished run under the given folders: sweep trials (``trials/*/final.json``) and instrumented probes
+(``*.json`` written by experiments/context/probe_training.py). Runs are grouped by (parametrization, width, eta,
+train.tokens); each group's seeds are averaged. At each width and budget, each parametrization's eta* is the eta with
+the lowest seed-mean loss among its groups with the most seeds; the difference A - B at the two optima is paired by
+seed (the validation blocks are fixed, so a seed pairs the two runs' data order and init streams), with a t
+interval over the seeds both have. Every loss is printed next to the unigram and no-context baselines.
+
+    python experiments/lr-transfer/paired_gap.py ../study/runs/lr-long ../study/runs/b1200 runs/lr-anchored \
+        --a mup_sp --b sp
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+from collections import defaultdict
+from pathlib import Path
+
+from scipy import stats
+
+from ptsweep.config import PTConfig
+
+
+SHAPE_KEYS = {"name", "width", "scaling", "parametrization", "base_width", "base_rank"}
+"""Model fields that say which model and width a run is, not which variant of the default."""
+
+
+def _variant(model: dict) -> tuple:
+    """The model fields a run changed from the PTConfig defaults (levers, controls); () for the default model."""
+    defaults = dataclasses.asdict(PTConfig())
+    return tuple(sorted((k, str(v)) for k, v in model.items()
+                        if k not in SHAPE_KEYS and k in defaults and str(v) != str(defaults[k])
+                        and not (isinstance(defaults[k], tuple) and list(defaults[k]) == v)))
+
+
+def _probe_row(d: dict) -> dict | None:
+    cfg, final = d.get("config"), d.get("final")
+    if not isinstance(cfg, dict) or not isinstance(final, dict) or "val_loss" not in final:
+        return None
+    variant = _variant(cfg["model"]) + ((("feature_cap", str(d["feature_cap"])),) if d.get("feature_cap") else ())
+    return {"par": cfg["model"]["parametrization"], "width": cfg["model"]["width"], "lr": cfg["optim"]["lr"],
+            "tokens": cfg["train"]["tokens"], "seed": cfg["seed"], "variant": variant, **final}
+
+
+def _trial_row(d: dict) -> dict | None:
+    ov = d.get("overrides", {})
+    if d.get("status") != "ok" or "model.parametrization" not in ov:
+        return None
+    model = {k.split(".", 1)[1]: v for k, v in ov.items() if k.startswith("model.")}
+    return {"par": ov["model.parametrization"], "width": ov["model.width"], "lr": ov["optim.lr"],
+            "tokens": ov["train.tokens"], "seed": ov["seed"], "variant": _variant(model), **d}
+
+
+def load_runs(folders: list[Path]) -> list[dict]:
+    """One row per finished run of the default model (status ok, no lever or control) found under ``folders``; a
+    (par, width, lr, tokens, seed) seen twice keeps the first."""
+    rows, seen = [], set()
+    for folder in folders:
+        for path in sorted(folder.rglob("*.json")):
+            try:
+                d = json.loads(path.read_text())
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                continue
+            row = _trial_row(d) if path.name == "final.json" else _probe_row(d) if "trace" in d else None
+            if row is None or row["variant"] or not math.isfinite(row["val_loss"]):
+                continue
+            ident = (row["par"], int(row["width"]), float(row["lr"]), float(row["tokens"]), int(row["seed"]))
+            if ident not in seen:
+                seen.add(ident)
+                rows.append(row)
+    return rows
+
+
+def optimum(rows: list[dict]) -> tuple[float, dict[int, dict]]:
+    """(eta*, {seed: row}) of one (parametrization, width, budget): the lowest seed-mean loss among the etas with
+    the most seeds."""
+    by_lr: dict[float, dict[int, dict]] = defaultdict(dict)
+    for r in rows:
+        by_lr[float(r["lr"])][int(r["seed"])] = r
+    most = max(len(s) for s in by_lr.values())
+    best = min((lr for lr, s in by_lr.items() if len(s) == most),
+               key=lambda lr: sum(r["val_loss"] for r in by_lr[lr].values()) / most)
+    return best, by_lr[best]
+
+
+def paired(a: dict[int, dict], b: dict[int, dict], key: str) -> tuple[float, float, float, int]:
+    """Mean of a - b over the shared seeds, its SE and the 95 % t half-width (nan with one seed)."""
+    diffs = [a[s][key] - b[s][key] for s in sorted(set(a) & set(b))]
+    n = len(diffs)
+    mean = sum(diffs) / n
+    if n < 2:
+        return mean, math.nan, math.nan, n
+    se = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1) / n)
+    return mean, se, float(stats.t.ppf(0.975, n - 1)) * se, n
+
+
+def _mean(rows: dict[int, dict], key: str) -> float:
+    return sum(r[key] for r in rows.values()) / len(rows)
+
+
+def table(rows: list[dict], par_a: str, par_b: str) -> list[str]:
+    """Markdown lines: per (budget, width) each side's eta*, seeds, loss and context gain, and A - B paired."""
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for r in rows:
+        groups[(float(r["tokens"]), int(r["width"]), r["par"])].append(r)
+    out = [f"| steps | width | {par_a} eta* (seeds) | loss | ctx gain | {par_b} eta* (seeds) | loss | ctx gain "
+           f"| unigram / no-context | {par_a} - {par_b} loss (paired SE, n) | ctx gain diff |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for tokens, width in sorted({(t, w) for t, w, _ in groups}):
+        if (tokens, width, par_a) not in groups or (tokens, width, par_b) not in groups:
+            continue
+        (lr_a, a), (lr_b, b) = optimum(groups[(tokens, width, par_a)]), optimum(groups[(tokens, width, par_b)])
+        d, se, _, n = paired(a, b, "val_loss")
+        dg, seg, _, _ = paired(a, b, "context_gain")
+        steps = int(tokens // (16 * 64))
+        out.append(f"| {steps} | {width} | {lr_a:g} ({len(a)}) | {_mean(a, 'val_loss'):.3f} | "
+                   f"{_mean(a, 'context_gain'):+.3f} | {lr_b:g} ({len(b)}) | {_mean(b, 'val_loss'):.3f} | "
+                   f"{_mean(b, 'context_gain'):+.3f} | {_mean(b, 'unigram_loss'):.3f} / "
+                   f"{_mean(b, 'no_context_loss'):.3f} | {d:+.3f} ± {se:.3f} ({n}) | {dg:+.3f} ± {seg:.3f} |")
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("folders", nargs="+", type=Path)
+    ap.add_argument("--a", default="mup_sp", help="parametrization A (default mup_sp)")
+    ap.add_argument("--b", default="sp", help="parametrization B (default sp)")
+    args = ap.parse_args(argv)
+    print("\n".join(table(load_runs(args.folders), args.a, args.b)))
+
+
+if __name__ == "__main__":
+    main()

@@ -104,13 +104,13 @@ def _size_table(cfg: RunConfig, V: int) -> int:
 
     if cfg.model.name != "pt":
         raise CLIError(f"model.name: size --table starts from the PT config (model=pt), got {cfg.model.name}")
-    sw, d = cfg.sweep, cfg.data
-    rows = sizing_table(cfg.model, sw.scales, V, d.seq_len, d.mask_prob, sw.match,
-                        models=("pt", *[m for m in ("bert", "ut") if m in sw.models]))
+    sweep_cfg, d = cfg.sweep, cfg.data
+    rows = sizing_table(cfg.model, sweep_cfg.scales, V, d.seq_len, d.mask_prob, sweep_cfg.match,
+                        models=("pt", *[m for m in ("bert", "ut") if m in sweep_cfg.models]))
     print(f"sizing table: V={V} seq_len={d.seq_len} mask_prob={d.mask_prob} PT scaling={cfg.model.scaling} "
-          f"match={sw.match} (PT shape: N, C heads, T iterations; BERT/UT: d, heads of 64, layers/steps)")
+          f"match={sweep_cfg.match} (PT shape: N, C heads, T iterations; BERT/UT: d, heads of 64, layers/steps)")
     print("| PT N | model | d | heads | layers | d/layers | params | non-emb. params | train FLOPs/token | "
-          f"{sw.match} / PT's |")
+          f"{sweep_cfg.match} / PT's |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         if "error" in r:

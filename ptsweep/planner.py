@@ -137,30 +137,31 @@ def _pt(cfg: RunConfig, width: int, scaling: str | None = None) -> PTConfig:
 def plan(cfg: RunConfig, sweeps=SWEEPS, gpu_mem_gb: float = 80.0, peak_tflops: float = 989.0,
          mfu: float = 0.3) -> list[TrialPlan]:
     """TrialPlans (one per distinct trial shape) of the named sweeps under ``cfg`` (module docstring)."""
-    sw, tokens = cfg.sweep, cfg.train.tokens
+    sweep_cfg, tokens = cfg.sweep, cfg.train.tokens
     args = (gpu_mem_gb, peak_tflops * 1e12, mfu)
     rows: list[TrialPlan] = []
     for name in sweeps:
         if name not in SWEEPS:
             raise ValueError(f"sweep: unknown sweep {name!r} (choose from {', '.join(SWEEPS)})")
         if name == "tune-small":
-            rows.append(plan_trial(cfg, name, _pt(cfg, cfg.model.width), sw.num_samples, tokens, *args))
+            rows.append(plan_trial(cfg, name, _pt(cfg, cfg.model.width), sweep_cfg.num_samples, tokens, *args))
         elif name == "verify-transfer":
-            n_run = max(n_required(sw.alpha, sw.p), sw.n)
-            rows.append(plan_trial(cfg, name, _pt(cfg, sw.width), sw.seeds + n_run, tokens, *args))
+            n_run = max(n_required(sweep_cfg.alpha, sweep_cfg.p), sweep_cfg.n)
+            rows.append(plan_trial(cfg, name, _pt(cfg, sweep_cfg.width), sweep_cfg.seeds + n_run, tokens, *args))
         else:
-            scalings = ["channels", "rank"] if sw.scaling == "both" else [sw.scaling]
-            for kind in (m for m in sw.models if m != "pt"):
-                for s in sw.scales:
+            scalings = ["channels", "rank"] if sweep_cfg.scaling == "both" else [sweep_cfg.scaling]
+            for kind in (m for m in sweep_cfg.models if m != "pt"):
+                for s in sweep_cfg.scales:
                     mcfg = match_shape(kind, _pt(cfg, s, scalings[0]), cfg.data.vocab_size, cfg.data.seq_len,
-                                       cfg.data.mask_prob, sw.match)
-                    search = max(1.0, sw.baseline_search_frac * tokens)
-                    rows.append(plan_trial(cfg, name, mcfg, sw.baseline_samples or sw.num_samples, search, *args))
-                    rows.append(plan_trial(cfg, name, mcfg, sw.seeds, tokens, *args))
-            if "pt" in sw.models:
+                                       cfg.data.mask_prob, sweep_cfg.match)
+                    search = max(1.0, sweep_cfg.baseline_search_frac * tokens)
+                    rows.append(plan_trial(cfg, name, mcfg, sweep_cfg.baseline_samples or sweep_cfg.num_samples,
+                                           search, *args))
+                    rows.append(plan_trial(cfg, name, mcfg, sweep_cfg.seeds, tokens, *args))
+            if "pt" in sweep_cfg.models:
                 for sc in scalings:
-                    for s in sw.scales:
-                        rows.append(plan_trial(cfg, name, _pt(cfg, s, sc), sw.seeds, tokens, *args))
+                    for s in sweep_cfg.scales:
+                        rows.append(plan_trial(cfg, name, _pt(cfg, s, sc), sweep_cfg.seeds, tokens, *args))
     return rows
 
 

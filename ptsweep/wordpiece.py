@@ -1,6 +1,6 @@
 """The deterministic BERT-style WordPiece trainer (the fallback tokenizer of :mod:`ptsweep.data`, step 3).
 
-Same texts and vocabulary size -> byte-identical ``tokenizer.json`` in any process (issue 11; `tokenizers`' own
+Same texts and vocabulary size -> byte-identical ``tokenizer.json`` in any process (`tokenizers`' own
 trainer is not deterministic, see :func:`train_wordpiece`).
 """
 

@@ -151,11 +151,9 @@ def _digest(cfg: RunConfig) -> str:
     return hashlib.sha1(json.dumps(to_dict(cfg), sort_keys=True).encode()).hexdigest()[:12]
 
 
-# sha1 of to_dict(compose(...)), pinned when the schemas moved to Hydra structured configs (issue 20): equal to the
-# hand-parsed configs of before, key by key, so run folders and trial keys stay what they were. The PT digests were
-# re-pinned when issue 16 changed PT's muP defaults (init_unary 0.125, init_topic 0.03, lr_topic 0.15): new trial keys
-# on purpose, since those runs train a different model; BERT's digest is unchanged. coord_train (its LR, UT too) and
-# lr_study (lr_weight_lr) moved to the new muP optimum 0.0625.
+# sha1 of to_dict(compose(...)). A change of these digests changes run folders and trial keys, so it must be
+# deliberate: re-pin only when the composed config trains a different model (e.g. PT's muP defaults init_unary 0.125,
+# init_topic 0.03, lr_topic 0.15, or the muP optimum 0.0625 of coord_train and lr_study); git log has each re-pin.
 PINNED = {
     '': '8f87ebedd92b',
     'preset=smoke': 'e2eb1224a658',

@@ -1,4 +1,4 @@
-"""Issue 16's acceptance checks on an lr-transfer table (``ptsweep.analysis.context_transfer``), on synthetic tables
+"""The context-transfer checks on an lr-transfer table (``ptsweep.analysis.context_transfer``), on synthetic tables
 whose answers are known by construction."""
 
 from __future__ import annotations

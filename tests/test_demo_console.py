@@ -2,7 +2,7 @@
 line - in particular from the trials ASHA stops, whose actor Ray ends while the trial's W&B run is still finishing
 (``ray_session``: the worker's child processes, wandb-core included, are not killed before its exit hooks ran).
 
-WANDB_MODE=disabled is set in the environment as the other tests set it (the issue saw the noise that way; the
+WANDB_MODE=disabled is set in the environment as the other tests set it (the noise appeared that way; the
 tracker's own mode, offline, decides). Real Ray, Optuna, W&B (offline) and training at smoke size, with ASHA on so
 that trials are stopped early.
 """

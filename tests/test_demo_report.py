@@ -1,4 +1,4 @@
-"""The demo chain and its report (issue 17): one run serving two sweeps, and a first screen a newcomer can read.
+"""The demo chain and its report: one run serving two sweeps, and a first screen a newcomer can read.
 
 Properties:
 - ``share_runs`` gives a planned trial the ledger record of a finished run with the same config digest (status ok
@@ -93,8 +93,8 @@ def check_report(root: Path) -> None:
 
 
 def test_the_report_calls_a_planes_regret_an_extrapolation():
-    """Demo design (n = 8): the surface is a plane, its box minimum a corner no run measured (session 9: 37.9 %
-    [0, 72 %] from points all within 0.8 % of S) - the report must not read it as loss S leaves on the table."""
+    """Demo design (n = 8): the surface is a plane, its box minimum a corner no run measured (a recorded demo gave
+    37.9 % [0, 72 %] from points all within 0.8 % of S) - the report must not read it as loss S leaves on the table."""
     from ptsweep.sweeps.demo_report import regret_text
 
     vs = {"regret": {"regret_rel": 0.379, "regret_rel_ci": [0.0, 0.72], "model": "linear"}}

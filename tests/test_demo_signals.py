@@ -1,11 +1,12 @@
-"""Stopping the demo from the outside (issue 17, "Clean stops"): SIGTERM (``kill``, ``timeout``, a supervisor) and
+"""Stopping the demo from the outside ("Clean stops"): SIGTERM (``kill``, ``timeout``, a supervisor) and
 Ctrl-C (SIGINT to the terminal's whole process group) while a trial runs, and the demo resumed to its end.
 
 Properties: the demo ends with exit status 143 / 130; its stderr has no native failure-signal dump of Ray's core
 (absl's ``*** SIGTERM received``), no traceback (W&B teardown of a stopped trial, Ray's own ``sys.exit`` handler),
 and ends with ONE line that names the signal and the command that resumes it; re-running that command continues
 without starting any finished trial again, and the demo stopped twice ends with the same report as one never stopped
-(``test_demo_report.check_report``).
+(``test_demo_report.check_report``). This is the suite's one end-to-end proof that a stopped sweep, re-run, starts no
+finished trial again (the other stop tests check the stop itself and the records it leaves).
 
 One smoke-sized demo (PT, and UT as the baseline, with one search trial per round), run three times: stopped by
 SIGTERM in tune-small (W&B disabled), its resume stopped by Ctrl-C in verify-transfer (W&B offline: files under

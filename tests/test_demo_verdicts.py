@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from ptsweep.analysis import framings
-from ptsweep.sweeps import demo_report, scaling_curves
+from ptsweep.sweeps import demo_report
 
 SCALES = [32, 64, 128]
 UNDECIDED = "undecided: bert learned no context at this budget"
@@ -31,28 +31,28 @@ def _tables(bert_gain: float) -> tuple[pd.DataFrame, pd.DataFrame]:
                 rows.append({"series": series, "model": series, "scale": s, "seed": seed, "params": params,
                              "non_embedding_params": params / 2, "train_flops": 6 * params * 1e5,
                              "loss": 6.0 + offset - 0.05 * i + eps, "context_gain": gain, "context_gain_se": 0.02})
-    rt = pd.DataFrame(rows)
-    table = rt.groupby(["series", "scale"], as_index=False).agg(
+    runs = pd.DataFrame(rows)
+    table = runs.groupby(["series", "scale"], as_index=False).agg(
         loss=("loss", "mean"), context_gain=("context_gain", "mean"), context_gain_se=("context_gain_se", "mean"))
-    return rt, table
+    return runs, table
 
 
 def _comparisons(bert_gain: float) -> dict:
-    rt, table = _tables(bert_gain)
+    runs, table = _tables(bert_gain)
     pooled = (float(np.var([-0.004, 0.004], ddof=1)), 6)
-    return scaling_curves.comparisons(rt, table, ["pt"], ["bert"], SCALES, pooled, n_boot=50, seed=0)
+    return framings.comparisons(runs, table, ["pt"], ["bert"], SCALES, pooled, n_boot=50, seed=0)
 
 
 def _surfaces(comp: dict) -> dict[str, str]:
     """Every place a newcomer reads the PT - BERT comparison, as text."""
     summary = {"match": "total", **comp}
-    rt, table = _tables(0.0)
+    runs, table = _tables(0.0)
     models = pd.DataFrame([{"role": "scaling", "name": f"{x} N={s}", "model": x, "width": s, "loss": 6.0,
                             "no_context": 5.9, "gain": g, "gain_se": 0.02, "learned": g > 0.04}
                            for x, g in (("pt", 0.25), ("bert", 0.0)) for s in SCALES])
     sres = table.assign(unigram_loss=6.3, loss_lo=math.nan, loss_hi=math.nan)
     return {"framings report / printed": "\n".join(framings.report_lines(summary)),
-            "winners printed": scaling_curves.winners_text(comp["winners"]),
+            "winners printed": framings.winners_text(comp["winners"]),
             "demo first screen": demo_report.every_scale_line(summary),
             "demo table": "\n".join(demo_report.scaling_table(models, summary)),
             "demo section": "\n".join(demo_report.scaling_section(summary, sres, models))}
@@ -87,7 +87,7 @@ def test_a_baseline_that_learned_gets_the_verdict_of_its_losses():
 
 
 def test_one_unlearned_scale_keeps_every_scale_undecided_and_names_it():
-    rt, table = _tables(0.2)
+    runs, table = _tables(0.2)
     table.loc[(table["series"] == "bert") & (table["scale"] == 64), "context_gain"] = 0.0
     learned = framings.learned_cells(table)
     per = {str(s): {"decided": "a_lower"} for s in SCALES}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -97,13 +98,82 @@ def test_shared_sweep_names_import_no_other_sweeps_module():
     assert not {m for m in graph["ptsweep.sweeps.fields"] if m.startswith("ptsweep.sweeps")}
 
 
-MAX_LINES = 450  # issue 20: one job per file; the few near the limit are one job each (models/pt.py: the encoder)
+MAX_LINES = 400
+LONG_FILES = {
+    "ptsweep/models/pt.py": "the PT encoder and its MFVI loop in one file (owned by the model work, not split yet)",
+    "ptsweep/analysis/plots.py": "every figure of the sweeps, one function each; not split yet",
+}
+"""Files allowed over MAX_LINES, with why. Shrink this list; do not grow it."""
 
 
 def test_every_module_is_short_and_says_its_job():
     too_long = {str(p.relative_to(REPO)): n for p in _modules().values()
-                if (n := len(p.read_text().splitlines())) > MAX_LINES}
+                if (n := len(p.read_text().splitlines())) > MAX_LINES and str(p.relative_to(REPO)) not in LONG_FILES}
     assert not too_long, f"files over {MAX_LINES} lines: {too_long}"
     no_doc = [str(p.relative_to(REPO)) for p in _modules().values()
               if p.read_text().strip() and not ast.get_docstring(ast.parse(p.read_text()))]
     assert not no_doc, f"modules without a docstring saying their job: {no_doc}"
+
+
+MAX_FUNCTION_LINES = 60
+LONG_FUNCTIONS = {
+    "ptsweep/analysis/verification.py::verdict": "the contrast verdict and the strict test; not split yet",
+    "ptsweep/analysis/fits.py::fit_scaling_law": "the saturating law, its F-test and bootstrap; not split yet",
+    "ptsweep/analysis/fits.py::fit_power_law": "the pure law with its bootstrap; not split yet",
+    "ptsweep/analysis/regret.py::regret_analysis": "the response surface and its bootstrap; not split yet",
+    "ptsweep/analysis/verification.py::rank_table": "not split yet",
+    "ptsweep/sweeps/trainable.py::_trainable": "one Ray trial from start to ledger record; not split yet",
+    "ptsweep/sweeps/search.py::run_search": "the Optuna-on-Tune search from study to table; not split yet",
+    "ptsweep/sweeps/optuna_store.py::make_searcher": "the searcher class Ray drives, defined in the function",
+    "ptsweep/sweeps/lr_transfer.py::run": "the lr-transfer driver (owned by the lr-transfer work, not split yet)",
+    "ptsweep/wordpiece.py::train_wordpiece": "the deterministic WordPiece trainer; not split yet",
+    "ptsweep/config/sweep.py::validate": "one check per sweep key, in the order of the fields",
+    "ptsweep/models/pt.py::mfvi": "the MFVI loop of [S] (owned by the model work)",
+}
+"""Functions allowed over MAX_FUNCTION_LINES (``path::name``), with why. Shrink this list; do not grow it."""
+
+
+def _function_lengths() -> dict[str, int]:
+    """``path::name`` -> lines (decorators excluded) of every function and method in ptsweep/, nested ones too."""
+    out = {}
+    for path in _modules().values():
+        rel = path.relative_to(REPO).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                key = f"{rel}::{node.name}"
+                out[key] = max(out.get(key, 0), node.end_lineno - node.lineno + 1)
+    return out
+
+
+def test_no_function_is_longer_than_a_screen():
+    too_long = {k: n for k, n in _function_lengths().items() if n > MAX_FUNCTION_LINES and k not in LONG_FUNCTIONS}
+    assert not too_long, f"functions over {MAX_FUNCTION_LINES} lines (split them): {too_long}"
+
+
+HISTORY = re.compile(r"\bissues?[ -]?#?\d+|\bsessions?[ -]\d+|\bwork[ -]periods?\b", re.IGNORECASE)
+"""A line that tells the project's past (by issue or session number, or by period of work) instead of explaining the
+code. The samples below are built from parts so that this file does not match its own pattern."""
+HISTORY_PENDING = {"ptsweep/config/model.py", "ptsweep/sweeps/lr_transfer.py", "tests/test_pt_controls.py",
+                   "tests/test_pt_mfvi_loop.py"}
+"""Files still holding such lines, owned by work in progress elsewhere; remove each once it is cleaned."""
+
+
+def test_no_line_narrates_history_by_issue_or_session():
+    found = []
+    for folder in ("ptsweep", "conf", "tests"):
+        for path in sorted((REPO / folder).rglob("*")):
+            rel = path.relative_to(REPO).as_posix()
+            if path.suffix not in {".py", ".yaml", ".yml"} or "__pycache__" in path.parts or rel in HISTORY_PENDING:
+                continue
+            found += [f"{rel}:{i}: {line.strip()}" for i, line in enumerate(path.read_text().splitlines(), 1)
+                      if HISTORY.search(line)]
+    assert not found, "explain the code instead (history belongs in experiments/*/README.md and git log):\n" + \
+        "\n".join(found)
+
+
+def test_the_history_pattern_flags_numbers_not_words():
+    issue, session, period = "Issue", "session", "work"
+    assert HISTORY.search(f"fixed in {issue}-16's checks") and HISTORY.search(f"({session} 9: 37 %)")
+    assert HISTORY.search(f"before the {period} period")
+    assert not HISTORY.search("ray_session(cfg.ray)") and not HISTORY.search("a session-scoped fixture")
+    assert not HISTORY.search("the issue this refuses") and not HISTORY.search("session_dir=/tmp/ray/session_2026")

@@ -15,7 +15,7 @@ VOCAB = 64
 
 
 STABLE_INIT = {"unary": 0.125, "U": 0.5, "V": 0.5, "B": 0.03}
-"""The 'mup' default's base-shape init constants (PTConfig.init_*; experiments/coord-check/README.md, issue 16)."""
+"""The 'mup' default's base-shape init constants (PTConfig.init_*; experiments/coord-check/README.md)."""
 STABLE_LR = {"U": 4.0, "V": 4.0, "B": 0.15}
 """The 'mup' default's base-shape LR constants of the hidden group (PTConfig.lr_ternary, lr_topic)."""
 

@@ -1,5 +1,5 @@
-"""Every command in the README's "What you can run" table runs at smoke size (issue 20: the restructure changes
-nothing users type).
+"""Every command in the README's "What you can run" table runs at smoke size: a change to the package must not
+change what users type.
 
 The commands are read from the README itself; a row without a smoke recipe below fails the test, so a new README
 command must come with one. Make targets are expanded by ``make -n`` (the recipe the user's ``make`` would run,

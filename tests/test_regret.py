@@ -1,4 +1,4 @@
-"""Response-surface regret of verify-transfer (ptsweep.analysis.regret, issue 18).
+"""Response-surface regret of verify-transfer (ptsweep.analysis.regret).
 
 Known quadratics are recovered exactly without noise (coefficients, box minimum, regret, per-axis effects); the model
 rule and its one-line errors; the verdict thresholds; and the coverage of the regret interval and of the per-axis

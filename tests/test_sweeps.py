@@ -28,11 +28,11 @@ pytest.importorskip("optuna")
 from ptsweep.analysis import design  # noqa: E402
 from ptsweep.config import TRANSFER_KEYS, compose  # noqa: E402
 from ptsweep.errors import SweepError  # noqa: E402
-from ptsweep.sweeps import ledger, runner, scaling_curves, tune_small, verify_transfer  # noqa: E402
+from ptsweep.sweeps import baseline_tuning, ledger, runner, scaling_curves, tune_small, verify_transfer  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 VERDICTS = {"pass", "fail", "flat", "inconclusive"}
-BASE7 = {"optim.lr": 0.02, "model.w_unary": 1.5, "model.w_child": 0.8, "model.w_head": 1.0, "model.w_topic_z": 1.2,
+TRANSFERRED = {"optim.lr": 0.02, "model.w_unary": 1.5, "model.w_child": 0.8, "model.w_head": 1.0, "model.w_topic_z": 1.2,
          "model.w_attn": 0.9, "model.w_topic_g": 2.0}
 
 
@@ -43,7 +43,7 @@ def smoke(out_dir: Path, *overrides: str):
     return compose(["preset=smoke", "tracker=disabled", f"out_dir={out_dir}", *overrides])
 
 
-def write_transfer(path: Path, values: dict = BASE7) -> Path:
+def write_transfer(path: Path, values: dict = TRANSFERRED) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump({"values": values, "provenance": {"study": "test"}}))
     return path
@@ -157,10 +157,10 @@ def test_verify_transfer_runs_max_of_required_and_n(tmp_path):
     tfile = write_transfer(tmp_path / "t" / "transfer.yaml")
     # n_run = max(n_required, sweep.n): both branches, without running anything
     cfg = smoke(tmp_path, f"sweep.transfer_file={tfile}", "sweep.alpha=0.2", "sweep.p=0.2", "sweep.n=3")
-    trials, labels, n_req, n_run = verify_transfer.plan(cfg, BASE7)
+    trials, labels, n_req, n_run = verify_transfer.plan(cfg, TRANSFERRED)
     assert (n_req, n_run) == (8, 8) and sum(lab.startswith("p") for lab in labels) == 8
     cfg = smoke(tmp_path, f"sweep.transfer_file={tfile}", "sweep.alpha=0.2", "sweep.p=0.2", "sweep.n=10")
-    assert verify_transfer.plan(cfg, BASE7)[3] == 10
+    assert verify_transfer.plan(cfg, TRANSFERRED)[3] == 10
 
     # smoke: alpha = p = 0.5 -> n_required = 1; sweep.n = 3 -> 3 perturbed points + 2 base seeds
     cfg = smoke(tmp_path, f"sweep.transfer_file={tfile}", "sweep.width=64", "sweep.n=3", "sweep.seeds=2",
@@ -174,11 +174,11 @@ def test_verify_transfer_runs_max_of_required_and_n(tmp_path):
     for col in ("trial", *TRANSFER_KEYS, "distance", "val_loss", "rel_increase", "rank", "status"):
         assert col in res.columns, col
     pert = res[~res["is_base"]].sort_values("trial").reset_index(drop=True)
-    expected = design.perturb(BASE7, 3, 0.2, seed=7)  # reproducible from the seed
+    expected = design.perturb(TRANSFERRED, 3, 0.2, seed=7)  # reproducible from the seed
     for j, point in enumerate(expected):
         for k in TRANSFER_KEYS:
             assert pert.loc[j, k] == pytest.approx(point[k], rel=1e-12)
-            assert 0.8 * BASE7[k] - 1e-12 <= pert.loc[j, k] <= 1.2 * BASE7[k] + 1e-12
+            assert 0.8 * TRANSFERRED[k] - 1e-12 <= pert.loc[j, k] <= 1.2 * TRANSFERRED[k] + 1e-12
     assert sorted(res["rank"]) == [1, 2, 3, 4]
     trials = pd.read_parquet(sdir / "trials.parquet")
     # paired design, one seed per point cycling through the 2 base seeds: points at seeds 0, 1, 0
@@ -220,7 +220,7 @@ def test_scaling_curves_table_fits_and_plots(tmp_path):
     # no reported run is an LR-search trial (a reused winner's losses are biased low): searches train at seed 2
     assert not set(runs["trial_key"].dropna()) & set(lr["trial_key"])
     assert set(runs[runs["model"] != "pt"]["from"].dropna()) == {"final run"}
-    assert scaling_curves.search_training_seed(cfg) == 2
+    assert baseline_tuning.search_training_seed(cfg) == 2
     assert all(json.loads((sdir / "trials" / k / "trial.json").read_text())["overrides"]["seed"] == 2
                for k in lr["trial_key"])
     # one trial per search is never bracketed: the edge rule re-searches once (sweep.baseline_lr_widen = 1)
@@ -242,7 +242,7 @@ def test_scaling_curves_table_fits_and_plots(tmp_path):
                 "val_loss", "best_lr"):
         assert col in res.columns, col
     pt = res[res["model"] == "pt"]
-    assert (pt["status"] == "ok").all() and (pt["best_lr"] == BASE7["optim.lr"]).all()
+    assert (pt["status"] == "ok").all() and (pt["best_lr"] == TRANSFERRED["optim.lr"]).all()
     ok = res[res["status"] == "ok"]
     assert (ok["params"] > 0).all() and ok["val_loss"].map(math.isfinite).all()
     summary = json.loads((sdir / "summary.json").read_text())
@@ -338,7 +338,7 @@ def test_paper_and_demo_presets_give_valid_sweep_plans():
     for preset, n_expected in (("paper", 59), ("demo", 8)):
         cfg = compose([f"preset={preset}"])
         assert tuple(tune_small.search_space(cfg)) == TRANSFER_KEYS
-        trials, labels, n_req, n_run = verify_transfer.plan(cfg, BASE7)
+        trials, labels, n_req, n_run = verify_transfer.plan(cfg, TRANSFERRED)
         assert n_req == n_expected and n_run == max(n_expected, cfg.sweep.n)
         k = cfg.sweep.perturbed_seeds or cfg.sweep.seeds
         assert len(trials) == n_run * k + cfg.sweep.seeds

@@ -8,7 +8,7 @@ import pytest
 
 from ptsweep.config import INFO_WEIGHTS, TRANSFER_KEYS, compose, with_overrides
 from ptsweep.errors import ConfigError
-from ptsweep.sweeps import coord_check as cc
+from ptsweep.sweeps import coords as cc
 from ptsweep.sweeps.tune_small import search_space
 
 
@@ -21,7 +21,7 @@ def test_default_weight_range_contains_the_default_and_its_neighbourhood():
         default = getattr(cfg.model, w)
         assert lo <= default / 1.2 and default * 1.2 <= hi  # verify-transfer's +-20 % around the default fits
         if w == "w_attn":
-            # issue 16: the range must contain the measured optimum 2 (lr-transfer, plausible 1-4); w_attn enters
+            # the range must contain the measured optimum 2 (lr-transfer, plausible 1-4); w_attn enters
             # the ternary round trip only through the attention R_ij R_ji, which stays ~uniform at init (logit std
             # ~0.02 x w_attn), so a wider range does not saturate MFVI at init
             assert lo <= 2.0 <= hi <= 4.0

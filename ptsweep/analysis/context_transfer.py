@@ -1,4 +1,4 @@
-"""Issue 16's acceptance checks on an lr-transfer study: does muP PT learn context, as well as SP, at every width,
+"""Context-transfer checks on an lr-transfer study: does muP PT learn context, as well as SP, at every width,
 with an optimum that does not drift and a loss that does not rise with width?
 
 Input: the study's trials table (one row per run: ``optim.lr``, ``model.width``, ``model.parametrization``, ``seed``,
@@ -19,7 +19,7 @@ Checks (each a dict with its numbers and ``passed``):
   paired SE (seed by seed, SE = sd / sqrt(n)): a wider model is not worse.
 
 The SEs are seed-paired: they measure seed-to-seed noise on the fixed validation targets (the token-level SE of each
-run is reported beside, ``context_gain_se``), which is what "paired SE" means in the issue.
+run is reported beside, ``context_gain_se``): "paired SE" in these checks means this seed-to-seed SE.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ MIN_CONTEXT_GAIN = 0.25
 MAX_DRIFT = 1.0
 
 
-def _num(s: pd.Series) -> np.ndarray:
+def _as_floats(s: pd.Series) -> np.ndarray:
     return pd.to_numeric(s, errors="coerce").astype(float).to_numpy()
 
 
@@ -51,10 +51,10 @@ def best_context(g: pd.DataFrame, candidates: list[float], x_col: str = "optim.l
         return best
     for x in candidates:
         gx = g[np.isclose(g[x_col].astype(float), x)]
-        cg = _num(gx["context_gain"])
+        cg = _as_floats(gx["context_gain"])
         if not len(cg) or not np.isfinite(cg).all():
             continue
-        ses = _num(gx["context_gain_se"]) if "context_gain_se" in gx else np.full(len(cg), math.nan)
+        ses = _as_floats(gx["context_gain_se"]) if "context_gain_se" in gx else np.full(len(cg), math.nan)
         mean, se = seed_mean(cg, ses)
         if not best or mean > best["context_gain"]:
             best = {"x": float(x), "n_seeds": int(len(cg)), "context_gain": mean, "context_gain_se": se,
@@ -132,7 +132,7 @@ def _loss_vs_width(g: pd.DataFrame, r: dict, x_col: str, width_col: str, seed_co
         if o.get("x_opt") is None:
             continue
         gw = g[(g[width_col] == w) & np.isclose(g[x_col].astype(float), o["x_opt"])]
-        per_seed[int(w)] = {int(s): float(v) for s, v in zip(gw[seed_col], _num(gw["val_loss"]))}
+        per_seed[int(w)] = {int(s): float(v) for s, v in zip(gw[seed_col], _as_floats(gw["val_loss"]))}
     pairs = []
     for w1, w2 in combinations(sorted(per_seed), 2):
         p = paired_difference(per_seed[w2], per_seed[w1])
@@ -175,7 +175,8 @@ _LINES = (("context_vs_sp", "context gain muP vs SP", _vs_sp), ("context_floor",
 
 def markdown(c: dict) -> str:
     """The checks as markdown lines (the lr-transfer report and README)."""
-    lines = [f"Issue-16 checks (seed-paired SEs; values with every seed only): overall {_mark(c.get('passed'))}"]
+    lines = [f"Context-transfer checks (seed-paired SEs; values with every seed only): overall "
+             f"{_mark(c.get('passed'))}"]
     for key, label, text in _LINES:
         check = c[key]
         lines.append(f"* {label}: n/a ({check['note']})" if check["passed"] is None

@@ -54,16 +54,8 @@ def fit_power_law(params: Sequence[float], losses: Sequence[float], with_const: 
         raise ValueError(f"need >= 2 distinct positive finite points to fit a power law, got {x.size}")
     lx, ly = np.log(x), np.log(y)
     slope, intercept = np.polyfit(lx, ly, 1)
-    pure = {
-        "form": "power_law",
-        "a": float(np.exp(intercept)),
-        "b": float(-slope),
-        "c": 0.0,
-        "r2": _r2(ly, intercept + slope * lx),
-        "n_points": int(x.size),
-        "n_dropped": n_drop,
-        "note": "",
-    }
+    pure = {"form": "power_law", "a": float(np.exp(intercept)), "b": float(-slope), "c": 0.0,
+            "r2": _r2(ly, intercept + slope * lx), "n_points": int(x.size), "n_dropped": n_drop, "note": ""}
     if not with_const:
         return pure
     if x.size < 4:
@@ -84,9 +76,7 @@ def fit_power_law(params: Sequence[float], losses: Sequence[float], with_const: 
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            popt, _ = curve_fit(
-                f, xs, y, p0=start, bounds=([0.0, 0.0, 0.0], [np.inf, 10.0, c_hi]), maxfev=20000
-            )
+            popt, _ = curve_fit(f, xs, y, p0=start, bounds=([0.0, 0.0, 0.0], [np.inf, 10.0, c_hi]), maxfev=20000)
     except (RuntimeError, ValueError) as e:
         pure["note"] = f"constant-term fit failed ({e.__class__.__name__}: {e}); pure power law fitted"
         return pure
@@ -96,16 +86,8 @@ def fit_power_law(params: Sequence[float], losses: Sequence[float], with_const: 
         return pure
     yhat = f(xs, a0, b, c)
     note = "c at its lower bound 0: the data show no irreducible loss" if c <= 1e-9 * c_hi else ""
-    return {
-        "form": "power_law_const",
-        "a": float(a0 * p0**b),
-        "b": b,
-        "c": c,
-        "r2": _r2(ly, np.log(yhat)),
-        "n_points": int(x.size),
-        "n_dropped": n_drop,
-        "note": note,
-    }
+    return {"form": "power_law_const", "a": float(a0 * p0**b), "b": b, "c": c, "r2": _r2(ly, np.log(yhat)),
+            "n_points": int(x.size), "n_dropped": n_drop, "note": note}
 
 
 def predict(fit: Mapping[str, float], params) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Three framings of "PT beats a baseline" (issue 19): equal total parameters ([S] §3.2, Figure 2), equal
+"""Three framings of "PT beats a baseline": equal total parameters ([S] §3.2, Figure 2), equal
 non-embedding parameters, equal training compute.
 
 The runs of each model sit where the sizing rule put them (``models.sizing.match_shape``, ``sweep.match``), so at
@@ -33,7 +33,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from ptsweep import metric_keys
-from ptsweep.analysis.fits import fit_scaling_law
+from ptsweep.analysis.fits import difference_ci, fit_scaling_law
 
 FRAMINGS = {"total": "params", "non_embedding": "non_embedding_params", "flops": "train_flops"}
 """Framing name (the values of ``sweep.match``) -> runs-table column of its x axis."""
@@ -75,7 +75,7 @@ def verdict_text(verdict: bool | None, per_scale: Mapping[str, Mapping]) -> str:
     """"yes" / "no" / "undecided: bert learned no context at this budget (N = 32, 64)" / "undecided (N = 64)": an
     every-scale verdict in words with why it is undecided."""
     if verdict is not None:
-        return _yes(verdict)
+        return _yes_no_undecided(verdict)
     gated = {s: d for s, d in per_scale.items() if d.get("no_context")}
     if gated:
         who = list(dict.fromkeys(m for d in gated.values() for m in d["no_context"]))
@@ -163,6 +163,49 @@ def framings(runs, pt_series: Sequence[str], baselines: Sequence[str], n_boot: i
     return out
 
 
+def comparisons(runs, table, pt_series: list[str], baselines: list[str], scales: list,
+                pooled: tuple[float, int], n_boot: int, seed: int) -> dict:
+    """Every PT - baseline statement of the summary, each through :func:`context_gate` (no verdict from a model
+    that learned nothing): ``differences`` (as run, per scale: mean difference with the pooled-seed t interval),
+    the three ``framings``, the every-scale verdicts (True / False / None) with ``statements`` in words, and
+    ``winners`` per scale (None with the reason when a model there did not learn context).
+    ``runs``: one row per run; ``table``: one row per series x scale with the seed-mean context gain."""
+    learned = learned_cells(table)
+    differences = {}
+    for pts in pt_series:
+        for other in baselines:
+            per = {str(s): difference_ci(runs[(runs["series"] == pts) & (runs["scale"] == s)]["loss"].tolist(),
+                                         runs[(runs["series"] == other) & (runs["scale"] == s)]["loss"].tolist(),
+                                         *pooled) for s in scales}
+            differences[f"{pts}-{other}"] = context_gate(per, (pts, other), learned)
+    by_name = framings(runs, pt_series, baselines, n_boot=n_boot, seed=seed, learned=learned)
+    by_framing = {f: {pair: r["every_scale"] for pair, r in res.items()} for f, res in by_name.items()}
+    ut_by_framing = {f: every_scale(res["pt-ut"]["per_scale"], win="b_lower")["every_scale"]
+                     for f, res in by_name.items() if "pt-ut" in res}
+    verdicts, statements = {}, {}
+    for key, pair, win in (("pt_beats_bert_at_every_scale", "pt-bert", "a_lower"),
+                           ("ut_beats_pt_at_every_scale", "pt-ut", "b_lower")):
+        per = differences.get(pair, {})
+        verdicts[key] = every_scale(per, win=win)["every_scale"] if per else None
+        statements[key] = verdict_text(verdicts[key], per) if per else "n/a (not run)"
+    winners = {}
+    for s, g in table[table["loss"].map(math.isfinite)].groupby("scale"):
+        best = g.loc[g["loss"].idxmin()]
+        idle = [x for x in g["series"] if (x, str(int(s))) not in learned]
+        winners[str(int(s))] = {"winner": None if idle else best["series"], "loss": float(best["loss"]),
+                                "losses": {r["series"]: float(r["loss"]) for _, r in g.iterrows()},
+                                **({"reason": NO_CONTEXT.format(models=" and ".join(idle))}
+                                   if idle else {})}
+    return {"differences": differences, "framings": by_name, "winners": winners, **verdicts,
+            "statements": statements, "pt_beats_bert_by_framing": {f: v.get("pt-bert") for f, v in by_framing.items()},
+            "ut_beats_pt_by_framing": ut_by_framing, "pt_beats_by_framing": by_framing}
+
+
+def winners_text(winners: dict) -> str:
+    """'32: pt, 64: undecided: bert learned no context at this budget': the lowest loss per scale, or why none."""
+    return ", ".join(f"{k}: {v['winner'] or v.get('reason', 'undecided')}" for k, v in winners.items())
+
+
 def report_lines(summary: Mapping) -> list[str]:
     """Markdown lines: tuning trials per model, then the three framings with intervals and the every-scale statement
     per framing (for scaling-curves' report.md and the demo report)."""
@@ -185,7 +228,7 @@ def report_lines(summary: Mapping) -> list[str]:
                     continue
                 cells.append(f"N={s}: {d['diff']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}] {decision_text(d)}")
             out.append(f"- {pair}: " + "; ".join(cells)
-                       + f". **At every scale: {verdict_text(r['every_scale'], r['per_scale'])}**" + _why(r))
+                       + f". **At every scale: {verdict_text(r['every_scale'], r['per_scale'])}**" + _scales_against(r))
         out.append("")
     if "statements" in summary:
         st = summary["statements"]
@@ -195,11 +238,11 @@ def report_lines(summary: Mapping) -> list[str]:
     return out
 
 
-def _yes(v) -> str:
+def _yes_no_undecided(v) -> str:
     return {True: "yes", False: "no"}.get(v, "undecided")
 
 
-def _why(r: Mapping) -> str:
+def _scales_against(r: Mapping) -> str:
     parts = [f"{k.replace('_at', '').replace('_', ' ')} at N = {', '.join(r[k])}"
              for k in ("baseline_lower_at", "undecided_at", "extrapolated_at", "failed_at") if r.get(k)]
     return f" ({'; '.join(parts)})" if parts and r["every_scale"] is not True else ""

@@ -131,12 +131,8 @@ def rank_table(
     df = df.iloc[order].reset_index(drop=True)
     df["rank"] = np.arange(1, len(df) + 1)
 
-    df.attrs.update(
-        base_mean=base_mean,
-        base_std=base_std,
-        n_seeds=int(arr.size),
-        noise_band=noise_band(arr, noise_level),
-    )
+    df.attrs.update(base_mean=base_mean, base_std=base_std, n_seeds=int(arr.size),
+                    noise_band=noise_band(arr, noise_level))
     return df
 
 

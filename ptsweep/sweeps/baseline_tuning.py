@@ -1,4 +1,4 @@
-"""Per-scale tuning of the BERT / UT baselines for scaling-curves, with the same effort as PT's tune-small (issue 19).
+"""Per-scale tuning of the BERT / UT baselines for scaling-curves, with the same effort as PT's tune-small.
 
 Search space (each log-uniform, Optuna TPE on Ray Tune, ``sweeps.search.run_search``):
 
@@ -39,9 +39,9 @@ WARMUP_MAX = 0.5
 
 def search_space(cfg: RunConfig) -> dict[str, tuple[float, float]]:
     """Dotted key -> (low, high) of the baseline search (module docstring)."""
-    sw = cfg.sweep
-    return {"optim.lr": tuple(float(v) for v in sw.baseline_lr_range),
-            "optim.warmup_frac": tuple(float(v) for v in sw.baseline_warmup_range)}
+    sweep_cfg = cfg.sweep
+    return {"optim.lr": tuple(float(v) for v in sweep_cfg.baseline_lr_range),
+            "optim.warmup_frac": tuple(float(v) for v in sweep_cfg.baseline_warmup_range)}
 
 
 def budget(cfg: RunConfig) -> int:
@@ -80,16 +80,16 @@ def tune(cfg: RunConfig, kind: str, scale: int, model_over: dict, sdir: Path, gr
          tags: list[str]) -> tuple[pd.DataFrame, dict]:
     """The search of one (baseline, scale) with the edge rule: (every trial, info). info: best (key -> value), best_lr,
     edges, edge (the LR's), rounds, n_trials, not_run (trials of the budget Ray never trained: a re-run runs them)."""
-    sw = cfg.sweep
+    sweep_cfg = cfg.sweep
     space = search_space(cfg)
     rng, dfs, rounds, not_run = dict(space), [], 0, 0
     while True:
         suffix = f"-widen{rounds}" if rounds else ""
         df = run_search(cfg, rng, sdir, f"search-{kind}-w{scale}{suffix}", num_samples=budget(cfg),
-                        seed=sw.search_seed + rounds,
+                        seed=sweep_cfg.search_seed + rounds,
                         fixed={**model_over, "train.tokens": search_tokens, "seed": search_training_seed(cfg)},
                         label=f"hp-{kind}-w{scale}{suffix}",
-                        asha={"grace_frac": sw.asha_grace_frac, "reduction": sw.asha_reduction},
+                        asha={"grace_frac": sweep_cfg.asha_grace_frac, "reduction": sweep_cfg.asha_reduction},
                         tags=tags, group=group)
         dfs.append(df.assign(search_round=rounds, **{f"{k}_range": f"[{lo:.3g}, {hi:.3g}]" for k, (lo, hi)
                                                      in rng.items()}))
@@ -100,7 +100,7 @@ def tune(cfg: RunConfig, kind: str, scale: int, model_over: dict, sdir: Path, gr
             return allt, {"best": {}, "best_lr": math.nan, "edges": {}, "edge": "", "rounds": rounds,
                           "n_trials": int(len(allt)), "not_run": not_run}
         edge = edges(good, space)
-        if not any(edge.values()) or rounds >= sw.baseline_lr_widen:
+        if not any(edge.values()) or rounds >= sweep_cfg.baseline_lr_widen:
             break
         best = good.loc[good["val_loss"].idxmin()]
         rng = {k: (recentred(r, float(best[k]), k) if edge[k] else r) for k, r in rng.items()}
@@ -113,15 +113,15 @@ def tune(cfg: RunConfig, kind: str, scale: int, model_over: dict, sdir: Path, gr
 
 def trial_counts(cfg: RunConfig, provenance: dict, lr_info: dict[str, dict], baselines) -> dict[str, dict]:
     """Tuning trials per model for the summary: PT's tune-small count (transfer.yaml) and each baseline's per scale."""
-    sw = cfg.sweep
+    sweep_cfg = cfg.sweep
     out: dict[str, dict] = {}
-    if "pt" in sw.models:
-        n = int(provenance.get("num_samples") or sw.num_samples)
+    if "pt" in sweep_cfg.models:
+        n = int(provenance.get("num_samples") or sweep_cfg.num_samples)
         out["pt"] = {"total": n, "per_scale": {}, "description":
                      f"{n} trials once (tune-small at width {provenance.get('width', cfg.model.width)}: optim.lr + "
                      f"the 6 information weights, TPE + ASHA), transferred untuned to every scale"}
     for kind in baselines:
-        searches = {str(s): lr_info[f"{kind}-w{s}"] for s in sw.scales if f"{kind}-w{s}" in lr_info}
+        searches = {str(s): lr_info[f"{kind}-w{s}"] for s in sweep_cfg.scales if f"{kind}-w{s}" in lr_info}
         per = {s: info["n_trials"] for s, info in searches.items()}
         total = sum(per.values())
         not_run = sum(int(info.get("not_run", 0)) for info in searches.values())

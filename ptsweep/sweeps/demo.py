@@ -36,27 +36,27 @@ def demo_config(cfg: RunConfig) -> RunConfig:
     (so tune-small's best trial is also PT's scaling point there): ``model.scaling`` and ``model.width`` follow. The
     preset cannot set them itself (``model.scaling`` does not exist for BERT / UT, and width 32 is no PT shape under
     the default channels paradigm). With ``sweep.scaling=both`` the config is left as it is."""
-    sw = cfg.sweep
-    if cfg.model.name != "pt" or sw.scaling not in ("channels", "rank"):
+    sweep_cfg = cfg.sweep
+    if cfg.model.name != "pt" or sweep_cfg.scaling not in ("channels", "rank"):
         return cfg
-    return with_overrides(cfg, {"model.scaling": sw.scaling, "model.width": min(sw.scales)})
+    return with_overrides(cfg, {"model.scaling": sweep_cfg.scaling, "model.width": min(sweep_cfg.scales)})
 
 
 def planned_pt_finals(cfg: RunConfig) -> dict[str, str]:
     """{trial key: label} of scaling-curves' PT runs (the keys ``scaling_curves.run`` computes: label
     ``final-pt-<scaling>-w<width>-s<i>``, overrides = the 7 transferred values + width, scaling, seed)."""
-    sw = cfg.sweep
-    if "pt" not in sw.models:
+    sweep_cfg = cfg.sweep
+    if "pt" not in sweep_cfg.models:
         return {}
-    base7, _, _ = read_transfer(cfg)
+    transferred, _, _ = read_transfer(cfg)
     base = to_dict(cfg)
     out = {}
-    for sc in (["channels", "rank"] if sw.scaling == "both" else [sw.scaling]):
-        for s in sw.scales:
-            for i in range(sw.seeds):
+    for sc in (["channels", "rank"] if sweep_cfg.scaling == "both" else [sweep_cfg.scaling]):
+        for s in sweep_cfg.scales:
+            for i in range(sweep_cfg.seeds):
                 label = f"final-pt-{sc}-w{s}-s{i}"
-                out[trial_key(base, {**base7, "model.width": s, "model.scaling": sc, "seed": cfg.seed + i}, label)] \
-                    = label
+                overrides = {**transferred, "model.width": s, "model.scaling": sc, "seed": cfg.seed + i}
+                out[trial_key(base, overrides, label)] = label
     return out
 
 

@@ -38,7 +38,7 @@ def loss_line(loss, unigram, no_context) -> str:
             f"no-context {num(no_context)}: {num(float(loss) - float(no_context), sign=True)})")
 
 
-def _fmt(v) -> str:
+def _table_cell(v) -> str:
     """A markdown table cell."""
     if isinstance(v, float):
         if math.isnan(v):
@@ -54,7 +54,7 @@ def markdown_table(df: pd.DataFrame, cols: list[str] | None = None, max_rows: in
     cols = [c for c in (cols or list(df.columns)) if c in df.columns]
     lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
     for _, row in df.head(max_rows).iterrows():
-        lines.append("| " + " | ".join(_fmt(row[c]) for c in cols) + " |")
+        lines.append("| " + " | ".join(_table_cell(row[c]) for c in cols) + " |")
     if len(df) > max_rows:
         lines.append(f"\n({len(df) - max_rows} more rows in the CSV)")
     return "\n".join(lines)
@@ -75,3 +75,8 @@ def vs_unigram(loss, unigram) -> str:
 def ci_text(v) -> str:
     """"[lo, hi]" of a finite interval, else ""."""
     return f"[{v[0]:.3g}, {v[1]:.3g}]" if v and all(isinstance(x, (int, float)) and math.isfinite(x) for x in v) else ""
+
+
+def table_rows(df, cols: dict[str, str]) -> str:
+    """markdown_table of ``df`` with renamed columns ({source column: header}; those present, in this order)."""
+    return markdown_table(df[[c for c in cols if c in df.columns]].rename(columns=cols))

@@ -1,6 +1,6 @@
 """The demo's report (``<out_dir>/demo/report.md``): one screen a newcomer reads first, then the sections.
 
-First screen (issue 17): what ran (models, widths, budgets, wall time), the two baselines every loss is read
+First screen: what ran (models, widths, budgets, wall time), the two baselines every loss is read
 against, and the three results in plain words with their noise - (1) the tuned point and its context gain, (2) the
 transfer verdict, (3) PT vs BERT / UT per scale - and the context check over every final model.
 
@@ -25,62 +25,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ptsweep import metric_keys
 from ptsweep.analysis import framings
 from ptsweep.analysis.regret import PLANE_CAVEAT
 from ptsweep.config import TRANSFER_KEYS
 from ptsweep.sweeps.demo_figures import PT_TARGET
-from ptsweep.sweeps.demo_format import ci_text, gain_text, loss_line, markdown_table, num, vs_unigram
-
-
-def with_context(df: pd.DataFrame, study_dir: Path) -> pd.DataFrame:
-    """``df`` (column trial_key) plus every ledger metric (``metric_keys.LEDGER_KEYS``) and ``shared_from``."""
-    from ptsweep.sweeps.ledger import read_ledger
-    from ptsweep.sweeps.verify_transfer import with_ledger_metrics
-
-    out = with_ledger_metrics(df, study_dir, names=metric_keys.LEDGER_KEYS)
-    out["shared_from"] = [(read_ledger(study_dir, str(k)) or {}).get("shared_from", "") for k in out["trial_key"]]
-    return out
-
-
-def mean_gain(rows: pd.DataFrame, prefix: str = "test_") -> tuple[float, float]:
-    """Mean context gain over runs (seeds) and its SE (token SEs of independent runs: sqrt(sum se^2) / n)."""
-    g, se = rows[f"{prefix}context_gain"].astype(float), rows[f"{prefix}context_gain_se"].astype(float)
-    ok = np.isfinite(g) & np.isfinite(se)
-    if not ok.any():
-        return math.nan, math.nan
-    return float(g[ok].mean()), float(math.sqrt((se[ok] ** 2).sum()) / ok.sum())
-
-
-def final_models(root: Path) -> pd.DataFrame:
-    """One row per final model of the report (test split): the tuned point (its trial re-scored on test), every
-    verification point (mean over its seeds), every scaling point (mean over seeds); columns role, name, width,
-    loss, unigram, no_context, gain, gain_se, learned, n_runs."""
-    t, v, s = root / "tune-small", root / "verify-transfer", root / "scaling-curves"
-    rows = []
-
-    def add(role, name, width, runs: pd.DataFrame, model="pt"):
-        g, se = mean_gain(runs)
-        rows.append({"role": role, "name": name, "model": model, "width": width,
-                     "loss": float(runs["test_loss"].mean()), "unigram": float(runs["test_unigram_loss"].mean()),
-                     "no_context": float(runs["test_no_context_loss"].mean()), "gain": g, "gain_se": se,
-                     "learned": metric_keys.learned_context({"context_gain": g, "context_gain_se": se}),
-                     "n_runs": int(len(runs)), "shared": ", ".join(x for x in runs.get("shared_from", []) if x)})
-
-    trials = with_context(pd.read_parquet(t / "trials.parquet"), t)
-    ok = trials[(trials["status"] == "ok") & np.isfinite(trials["val_loss"].astype(float))]
-    if len(ok):
-        best = ok.loc[ok["val_loss"].astype(float).idxmin()]
-        add("tuned point", f"trial {best['trial_id']}", None, ok[ok["trial_id"] == best["trial_id"]])
-    vt = with_context(pd.read_parquet(v / "trials.parquet"), v)
-    vt = vt[np.isfinite(vt["val_loss"].astype(float))]
-    for point, g in vt.groupby(vt["trial"].str.replace(r"-s\d+$", "", regex=True), sort=True):
-        add("verification", point, int(g["model.width"].iloc[0]), g)
-    rt = with_context(pd.read_parquet(s / "runs.parquet"), s)
-    rt = rt[np.isfinite(rt["loss"].astype(float))]
-    for (series, scale), g in rt.groupby(["series", "scale"], sort=True):
-        add("scaling", f"{series} N={int(scale)}", int(scale), g, model=str(g["model"].iloc[0]))
-    return pd.DataFrame(rows)
+from ptsweep.sweeps.demo_format import (ci_text, gain_text, loss_line, markdown_table, num, table_rows,
+                                        vs_unigram)
+from ptsweep.sweeps.demo_models import final_models, with_context
 
 
 def context_check(models: pd.DataFrame) -> list[str]:
@@ -199,7 +150,8 @@ def first_screen(root: Path, ts: dict, vs: dict, ss: dict, models: pd.DataFrame,
 
 
 def regret_text(vs: dict) -> str:
-    """'regret 0.12 % [0.00 %, 0.81 %] of the loss' from verify-transfer's summary (issue 18), or why it is missing."""
+    """'regret 0.12 % [0.00 %, 0.81 %] of the loss' from verify-transfer's summary (analysis.regret), or why it is
+    missing."""
     reg = vs.get("regret") or {}
     if "regret_rel" not in reg:
         return f"regret not estimated ({reg.get('reason', 'no surface fit')})"
@@ -296,30 +248,21 @@ def scaling_section(ss: dict, sres: pd.DataFrame, models: pd.DataFrame) -> list[
             out.append(f"- {pair} at N = {s}: {d['diff']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}] -> "
                        f"{framings.decision_text(d)}")
     out += ["", every_scale_line(ss), ""]
-    out += framings.report_lines(ss)  # tuning trials per model and the three framings (issue 19)
+    out += framings.report_lines(ss)  # tuning trials per model and the three framings
     edges = [n for n in ss.get("notes", []) if "not bracketed" in n]
     if edges:
         out += ["", "Baseline LR edge flags: " + "; ".join(edges) + "."]
     return out + [""]
 
 
-
-
-def _table_rows(df: pd.DataFrame, cols: dict[str, str]) -> str:
-    """markdown_table with renamed columns ({source column: header})."""
-    return markdown_table(df[[c for c in cols if c in df.columns]].rename(columns=cols))
-
-
 def write_report(root: Path, dirs: dict[str, Path], wall: dict, cfg) -> Path:
     """<root>/report.md (+ demo_summary.json and the demo figures) from the three study folders."""
-    from ptsweep.sweeps import demo_figures
     from ptsweep.io import read_json, write_json
+    from ptsweep.sweeps import demo_figures
 
     t, v, s = dirs["tune-small"], dirs["verify-transfer"], dirs["scaling-curves"]
     ts, vs, ss = read_json(t / "summary.json"), read_json(v / "summary.json"), read_json(s / "summary.json")
     trials = with_context(pd.read_parquet(t / "trials.parquet"), t)
-    vres = pd.read_parquet(v / "results.parquet")
-    sres = pd.read_parquet(s / "results.parquet")
     models = final_models(root)
     rel = lambda p: p.relative_to(root).as_posix()  # noqa: E731
     shared = read_json(root / "shared_runs.json") if (root / "shared_runs.json").exists() else []
@@ -333,69 +276,31 @@ def write_report(root: Path, dirs: dict[str, Path], wall: dict, cfg) -> Path:
     if len(models):
         figs["demo_losses"] = demo_figures.plot_losses(models, root / "demo_losses.png")
         figs["demo_context"] = demo_figures.plot_context(models, root / "demo_context.png")
-    best = ts["best"]
     out = [f"# ptsweep demo report ({time.strftime('%Y-%m-%d %H:%M')})", ""]
     out += first_screen(root, ts, vs, ss, models, wall, info)
     out += [f"![final models vs baselines]({rel(figs['demo_losses'])})" if "demo_losses" in figs else "", "",
             f"![context gain of every final model]({rel(figs['demo_context'])})" if "demo_context" in figs else "", ""]
-    trials["vs unigram"] = [vs_unigram(x, u) for x, u in zip(trials["val_loss"], trials["unigram_loss"])]
-    trials["vs no-context"] = [num(x - n, sign=True) for x, n in zip(trials["val_loss"].astype(float),
-                                                                      trials["no_context_loss"].astype(float))]
-    trials["context gain"] = [gain_text(g, e) for g, e in zip(trials["context_gain"], trials["context_gain_se"])]
-    out += ["## 1. tune-small (Optuna TPE + ASHA over the 7 transferable hyperparameters, validation split)", "",
-            "Transferred values (`transfer.yaml`): " + ", ".join(f"`{k}={best['values'][k]:.4g}`" for k in TRANSFER_KEYS),
-            "", f"![tune-small trials]({rel(figs['demo_tuning'])})", "",
-            _table_rows(trials.sort_values("val_loss"), {
-                "trial_id": "trial", **{k: k for k in TRANSFER_KEYS}, "val_loss": "val_loss", "val_loss_se": "+- SE",
-                "vs unigram": "vs unigram", "vs no-context": "vs no-context", "context gain": "context gain",
-                "status": "status", "steps": "steps"}), ""]
-    for name in ("optuna_history", "optuna_importances", "optuna_slices"):
-        if (t / f"{name}.png").exists():
-            out += [f"![{name}]({rel(t / f'{name}.png')})", ""]
-    out += [f"Notes: {'; '.join(ts.get('notes', [])) or 'none'}", "",
-            "## 2. verify-transfer (random search around the transferred point, [S] §3.1)", ""]
-    out += verdict_section(vs)
-    ver = models[models["role"] == "verification"].set_index("name")
-    key = vres["trial"].astype(str).str.split(" ").str[0]
-    vres = vres.assign(**{"context gain (test)": [gain_text(ver["gain"].get(k), ver["gain_se"].get(k))
-                                                  if k in ver.index else "" for k in key],
-                          "vs unigram": [vs_unigram(x, vs.get("unigram_loss")) for x in vres["loss"]]})
-    out += [markdown_table(vres, ["rank", "trial", "distance", "loss", "delta", "se", "t", "vs unigram",
-                                  "context gain (test)", "n_seeds", "rel_increase", "status", "error"]), ""]
-    for name in ("fig1a_distance", "fig1b_rank"):
-        if (v / f"{name}.png").exists():
-            out += [f"![{name}]({rel(v / f'{name}.png')})", ""]
+    out += tuning_section(trials, ts, t, rel(figs["demo_tuning"]), rel)
+    out += ["## 2. verify-transfer (random search around the transferred point, [S] §3.1)", ""]
+    out += verdict_section(vs) + verify_table(pd.read_parquet(v / "results.parquet"), vs, models)
+    out += _figure_lines(v, ("fig1a_distance", "fig1b_rank"), rel)
     out += ["## 3. scaling-curves (PT transferred vs BERT / UT tuned per scale)", ""]
-    out += scaling_section(ss, sres, models)
-    for name in ("fig2a_pt_vs_bert", "fig2b_pt_vs_ut", "loss_vs_compute"):
-        if (s / f"{name}.png").exists():
-            out += [f"![{name}]({rel(s / f'{name}.png')})", ""]
+    out += scaling_section(ss, pd.read_parquet(s / "results.parquet"), models)
+    out += _figure_lines(s, ("fig2a_pt_vs_bert", "fig2b_pt_vs_ut", "loss_vs_compute"), rel)
     models = models.assign(vs_unigram=models["loss"] - models["unigram"],
                            vs_no_context=models["loss"] - models["no_context"],
                            context_gain=[gain_text(g, e) for g, e in zip(models["gain"], models["gain_se"])])
     out += ["## 4. Every final model against both baselines (test split)", "",
-            _table_rows(models, {"role": "role", "name": "model", "width": "PT width", "loss": "test loss",
-                                 "unigram": "unigram", "vs_unigram": "- unigram", "no_context": "no-context",
-                                 "vs_no_context": "- no-context", "context_gain": "context gain +- SE",
-                                 "n_runs": "runs", "shared": "record shared from"}), ""]
-    out += ["## 5. Looking further", "",
-            f"- Optuna study of tune-small: `pip install optuna-dashboard` (not part of `make setup`), then "
-            f"`optuna-dashboard {rel(t / 'optuna.journal')}` (run in `{root}`; a journal file is a storage "
-            f"optuna-dashboard opens directly; study name `search`; the baselines' LR searches: "
-            f"`{rel(s / 'optuna.journal')}`).",
-            f"- W&B (tracker `{cfg.tracker.mode}`): every trial's offline run is in `<study>/trials/<trial>/wandb/`; "
-            f"upload them and the three sweep summary runs with `wandb sync {root}/*/trials/*/wandb/offline-run-* "
-            f"{root}/*/wandb_summary/wandb/offline-run-*` (needs `wandb login` and network).",
-            "- Re-running `make demo` resumes: finished trials come from each study's ledger "
-            "(`<study>/trials/<key>/final.json`) and only the report is rewritten.", "",
-            "## Files", ""] + [f"- `{rel(d)}/`" for d in dirs.values()] + [
-        "", "Full settings: each folder's `summary.json`; every trial: `<study>/trials/<key>/` and "
-            "`results.jsonl` in the output root.", ""]
+            table_rows(models, {"role": "role", "name": "model", "width": "PT width", "loss": "test loss",
+                                "unigram": "unigram", "vs_unigram": "- unigram", "no_context": "no-context",
+                                "vs_no_context": "- no-context", "context_gain": "context gain +- SE",
+                                "n_runs": "runs", "shared": "record shared from"}), ""]
+    out += further_lines(root, dirs, cfg.tracker.mode, rel)
     path = root / "report.md"
     path.write_text("\n".join(out))
     write_json(root / "demo_summary.json", {
         "wall_s": wall["invocations"], "verdict": vs["verdict"], "strict_verdict": vs.get("strict", {}).get("verdict"),
-        "best_tune_loss": best["val_loss"], "unigram_test_loss": info["unigram"],
+        "best_tune_loss": ts["best"]["val_loss"], "unigram_test_loss": info["unigram"],
         "no_context_test_loss": info["no_context"], "winners": ss.get("winners", {}),
         "statements": ss.get("statements", {}),
         "final_models": models.drop(columns=["context_gain"]).to_dict(orient="records"),
@@ -403,3 +308,57 @@ def write_report(root: Path, dirs: dict[str, Path], wall: dict, cfg) -> Path:
         "pt_min_context_gain": float(models.loc[models["model"] == "pt", "gain"].min()) if len(models) else None,
         "shared_runs": shared})
     return path
+
+
+def _figure_lines(study_dir: Path, names, rel) -> list[str]:
+    """A markdown image line per figure of ``names`` the study wrote."""
+    return [line for n in names if (study_dir / f"{n}.png").exists()
+            for line in (f"![{n}]({rel(study_dir / f'{n}.png')})", "")]
+
+
+def tuning_section(trials: pd.DataFrame, ts: dict, t: Path, tuning_figure: str, rel) -> list[str]:
+    """Section 1: the transferred values, tune-small's trials against both baselines, Optuna's figures, notes."""
+    best = ts["best"]
+    trials["vs unigram"] = [vs_unigram(x, u) for x, u in zip(trials["val_loss"], trials["unigram_loss"])]
+    trials["vs no-context"] = [num(x - n, sign=True) for x, n in zip(trials["val_loss"].astype(float),
+                                                                      trials["no_context_loss"].astype(float))]
+    trials["context gain"] = [gain_text(g, e) for g, e in zip(trials["context_gain"], trials["context_gain_se"])]
+    out = ["## 1. tune-small (Optuna TPE + ASHA over the 7 transferable hyperparameters, validation split)", "",
+           "Transferred values (`transfer.yaml`): " + ", ".join(f"`{k}={best['values'][k]:.4g}`" for k in TRANSFER_KEYS),
+           "", f"![tune-small trials]({tuning_figure})", "",
+           table_rows(trials.sort_values("val_loss"), {
+               "trial_id": "trial", **{k: k for k in TRANSFER_KEYS}, "val_loss": "val_loss", "val_loss_se": "+- SE",
+               "vs unigram": "vs unigram", "vs no-context": "vs no-context", "context gain": "context gain",
+               "status": "status", "steps": "steps"}), ""]
+    out += _figure_lines(t, ("optuna_history", "optuna_importances", "optuna_slices"), rel)
+    return out + [f"Notes: {'; '.join(ts.get('notes', [])) or 'none'}", ""]
+
+
+def verify_table(vres: pd.DataFrame, vs: dict, models: pd.DataFrame) -> list[str]:
+    """Section 2's table: verify-transfer's rank table with each point's test context gain and its loss against the
+    unigram baseline."""
+    ver = models[models["role"] == "verification"].set_index("name")
+    key = vres["trial"].astype(str).str.split(" ").str[0]
+    vres = vres.assign(**{"context gain (test)": [gain_text(ver["gain"].get(k), ver["gain_se"].get(k))
+                                                  if k in ver.index else "" for k in key],
+                          "vs unigram": [vs_unigram(x, vs.get("unigram_loss")) for x in vres["loss"]]})
+    return [markdown_table(vres, ["rank", "trial", "distance", "loss", "delta", "se", "t", "vs unigram",
+                                  "context gain (test)", "n_seeds", "rel_increase", "status", "error"]), ""]
+
+
+def further_lines(root: Path, dirs: dict[str, Path], tracker_mode: str, rel) -> list[str]:
+    """Section 5 (Optuna dashboard, W&B sync, resuming) and the list of files."""
+    t, s = dirs["tune-small"], dirs["scaling-curves"]
+    return ["## 5. Looking further", "",
+            f"- Optuna study of tune-small: `pip install optuna-dashboard` (not part of `make setup`), then "
+            f"`optuna-dashboard {rel(t / 'optuna.journal')}` (run in `{root}`; a journal file is a storage "
+            f"optuna-dashboard opens directly; study name `search`; the baselines' LR searches: "
+            f"`{rel(s / 'optuna.journal')}`).",
+            f"- W&B (tracker `{tracker_mode}`): every trial's offline run is in `<study>/trials/<trial>/wandb/`; "
+            f"upload them and the three sweep summary runs with `wandb sync {root}/*/trials/*/wandb/offline-run-* "
+            f"{root}/*/wandb_summary/wandb/offline-run-*` (needs `wandb login` and network).",
+            "- Re-running `make demo` resumes: finished trials come from each study's ledger "
+            "(`<study>/trials/<key>/final.json`) and only the report is rewritten.", "",
+            "## Files", ""] + [f"- `{rel(d)}/`" for d in dirs.values()] + [
+        "", "Full settings: each folder's `summary.json`; every trial: `<study>/trials/<key>/` and "
+            "`results.jsonl` in the output root.", ""]

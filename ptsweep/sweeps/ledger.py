@@ -17,11 +17,13 @@ Every actual start of training appends one line ``<time> start <trial_key>`` to 
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 from typing import Any, Mapping
 
 from ptsweep.io import append_line, read_json, write_json
+from ptsweep.metric_keys import LEDGER_KEYS
 from ptsweep.sweeps.fields import finite_or_inf
 
 STARTS_LOG = "trial_starts.log"
@@ -96,3 +98,14 @@ def record_interrupt(study_dir: Path, key: str, last: Mapping[str, Any]) -> None
     checkpoint) on resume."""
     write_json(trial_dir(study_dir, key) / "interrupted.json", {"trial_key": key, "status": "interrupted", **last,
                                                                 "at": _now()})
+
+
+def with_ledger_metrics(df, study_dir: Path, names=LEDGER_KEYS):
+    """``df`` (a DataFrame, one row per trial, column trial_key) plus the final metrics ``names`` from each trial's
+    ledger record (NaN where a record lacks them, e.g. runs without a test split)."""
+    df = df.copy()
+    recs = [read_ledger(study_dir, k) or {} for k in df["trial_key"]]
+    for name in names:
+        vals = [r.get(name) for r in recs]
+        df[name] = [float(v) if isinstance(v, (int, float)) and v is not None else math.nan for v in vals]
+    return df

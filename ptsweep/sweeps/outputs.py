@@ -1,10 +1,14 @@
-"""What a sweep leaves behind besides its ledger: the study folder's name and path, W&B tags, result tables
-(parquet + csv), one W&B summary run per sweep, and an in-memory Optuna study rebuilt from a table for plots.
+"""What a sweep leaves behind besides its ledger, and the outline every sweep driver shares: check the model, open
+the study folder, (run on Ray), save tables, then ``publish`` (W&B summary run, summary.json, report.md).
 
+    require_pt(cfg, message)                                           one-line error unless model=pt
+    open_study(cfg, "tune-small")                                      (study name, created runs/<study> folder)
     study_name(cfg, "tune-small") / study_path(cfg, "tune-small")    runs/<study> (absolute)
     sweep_tags(sweep, model_cfg)                                       W&B tags (sweep, model, width)
     save_table(df, study_dir, "trials")                                trials.parquet + trials.csv
     log_summary(cfg, study_dir, name, tables, images, summary)         one W&B summary run per sweep
+    publish(cfg, study_dir, sweep, summary, ...)                       W&B summary run + summary.json (+ report.md)
+    print_transfer_mismatch(sweep, summary)                            the "PROCEEDING DESPITE" line, when it applies
 """
 
 from __future__ import annotations
@@ -12,11 +16,47 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from ptsweep.config import RunConfig, to_dict
-from ptsweep.io import jsonable
+from ptsweep.errors import SweepError
+from ptsweep.io import jsonable, write_json
 from ptsweep.sweeps.fields import one_line
+
+
+def require_pt(cfg: RunConfig, message: str) -> None:
+    """Refuse any model but PT with ``"model.name: " + message`` (``{name}`` in it: the model given)."""
+    if cfg.model.name != "pt":
+        raise SweepError("model.name: " + message.format(name=cfg.model.name))
+
+
+def open_study(cfg: RunConfig, default: str) -> tuple[str, Path]:
+    """(study name, its folder ``<out_dir>/<study>``, created if missing)."""
+    study_dir = study_path(cfg, default)
+    study_dir.mkdir(parents=True, exist_ok=True)
+    return study_name(cfg, default), study_dir
+
+
+def publish(cfg: RunConfig, study_dir: Path, sweep: str, summary: dict, tables: Mapping[str, Any],
+            images: Mapping[str, str | Path], wandb_summary: Mapping[str, Any],
+            report: Callable[[dict], str] | None = None) -> None:
+    """The end of every sweep: the W&B summary run (its one-line note, if any, appended to ``summary["notes"]``),
+    ``summary.json`` and, given ``report`` (summary -> markdown), ``report.md``."""
+    note = log_summary(cfg, study_dir, sweep, tables, images, wandb_summary, tags=[f"sweep={sweep}"])
+    summary.setdefault("notes", [])
+    if note:
+        summary["notes"].append(note)
+    write_json(Path(study_dir) / "summary.json", summary)
+    if report is not None:
+        (Path(study_dir) / "report.md").write_text(report(summary))
+
+
+def print_transfer_mismatch(sweep: str, summary: Mapping[str, Any]) -> None:
+    """The warning line of a sweep that ran on a transfer.yaml tuned under other settings
+    (``sweep.allow_transfer_mismatch``)."""
+    if summary["transfer_mismatch"]:
+        print(f"{sweep}: PROCEEDING DESPITE transfer.yaml mismatch (sweep.allow_transfer_mismatch): "
+              f"{', '.join(summary['transfer_mismatch'])}")
 
 
 def study_name(cfg: RunConfig, default: str) -> str:

@@ -15,7 +15,7 @@ answers HTTP 401). So ptsweep
 Errors: no Ray installed, an unreachable ``RAY_ADDRESS`` / ``ray.address`` (a TCP probe with a 5 s timeout, instead of
 Ray's minute of retries) or a missing token each give one ``SweepError`` line.
 
-Stopping (issue 17: one line, the resume command, status 130 / 143, no native dumps):
+Stopping (one line, the resume command, status 130 / 143, no native dumps):
 
 - Ctrl-C (``interrupt_guard``, during ``tuner.fit``): the first SIGINT asks Tune to stop (a ``Stopper`` whose
   ``stop_all`` turns true): the running trials end, Ray saves the experiment, ``tuner.fit`` returns and the sweep

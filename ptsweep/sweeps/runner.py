@@ -181,7 +181,7 @@ def run_trials(cfg: RunConfig, trials: Sequence[Mapping[str, Any]], study_dir: P
     keys = [trial_key(base, ov, lab) for ov, lab in zip(trials, labels)]
     if len(set(keys)) != len(keys):
         raise ValueError("two trials have identical configs (same trial key); give them different seeds or labels")
-    table = {k: {"overrides": dict(ov), "label": lab} for k, ov, lab in zip(keys, trials, labels)}
+    planned = {k: {"overrides": dict(ov), "label": lab} for k, ov, lab in zip(keys, trials, labels)}
     pending = [k for k in keys if read_ledger(study_dir, k) is None]
     n_done = len(keys) - len(pending)
     print(f"[{study_dir.name}/{experiment_name}] {len(keys)} trials: {n_done} already finished (ledger), "
@@ -192,7 +192,7 @@ def run_trials(cfg: RunConfig, trials: Sequence[Mapping[str, Any]], study_dir: P
         from ray import tune
 
         warm_data(base_cfg)
-        trainable = trainable_with_resources(base_cfg, base, {}, table, study_dir)
+        trainable = trainable_with_resources(base_cfg, base, {}, study_dir, planned=planned)
         tuner = make_tuner(trainable, cfg, study_dir, experiment_name, len(pending),
                            param_space={TRIAL_FIELD: tune.grid_search(pending)})
         grid = fit(tuner, study_dir, experiment_name)
@@ -203,7 +203,7 @@ def run_trials(cfg: RunConfig, trials: Sequence[Mapping[str, Any]], study_dir: P
     rows = []
     for k in keys:
         record = read_ledger(study_dir, k)
-        row = {"trial_key": k, "label": table[k]["label"], **table[k]["overrides"]}
+        row = {"trial_key": k, "label": planned[k]["label"], **planned[k]["overrides"]}
         if record is None:  # the worker died without a record (e.g. killed by the OS)
             record = {"status": "failed", "val_loss": math.inf,
                    "error": errors.get(k, "no ledger record: the trial's worker died")}

@@ -74,7 +74,7 @@ def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_d
 
     if remaining > 0:
         warm_data(trial_cfg0)
-        trainable = trainable_with_resources(base_cfg, base, fixed, {"__label__": label}, study_dir)
+        trainable = trainable_with_resources(base_cfg, base, fixed, study_dir, search_label=label)
         budget = float(num_steps(trial_cfg0) * trial_cfg0.train.batch_size * trial_cfg0.data.seq_len)
         if asha and asha.get("reduction", 1) > 1:
             # max_t just above the budget: ASHA stops a trial that reaches max_t at once, which would cut off the

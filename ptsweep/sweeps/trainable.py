@@ -77,8 +77,8 @@ def _node_id() -> str:
         return ""
 
 
-def _trainable(config: dict, *, base: dict, fixed: dict, table: dict, study_dir: str, threads: int,
-               source: str = "") -> None:
+def _trainable(config: dict, *, base: dict, fixed: dict, planned: dict, search_label: str, study_dir: str,
+               threads: int, source: str = "") -> None:
     """Ray Tune function trainable: one ``train.run`` of base + overrides; never raises for a failed run. When
     ptsweep's source on disk is not the driver's ``source`` fingerprint (``code_version``) it reports status
     "refused" without training or a ledger record: the trial runs again on the next invocation."""
@@ -93,10 +93,10 @@ def _trainable(config: dict, *, base: dict, fixed: dict, table: dict, study_dir:
     study = Path(study_dir)
     if TRIAL_FIELD in config:  # fixed list: the key was computed in the driver
         key = config[TRIAL_FIELD]
-        label = table[key]["label"]
-        overrides = {**fixed, **table[key]["overrides"]}
+        label = planned[key]["label"]
+        overrides = {**fixed, **planned[key]["overrides"]}
     else:  # Optuna: the proposed dotted params
-        label = table.get("__label__", "")
+        label = search_label
         overrides = {**fixed, **{k: v for k, v in config.items() if "." in k}}
         key = trial_key(base, overrides, label)
 
@@ -181,12 +181,15 @@ def _trainable(config: dict, *, base: dict, fixed: dict, table: dict, study_dir:
     tune.report(_report_subset({**rec, "trial_key": key}))
 
 
-def trainable_with_resources(cfg: RunConfig, base: dict, fixed: dict, table: dict, study_dir: Path):
-    """The trainable bound to this sweep (base config, fixed overrides, trial table, study folder, the driver's
-    source fingerprint) with its per-trial resources (``ray.cpus_per_trial`` / ``ray.gpus_per_trial``)."""
+def trainable_with_resources(cfg: RunConfig, base: dict, fixed: dict, study_dir: Path, *, planned: dict | None = None,
+                             search_label: str = ""):
+    """The trainable bound to this sweep (base config, fixed overrides, study folder, the driver's source
+    fingerprint) with its per-trial resources (``ray.cpus_per_trial`` / ``ray.gpus_per_trial``). A fixed list passes
+    ``planned`` (trial key -> {"overrides", "label"}); a search passes the ``search_label`` of its trial keys."""
     from ray import tune
 
-    fn = tune.with_parameters(_trainable, base=base, fixed=dict(fixed), table=table, study_dir=str(study_dir),
+    fn = tune.with_parameters(_trainable, base=base, fixed=dict(fixed), planned=dict(planned or {}),
+                              search_label=search_label, study_dir=str(study_dir),
                               threads=max(1, int(cfg.ray.cpus_per_trial)), source=driver_source())
     return tune.with_resources(fn, {"cpu": cfg.ray.cpus_per_trial, "gpu": cfg.ray.gpus_per_trial})
 

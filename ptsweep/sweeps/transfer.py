@@ -92,7 +92,7 @@ def _same(a: Any, b: Any) -> bool:
     return a == b
 
 
-def _fmt(v: Any) -> str:
+def _setting_text(v: Any) -> str:
     return json.dumps(v) if isinstance(v, (list, dict)) else str(v)
 
 
@@ -108,7 +108,8 @@ def check_transfer(cfg: RunConfig, provenance: Mapping[str, Any], path: Path | s
     mismatch = {k: {"tuned": recorded[k], "now": current[k]} for k in sorted(recorded)
                 if k in current and not _same(recorded[k], current[k])}
     if mismatch and not cfg.sweep.allow_transfer_mismatch:
-        what = ", ".join(f"{k} (tuned: {_fmt(m['tuned'])}, now: {_fmt(m['now'])})" for k, m in mismatch.items())
+        what = ", ".join(f"{k} (tuned: {_setting_text(m['tuned'])}, now: {_setting_text(m['now'])})"
+                         for k, m in mismatch.items())
         raise SweepError(f"transfer.yaml mismatch: {what} - {path} was tuned under other settings; re-run "
                          f"tune-small with these settings, or set sweep.allow_transfer_mismatch=true to proceed on "
                          f"purpose")

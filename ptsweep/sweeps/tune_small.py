@@ -14,7 +14,7 @@ Outputs in ``<out_dir>/<study>/`` (study = sweep.study or "tune-small"):
                            diverged | failed), error, steps, tokens, ...
     optuna_history.png, optuna_importances.png, optuna_slices.png   (optuna.visualization.matplotlib)
     summary.json           best trial, counts, notes (e.g. why a plot was skipped), and coord_check_at_best: the
-                           cheap at-init coordinate check of the tuned point (coord_check.check_at_init)
+                           cheap at-init coordinate check of the tuned point (coords.check_at_init)
 Only trials that ran their whole budget (status ok) can be the best: ASHA-stopped losses are partial.
 """
 
@@ -30,10 +30,8 @@ import yaml
 from ptsweep import metric_keys
 from ptsweep.config import INFO_WEIGHTS, TRANSFER_KEYS, RunConfig, with_overrides
 from ptsweep.errors import SweepError
-from ptsweep.io import write_json
 from ptsweep.sweeps.code_version import git_commit
-from ptsweep.sweeps.outputs import (log_summary, optuna_study_from_table, save_table, study_name, study_path,
-                                    sweep_tags)
+from ptsweep.sweeps.outputs import optuna_study_from_table, open_study, publish, require_pt, save_table, sweep_tags
 from ptsweep.sweeps.ray_session import ray_session
 from ptsweep.sweeps.search import run_search
 from ptsweep.sweeps.transfer import transfer_settings
@@ -87,17 +85,14 @@ def optuna_plots(df, space: dict, study_dir: Path) -> tuple[dict[str, Path], lis
 
 def run(cfg: RunConfig) -> Path:
     """Run (or resume) the study; write transfer.yaml, the trials table, plots and summary.json; return its folder."""
-    if cfg.model.name != "pt":
-        raise SweepError(f"model.name: tune-small tunes PT's 7 hyperparameters, got model={cfg.model.name}")
+    require_pt(cfg, "tune-small tunes PT's 7 hyperparameters, got model={name}")
     t0 = time.time()
-    name = study_name(cfg, SWEEP)
-    sdir = study_path(cfg, SWEEP)
-    sdir.mkdir(parents=True, exist_ok=True)
+    name, sdir = open_study(cfg, SWEEP)
     space = search_space(cfg)
-    sw = cfg.sweep
+    sweep_cfg = cfg.sweep
     with ray_session(cfg.ray):
-        df = run_search(cfg, space, sdir, "search", num_samples=sw.num_samples, seed=sw.search_seed,
-                        asha={"grace_frac": sw.asha_grace_frac, "reduction": sw.asha_reduction},
+        df = run_search(cfg, space, sdir, "search", num_samples=sweep_cfg.num_samples, seed=sweep_cfg.search_seed,
+                        asha={"grace_frac": sweep_cfg.asha_grace_frac, "reduction": sweep_cfg.asha_reduction},
                         tags=sweep_tags(SWEEP, cfg.model), group=name.replace("/", "-"))
     save_table(df, sdir, "trials")
 
@@ -107,37 +102,13 @@ def run(cfg: RunConfig) -> Path:
                          f"see {sdir / 'trials.csv'} (status/error columns)")
     best = ok.loc[ok["val_loss"].idxmin()]
     values = {k: float(best[k]) for k in TRANSFER_KEYS}
-    provenance = {
-        "study": name,
-        "trial_id": str(best["trial_id"]),
-        "trial_key": str(best["trial_key"]),
-        "val_loss": float(best["val_loss"]),
-        "width": int(cfg.model.width),
-        "scaling": cfg.model.scaling,
-        "parametrization": cfg.model.parametrization,
-        "data": cfg.data.name,
-        "vocab_size": int(cfg.data.vocab_size),
-        "seq_len": int(cfg.data.seq_len),
-        "tokens": float(best["tokens"]) if best.get("tokens") is not None else float(cfg.train.tokens),
-        "token_budget": float(cfg.train.tokens),
-        "seed": int(cfg.seed),
-        "search_seed": int(sw.search_seed),
-        "num_samples": int(sw.num_samples),
-        "preset": cfg.preset,
-        "git_commit": git_commit(),
-        "created_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
-        "settings": transfer_settings(cfg),  # checked by every sweep that reads transfer.yaml (sweeps.transfer)
-    }
-    (sdir / "transfer.yaml").write_text(
-        "# The 7 transferable hyperparameters found by tune-small (dotted config keys), read by verify-transfer\n"
-        "# and scaling-curves. Use them as overrides: " + " ".join(f"{k}={v:.6g}" for k, v in values.items()) + "\n"
-        + yaml.safe_dump({"values": values, "provenance": provenance}, sort_keys=False))
+    provenance = _provenance(cfg, name, best)
+    write_transfer(sdir / "transfer.yaml", values, provenance)
 
     images, notes = optuna_plots(df, space, sdir)
-    from ptsweep.sweeps.coord_check import check_at_init  # does the tuned point keep PT width-stable?
+    from ptsweep.sweeps.coords import check_at_init  # torch and the models, loaded only here
 
-    tuned = with_overrides(cfg, values)
-    coord = check_at_init(tuned)
+    coord = check_at_init(with_overrides(cfg, values))  # does the tuned point keep PT width-stable?
     counts = df["status"].value_counts().to_dict()
     not_run = int(df.attrs.get("search", {}).get("not_run", 0))
     if not_run:  # proposed but never trained (e.g. Ray lost the worker): never hidden from the count
@@ -145,19 +116,36 @@ def run(cfg: RunConfig) -> Path:
     context = {k: float(best[k]) if k in best and best[k] is not None else math.nan
                for k in ("unigram_loss", "no_context_loss", "context_gain", "context_gain_se")}
     summary = {"study": name, "best": {"values": values, **provenance, **context}, "n_trials": int(len(df)),
-               "status_counts": {str(k): int(v) for k, v in counts.items()}, "plots": sorted(p.name for p in images.values()),
-               "coord_check_at_best": coord, "notes": notes, "wall_s": time.time() - t0,
-               "search": df.attrs.get("search", {})}
-    note = log_summary(cfg, sdir, SWEEP, {"trials": df}, images, {"best_val_loss": provenance["val_loss"], **values},
-                       tags=[f"sweep={SWEEP}"])
-    if note:
-        summary["notes"].append(note)
-    write_json(sdir / "summary.json", summary)
+               "status_counts": {str(k): int(v) for k, v in counts.items()},
+               "plots": sorted(p.name for p in images.values()), "coord_check_at_best": coord, "notes": notes,
+               "wall_s": time.time() - t0, "search": df.attrs.get("search", {})}
+    publish(cfg, sdir, SWEEP, summary, {"trials": df}, images, {"best_val_loss": provenance["val_loss"], **values})
     print(f"tune-small: best val_loss {provenance['val_loss']:.4f} (trial {provenance['trial_id']}) of {len(df)} "
           f"trials {summary['status_counts']}"
-          + (f" ({not_run} of num_samples={sw.num_samples} did not run: re-run to run them)" if not_run else "")
+          + (f" ({not_run} of num_samples={sweep_cfg.num_samples} did not run: re-run to run them)" if not_run else "")
           + "; transfer.yaml written; coordinate check of the tuned point "
           f"({coord['kind']}): {coord['verdict']}")
     print(f"tune-small: best trial: unigram {context['unigram_loss']:.4f}, no-context {context['no_context_loss']:.4f};"
           f" {metric_keys.context_line(context)}")
     return sdir
+
+
+def _provenance(cfg: RunConfig, name: str, best) -> dict:
+    """transfer.yaml's provenance of the best trial: where and under which settings it was tuned."""
+    return {"study": name, "trial_id": str(best["trial_id"]), "trial_key": str(best["trial_key"]),
+            "val_loss": float(best["val_loss"]), "width": int(cfg.model.width), "scaling": cfg.model.scaling,
+            "parametrization": cfg.model.parametrization, "data": cfg.data.name,
+            "vocab_size": int(cfg.data.vocab_size), "seq_len": int(cfg.data.seq_len),
+            "tokens": float(best["tokens"]) if best.get("tokens") is not None else float(cfg.train.tokens),
+            "token_budget": float(cfg.train.tokens), "seed": int(cfg.seed), "search_seed": int(cfg.sweep.search_seed),
+            "num_samples": int(cfg.sweep.num_samples), "preset": cfg.preset, "git_commit": git_commit(),
+            "created_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "settings": transfer_settings(cfg)}  # checked by every sweep that reads transfer.yaml (sweeps.transfer)
+
+
+def write_transfer(path: Path, values: dict[str, float], provenance: dict) -> None:
+    """transfer.yaml: the 7 values (dotted keys) and their provenance, headed by the overrides that apply them."""
+    path.write_text(
+        "# The 7 transferable hyperparameters found by tune-small (dotted config keys), read by verify-transfer\n"
+        "# and scaling-curves. Use them as overrides: " + " ".join(f"{k}={v:.6g}" for k, v in values.items()) + "\n"
+        + yaml.safe_dump({"values": values, "provenance": provenance}, sort_keys=False))

@@ -44,9 +44,8 @@ import pandas as pd
 from ptsweep import metric_keys
 from ptsweep.analysis import design, plots, regret, verification
 from ptsweep.config import TRANSFER_KEYS, RunConfig, with_overrides
-from ptsweep.errors import SweepError
-from ptsweep.io import write_json
-from ptsweep.sweeps.outputs import log_summary, save_table, study_name, study_path, sweep_tags
+from ptsweep.sweeps.ledger import with_ledger_metrics
+from ptsweep.sweeps.outputs import open_study, print_transfer_mismatch, publish, require_pt, save_table, sweep_tags
 from ptsweep.sweeps.ray_session import ray_session
 from ptsweep.sweeps.runner import run_trials
 from ptsweep.sweeps.transfer import read_transfer
@@ -61,151 +60,172 @@ def point_seeds(cfg: RunConfig, j: int) -> list[int]:
     return [cfg.seed + (j + r) % m for r in range(k)]
 
 
-def plan(cfg: RunConfig, base7: dict[str, float]) -> tuple[list[dict], list[str], int, int]:
+def plan(cfg: RunConfig, transferred: dict[str, float]) -> tuple[list[dict], list[str], int, int]:
     """(trial overrides, labels, n_required, n_run): sweep.seeds base runs first ("base-s<i>"), then every perturbed
     point at its paired seeds ("p<j>-s<seed offset>")."""
-    sw = cfg.sweep
-    n_req = design.n_required(sw.alpha, sw.p)
-    n_run = max(n_req, sw.n)
-    points = design.perturb(base7, n_run, sw.perturb, seed=sw.search_seed)
+    sweep_cfg = cfg.sweep
+    n_req = design.n_required(sweep_cfg.alpha, sweep_cfg.p)
+    n_run = max(n_req, sweep_cfg.n)
+    points = design.perturb(transferred, n_run, sweep_cfg.perturb, seed=sweep_cfg.search_seed)
     trials, labels = [], []
-    for i in range(sw.seeds):
-        trials.append({**base7, "model.width": sw.width, "seed": cfg.seed + i})
+    for i in range(sweep_cfg.seeds):
+        trials.append({**transferred, "model.width": sweep_cfg.width, "seed": cfg.seed + i})
         labels.append(f"base-s{i}")
     for j, pt in enumerate(points):
         for s in point_seeds(cfg, j):
-            trials.append({**pt, "model.width": sw.width, "seed": s})
+            trials.append({**pt, "model.width": sweep_cfg.width, "seed": s})
             labels.append(f"p{j:03d}-s{s - cfg.seed}")
     return trials, labels, n_req, n_run
 
 
-LEDGER_METRICS = metric_keys.LEDGER_KEYS
-
-
-def with_ledger_metrics(df: pd.DataFrame, study_dir: Path, names=LEDGER_METRICS) -> pd.DataFrame:
-    """``df`` (one row per trial, column trial_key) plus the final metrics ``names`` from each trial's ledger record
-    (NaN where a record lacks them, e.g. runs without a test split)."""
-    from ptsweep.sweeps.ledger import read_ledger
-
-    df = df.copy()
-    recs = [read_ledger(study_dir, k) or {} for k in df["trial_key"]]
-    for name in names:
-        vals = [r.get(name) for r in recs]
-        df[name] = [float(v) if isinstance(v, (int, float)) and v is not None else math.nan for v in vals]
-    return df
-
-
 def run(cfg: RunConfig) -> Path:
     """Run (or resume) the check; write the tables, summary.json and Figure 1 (a, b); return the study folder."""
-    if cfg.model.name != "pt":
-        raise SweepError(f"model.name: verify-transfer checks PT's transferred hyperparameters, got {cfg.model.name}")
+    require_pt(cfg, "verify-transfer checks PT's transferred hyperparameters, got {name}")
     t0 = time.time()
-    base7, provenance, tpath = read_transfer(cfg)
-    name = study_name(cfg, SWEEP)
-    sdir = study_path(cfg, SWEEP)
-    sdir.mkdir(parents=True, exist_ok=True)
-    sw = cfg.sweep
-    with_overrides(cfg, {"model.width": sw.width})  # a width PT cannot build fails here, with the key named
-    trials, labels, n_req, n_run = plan(cfg, base7)
-    tags = sweep_tags(SWEEP, with_overrides(cfg, {"model.width": sw.width}).model)
+    transferred, provenance, tpath = read_transfer(cfg)
+    name, sdir = open_study(cfg, SWEEP)
+    width = cfg.sweep.width
+    with_overrides(cfg, {"model.width": width})  # a width PT cannot build fails here, with the key named
+    trials, labels, n_req, n_run = plan(cfg, transferred)
+    tags = sweep_tags(SWEEP, with_overrides(cfg, {"model.width": width}).model)
     with ray_session(cfg.ray):
         df = run_trials(cfg, trials, sdir, "runs", labels=labels, tags=tags, group=name.replace("/", "-"))
-    df = df.rename(columns={"label": "trial"})
-    df = with_ledger_metrics(df, sdir)
+    df = with_ledger_metrics(df.rename(columns={"label": "trial"}), sdir)
     save_table(df, sdir, "trials")
 
-    is_base = df["trial"].str.startswith("base-")
-    ok_runs = df[df["val_loss"].map(math.isfinite)]
-    # score the held-out test split when every finished run has it (S was chosen on validation tokens)
-    loss_col = "test_loss" if len(ok_runs) and ok_runs["test_loss"].map(math.isfinite).all() else "val_loss"
-    df["loss"] = np.where(df["val_loss"].map(math.isfinite), df[loss_col], np.inf)
-    base_df = df[is_base]
-    base_ok = df[is_base & np.isfinite(df["loss"])]
-    base_losses = base_ok["loss"].astype(float).tolist()
-    base_seeds = base_ok["seed"].astype(int).tolist()
-    pert_runs = df[~is_base].copy()
-    pert_runs["point"] = pert_runs["trial"].str.slice(0, 4)
-    agg = {**{k: "first" for k in TRANSFER_KEYS}, "loss": list, "seed": list, "val_loss": "mean",
-           "status": lambda x: "ok" if (x == "ok").all() else ",".join(sorted(set(x) - {"ok"})),
-           "error": lambda x: "; ".join(e for e in x if e)}
-    pert = pert_runs.groupby("point", sort=True).agg(agg).reset_index().rename(columns={"point": "trial",
-                                                                                        "loss": "losses"})
-    pert["loss"] = [float(np.mean(v)) if np.all(np.isfinite(v)) else math.inf for v in pert["losses"]]
-    pert["n_seeds"] = [len(v) for v in pert["losses"]]
-    settings = {"width": sw.width, "alpha": sw.alpha, "p": sw.p, "n": sw.n, "perturb": sw.perturb, "seeds": sw.seeds,
-                "perturbed_seeds": sw.perturbed_seeds or sw.seeds, "test_alpha": sw.test_alpha,
-                "equivalence_margin": sw.equivalence_margin, "regret_tolerance": sw.regret_tolerance,
-                "loss_split": loss_col.split("_")[0],
-                "perturb_seed": sw.search_seed, "seed": cfg.seed, "tokens": cfg.train.tokens,
-                "transfer_file": str(tpath), "transfer_provenance": provenance, "base": base7}
-    images = {}
-    if base_losses:
-        v = verification.verdict(base_losses, pert["losses"].tolist(), alpha=sw.alpha, p=sw.p, base_seeds=base_seeds,
-                          perturbed_seeds=pert["seed"].tolist(), test_alpha=sw.test_alpha,
-                          margin=sw.equivalence_margin)
-        pert["delta"], pert["se"], pert["t"] = v["delta"], v["se"], v["t"]
-        try:
-            reg = regret.regret_analysis(base7, pert[list(TRANSFER_KEYS)].to_dict("records"), pert["losses"].tolist(),
-                                         base_losses, point_seeds=pert["seed"].tolist(), base_seeds=base_seeds,
-                                         rel=sw.perturb, tolerance=sw.regret_tolerance, test_alpha=sw.test_alpha,
-                                         seed=sw.search_seed)
-            rv = regret.regret_verdict(reg)
-        except ValueError as e:  # too few points / no residual: said in the verdict, no surface
-            reg, rv = {"available": False, "reason": str(e)}, regret.regret_verdict(None, reason=str(e))
-        table = verification.rank_table(pert.drop(columns=["losses", "seed"]), base7, base_losses,
-                                 keys=list(TRANSFER_KEYS), loss_col="loss")
-        table.loc[table["is_base"], "trial"] = f"base (mean of {len(base_losses)} seed(s))"
-        table.loc[table["is_base"], "status"] = "ok"
-        table.loc[table["is_base"], "val_loss"] = float(base_ok["val_loss"].mean())
-        table.attrs["noise_band"] = v["noise_band"]
-        what = f"{loss_col.split('_')[0]} loss"
-        images["fig1a_distance"] = plots.plot_distance_vs_increase(
-            table, sdir / "fig1a_distance.png",
-            title=f"Width {sw.width}: distance vs {what} increase ({v['verdict']})")
-        images["fig1b_rank"] = plots.plot_rank_curve(
-            table, sdir / "fig1b_rank.png", title=f"Transfer to width {sw.width}: rank of the base point ({what})")
-        if "axis_curves" in reg:
-            images["fig1c_surface"] = plots.plot_regret_axes(reg, sdir / "fig1c_surface.png")
-    else:  # the base point failed with every seed: nothing to compare against
-        table = pert.drop(columns=["losses", "seed"]).assign(
-            distance=[design.distance({k: r[k] for k in TRANSFER_KEYS}, base7) for _, r in pert.iterrows()],
-            rel_increase=np.nan, rank=np.nan, is_base=False)
-        v = {"verdict": "inconclusive", "statement": f"INCONCLUSIVE: the base point failed with all {sw.seeds} "
-                                                      f"seed(s) ({'; '.join(base_df['error'].astype(str))})"}
-        reg = {"available": False, "reason": "the base point failed with every seed"}
-        rv = regret.regret_verdict(None, reason=reg["reason"])
-    cols = ["rank", "trial", *TRANSFER_KEYS, "distance", "val_loss", "loss", "delta", "se", "t", "rel_increase",
-            "n_seeds", "status", "error", "is_base"]
-    table = table[[c for c in cols if c in table.columns]]
+    loss_col = _score(df)
+    points = _points(df)
+    table, contrast, reg, images = _compare(cfg, df, points, transferred, loss_col, sdir)
+    table = table[[c for c in RESULT_COLUMNS if c in table.columns]]
     save_table(table, sdir, "results")
 
-    summary = {**v, "verdict": rv["verdict"], "contrast_verdict": v["verdict"], "contrast_statement": v["statement"],
-               "statement": f"{rv['statement']}. Secondary, contrast rule: {v['statement']}",
-               "regret": reg, "regret_tolerance": sw.regret_tolerance, "n_required": n_req, "n_run": n_run, "n_perturbed_run": int(len(pert)),
-               "base_losses": [float(x) for x in base_df["loss"]], "base_seeds": base_df["seed"].tolist(),
-               "base_val_losses": [float(x) for x in base_df["val_loss"]],
-               "base_val_loss_se": [float(x) for x in base_df["val_loss_se"]],
-               "base_test_loss_se": [float(x) for x in base_df["test_loss_se"]],
-               "unigram_loss": float(base_df["test_unigram_loss" if loss_col == "test_loss" else "unigram_loss"]
-                                     .mean()),
-               **_context(base_df, df, "test_" if loss_col == "test_loss" else ""),
-               "transfer_mismatch": provenance.get("mismatch", {}), "settings": settings, "study": name,
-               "status_counts": {str(k): int(c) for k, c in df["status"].value_counts().items()},
-               "plots": sorted(Path(p).name for p in images.values()), "wall_s": time.time() - t0}
-    note = log_summary(cfg, sdir, SWEEP, {"results": table, "trials": df}, images,
-                       {"verdict": summary["verdict"], "n_required": n_req, "n_run": n_run}, tags=[f"sweep={SWEEP}"])
-    summary["notes"] = [note] if note else []
+    settings = {**_settings(cfg, loss_col), "transfer_file": str(tpath), "transfer_provenance": provenance,
+                "base": transferred}
+    summary = _summary(contrast, reg, df, points, loss_col, (n_req, n_run), settings)
+    summary.update({"transfer_mismatch": provenance.get("mismatch", {}), "settings": settings, "study": name,
+                    "status_counts": {str(k): int(c) for k, c in df["status"].value_counts().items()},
+                    "plots": sorted(Path(p).name for p in images.values()), "wall_s": time.time() - t0,
+                    "notes": []})
     summary["headline"] = headline(summary)
-    write_json(sdir / "summary.json", summary)
-    (sdir / "report.md").write_text(report(summary))
-    if summary["transfer_mismatch"]:
-        print(f"verify-transfer: PROCEEDING DESPITE transfer.yaml mismatch (sweep.allow_transfer_mismatch): "
-              f"{', '.join(summary['transfer_mismatch'])}")
+    publish(cfg, sdir, SWEEP, summary, {"results": table, "trials": df}, images,
+            {"verdict": summary["verdict"], "n_required": n_req, "n_run": n_run}, report=report)
+    print_transfer_mismatch(SWEEP, summary)
     print(f"verify-transfer: {summary['headline']}")
     ctx = {"context_gain": summary["base_context_gain"], "context_gain_se": summary["base_context_gain_se"]}
     print(f"verify-transfer: base point {metric_keys.context_line(ctx)}; no-context baseline "
           f"{summary['no_context_loss']:.4f}")
     return sdir
+
+
+RESULT_COLUMNS = ["rank", "trial", *TRANSFER_KEYS, "distance", "val_loss", "loss", "delta", "se", "t", "rel_increase",
+                  "n_seeds", "status", "error", "is_base"]
+"""Columns of results.parquet / .csv, in order (those present)."""
+
+
+def _score(df: pd.DataFrame) -> str:
+    """Add ``df["loss"]``, the scored loss (inf for a run without a finite val_loss): the held-out test split when
+    every finished run has it (S was chosen on validation tokens), else validation. Returns the column scored."""
+    ok_runs = df[df["val_loss"].map(math.isfinite)]
+    loss_col = "test_loss" if len(ok_runs) and ok_runs["test_loss"].map(math.isfinite).all() else "val_loss"
+    df["loss"] = np.where(df["val_loss"].map(math.isfinite), df[loss_col], np.inf)
+    return loss_col
+
+
+def _points(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per perturbed point ("p<j>"): its 7 values, ``losses`` and ``seed`` (lists over its seeds), mean
+    val_loss, loss (mean, inf unless every seed is finite), n_seeds, status and error."""
+    runs = df[~df["trial"].str.startswith("base-")].copy()
+    runs["point"] = runs["trial"].str.slice(0, 4)
+    agg = {**{k: "first" for k in TRANSFER_KEYS}, "loss": list, "seed": list, "val_loss": "mean",
+           "status": lambda x: "ok" if (x == "ok").all() else ",".join(sorted(set(x) - {"ok"})),
+           "error": lambda x: "; ".join(e for e in x if e)}
+    points = runs.groupby("point", sort=True).agg(agg).reset_index().rename(columns={"point": "trial",
+                                                                                    "loss": "losses"})
+    points["loss"] = [float(np.mean(v)) if np.all(np.isfinite(v)) else math.inf for v in points["losses"]]
+    points["n_seeds"] = [len(v) for v in points["losses"]]
+    return points
+
+
+def _settings(cfg: RunConfig, loss_col: str) -> dict:
+    sweep_cfg = cfg.sweep
+    return {"width": sweep_cfg.width, "alpha": sweep_cfg.alpha, "p": sweep_cfg.p, "n": sweep_cfg.n,
+            "perturb": sweep_cfg.perturb, "seeds": sweep_cfg.seeds,
+            "perturbed_seeds": sweep_cfg.perturbed_seeds or sweep_cfg.seeds, "test_alpha": sweep_cfg.test_alpha,
+            "equivalence_margin": sweep_cfg.equivalence_margin, "regret_tolerance": sweep_cfg.regret_tolerance,
+            "loss_split": loss_col.split("_")[0], "perturb_seed": sweep_cfg.search_seed, "seed": cfg.seed,
+            "tokens": cfg.train.tokens}
+
+
+def _compare(cfg: RunConfig, df: pd.DataFrame, points: pd.DataFrame, transferred: dict, loss_col: str,
+             sdir: Path) -> tuple[pd.DataFrame, dict, dict, dict]:
+    """(rank table, contrast verdict, regret analysis + its verdict under "verdict", figures) of the perturbed points
+    against the base point's seeds; when every base seed failed, an inconclusive verdict and no surface."""
+    sweep_cfg = cfg.sweep
+    is_base = df["trial"].str.startswith("base-")
+    base_ok = df[is_base & np.isfinite(df["loss"])]
+    base_losses, base_seeds = base_ok["loss"].astype(float).tolist(), base_ok["seed"].astype(int).tolist()
+    if not base_losses:  # the base point failed with every seed: nothing to compare against
+        table = points.drop(columns=["losses", "seed"]).assign(
+            distance=[design.distance({k: r[k] for k in TRANSFER_KEYS}, transferred) for _, r in points.iterrows()],
+            rel_increase=np.nan, rank=np.nan, is_base=False)
+        contrast = {"verdict": "inconclusive", "statement": f"INCONCLUSIVE: the base point failed with all "
+                    f"{sweep_cfg.seeds} seed(s) ({'; '.join(df[is_base]['error'].astype(str))})"}
+        reg = {"available": False, "reason": "the base point failed with every seed"}
+        return table, contrast, {"regret": reg, "verdict": regret.regret_verdict(None, reason=reg["reason"])}, {}
+    contrast = verification.verdict(base_losses, points["losses"].tolist(), alpha=sweep_cfg.alpha, p=sweep_cfg.p,
+                                    base_seeds=base_seeds, perturbed_seeds=points["seed"].tolist(),
+                                    test_alpha=sweep_cfg.test_alpha, margin=sweep_cfg.equivalence_margin)
+    points["delta"], points["se"], points["t"] = contrast["delta"], contrast["se"], contrast["t"]
+    try:
+        reg = regret.regret_analysis(transferred, points[list(TRANSFER_KEYS)].to_dict("records"),
+                                     points["losses"].tolist(), base_losses, point_seeds=points["seed"].tolist(),
+                                     base_seeds=base_seeds, rel=sweep_cfg.perturb,
+                                     tolerance=sweep_cfg.regret_tolerance, test_alpha=sweep_cfg.test_alpha,
+                                     seed=sweep_cfg.search_seed)
+        regret_result = {"regret": reg, "verdict": regret.regret_verdict(reg)}
+    except ValueError as e:  # too few points / no residual: said in the verdict, no surface
+        regret_result = {"regret": {"available": False, "reason": str(e)},
+                         "verdict": regret.regret_verdict(None, reason=str(e))}
+    table = verification.rank_table(points.drop(columns=["losses", "seed"]), transferred, base_losses,
+                                    keys=list(TRANSFER_KEYS), loss_col="loss")
+    table.loc[table["is_base"], "trial"] = f"base (mean of {len(base_losses)} seed(s))"
+    table.loc[table["is_base"], "status"] = "ok"
+    table.loc[table["is_base"], "val_loss"] = float(base_ok["val_loss"].mean())
+    table.attrs["noise_band"] = contrast["noise_band"]
+    return table, contrast, regret_result, _figures(table, contrast, regret_result["regret"], loss_col, sdir,
+                                                    sweep_cfg.width)
+
+
+def _figures(table: pd.DataFrame, contrast: dict, reg: dict, loss_col: str, sdir: Path, width: int) -> dict:
+    """Figure 1 (a: distance vs loss increase, b: rank of the base point) and, with a surface, 1c."""
+    what = f"{loss_col.split('_')[0]} loss"
+    images = {"fig1a_distance": plots.plot_distance_vs_increase(
+        table, sdir / "fig1a_distance.png",
+        title=f"Width {width}: distance vs {what} increase ({contrast['verdict']})")}
+    images["fig1b_rank"] = plots.plot_rank_curve(
+        table, sdir / "fig1b_rank.png", title=f"Transfer to width {width}: rank of the base point ({what})")
+    if "axis_curves" in reg:
+        images["fig1c_surface"] = plots.plot_regret_axes(reg, sdir / "fig1c_surface.png")
+    return images
+
+
+def _summary(contrast: dict, regret_result: dict, df: pd.DataFrame, points: pd.DataFrame, loss_col: str,
+             n_planned: tuple[int, int], settings: dict) -> dict:
+    """summary.json's verdict keys: the regret verdict first, the contrast rule as the secondary statement, the
+    base point's losses and its context (the run's settings, status and plots are added by ``run``)."""
+    rv, base_df = regret_result["verdict"], df[df["trial"].str.startswith("base-")]
+    return {**contrast, "verdict": rv["verdict"], "contrast_verdict": contrast["verdict"],
+            "contrast_statement": contrast["statement"],
+            "statement": f"{rv['statement']}. Secondary, contrast rule: {contrast['statement']}",
+            "regret": regret_result["regret"], "regret_tolerance": settings["regret_tolerance"],
+            "n_required": n_planned[0], "n_run": n_planned[1], "n_perturbed_run": int(len(points)),
+            "base_losses": [float(x) for x in base_df["loss"]], "base_seeds": base_df["seed"].tolist(),
+            "base_val_losses": [float(x) for x in base_df["val_loss"]],
+            "base_val_loss_se": [float(x) for x in base_df["val_loss_se"]],
+            "base_test_loss_se": [float(x) for x in base_df["test_loss_se"]],
+            "unigram_loss": float(base_df["test_unigram_loss" if loss_col == "test_loss" else "unigram_loss"]
+                                  .mean()),
+            **_context(base_df, df, "test_" if loss_col == "test_loss" else "")}
 
 
 def headline(summary: dict) -> str:

@@ -1,0 +1,320 @@
+"""Measurements and verdict of the muP coordinate check (Yang et al. 2022, "Tensor Programs V", §D / microsoft/mup
+``coord_check``) for PT, BERT, UT.
+
+For each parametrization (``sweep.coord_parametrizations``: muP and SP side by side), width (``sweep.coord_widths``)
+and seed (``sweep.coord_seeds``) the model is built, then trained for ``sweep.coord_steps`` AdamW steps at a large
+constant base LR (``sweep.coord_lr``; no warm-up, no clipping, no weight decay: only the parametrization's init and
+per-role LR multipliers act) on real MLM batches (``data.train_batch``). Before the first step (t = 0, init) and after
+every step t the model runs on ONE fixed measurement batch (the first validation batch, fixed masks) and every
+intermediate x is reduced to two numbers:
+
+    value = mean_i |x_t[i]|            the size of the activation (muP: Theta(1) in width)
+    delta = mean_i |x_t[i] - x_0[i]|   the size of its change since init (muP: Theta(1); SP: grows with width)
+
+Intermediates (``quantity``, ``iteration``):
+  PT   per MFVI iteration t = 1..T (trace of ``ProbabilisticTransformer.mfvi``): z_logits, p_hat (= a_Z Q_z; its mean
+       |.| is identically 1 under muP, so the diagnostic p_hat_rms = sqrt(mean p_hat^2) is recorded too: it grows with
+       width when Q_z concentrates), g_hat_rms (a_G Q_g, same reason), q, v, attn_logits (valid pairs only),
+       topic_logits, msg_unary, msg_child, msg_head, msg_topic. attn_logits and topic_logits enter nothing but a
+       softmax (over heads j, over topics g), which ignores a shift of its input: they are measured centred over
+       that axis (valid heads only), so that a shift common to all j or all g - which has no effect on the model -
+       is not counted as an activation (it dominated the topic-logit delta of the stable init, README). Iteration 0 (no MFVI iteration): encoder_out (h at
+       every real token), head_norm (its RMSNorm output times gain) and output_logits (at the labelled positions).
+  BERT/UT per layer application l = 1..n_layers (forward hooks on the HF modules; for UT the one shared layer fires
+       n_layers times): attn_context (BertSelfAttention output), attn_out (attention output dense, before its LN),
+       ffn_act (GELU output), ffn_out (FFN output dense, before LN), hidden (layer output). Iteration 0: embeddings,
+       head_transform, output_logits.
+
+Slopes: ``analysis.fits.coord_slopes`` fits log(size) vs log(width) per (parametrization, quantity, iteration, step)
+after averaging seeds, for ``value`` and for ``delta`` (t >= 1). Verdict (muP only): every slope must lie in
+[-tol, +tol] (``sweep.coord_tolerance``); the rms diagnostics (:data:`DIAGNOSTICS`) are reported only; the value of a quantity muP makes vanish at init on purpose
+(:data:`EXPECTED_VANISHING`, e.g. the output logits) only must not grow (slope <= +tol); its delta is checked
+two-sidedly like every other (see experiments/coord-check/README.md).
+
+The sweep that writes these to files is :mod:`ptsweep.sweeps.coord_check`; tune-small calls
+:func:`check_at_init` on its tuned point.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ptsweep import data as data_mod
+from ptsweep.analysis.fits import coord_slopes
+from ptsweep.config import PTConfig, RunConfig, with_overrides
+from ptsweep.models import IGNORE_INDEX, build_model, mlm_loss
+from ptsweep.parametrization import MUP_VARIANTS, build_optimizer, set_lr
+from ptsweep.train import lr_factor, resolve_device
+
+GROUPS = ("parametrization", "quantity", "iteration", "step")
+
+EXPECTED_VANISHING: dict[str, set[str]] = {
+    # muP readouts are initialised to vanish: W_out ~ N(0, 1/N^2) (PT, [S] Table 2) and the 1/d readout multiplier
+    # (BERT/UT) give output logits of size N^(-1/2) at init. The updates (delta) must still be Theta(1).
+    "pt": {"output_logits"},
+    "bert": {"output_logits"},
+    "ut": {"output_logits"},
+}
+"""Per model: quantities that may shrink with width under muP (init part vanishes; checked one-sidedly)."""
+
+DIAGNOSTICS = {"p_hat_rms", "g_hat_rms"}
+"""Recorded and plotted but not part of the verdict: sqrt(mean (a Q)^2) measures how concentrated Q_z / Q_g are (mean
+|a Q| is identically 1 under muP). Its effect on the computation shows in q, v, attn_logits and msg_topic, which are
+checked; the rms itself is dominated by the largest of N lognormal-like coordinates, a slowly growing (pre-asymptotic)
+function of N even when every checked activation is flat."""
+
+EXPECTED_VANISHING_RANK = {"attn_logits"}
+"""PT with scaling=rank: <q, v>/r is O(r^(-1/2)) at init (spec §6.4, as in muP Transformers): checked one-sidedly."""
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Measuring one model
+# --------------------------------------------------------------------------------------------------------------
+def _size(x: torch.Tensor) -> float:
+    return float(x.detach().float().abs().mean())
+
+
+def _pt_activations(model, batch: dict) -> dict[tuple[str, int], torch.Tensor]:
+    """Every PT intermediate on ``batch`` (eval mode, no grad): {(quantity, iteration): tensor}."""
+    ids, mask, labels = batch["input_ids"], batch["attention_mask"], batch["labels"]
+    trace: list[dict] = []
+    hidden = model.mfvi(ids, mask, trace)  # (B, L, N)
+    if model.cfg.head_input == "probs":
+        hidden = model.features(torch.softmax(hidden.float(), dim=-1).to(hidden.dtype))
+    valid = model.valid_pairs(mask.bool())  # (B, 1, L, L)
+    out: dict[tuple[str, int], torch.Tensor] = {}
+    for t, rec in enumerate(trace, start=1):
+        for name in ("z_logits", "p_hat", "q", "v", "msg_unary", "msg_child", "msg_head", "msg_topic"):
+            out[(name, t)] = rec[name]
+        topic = rec["topic_logits"]                                         # (B, L, M)
+        out[("topic_logits", t)] = (topic - topic.mean(-1, keepdim=True))[mask.bool()]
+        attn, keep = rec["attn_logits"], valid.expand_as(rec["attn_logits"])  # (B, C, L, L)
+        row_mean = torch.where(keep, attn, 0.0).sum(-1, keepdim=True) / keep.sum(-1, keepdim=True).clamp_min(1)
+        out[("attn_logits", t)] = (attn - row_mean).masked_select(keep)
+        out[("p_hat_rms", t)] = rec["p_hat"]
+        out[("g_hat_rms", t)] = model.const.a_g * rec["q_g"]
+    h = hidden[mask.bool()].float()  # (n_tokens, N): every real token (less noisy than the labelled ones only)
+    out[("encoder_out", 0)] = h
+    out[("head_norm", 0)] = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + model.cfg.rms_eps) * model.head_gain
+    out[("output_logits", 0)] = model.head(hidden[labels != IGNORE_INDEX])  # (n, V): where the loss is computed
+    return out
+
+
+def _hf_activations(model, batch: dict) -> dict[tuple[str, int], torch.Tensor]:
+    """BERT / UT intermediates via forward hooks on the HF modules; iteration = layer application 1..n_layers."""
+    layers = list(model.layers) if hasattr(model, "layers") else [model.layer]
+    out: dict[tuple[str, int], torch.Tensor] = {}
+    calls = {"n": 0}
+    handles = []
+
+    def grab(name: str, per_layer: bool = True):
+        def hook(_mod, _inp, output):
+            x = output[0] if isinstance(output, tuple) else output
+            out[(name, calls["n"] if per_layer else 0)] = x.detach()
+        return hook
+
+    def count(_mod, _inp):  # a layer application starts: next iteration index
+        calls["n"] += 1
+
+    for layer in layers:
+        handles.append(layer.register_forward_pre_hook(count))
+        handles.append(layer.attention.self.register_forward_hook(grab("attn_context")))
+        handles.append(layer.attention.output.dense.register_forward_hook(grab("attn_out")))
+        handles.append(layer.intermediate.register_forward_hook(grab("ffn_act")))
+        handles.append(layer.output.dense.register_forward_hook(grab("ffn_out")))
+        handles.append(layer.register_forward_hook(grab("hidden")))
+    handles.append(model.embeddings.register_forward_hook(grab("embeddings", per_layer=False)))
+    handles.append(model.head_transform.register_forward_hook(grab("head_transform", per_layer=False)))
+    try:
+        ids, mask, labels = batch["input_ids"], batch["attention_mask"], batch["labels"]
+        hidden = model.encode(ids, mask)  # (B, L, d)
+        out[("output_logits", 0)] = model.head(hidden[labels != IGNORE_INDEX])  # (n, V)
+    finally:
+        for h in handles:
+            h.remove()
+    return out
+
+
+@torch.no_grad()
+def activations(model, batch: dict) -> dict[tuple[str, int], torch.Tensor]:
+    """{(quantity, iteration): tensor} of every measured intermediate of ``model`` on ``batch`` (eval mode)."""
+    was_training = model.training
+    model.eval()
+    try:
+        if isinstance(getattr(model, "cfg", None), PTConfig):
+            acts = _pt_activations(model, batch)
+        else:
+            acts = _hf_activations(model, batch)
+    finally:
+        model.train(was_training)
+    return acts
+
+
+def _stat(name: str, x: torch.Tensor) -> float:
+    if name.endswith("_rms"):
+        return float(x.detach().float().pow(2).mean().sqrt())
+    return _size(x)
+
+
+def measure_run(cfg: RunConfig, corpus, steps: int, lr: float, batch_size: int, schedule: str = "constant",
+                measure_steps: Sequence[int] = ()) -> list[dict]:
+    """Rows {quantity, iteration, step, value, delta} for one (model config, seed): init, then ``steps`` AdamW steps
+    (``schedule`` 'constant': ``lr`` throughout, no clipping; 'train': the run's warm-up/decay and gradient clipping),
+    measured at init and at ``measure_steps`` (empty: every step)."""
+    torch.manual_seed(cfg.seed)
+    model = build_model(cfg.model, corpus.vocab_size, cfg.data.seq_len)
+    oc = cfg.optim
+    opt = build_optimizer(model, model.width, model.parametrization, lr, betas=oc.betas, eps=oc.eps,
+                          weight_decay=0.0)
+    probe = data_mod.val_batches(corpus, cfg.data, batch_size)[0]
+    rows: list[dict] = []
+    ref: dict[tuple[str, int], torch.Tensor] = {}
+    measured = set(measure_steps) if measure_steps else set(range(steps + 1))
+    model.train()
+    for t in range(steps + 1):
+        if t > 0 and t not in measured and t != steps:
+            acts = {}
+        else:
+            acts = activations(model, probe)
+        for (name, it), x in acts.items():
+            x = x.detach().float()
+            if t == 0:
+                ref[(name, it)] = x
+            d = (x - ref[(name, it)])
+            delta = float(d.pow(2).mean().sqrt()) if name.endswith("_rms") else float(d.abs().mean())
+            rows.append({"quantity": name, "iteration": it, "step": t, "value": _stat(name, x),
+                         "delta": delta if t > 0 else math.nan})
+        if t == steps:
+            break
+        if schedule == "train":
+            set_lr(opt, lr, lr_factor(t, steps, oc.warmup_frac, oc.schedule, oc.min_lr_frac))
+        b = data_mod.train_batch(corpus, cfg.data, t, batch_size, cfg.seed)
+        loss, _ = mlm_loss(model, b["input_ids"], b["attention_mask"], b["labels"])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if schedule == "train" and oc.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), oc.grad_clip)
+        opt.step()
+    return rows
+
+
+def collect(cfg: RunConfig, corpus=None, log=print) -> pd.DataFrame:
+    """The coordinate table: one row per (parametrization, width, seed, quantity, iteration, step)."""
+    sweep_cfg = cfg.sweep
+    resolve_device("cpu")  # the check runs on the CPU; flush denormals there exactly as training does
+    if cfg.train.threads > 0:  # as in training (train.threads); on a loaded machine 1 thread avoids thrashing
+        torch.set_num_threads(cfg.train.threads)
+    corpus = corpus if corpus is not None else data_mod.prepare(cfg.data)
+    batch_size = sweep_cfg.coord_batch_size or cfg.train.batch_size
+    frames = []
+    for par in sweep_cfg.coord_parametrizations:
+        for width in sweep_cfg.coord_widths:
+            for s in range(sweep_cfg.coord_seeds):
+                t0 = time.perf_counter()
+                ov = {"model.width": int(width), "model.parametrization": par, "seed": cfg.seed + s}
+                if sweep_cfg.coord_scaling and cfg.model.name == "pt":
+                    ov["model.scaling"] = sweep_cfg.coord_scaling
+                run_cfg = with_overrides(cfg, ov)
+                rows = measure_run(run_cfg, corpus, sweep_cfg.coord_steps, sweep_cfg.coord_lr, batch_size, sweep_cfg.coord_schedule,
+                                   sweep_cfg.coord_measure_steps)
+                df = pd.DataFrame(rows)
+                df["parametrization"], df["width"], df["seed"] = par, int(width), cfg.seed + s
+                frames.append(df)
+                log(f"coord-check {cfg.model.name} {par} width {width} seed {cfg.seed + s}: "
+                    f"{time.perf_counter() - t0:.1f}s")
+    return pd.concat(frames, ignore_index=True)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Slopes and verdict
+# --------------------------------------------------------------------------------------------------------------
+def slopes(coords: pd.DataFrame) -> pd.DataFrame:
+    """Log-log slope vs width of value and delta per (parametrization, quantity, iteration, step); column ``stat``."""
+    out = []
+    for stat in ("value", "delta"):
+        d = coords if stat == "value" else coords[coords["step"] > 0]
+        s = coord_slopes(d, group_cols=GROUPS, value_col=stat)
+        s.insert(0, "stat", stat)
+        out.append(s)
+    return pd.concat(out, ignore_index=True)
+
+
+def exempt(model_name: str, scaling: str | None) -> set[str]:
+    """Quantities whose value at t = 0 is allowed to vanish with width under muP (module docstring)."""
+    names = set(EXPECTED_VANISHING.get(model_name, set()))
+    if model_name == "pt" and scaling == "rank":
+        names |= EXPECTED_VANISHING_RANK
+    return names
+
+
+def verdict(slope_table: pd.DataFrame, tolerance: float, model_name: str = "pt", scaling: str | None = None,
+            quantities: set[str] | None = None, parametrization: str = "mup") -> dict:
+    """muP verdict: every checked slope of ``parametrization`` ('mup' or 'mup_paper') within [-tolerance, +tolerance].
+
+    ``quantities`` restricts the check (None = all). Rows with a NaN slope (a quantity that is exactly 0 at some
+    width, e.g. a delta of a parameter-free quantity) are not checked. Returns {"pass", "n_checked", "n_failed",
+    "worst" (the checked row furthest outside), "failures" (up to 20 rows, worst first)}. Quantities in
+    :func:`exempt` are checked one-sidedly (no blow-up), value and delta."""
+    m = slope_table[(slope_table["parametrization"] == parametrization)
+                    & ~slope_table["quantity"].isin(DIAGNOSTICS)].copy()
+    if quantities is not None:
+        m = m[m["quantity"].isin(quantities)]
+    # Quantities that vanish at init by design: only a blow-up (slope > +tol) counts, for value and delta, at every
+    # step. Their value is init part N^(-1/2) + update part Theta(1), and their delta contains the cross term
+    # (init weights) x (change of the input), which inherits the N^(-1/2): both may fall with width for the first
+    # steps, until the coherent Theta(1) update dominates.
+    one_sided = m["quantity"].isin(exempt(model_name, scaling))
+    m = m[np.isfinite(m["slope"].astype(float))].copy()
+    one_sided = one_sided.loc[m.index]
+    m["excess"] = np.where(one_sided, m["slope"].clip(lower=0.0), m["slope"].abs())
+    c = m
+    bad = c[c["excess"] > tolerance].sort_values("excess", ascending=False)
+    worst = c.sort_values("excess", ascending=False).head(1)
+
+    def rec(r) -> dict:
+        return {"stat": r["stat"], "quantity": r["quantity"], "iteration": int(r["iteration"]),
+                "step": int(r["step"]), "slope": float(r["slope"]), "r2": float(r["r2"])}
+
+    return {
+        "pass": bool(len(c) > 0 and bad.empty),
+        "tolerance": tolerance,
+        "n_checked": int(len(c)),
+        "n_failed": int(len(bad)),
+        "worst": rec(worst.iloc[0]) if len(worst) else None,
+        "failures": [rec(r) for _, r in bad.head(20).iterrows()],
+        "failed_quantities": sorted(bad["quantity"].unique().tolist()),
+        "one_sided_value_check": sorted(exempt(model_name, scaling)),
+    }
+
+
+def sp_summary(slope_table: pd.DataFrame) -> dict:
+    """For comparison: SP's largest delta slope per quantity (max over iterations and steps)."""
+    s = slope_table[(slope_table["parametrization"] == "sp") & (slope_table["stat"] == "delta")]
+    if s.empty:
+        return {}
+    g = s.groupby("quantity")["slope"].max().sort_values(ascending=False)
+    return {q: float(v) for q, v in g.items()}
+
+
+def check_at_init(cfg: RunConfig, widths: tuple[int, ...] = (64, 128, 256), corpus=None) -> dict:
+    """Cheap at-init coordinate check of ``cfg.model`` (e.g. tune-small's tuned point): one seed, no optimizer step,
+    ``widths``, the model's own parametrization (muP family only), verdict as :func:`verdict`. This is the regime of
+    the loop-gain derivation (experiments/coord-check/README.md); it does not test the LR rules."""
+    par = cfg.model.parametrization
+    if par not in MUP_VARIANTS:
+        return {"kind": "at-init", "verdict": f"n/a (parametrization {par})"}
+    run_cfg = with_overrides(cfg, {"sweep.coord_widths": list(widths), "sweep.coord_seeds": 1, "sweep.coord_steps": 0,
+                                   "sweep.coord_parametrizations": [par]})
+    table = slopes(collect(run_cfg, corpus, log=lambda *_: None))
+    result = verdict(table, run_cfg.sweep.coord_tolerance, cfg.model.name,
+                     run_cfg.sweep.coord_scaling or getattr(cfg.model, "scaling", None),
+                     parametrization=par)
+    return {"kind": f"at-init (0 optimizer steps), widths {list(widths)}, 1 seed, tolerance "
+                    f"{run_cfg.sweep.coord_tolerance}", "verdict": "pass" if result["pass"] else "fail",
+            "n_failed": result["n_failed"], "n_checked": result["n_checked"], "worst": result["worst"]}

@@ -119,9 +119,7 @@ MAX_FUNCTION_LINES = 60
 LONG_FUNCTIONS = {
     "ptsweep/analysis/verification.py::verdict": "the contrast verdict and the strict test; not split yet",
     "ptsweep/analysis/fits.py::fit_scaling_law": "the saturating law, its F-test and bootstrap; not split yet",
-    "ptsweep/analysis/fits.py::fit_power_law": "the pure law with its bootstrap; not split yet",
     "ptsweep/analysis/regret.py::regret_analysis": "the response surface and its bootstrap; not split yet",
-    "ptsweep/analysis/verification.py::rank_table": "not split yet",
     "ptsweep/sweeps/trainable.py::_trainable": "one Ray trial from start to ledger record; not split yet",
     "ptsweep/sweeps/search.py::run_search": "the Optuna-on-Tune search from study to table; not split yet",
     "ptsweep/sweeps/optuna_store.py::make_searcher": "the searcher class Ray drives, defined in the function",

@@ -1,8 +1,10 @@
 """Stopping and resuming a sweep from the outside, as a user would: Ctrl-C (SIGINT to the terminal's process group).
 
 Properties: the first Ctrl-C ends a running smoke tune-small within 30 s with status 130, prints the command that
-resumes it and records the running trial as interrupted; re-running that command finishes the study without starting
-any finished trial again. A second Ctrl-C exits at once and leaves no process of the sweep behind.
+resumes it, keeps the finished trials and records the running one as interrupted (FAIL, its parameters queued again,
+which the next run asks first: test_optuna_store.py). A second Ctrl-C exits at once and leaves no process of the
+sweep behind. That the resume command then starts no finished trial again is proven end to end once, on the demo
+chain (test_demo_signals.py).
 """
 
 from __future__ import annotations
@@ -76,7 +78,7 @@ def _kill_session(proc: subprocess.Popen) -> None:
 
 
 @pytest.mark.timeout(420)
-def test_first_ctrl_c_stops_within_30s_and_rerun_finishes_without_rerunning_finished_trials(tmp_path):
+def test_first_ctrl_c_stops_within_30s_keeps_finished_trials_and_queues_the_running_one(tmp_path):
     args = ["preset=smoke", "tracker=disabled", f"out_dir={tmp_path}", "sweep.num_samples=3", "ray.max_concurrent=1",
             "train.tokens=8192"]
     sdir = tmp_path / "tune-small"
@@ -101,16 +103,7 @@ def test_first_ctrl_c_stops_within_30s_and_rerun_finishes_without_rerunning_fini
     study = _study(sdir)
     interrupted = optuna_store.interrupted_numbers(study)  # the running trial: FAIL, its parameters queued again
     assert interrupted and all(study.trials[n].state.name == "FAIL" for n in interrupted), states
-    assert states.count("WAITING") >= len(interrupted), states  # queued again, trained by the rerun below
-
-    rerun = subprocess.run([sys.executable, "-m", "ptsweep", "tune-small", *args], cwd=REPO, env=_env(),
-                           capture_output=True, text=True, timeout=300)
-    assert rerun.returncode == 0, rerun.stderr[-2000:]
-    starts = _starts(sdir)
-    assert all(starts.count(k) == 1 for k in finished), starts  # finished trials never start again
-    study = _study(sdir)
-    assert sum(t.state.name == "COMPLETE" for t in study.trials) == 3
-    assert (sdir / "summary.json").exists()
+    assert states.count("WAITING") >= len(interrupted), states  # queued again: the next run trains it first
 
 
 @pytest.mark.timeout(300)

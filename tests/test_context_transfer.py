@@ -107,3 +107,13 @@ def test_one_seed_gives_no_verdict():
     c = _criteria(df[df["seed"] == 0])
     assert c["context_vs_sp"]["passed"] is None and c["loss_vs_width"]["passed"] is None and c["passed"] is None
     assert "paired seed" in ct.markdown(c)
+
+
+def test_the_checks_read_the_anchored_mup_variant_when_the_study_has_no_plain_mup():
+    df = _study({32: [0.3] * 3, 64: [0.3] * 3, 128: [0.3] * 3}, [0.3] * 3, FLAT)
+    df["model.parametrization"] = df["model.parametrization"].replace({"mup": "mup_sp"})
+    df["label"] = df["label"].str.replace("lr-mup-", "lr-mup_sp-")
+    c = _criteria(df)
+    assert set(c["best"]) == {"mup_sp", "sp"}
+    assert c["drift"]["passed"] is True and c["loss_vs_width"]["passed"] is not None
+    assert c["context_vs_sp"]["width"] == 32

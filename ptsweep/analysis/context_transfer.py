@@ -30,6 +30,7 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
+from ptsweep.config.model import PARAMETRIZATIONS
 from ptsweep.metric_keys import seed_mean
 
 K_SE = 2.0
@@ -80,7 +81,9 @@ def criteria(df: pd.DataFrame, drift_result: dict, x_col: str = "optim.lr", widt
              param_col: str = "model.parametrization", seed_col: str = "seed", min_gain: float = MIN_CONTEXT_GAIN,
              max_drift: float = MAX_DRIFT, k_se: float = K_SE) -> dict:
     """The four checks of the module docstring, plus ``best`` {par: {width: best_context(...)}}; a check whose data
-    are missing (e.g. no SP runs) is reported with ``passed`` None and a ``note``."""
+    are missing (e.g. no SP runs) is reported with ``passed`` None and a ``note``. The muP side is the first muP
+    variant of ``drift_result`` in :data:`~ptsweep.config.model.PARAMETRIZATIONS` order ('mup', 'mup_sp', ...)."""
+    variant = next((p for p in PARAMETRIZATIONS if p != "sp" and p in drift_result), "mup")
     best: dict[str, dict[int, dict]] = {}
     for par, r in drift_result.items():
         for w, o in r["per_width"].items():
@@ -92,7 +95,7 @@ def criteria(df: pd.DataFrame, drift_result: dict, x_col: str = "optim.lr", widt
                 best.setdefault(str(par), {})[int(w)] = b
     out: dict = {"best": best}
 
-    mup, sp = best.get("mup", {}), best.get("sp", {})
+    mup, sp = best.get(variant, {}), best.get("sp", {})
     common = sorted(set(mup) & set(sp))
     if common:
         w0 = common[0]
@@ -111,12 +114,12 @@ def criteria(df: pd.DataFrame, drift_result: dict, x_col: str = "optim.lr", widt
     else:
         out["context_floor"] = {"passed": None, "note": "no muP run with a context gain at every seed"}
 
-    r = drift_result.get("mup")
+    r = drift_result.get(variant)
     if r is not None and "drift_log2" in r:
         out["drift"] = {"drift_log2": r["drift_log2"], "max": max_drift, "is_bound": r["drift_is_bound"],
                         "widths": [r["smallest_width"], r["largest_width"]],
                         "passed": bool(abs(r["drift_log2"]) <= max_drift and not r["drift_is_bound"])}
-        out["loss_vs_width"] = _loss_vs_width(df[df[param_col] == "mup"], r, x_col, width_col, seed_col, k_se)
+        out["loss_vs_width"] = _loss_vs_width(df[df[param_col] == variant], r, x_col, width_col, seed_col, k_se)
     else:
         out["drift"] = {"passed": None, "note": "no muP optimum"}
         out["loss_vs_width"] = {"passed": None, "note": "no muP optimum"}

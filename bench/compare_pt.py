@@ -1,10 +1,12 @@
-"""Interleaved A/B timing of a PT training step: this checkout's PT vs the PT of another source tree (``--base``).
+"""Interleaved A/B timing of a PT training step: this checkout's PT vs the PT of another source tree (``--base``),
+or this checkout's ``--impl`` vs its ``--base-impl`` (two attention implementations, e.g. dense vs fused).
 
 Both models are built from the same config and seed in one process and stepped alternately (A, B, B, A, ...), so a
 load that changes during the run hits both alike; reports each step time, the medians and their ratio, and the
 losses of both (equal up to float rounding when the change is a pure speed-up).
 
     python bench/compare_pt.py --base /tmp/base [--width 256] [--impl dense] [--rounds 3] [--threads 2]
+    python bench/compare_pt.py --base-impl dense --impl fused [--width 256] [--rounds 3] [--threads 2]
 
 ``--base``: a directory holding an older ``ptsweep`` package (e.g. ``git archive <rev> ptsweep | tar -x -C DIR``).
 """
@@ -44,22 +46,26 @@ def main(argv: list[str] | None = None) -> int:
     from ptsweep.models.pt import ProbabilisticTransformer
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--base", required=True, type=Path)
+    p.add_argument("--base", type=Path, help="an older source tree (or use --base-impl)")
+    p.add_argument("--base-impl", choices=["dense", "blockwise", "fused"], help="this checkout with this impl")
     p.add_argument("--width", type=int, default=256)
-    p.add_argument("--impl", default="dense", choices=["dense", "blockwise"])
+    p.add_argument("--impl", default="dense", choices=["dense", "blockwise", "fused"])
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--seq-len", type=int, default=128)
     p.add_argument("--vocab", type=int, default=30522)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--threads", type=int, default=2)
     a = p.parse_args(argv)
+    if (a.base is None) == (a.base_impl is None):
+        p.error("give exactly one of --base and --base-impl")
     torch.set_num_threads(a.threads)
-    base = load_base_pt(a.base)
-    cfg = PTConfig(width=a.width, attention_impl=a.impl)
+    base_cls = ProbabilisticTransformer if a.base is None else load_base_pt(a.base).ProbabilisticTransformer
+    cfgs = {"new": PTConfig(width=a.width, attention_impl=a.impl),
+            "base": PTConfig(width=a.width, attention_impl=a.base_impl or a.impl)}
     models = {}
-    for label, cls in (("new", ProbabilisticTransformer), ("base", base.ProbabilisticTransformer)):
+    for label, cls in (("new", ProbabilisticTransformer), ("base", base_cls)):
         torch.manual_seed(0)
-        models[label] = cls(cfg, a.vocab)
+        models[label] = cls(cfgs[label], a.vocab)
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(5, a.vocab, (a.batch, a.seq_len), generator=g)
     labels = torch.where(torch.rand(a.batch, a.seq_len, generator=g) < 0.15, ids, torch.full_like(ids, -100))
@@ -80,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     med = {k: statistics.median(v) for k, v in times.items()}
     med_cpu = {k: statistics.median(v) for k, v in cpu.items()}
     print(f"load average at the end: {os.getloadavg()}")
-    print(f"PT width {a.width} impl={a.impl} B={a.batch} L={a.seq_len} threads={a.threads}, forward+backward")
+    print(f"PT width {a.width} impl={a.impl} (base: {a.base or ''}{a.base_impl or ''}) B={a.batch} L={a.seq_len} "
+          f"threads={a.threads}, forward+backward")
     for k in models:
         print(f"  {k}: wall median {med[k]:.3f} s/step {[round(t, 2) for t in times[k]]}; process CPU median "
               f"{med_cpu[k]:.3f} s/step {[round(t, 2) for t in cpu[k]]}; loss {losses[k]:.10f}")

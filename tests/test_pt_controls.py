@@ -1,4 +1,4 @@
-"""The PT controls of issue 16 (named configs model=pt_no_inference / pt_no_child / pt_no_head / pt_no_topic): each
+"""The PT controls (named configs model=pt_no_inference / pt_no_child / pt_no_head / pt_no_topic): each
 removes exactly what it says, checked by what the output can depend on (an independent property, not the code path)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The whole MFVI loop of ``ProbabilisticTransformer.mfvi`` against an independent multi-iteration MFVI (issue 8.4).
+"""The whole MFVI loop of ``ProbabilisticTransformer.mfvi`` against an independent multi-iteration MFVI.
 
 The reference is written from the CRF energy only (spec §2, §6.1-6.2; [S] App. A): Python loops over tokens and
 pairs, full N x N ternary factors T = U_{k,c} V_{k,c}^T indexed by a hand-written class table, and every message
@@ -157,7 +157,7 @@ def test_float64_stays_float64_through_encode_and_head():
 
 
 def test_reference_separates_the_two_known_mutations(monkeypatch):
-    """The reference is sensitive to exactly the two mutations that the single-update tests missed (issue 8):
+    """The reference is sensitive to exactly the two mutations that the single-update tests miss:
     (a) l^(0) = 0 instead of S_w, (b) topic logits from Q_z instead of N * Q_z (muP). Each is applied to the model
     by monkeypatching and must break the agreement by far more than the tolerance."""
     ids, mask = batch()

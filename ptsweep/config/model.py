@@ -67,10 +67,9 @@ class PTConfig:
     from q, v, the topic logits and the messages ('mup_paper' and 'sp': off)."""
     init_unary: float = 0.125
     """'mup' only: std of the unary S at init, a base-shape constant (input group, N^0; [S] Table 2 and 'mup_paper':
-    1). Keeps the spread of the Z logits, hence the tail of N*Q_z, small (coord-check README, derivation). 0.125
-    (issue 16, experiments/context "Session 10"): Q_z starts near uniform, where the muP loop gain N*J is Theta(1),
-    so U, V learn attention before Q_z sharpens; at 0.5 Q_z sharpened within 50 steps and the width-32 model learned
-    less context than SP."""
+    1). Keeps the spread of the Z logits, hence the tail of N*Q_z, small (coord-check README, derivation). At 0.125
+    Q_z starts near uniform, where the muP loop gain N*J is Theta(1), so U, V learn attention before Q_z sharpens
+    (at 0.5 Q_z sharpens within 50 steps and the width-32 model learns less context than SP; experiments/context)."""
     init_u: float = 0.5
     """'mup' only: U ~ N(0, init_u^2 / N) (hidden group; 'mup_paper': 1). The ternary round trip i -> j -> i
     through the random init has gain ~ (init_u * init_v)^2 w_child w_head, while the coherent (p_hat-side) update of
@@ -82,11 +81,11 @@ class PTConfig:
     each label's own N*Q_z back with gain (M/N)^2 * init_topic^2 * w_topic_g * w_topic_z (16 with 'mup_paper')."""
     lr_unary: float = 1.0
     """'mup' only: base-shape constant on the LR of S (input group: LR eta * lr_unary). Not tuned: it sets the
-    input:hidden LR ratio that none of the 7 transferred hyperparameters can change (issue 16)."""
+    input:hidden LR ratio that none of the 7 transferred hyperparameters can change."""
     lr_ternary: float = 4.0
-    """'mup' only: constant on the LR of U, V (hidden group: eta * lr_ternary / N). 4 (issue 16,
-    experiments/context): at 1 the attention stays uniform in a few hundred steps and the model learns almost no
-    context; 4 lets it learn context, with the muP damping of Z (``damping_z``) keeping Q_z soft at larger widths."""
+    """'mup' only: constant on the LR of U, V (hidden group: eta * lr_ternary / N). 4 (experiments/context): at 1 the
+    attention stays uniform for a few hundred steps and the model learns almost no context; 4 lets it learn context,
+    with the muP damping of Z (``damping_z``) keeping Q_z soft at larger widths."""
     lr_topic: float = 0.15
     """'mup' only: constant on the LR of B (hidden group: eta * lr_topic / N). 0.15 with ``init_topic`` 0.03 keeps
     B's update small next to its init: at 1 with init 0.02 the topic path's update had an N^-1/2 part that failed the

@@ -38,7 +38,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ptsweep.config import PTConfig
-from ptsweep.models import pt_attention, pt_dense
+from ptsweep.models import pt_attention, pt_dense, pt_fused
 from ptsweep.parametrization import Role, declare, init_parameters
 
 
@@ -310,8 +310,6 @@ class ProbabilisticTransformer(nn.Module):
         may be None); with ``fused`` the fused-kernel path (``pt_fused``; a batch without pads) does. ``weights``:
         ``flat_weights()`` of this forward; ``unary``: ``unary_message()`` of this forward (it does not change across
         iterations; computed here when None)."""
-        from ptsweep.models import pt_fused
-
         weights = weights or self.flat_weights(layout_order=q_h is None and not fused)
         unary = self.unary_message(input_ids, mask) if unary is None else unary    # (B, L, N)
         topic = g_hat @ self.B                                                       # (B, L, N)
@@ -361,8 +359,6 @@ class ProbabilisticTransformer(nn.Module):
         logits = self.initial_logits(input_ids, maskf)       # l^(0) = S_w (B, L, N)
         attn_prev = topic_prev = None                        # damping memory (initial H/G logits: constant -> 0)
         pz_prev = ph_prev = pg_prev = None                   # step-size memory
-        from ptsweep.models import pt_fused
-
         fused = trace is None and c.use_fused(input_ids.device.type)
         fused = fused and pt_fused.applicable(mask)          # a batch with pads: the blockwise path, the same math
         blockwise = trace is None and (c.use_blockwise(input_ids.device.type) or c.use_fused(input_ids.device.type))

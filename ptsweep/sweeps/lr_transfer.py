@@ -188,7 +188,7 @@ def basin_and_cliff(curve: dict, unigram: float, rows, x_col: str) -> dict:
 
 def analyse(df, cfg: RunConfig) -> dict:
     """{"lr": drift result, "weight": drift result} (``transfer_drift.drift``) plus the unigram baseline, the gains
-    at each optimum (``transfer_drift.gains``) and issue 16's checks on the LR study (``"criteria"``:
+    at each optimum (``transfer_drift.gains``) and the context-transfer checks on the LR study (``"criteria"``:
     ``analysis.context_transfer.criteria``)."""
     from ptsweep.analysis import transfer_drift as td
 

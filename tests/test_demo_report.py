@@ -123,3 +123,22 @@ def test_the_transfer_results_first_line_says_when_n_points_bound_no_regret():
     assert headline(vs) == vs["statement"]
     assert transfer_line(vs).startswith("**INCONCLUSIVE** (regret verdict): regret 7.30% [0.00%, 23.25%]")
     assert "strict test of [S] PASS" in transfer_line(vs)
+
+
+def test_the_tuning_heading_names_the_early_stopping_the_search_used(tmp_path):
+    """The demo turns ASHA off (sweep.asha_reduction 1): its report must not say ASHA stopped trials."""
+    import pandas as pd
+
+    from ptsweep.sweeps.demo_report import tuning_section
+    from ptsweep.sweeps.fields import early_stopping_label
+
+    assert early_stopping_label(0.25, 1) == "no early stopping"
+    assert early_stopping_label(0.25, 3) == "ASHA (grace 0.25 of the budget, reduction 3)"
+    values = {"optim.lr": 0.01, **{f"model.{w}": 1.0 for w in
+                                   ("w_unary", "w_child", "w_head", "w_topic_z", "w_attn", "w_topic_g")}}
+    trials = pd.DataFrame([{"trial_id": "t0", **values, "val_loss": 5.9, "val_loss_se": 0.04, "unigram_loss": 6.3,
+                            "no_context_loss": 5.7, "context_gain": 0.3, "context_gain_se": 0.02, "status": "ok",
+                            "steps": 192}])
+    ts = {"best": {"values": values}, "notes": [], "plots": [], "early_stopping": early_stopping_label(0.25, 1)}
+    heading = tuning_section(trials, ts, tmp_path, "fig.png", lambda p: p)[0]
+    assert "no early stopping" in heading and "ASHA" not in heading

@@ -116,7 +116,7 @@ def first_screen(root: Path, ts: dict, vs: dict, ss: dict, models: pd.DataFrame,
         f"**What ran** (preset `{best.get('preset', '')}`, commit `{str(best.get('git_commit', ''))[:10]}`, "
         f"{last.get('total', math.nan) / 60:.1f} min: {split} min{'; summed over ' + str(len(inv)) + ' invocations (a re-run resumes)' if len(inv) > 1 else ''}): "
         f"PT ({best.get('parametrization')}, {best.get('scaling')} scaling) tuned at width {best['width']} "
-        f"({ts['n_trials']} Optuna TPE trials, ASHA: {ts['status_counts']}), its 7 values transferred to width "
+        f"({ts['n_trials']} Optuna TPE trials, {ts.get('early_stopping', 'ASHA')}: {ts['status_counts']}), its 7 values transferred to width "
         f"{vst.get('width')} and verified against {vs.get('n_perturbed_run', '?')} points perturbed by "
         f"+-{100 * vst.get('perturb', 0.2):.0f} % ({vst.get('perturbed_seeds')} paired seeds each), then PT vs "
         f"{' and '.join(m.upper() for m in ss.get('models', []) if m != 'pt')} (LR tuned per scale) at PT widths "
@@ -323,7 +323,8 @@ def tuning_section(trials: pd.DataFrame, ts: dict, t: Path, tuning_figure: str, 
     trials["vs no-context"] = [num(x - n, sign=True) for x, n in zip(trials["val_loss"].astype(float),
                                                                       trials["no_context_loss"].astype(float))]
     trials["context gain"] = [gain_text(g, e) for g, e in zip(trials["context_gain"], trials["context_gain_se"])]
-    out = ["## 1. tune-small (Optuna TPE + ASHA over the 7 transferable hyperparameters, validation split)", "",
+    out = [f"## 1. tune-small (Optuna TPE over the 7 transferable hyperparameters, "
+           f"{ts.get('early_stopping', 'ASHA')}, validation split)", "",
            "Transferred values (`transfer.yaml`): " + ", ".join(f"`{k}={best['values'][k]:.4g}`" for k in TRANSFER_KEYS),
            "", f"![tune-small trials]({tuning_figure})", "",
            table_rows(trials.sort_values("val_loss"), {

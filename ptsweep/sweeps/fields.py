@@ -29,3 +29,11 @@ def finite_or_inf(x: Any) -> float:
     except (TypeError, ValueError):
         return math.inf
     return x if math.isfinite(x) else math.inf
+
+
+def early_stopping_label(grace_frac: float, reduction: float) -> str:
+    """How a search stops trials early, as reports name it: ASHA with its grace period and reduction, or none
+    (``sweep.asha_reduction`` <= 1)."""
+    if reduction > 1:
+        return f"ASHA (grace {grace_frac:g} of the budget, reduction {reduction:g})"
+    return "no early stopping"

@@ -31,6 +31,7 @@ from ptsweep import metric_keys
 from ptsweep.config import INFO_WEIGHTS, TRANSFER_KEYS, RunConfig, with_overrides
 from ptsweep.errors import SweepError
 from ptsweep.sweeps.code_version import git_commit
+from ptsweep.sweeps.fields import early_stopping_label
 from ptsweep.sweeps.outputs import optuna_study_from_table, open_study, publish, require_pt, save_table, sweep_tags
 from ptsweep.sweeps.ray_session import ray_session
 from ptsweep.sweeps.search import run_search
@@ -117,6 +118,7 @@ def run(cfg: RunConfig) -> Path:
                for k in ("unigram_loss", "no_context_loss", "context_gain", "context_gain_se")}
     summary = {"study": name, "best": {"values": values, **provenance, **context}, "n_trials": int(len(df)),
                "status_counts": {str(k): int(v) for k, v in counts.items()},
+               "early_stopping": early_stopping_label(sweep_cfg.asha_grace_frac, sweep_cfg.asha_reduction),
                "plots": sorted(p.name for p in images.values()), "coord_check_at_best": coord, "notes": notes,
                "wall_s": time.time() - t0, "search": df.attrs.get("search", {})}
     publish(cfg, sdir, SWEEP, summary, {"trials": df}, images, {"best_val_loss": provenance["val_loss"], **values})

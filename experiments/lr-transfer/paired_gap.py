@@ -22,6 +22,7 @@ from pathlib import Path
 
 from scipy import stats
 
+from ptsweep.analysis.context_transfer import paired_difference
 from ptsweep.config import PTConfig
 
 
@@ -88,14 +89,10 @@ def optimum(rows: list[dict]) -> tuple[float, dict[int, dict]]:
 
 
 def paired(a: dict[int, dict], b: dict[int, dict], key: str) -> tuple[float, float, float, int]:
-    """Mean of a - b over the shared seeds, its SE and the 95 % t half-width (nan with one seed)."""
-    diffs = [a[s][key] - b[s][key] for s in sorted(set(a) & set(b))]
-    n = len(diffs)
-    mean = sum(diffs) / n
-    if n < 2:
-        return mean, math.nan, math.nan, n
-    se = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1) / n)
-    return mean, se, float(stats.t.ppf(0.975, n - 1)) * se, n
+    """Mean of a - b over the shared seeds, its SE (``context_transfer.paired_difference``) and the 95 % t
+    half-width (nan with one seed)."""
+    p = paired_difference({s: r[key] for s, r in a.items()}, {s: r[key] for s, r in b.items()})
+    return p["diff"], p["se"], float(stats.t.ppf(0.975, p["n"] - 1)) * p["se"] if p["n"] > 1 else math.nan, p["n"]
 
 
 def _mean(rows: dict[int, dict], key: str) -> float:

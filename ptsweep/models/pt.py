@@ -171,7 +171,7 @@ class MFVIConstants:
         n, r, m = cfg.width, cfg.rank, cfg.topics
         n0, r0, m0 = cfg.base_width, cfg.base_rank, cfg.topic_ratio * cfg.base_width
         return MFVIConstants(
-            a_z=float(n), a_g=float(m), s_h=r0 / r, s_g=m0 * (m / n) / (m0 / n0),
+            a_z=float(n), a_g=float(m), s_h=r0 / r, s_g=float(m0),  # [S]'s M/N is fixed by topic_ratio
             init_s=math.sqrt(2.0 / (vocab_size + n0)),      # SP's xavier std of S (V x N0)
             init_u=1.0 / math.sqrt(r0), init_v=1.0 / math.sqrt(r0),  # N(0, 1/r0) / sqrt(N0) at N0
             init_b=1.0 / m0,                                 # N(0, 1/N0) / M0 at N0
@@ -359,9 +359,9 @@ class ProbabilisticTransformer(nn.Module):
         logits = self.initial_logits(input_ids, maskf)       # l^(0) = S_w (B, L, N)
         attn_prev = topic_prev = None                        # damping memory (initial H/G logits: constant -> 0)
         pz_prev = ph_prev = pg_prev = None                   # step-size memory
-        fused = trace is None and c.use_fused(input_ids.device.type)
-        fused = fused and pt_fused.applicable(mask)          # a batch with pads: the blockwise path, the same math
-        blockwise = trace is None and (c.use_blockwise(input_ids.device.type) or c.use_fused(input_ids.device.type))
+        fused_asked = trace is None and c.use_fused(input_ids.device.type)
+        fused = fused_asked and pt_fused.applicable(mask)    # a batch with pads: the blockwise path, the same math
+        blockwise = fused_asked or (trace is None and c.use_blockwise(input_ids.device.type))
         weights = self.flat_weights(blockwise and not fused)  # once per forward, shared by all iterations
         unary = self.unary_message(input_ids, mask)          # likewise (one embedding gather and scatter per step)
         for t in range(c.n_iters):

@@ -41,7 +41,8 @@ def test_grid_is_log_spaced_and_stage1_covers_every_point(smoke_cfg):
     lr_trials = [t for t, lab in zip(trials, labels) if lab.startswith("lr-")]
     w_trials = [t for t, lab in zip(trials, labels) if lab.startswith("wattn-")]
     assert len(lr_trials) == 2 * 3 * 5  # parametrizations x widths x LRs, one seed
-    assert len(w_trials) == 3 * 3 and all(t["model.parametrization"] == "mup" for t in w_trials)
+    assert cfg.optim.lr in grid  # the weight study's run at the default weight 1 is the LR study's run at optim.lr
+    assert len(w_trials) == 2 * 3 and all(t["model.parametrization"] == "mup" for t in w_trials)
     assert {t["seed"] for t in trials} == {cfg.seed}
     assert all(t["model.scaling"] == cfg.sweep.lr_scaling for t in trials)
     assert all(t["train.tokens"] == cfg.sweep.lr_tokens for t in trials)
@@ -85,14 +86,40 @@ def test_stage2_refines_the_best_values_with_the_other_seeds(smoke_cfg):
     assert vals[("lr", "sp", 128)] == [3.162e-2, 1e-1]  # the 2 lowest losses, not the 2 highest
     assert vals[("weight", "mup", 64)] == [1.0, 4.0]
     t2, l2 = lt.stage2_trials(cfg, df1)
-    assert len(t2) == (2 * 3 + 3) * 2 * 2  # groups x refine_top x extra seeds
+    # groups x refine_top x extra seeds, less w_attn 1 at widths 32 and 64: there the LR study refines optim.lr (its
+    # seeds at the default weight are the weight study's)
+    assert len(t2) == (2 * 3 + 3) * 2 * 2 - 2 * 2
+    assert sorted(t["model.width"] for t, lab in zip(t2, l2) if lab.startswith("wattn-") and t["model.w_attn"] == 1) \
+        == [128, 128]
     assert {t["seed"] for t in t2} == {cfg.seed + 1, cfg.seed + 2}
     lr128 = {t["optim.lr"] for t, lab in zip(t2, l2) if lab == "lr-sp-w128"}
     assert lr128 == {3.162e-2, 1e-1}
     # refine_top = 0: every grid value gets every seed
     cfg0 = _study_cfg(smoke_cfg, **{"sweep.lr_refine_top": 0})
     t0, _ = lt.stage2_trials(cfg0, df1)
-    assert len(t0) == (2 * 3 * 5 + 3 * 3) * 2
+    assert len(t0) == (2 * 3 * 5 + 3 * 2) * 2  # w_attn 1's seeds are the LR study's
+
+
+def test_weight_study_follows_the_muP_variant_and_shares_the_default_weights_run(smoke_cfg):
+    """With only 'mup_sp' the weight study runs on it; when its LR is on the LR grid, the default weight's run is the
+    LR study's run (not run twice) and the analysis counts it as the weight study's point at the default."""
+    cfg = _study_cfg(smoke_cfg, **{"sweep.lr_parametrizations": ["mup_sp"], "sweep.lr_sp_grid_range": [5e-3, 2e-2],
+                                   "sweep.lr_grid_points": 3, "sweep.lr_weight_lr": 0.01,
+                                   "sweep.lr_weight_grid": [0.5, 1.0, 2.0], "sweep.lr_widths": [32, 64],
+                                   "sweep.lr_weight_widths": [64]})
+    trials, labels = lt.stage1_trials(cfg)
+    wt = [t for t, lab in zip(trials, labels) if lab.startswith("wattn-")]
+    assert sorted(t["model.w_attn"] for t in wt) == [0.5, 2.0]
+    assert all(t["model.parametrization"] == "mup_sp" and t["model.width"] == 64 for t in wt)
+    df = _stage1_table(cfg, lambda lab, w, x: 5 + abs(math.log2(x / (1.0 if lab.startswith("wattn-") else 0.01))))
+    res = lt.analyse(df, cfg)
+    o = res["weight"]["by_parametrization"]["mup_sp"]["per_width"][64]
+    assert o["x_opt"] == 1.0 and list(o["curve"]["x"]) == [0.5, 1.0, 2.0]
+    assert set(res["weight"]["by_parametrization"]["mup_sp"]["per_width"]) == {64}
+    off = _study_cfg(smoke_cfg, **{"sweep.lr_weight_lr": 0.05})  # 0.05 is not on the LR grid: run the default
+    assert sorted({t["model.w_attn"] for t, lab in zip(*lt.stage1_trials(off)) if lab.startswith("wattn-")}) \
+        == [0.25, 1.0, 4.0]
+    assert lt.weight_parametrization(_study_cfg(smoke_cfg, **{"sweep.lr_parametrizations": ["sp"]})) is None
 
 
 def test_config_rejects_bad_settings(smoke_cfg):

@@ -41,6 +41,7 @@ from ptsweep import metric_keys
 from ptsweep.analysis import basin, context_transfer
 from ptsweep.config import RunConfig
 from ptsweep.io import write_json
+from ptsweep.parametrization import MUP_VARIANTS
 from ptsweep.sweeps.ledger import read_ledger
 from ptsweep.sweeps.outputs import log_summary, save_table, study_path, sweep_tags
 from ptsweep.sweeps.ray_session import ray_session
@@ -98,10 +99,24 @@ def _groups(cfg: RunConfig) -> list[tuple[str, str, int, list[float]]]:
             out.append(("lr", par, int(width), lr_grid(cfg, par)))
         if sw.lr_control and "mup" in sw.lr_parametrizations:  # the control beside muP PT, over muP's LR grid
             out.append(("control", "mup", int(width), lr_grid(cfg, "mup")))
-        if (sw.lr_weight_grid and "mup" in sw.lr_parametrizations  # information weights are muP hyperparameters
-                and (not sw.lr_weight_widths or width in sw.lr_weight_widths)):
-            out.append(("weight", "mup", int(width), [float(v) for v in sw.lr_weight_grid]))
+        wpar = weight_parametrization(cfg)
+        if sw.lr_weight_grid and wpar and (not sw.lr_weight_widths or width in sw.lr_weight_widths):
+            grid = [float(v) for v in sw.lr_weight_grid]
+            if weight_lr(cfg) in lr_grid(cfg, wpar):  # the default weight's run is the LR study's: not run twice
+                grid = [v for v in grid if v != default_weight(cfg)]
+            out.append(("weight", wpar, int(width), grid))
     return out
+
+
+def weight_parametrization(cfg: RunConfig) -> str | None:
+    """The parametrization of the weight study: the first muP variant of the study (information weights are muP
+    hyperparameters; :data:`~ptsweep.parametrization.MUP_VARIANTS` order), None without one."""
+    return next((p for p in MUP_VARIANTS if p in cfg.sweep.lr_parametrizations), None)
+
+
+def default_weight(cfg: RunConfig) -> float:
+    """The model's value of the weight study's weight (``sweep.lr_weight_key``)."""
+    return float(getattr(cfg.model, cfg.sweep.lr_weight_key.split(".", 1)[1]))
 
 
 def stage1_trials(cfg: RunConfig) -> tuple[list[dict], list[str]]:
@@ -121,14 +136,19 @@ def _x_col(cfg: RunConfig, study: str) -> str:
 
 def refine_values(cfg: RunConfig, df1) -> dict[tuple[str, str, int], list[float]]:
     """Stage 2's values per (study, parametrization, width): the ``lr_refine_top`` lowest finite stage-1 losses
-    (ties broken by the smaller value; every value when ``lr_refine_top`` = 0)."""
+    (ties broken by the smaller value; every value when ``lr_refine_top`` = 0; the weight study's default weight
+    counts through :func:`default_weight_rows`)."""
+    import pandas as pd
+
     out = {}
     for study, par, width, grid in _groups(cfg):
         if cfg.sweep.lr_refine_top == 0:
             out[(study, par, width)] = list(grid)
             continue
-        _, lab = _trial(cfg, study, par, width, grid[0], cfg.seed)
+        _, lab = _trial(cfg, study, par, width, grid[0] if grid else 0.0, cfg.seed)
         g = df1[df1["label"] == lab]
+        if study == "weight":
+            g = pd.concat([g, default_weight_rows(df1[df1["model.width"] == width], cfg)], ignore_index=True)
         xc = _x_col(cfg, study)
         loss = g["val_loss"].astype(float).to_numpy()
         xs = g[xc].astype(float).to_numpy()
@@ -143,8 +163,11 @@ def stage2_trials(cfg: RunConfig, df1) -> tuple[list[dict], list[str]]:
     trials, labels = [], []
     values = refine_values(cfg, df1)
     for study, par, width, _ in _groups(cfg):
+        xs = values[(study, par, width)]
+        if study == "weight" and weight_lr(cfg) in values.get(("lr", par, width), []):
+            xs = [x for x in xs if x != default_weight(cfg)]  # the LR study's seeds at weight_lr are these
         for s in range(1, cfg.sweep.lr_seeds):
-            for x in values[(study, par, width)]:
+            for x in xs:
                 ov, lab = _trial(cfg, study, par, width, x, cfg.seed + s)
                 trials.append(ov)
                 labels.append(lab)
@@ -168,10 +191,21 @@ def add_ledger_metrics(df, sdir: Path):
 def _fill_base(df, cfg: RunConfig):
     """The LR study's rows ran at the model's default weight: fill that column (and the LR where absent)."""
     wk = cfg.sweep.lr_weight_key
-    base_w = float(getattr(cfg.model, wk.split(".", 1)[1]))
-    df[wk] = df[wk].fillna(base_w) if wk in df else base_w
+    df[wk] = df[wk].fillna(default_weight(cfg)) if wk in df else default_weight(cfg)
     df[LR_KEY] = df[LR_KEY].fillna(weight_lr(cfg)) if LR_KEY in df else weight_lr(cfg)
     return df
+
+
+def default_weight_rows(df, cfg: RunConfig):
+    """The LR study's runs that are the weight study's point at the default weight: the weight study's
+    parametrization, at its widths, at LR ``weight_lr`` (their weight column filled by :func:`_fill_base`)."""
+    widths = cfg.sweep.lr_weight_widths or cfg.sweep.lr_widths
+    lr = df[LR_KEY].astype(float) if LR_KEY in df else None
+    if lr is None:
+        return df.iloc[:0]
+    pick = (df["label"].str.startswith("lr-") & (df["model.parametrization"] == weight_parametrization(cfg))
+            & df["model.width"].isin(widths) & np.isclose(lr, weight_lr(cfg), rtol=1e-9, atol=0))
+    return df[pick]
 
 
 def basin_and_cliff(curve: dict, unigram: float, rows, x_col: str) -> dict:
@@ -190,6 +224,8 @@ def analyse(df, cfg: RunConfig) -> dict:
     """{"lr": drift result, "weight": drift result} (``transfer_drift.drift``) plus the unigram baseline, the gains
     at each optimum (``transfer_drift.gains``) and the context-transfer checks on the LR study (``"criteria"``:
     ``analysis.context_transfer.criteria``)."""
+    import pandas as pd
+
     from ptsweep.analysis import transfer_drift as td
 
     out: dict = {}
@@ -207,6 +243,8 @@ def analyse(df, cfg: RunConfig) -> dict:
                               ("weight", weight_label(cfg.sweep.lr_weight_key) + "-", cfg.sweep.lr_weight_key),
                               ("control", "ctrl-", LR_KEY)):
         rows = df[df["label"].str.startswith(prefix)]
+        if study == "weight" and len(rows):
+            rows = pd.concat([rows, default_weight_rows(df, cfg)], ignore_index=True)
         if not len(rows):
             continue
         res = td.drift(rows, xc, width_col="model.width", param_col="model.parametrization", loss_col="val_loss",
@@ -277,7 +315,7 @@ def run(cfg: RunConfig) -> Path:
                      "seq_len": cfg.data.seq_len, "max_val_blocks": cfg.data.max_val_blocks,
                      "schedule": cfg.optim.schedule, "warmup_frac": cfg.optim.warmup_frac,
                      "scaling": cfg.sweep.lr_scaling, "data": cfg.data.name, "preset": cfg.preset,
-                     "weight_parametrizations": ["mup"], "control": dict(cfg.sweep.lr_control)},
+                     "weight_parametrizations": [p for p in [weight_parametrization(cfg)] if p], "control": dict(cfg.sweep.lr_control)},
         "n_trials": int(len(df)),
         "n_stage1": int(len(df1)), "n_stage2": int(len(df2)),
         "status_counts": {str(k): int(v) for k, v in counts.items()},

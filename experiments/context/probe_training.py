@@ -73,12 +73,24 @@ def cap_features(model, cap: float) -> None:
     model.features = lambda q_z: cap * torch.tanh(plain(q_z) / cap)
 
 
+def independent_weight_decay(opt: torch.optim.AdamW, per_step: float) -> None:
+    """Weight decay that does not follow eta (Kosson et al. 2025, arXiv 2510.19093): torch's AdamW shrinks each
+    weight by ``lr_t * weight_decay`` per step, so a group's weight_decay of ``per_step / lr_peak`` shrinks its
+    matrices by ``per_step`` x the schedule factor, whatever eta and the group's muP multiplier. Gains and biases
+    are not decayed. Call after the optimizer is built with the peak LRs and before any ``set_lr``."""
+    for g in opt.param_groups:
+        g["weight_decay"] = 0.0 if g["role"] in ("gain", "bias") else per_step / g["lr"]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True, help="JSON file to write")
     ap.add_argument("--every", type=int, default=50, help="record the statistics every this many steps")
     ap.add_argument("--feature-cap", type=float, default=0.0,
                     help="a lever, not a model option: replace the Z features P^ by cap * tanh(P^ / cap) (0 = off)")
+    ap.add_argument("--independent-wd", type=float, default=0.0,
+                    help="a lever, not an optim option: decoupled weight decay of this much per step on every matrix "
+                         "(x the schedule factor), independent of eta and of the muP LR multipliers (0 = off)")
     ap.add_argument("overrides", nargs="*", help="Hydra overrides, as for python -m ptsweep train")
     args = ap.parse_args(argv)
     cfg = compose(list(args.overrides))
@@ -91,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     oc, tc = cfg.optim, cfg.train
     opt = build_optimizer(model, model.width, model.parametrization, oc.lr, betas=oc.betas, eps=oc.eps,
                           weight_decay=oc.weight_decay)
+    if args.independent_wd > 0:
+        independent_weight_decay(opt, args.independent_wd)
     val = data_mod.val_batches(corpus, cfg.data, tc.batch_size)
     probe = val[0]
     baseline = metrics.NoContextBaseline.of(corpus, cfg.data)
@@ -137,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
             record(step + 1, before)
             model.train()
     ev = evaluate(model, val, torch.device("cpu"), "fp32", baseline)
-    out = {"config": to_dict(cfg), "feature_cap": args.feature_cap, "trace": trace, "final": ev,
+    out = {"config": to_dict(cfg), "feature_cap": args.feature_cap, "independent_wd": args.independent_wd,
+           "trace": trace, "final": ev,
            "wall_s": time.time() - t0}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=1))

@@ -23,26 +23,32 @@ from pathlib import Path
 from scipy import stats
 
 from ptsweep.analysis.context_transfer import paired_difference
-from ptsweep.config import PTConfig
+from ptsweep.config import OptimConfig, PTConfig
 
 
 SHAPE_KEYS = {"name", "width", "scaling", "parametrization", "base_width", "base_rank"}
 """Model fields that say which model and width a run is, not which variant of the default."""
 
 
-def _variant(model: dict) -> tuple:
-    """The model fields a run changed from the PTConfig defaults (levers, controls); () for the default model."""
-    defaults = dataclasses.asdict(PTConfig())
-    return tuple(sorted((k, str(v)) for k, v in model.items()
-                        if k not in SHAPE_KEYS and k in defaults and str(v) != str(defaults[k])
+def _changed(values: dict, defaults: dict, skip: set) -> tuple:
+    return tuple(sorted((k, str(v)) for k, v in values.items()
+                        if k not in skip and k in defaults and str(v) != str(defaults[k])
                         and not (isinstance(defaults[k], tuple) and list(defaults[k]) == v)))
+
+
+def _variant(model: dict, optim: dict | None = None) -> tuple:
+    """The model fields and optimizer settings (other than eta) a run changed from the PTConfig and OptimConfig
+    defaults (levers, controls); () for the default model trained the default way."""
+    return (_changed(model, dataclasses.asdict(PTConfig()), SHAPE_KEYS)
+            + _changed(optim or {}, dataclasses.asdict(OptimConfig()), {"lr"}))
 
 
 def _probe_row(d: dict) -> dict | None:
     cfg, final = d.get("config"), d.get("final")
     if not isinstance(cfg, dict) or not isinstance(final, dict) or "val_loss" not in final:
         return None
-    variant = _variant(cfg["model"]) + ((("feature_cap", str(d["feature_cap"])),) if d.get("feature_cap") else ())
+    levers = tuple((k, str(d[k])) for k in ("feature_cap", "independent_wd") if d.get(k))
+    variant = _variant(cfg["model"], cfg.get("optim")) + levers
     return {"par": cfg["model"]["parametrization"], "width": cfg["model"]["width"], "lr": cfg["optim"]["lr"],
             "tokens": cfg["train"]["tokens"], "seed": cfg["seed"], "variant": variant, **final}
 
@@ -52,8 +58,9 @@ def _trial_row(d: dict) -> dict | None:
     if d.get("status") != "ok" or "model.parametrization" not in ov:
         return None
     model = {k.split(".", 1)[1]: v for k, v in ov.items() if k.startswith("model.")}
+    optim = {k.split(".", 1)[1]: v for k, v in ov.items() if k.startswith("optim.")}
     return {"par": ov["model.parametrization"], "width": ov["model.width"], "lr": ov["optim.lr"],
-            "tokens": ov["train.tokens"], "seed": ov["seed"], "variant": _variant(model), **d}
+            "tokens": ov["train.tokens"], "seed": ov["seed"], "variant": _variant(model, optim), **d}
 
 
 def load_runs(folders: list[Path]) -> list[dict]:

@@ -1,0 +1,73 @@
+"""experiments/lr-transfer/budget_drift.py (eta* per budget and its drift, on rows with known optima) and the
+independent weight decay lever of experiments/context/probe_training.py (against the closed form of one AdamW step
+with zero gradients)."""
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from ptsweep.parametrization import build_optimizer, set_lr
+from ptsweep.models import build_model
+from ptsweep.config import compose
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load(rel: str, name: str):
+    path = ROOT / rel
+    sys.path.insert(0, str(path.parent))  # budget_drift imports its sibling paired_gap
+    try:
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(str(path.parent))
+    return mod
+
+
+budget_drift = _load("experiments/lr-transfer/budget_drift.py", "budget_drift")
+probe_training = _load("experiments/context/probe_training.py", "probe_training")
+
+
+def _rows(opt_by_steps: dict, width=32, seeds=3):
+    """Quadratic loss in log2(eta) around each budget's optimum, with per-seed offsets."""
+    rows = []
+    for steps, opt in opt_by_steps.items():
+        for k in range(-9, -4):
+            lr = 2.0 ** k
+            for s in range(seeds):
+                rows.append({"par": "mup_sp", "width": width, "lr": lr, "tokens": float(steps * 1024), "seed": s,
+                             "val_loss": 5 + 0.1 * (k - math.log2(opt)) ** 2 + 0.01 * s})
+    return rows
+
+
+def test_budget_drift_reports_each_budgets_optimum_and_the_drift_in_factors_of_two():
+    lines = budget_drift.table(_rows({300: 2.0 ** -6, 1200: 2.0 ** -7}), "mup_sp")
+    assert lines[0].startswith("| width | eta* at 300 steps") and "eta* at 1200 steps" in lines[0]
+    row = lines[2].split(" | ")
+    assert row[1].startswith("0.015625 ") and row[2].startswith("0.0078125 ") and row[3] == "-1"
+    assert "-1.00 [" in lines[2]  # the fitted vertices: exactly one factor of 2 down
+    flat = budget_drift.table(_rows({300: 2.0 ** -7, 1200: 2.0 ** -7}), "mup_sp")[2]
+    assert flat.split(" | ")[3] == "+0"
+    assert budget_drift.table(_rows({300: 2.0 ** -7}), "sp") == ["no runs of 'sp'"]
+
+
+def test_independent_weight_decay_shrinks_matrices_by_the_set_amount_whatever_eta():
+    cfg = compose(["preset=smoke", "model.parametrization=mup_sp", "model.width=32", "model.scaling=rank"])
+    for lr in (0.01, 0.04):
+        model = build_model(cfg.model, 64, cfg.data.seq_len)
+        before = {n: p.detach().clone() for n, p in model.named_parameters()}
+        opt = build_optimizer(model, model.width, model.parametrization, lr)
+        probe_training.independent_weight_decay(opt, 1e-3)
+        set_lr(opt, lr, 0.5)  # mid-schedule: the decay follows the schedule factor, not eta
+        for p in model.parameters():
+            p.grad = torch.zeros_like(p)  # Adam's step is 0: only the decay moves the weights
+        opt.step()
+        roles = {id(p): g["role"] for g in opt.param_groups for p in g["params"]}
+        for n, p in model.named_parameters():
+            shrink = 1.0 if roles[id(p)] in ("gain", "bias") else 1 - 0.5 * 1e-3
+            assert torch.allclose(p.detach(), before[n] * shrink, rtol=1e-6, atol=0), (lr, n)

@@ -1,4 +1,5 @@
-"""experiments/lr-transfer/budget_drift.py (eta* per budget and its drift, on rows with known optima) and the
+"""experiments/lr-transfer/budget_drift.py (eta* per budget and its drift, on rows with known optima),
+lever_table.py (each variant's optimum and its [eta*/2, 2 eta*] window, by hand) and the
 independent weight decay lever of experiments/context/probe_training.py (against the closed form of one AdamW step
 with zero gradients)."""
 
@@ -30,6 +31,7 @@ def _load(rel: str, name: str):
 
 
 budget_drift = _load("experiments/lr-transfer/budget_drift.py", "budget_drift")
+lever_table = _load("experiments/lr-transfer/lever_table.py", "lever_table")
 probe_training = _load("experiments/context/probe_training.py", "probe_training")
 
 
@@ -71,3 +73,17 @@ def test_independent_weight_decay_shrinks_matrices_by_the_set_amount_whatever_et
         for n, p in model.named_parameters():
             shrink = 1.0 if roles[id(p)] in ("gain", "bias") else 1 - 0.5 * 1e-3
             assert torch.allclose(p.detach(), before[n] * shrink, rtol=1e-6, atol=0), (lr, n)
+
+
+def test_lever_table_gives_each_variants_optimum_and_window_in_percent():
+    rows = [{"par": "mup_sp", "width": 32, "tokens": 1200 * 1024.0, "seed": s, "variant": (), "lr": lr,
+             "val_loss": x + 0.1 * s, "context_gain": 1.0} for lr, x in ((0.005, 5.2), (0.01, 5.0), (0.02, 5.5))
+            for s in (0, 1)]
+    rows += [{"par": "mup_sp", "width": 32, "tokens": 1200 * 1024.0, "seed": 0, "lr": lr, "val_loss": x,
+              "context_gain": 1.1, "variant": (("warmup_frac", "0.25"),)} for lr, x in ((0.01, 5.1), (0.02, 5.0))]
+    rows += [{**rows[0], "width": 64, "val_loss": 1.0}]  # another width: not in the table
+    lines = lever_table.table(rows, "mup_sp", 32, 1200)
+    assert lines[2] == "| default | 5.250 (2) +1.00 | 5.050 (2) +1.00 | 5.550 (2) +1.00 | 0.01 | +4.0 % | +9.9 % |"
+    assert lines[3] == "| warmup_frac=0.25 |  | 5.100 +1.10 | 5.000 +1.10 | 0.02 | +2.0 % | - |"
+    assert lever_table.table(rows, "mup_sp", 32, 1200, seeds=[0])[2].startswith("| default | 5.200 +1.00 |")
+    assert lever_table.table(rows, "sp", 32, 1200) == ["no runs of sp at width 32, 1200 steps"]

@@ -63,9 +63,9 @@ def _trial_row(d: dict) -> dict | None:
             "tokens": ov["train.tokens"], "seed": ov["seed"], "variant": _variant(model, optim), **d}
 
 
-def load_runs(folders: list[Path]) -> list[dict]:
-    """One row per finished run of the default model (status ok, no lever or control) found under ``folders``; a
-    (par, width, lr, tokens, seed) seen twice keeps the first."""
+def load_runs(folders: list[Path], variants: bool = False) -> list[dict]:
+    """One row per finished run of the default model (status ok, no lever or control; every variant with
+    ``variants``) found under ``folders``; a (par, width, lr, tokens, seed, variant) seen twice keeps the first."""
     rows, seen = [], set()
     for folder in folders:
         for path in sorted(folder.rglob("*.json")):
@@ -74,9 +74,10 @@ def load_runs(folders: list[Path]) -> list[dict]:
             except (json.JSONDecodeError, UnicodeDecodeError):
                 continue
             row = _trial_row(d) if path.name == "final.json" else _probe_row(d) if "trace" in d else None
-            if row is None or row["variant"] or not math.isfinite(row["val_loss"]):
+            if row is None or (row["variant"] and not variants) or not math.isfinite(row["val_loss"]):
                 continue
-            ident = (row["par"], int(row["width"]), float(row["lr"]), float(row["tokens"]), int(row["seed"]))
+            ident = (row["par"], int(row["width"]), float(row["lr"]), float(row["tokens"]), int(row["seed"]),
+                     row["variant"])
             if ident not in seen:
                 seen.add(ident)
                 rows.append(row)

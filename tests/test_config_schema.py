@@ -4,8 +4,6 @@ miss); composed configs keep their identity (the hashes run folders and trial ke
 
 from __future__ import annotations
 
-import hashlib
-import json
 import shutil
 from pathlib import Path
 
@@ -16,6 +14,7 @@ from omegaconf import OmegaConf
 from ptsweep.config import (CONF_DIR, MODEL_SCHEMAS, DataConfig, OptimConfig, RayConfig, RunConfig, SweepConfig,
                             TrackerConfig, TrainConfig, compose, to_dict, with_overrides)
 from ptsweep.errors import ConfigError
+from ptsweep.identity import trial_key
 
 SECTIONS = {"data": DataConfig, "optim": OptimConfig, "train": TrainConfig, "tracker": TrackerConfig,
             "ray": RayConfig, "sweep": SweepConfig}
@@ -148,25 +147,33 @@ def test_types_are_converted_by_the_schema() -> None:
 
 
 def _digest(cfg: RunConfig) -> str:
-    return hashlib.sha1(json.dumps(to_dict(cfg), sort_keys=True).encode()).hexdigest()[:12]
+    """The trial identity of a composed config (``ptsweep.identity.trial_key`` with no overrides): sweep settings,
+    trackers, Ray and output paths are left out, so only a change in what a run computes changes it."""
+    return trial_key(to_dict(cfg), {})
 
 
-# sha1 of to_dict(compose(...)). A change of these digests changes run folders and trial keys, so it must be
-# deliberate: re-pin only when the composed config trains a different model (e.g. PT's muP defaults init_unary 0.125,
-# init_topic 0.03, lr_topic 0.15, or the muP optimum 0.0625 of coord_train and lr_study); git log has each re-pin.
+# Trial keys of composed configs. A change of these digests changes run folders and trial keys (ledgers of running
+# studies stop matching), so it must be deliberate: re-pin only when the composed config trains a different model
+# (e.g. PT's muP defaults init_unary 0.125, init_topic 0.03, lr_topic 0.15, or the muP optimum 0.0625 of coord_train
+# and lr_study); git log has each re-pin.
 PINNED = {
-    '': '8f87ebedd92b',
-    'preset=smoke': 'e2eb1224a658',
-    'preset=demo': 'fb0f6c3835fe',
-    'preset=paper model=bert': '41050cb2d5a1',
-    'preset=paper data=shakespeare': '1df1959aed35',
-    'preset=lr_study model=pt_no_inference data=minipile': '8eb9044d9139',
-    'preset=coord_train model=ut': 'be3e15a3d7ce',
-    'model=pt_no_topic data=local data.files=[corpus/*.txt]': '3f6e39e7cd21',
-    'tracker=disabled model.width=512 sweep.scales=[64,128]': '245edae30fa6',
+    '': 'b063bcdef1',
+    'preset=smoke': '4b6071fc90',
+    'preset=demo': '514ee8677b',
+    'preset=paper model=bert': '1d306cb904',
+    'preset=paper data=shakespeare': 'fdf8d8d6c9',
+    'preset=lr_study model=pt_no_inference data=minipile': '4e7c52f399',
+    'preset=coord_train model=ut': '9cc9e6cffc',
+    'model=pt_no_topic data=local data.files=[corpus/*.txt]': 'f8a43f26e5',
+    'tracker=disabled model.width=512 sweep.scales=[64,128]': '1f768dde90',
 }
 
 
 @pytest.mark.parametrize("overrides", list(PINNED))
 def test_composed_configs_keep_their_identity(overrides: str) -> None:
     assert _digest(compose(overrides.split())) == PINNED[overrides]
+
+
+def test_identity_ignores_sweep_settings_and_follows_the_model() -> None:
+    assert _digest(compose(["sweep.num_samples=99", "sweep.weight_ranges={w_unary:[0.5,8]}"])) == PINNED[""]
+    assert _digest(compose(["model.w_unary=2.0"])) != PINNED[""]

@@ -15,6 +15,7 @@ from ptsweep.analysis import transfer_drift as td
 from ptsweep.config import compose, with_overrides
 from ptsweep.errors import ConfigError
 from ptsweep.sweeps import lr_transfer as lt
+from ptsweep.sweeps import lr_transfer_plan as plan
 from ptsweep.sweeps import lr_transfer_report
 
 
@@ -35,9 +36,9 @@ def _study_cfg(smoke_cfg, **kw):
 # ---------------------------------------------------------------------------------------------------------------
 def test_grid_is_log_spaced_and_stage1_covers_every_point(smoke_cfg):
     cfg = _study_cfg(smoke_cfg)
-    grid = lt.lr_grid(cfg)
+    grid = plan.lr_grid(cfg)
     assert grid[0] == 1e-3 and grid[-1] == 1e-1 and np.allclose(np.diff(np.log10(grid)), 0.5, atol=1e-3)
-    trials, labels = lt.stage1_trials(cfg)
+    trials, labels = plan.stage1_trials(cfg)
     lr_trials = [t for t, lab in zip(trials, labels) if lab.startswith("lr-")]
     w_trials = [t for t, lab in zip(trials, labels) if lab.startswith("wattn-")]
     assert len(lr_trials) == 2 * 3 * 5  # parametrizations x widths x LRs, one seed
@@ -49,26 +50,26 @@ def test_grid_is_log_spaced_and_stage1_covers_every_point(smoke_cfg):
     assert all(t["optim.lr"] == cfg.optim.lr for t in w_trials)  # lr_weight_lr = 0 -> optim.lr
     assert [t["model.width"] for t in trials] == sorted(t["model.width"] for t in trials)  # narrowest first
     cfg2 = _study_cfg(smoke_cfg, **{"sweep.lr_weight_key": "model.w_topic_g", "sweep.lr_weight_lr": 0.05})
-    t2, l2 = lt.stage1_trials(cfg2)
+    t2, l2 = plan.stage1_trials(cfg2)
     wt = [t for t, lab in zip(t2, l2) if lab.startswith("wtopicg-")]
     assert len(wt) == 9 and all("model.w_topic_g" in t and t["optim.lr"] == 0.05 for t in wt)
     cfg4 = _study_cfg(smoke_cfg, **{"sweep.lr_sp_grid_range": [1e-4, 1e-2]})
-    t4, l4 = lt.stage1_trials(cfg4)
-    assert sorted({t["optim.lr"] for t, lab in zip(t4, l4) if lab.startswith("lr-sp")}) == lt.lr_grid(cfg4, "sp")
-    assert lt.lr_grid(cfg4, "sp")[0] == 1e-4 and lt.lr_grid(cfg4, "mup")[0] == 1e-3
+    t4, l4 = plan.stage1_trials(cfg4)
+    assert sorted({t["optim.lr"] for t, lab in zip(t4, l4) if lab.startswith("lr-sp")}) == plan.lr_grid(cfg4, "sp")
+    assert plan.lr_grid(cfg4, "sp")[0] == 1e-4 and plan.lr_grid(cfg4, "mup")[0] == 1e-3
     cfg3 = _study_cfg(smoke_cfg, **{"sweep.lr_weight_widths": [32, 128]})
-    t3, l3 = lt.stage1_trials(cfg3)
+    t3, l3 = plan.stage1_trials(cfg3)
     assert sorted({t["model.width"] for t, lab in zip(t3, l3) if lab.startswith("wattn-")}) == [32, 128]
 
 
 def _stage1_table(cfg, loss_fn):
-    trials, labels = lt.stage1_trials(cfg)
+    trials, labels = plan.stage1_trials(cfg)
     rows = []
     for t, lab in zip(trials, labels):
         x = t.get(cfg.sweep.lr_weight_key, t["optim.lr"]) if not lab.startswith("lr-") else t["optim.lr"]
         rows.append({"trial_key": f"k{len(rows)}", "label": lab, **t,
                      "val_loss": loss_fn(lab, t["model.width"], x), "status": "ok"})
-    return lt._fill_base(pd.DataFrame(rows), cfg)
+    return plan.fill_base(pd.DataFrame(rows), cfg)
 
 
 def test_stage2_refines_the_best_values_with_the_other_seeds(smoke_cfg):
@@ -81,11 +82,11 @@ def test_stage2_refines_the_best_values_with_the_other_seeds(smoke_cfg):
         return 5 + abs(math.log(x / 4.0))
 
     df1 = _stage1_table(cfg, loss)
-    vals = lt.refine_values(cfg, df1)
+    vals = plan.refine_values(cfg, df1)
     assert vals[("lr", "mup", 32)] == [3.162e-3, 1e-2] or vals[("lr", "mup", 32)] == [1e-2, 3.162e-2]
     assert vals[("lr", "sp", 128)] == [3.162e-2, 1e-1]  # the 2 lowest losses, not the 2 highest
     assert vals[("weight", "mup", 64)] == [1.0, 4.0]
-    t2, l2 = lt.stage2_trials(cfg, df1)
+    t2, l2 = plan.stage2_trials(cfg, df1)
     # groups x refine_top x extra seeds, less w_attn 1 at widths 32 and 64: there the LR study refines optim.lr (its
     # seeds at the default weight are the weight study's)
     assert len(t2) == (2 * 3 + 3) * 2 * 2 - 2 * 2
@@ -96,7 +97,7 @@ def test_stage2_refines_the_best_values_with_the_other_seeds(smoke_cfg):
     assert lr128 == {3.162e-2, 1e-1}
     # refine_top = 0: every grid value gets every seed
     cfg0 = _study_cfg(smoke_cfg, **{"sweep.lr_refine_top": 0})
-    t0, _ = lt.stage2_trials(cfg0, df1)
+    t0, _ = plan.stage2_trials(cfg0, df1)
     assert len(t0) == (2 * 3 * 5 + 3 * 2) * 2  # w_attn 1's seeds are the LR study's
 
 
@@ -107,7 +108,7 @@ def test_weight_study_follows_the_muP_variant_and_shares_the_default_weights_run
                                    "sweep.lr_grid_points": 3, "sweep.lr_weight_lr": 0.01,
                                    "sweep.lr_weight_grid": [0.5, 1.0, 2.0], "sweep.lr_widths": [32, 64],
                                    "sweep.lr_weight_widths": [64]})
-    trials, labels = lt.stage1_trials(cfg)
+    trials, labels = plan.stage1_trials(cfg)
     wt = [t for t, lab in zip(trials, labels) if lab.startswith("wattn-")]
     assert sorted(t["model.w_attn"] for t in wt) == [0.5, 2.0]
     assert all(t["model.parametrization"] == "mup_sp" and t["model.width"] == 64 for t in wt)
@@ -117,9 +118,9 @@ def test_weight_study_follows_the_muP_variant_and_shares_the_default_weights_run
     assert o["x_opt"] == 1.0 and list(o["curve"]["x"]) == [0.5, 1.0, 2.0]
     assert set(res["weight"]["by_parametrization"]["mup_sp"]["per_width"]) == {64}
     off = _study_cfg(smoke_cfg, **{"sweep.lr_weight_lr": 0.05})  # 0.05 is not on the LR grid: run the default
-    assert sorted({t["model.w_attn"] for t, lab in zip(*lt.stage1_trials(off)) if lab.startswith("wattn-")}) \
+    assert sorted({t["model.w_attn"] for t, lab in zip(*plan.stage1_trials(off)) if lab.startswith("wattn-")}) \
         == [0.25, 1.0, 4.0]
-    assert lt.weight_parametrization(_study_cfg(smoke_cfg, **{"sweep.lr_parametrizations": ["sp"]})) is None
+    assert plan.weight_parametrization(_study_cfg(smoke_cfg, **{"sweep.lr_parametrizations": ["sp"]})) is None
 
 
 def test_config_rejects_bad_settings(smoke_cfg):
@@ -263,7 +264,7 @@ def test_analyse_reports_unigram_gains_and_plots(smoke_cfg, tmp_path):
                           "model.width": width, "optim.lr": 0.01, "model.w_attn": wa, "seed": s, "val_loss": loss,
                           "val_loss_se": 0.02, "unigram_loss": 6.3, "unigram_loss_se": 0.04,
                           "gain_over_unigram": 6.3 - loss, "gain_over_unigram_se": 0.01, "status": "ok"})
-    df = lt._fill_base(pd.concat([df, pd.DataFrame(w)], ignore_index=True), cfg)
+    df = plan.fill_base(pd.concat([df, pd.DataFrame(w)], ignore_index=True), cfg)
     res = lt.analyse(df, cfg)
     assert res["unigram_loss"] == pytest.approx(6.3) and res["unigram_loss_spread"] == 0.0
     assert res["lr"]["by_parametrization"]["sp"]["drift_log2"] == -3.0
@@ -333,10 +334,10 @@ def test_partial_report_reads_the_ledger_of_a_running_study(smoke_cfg, tmp_path,
                                    "sweep.lr_grid_points": len(grid), "sweep.lr_weight_grid": [],
                                    "sweep.lr_refine_top": 3})
     df = _synthetic({("mup", 32): -5, ("mup", 256): -5, ("sp", 32): -4, ("sp", 256): -7},
-                    grid=tuple(lt.lr_grid(cfg)), refine=1)
+                    grid=tuple(plan.lr_grid(cfg)), refine=1)
     base = to_dict(cfg)
     for i, r in df.iterrows():
-        ov = {**lt._common(cfg), **{k: r[k].item() if hasattr(r[k], "item") else r[k]
+        ov = {**plan._common(cfg), **{k: r[k].item() if hasattr(r[k], "item") else r[k]
                                     for k in ("model.parametrization", "model.width", "optim.lr", "seed")}}
         key = trial_key(base, ov, r["label"]) if i != 0 else "other-model-version"  # not this study's trial
         rec = {"trial_key": key, "label": r["label"], "overrides": ov, "status": "ok",

@@ -5,14 +5,16 @@ divergences kept):
     stage 1 "grid"   one seed (``seed``) over the whole grid:
                      LR study      sweep.lr_parametrizations x sweep.lr_widths x geomspace(*lr_grid_range, lr_grid_points)
                                    (SP: lr_sp_grid_range when set)
-                     weight study  muP only: sweep.lr_weight_widths (default lr_widths) x sweep.lr_weight_grid (the
-                                   weight ``sweep.lr_weight_key``)
-                                   at the base LR ``sweep.lr_weight_lr`` (0 = optim.lr)
+                     weight study  the first muP variant of lr_parametrizations: sweep.lr_weight_widths (default
+                                   lr_widths) x sweep.lr_weight_grid (the weight ``sweep.lr_weight_key``) at the
+                                   base LR ``sweep.lr_weight_lr`` (0 = optim.lr); its default-weight point is the
+                                   LR study's run when that LR is on the LR grid
     stage 2 "seeds"  seeds ``seed+1 .. seed+lr_seeds-1`` at the ``sweep.lr_refine_top`` best values of stage 1 per
                      (study, parametrization, width) (0 = at every value)
 
-Stage 2's choice is a pure function of stage 1's ledger, so re-running the same command after an interruption
-finishes stage 1, chooses the same values and skips every finished trial of stage 2. Every trial uses the scaling
+The trial plan lives in ``ptsweep.sweeps.lr_transfer_plan``. Stage 2's choice is a pure function of stage 1's
+ledger, so re-running the same command after an interruption finishes stage 1, chooses the same values and skips
+every finished trial of stage 2. Every trial uses the scaling
 paradigm ``sweep.lr_scaling`` and trains PT for the same token budget (``sweep.lr_tokens`` or ``train.tokens``) with
 the preset's schedule and warm-up. Within each stage the narrowest models are submitted first: a long study is read
 while it runs (the partial report below) and resumed across sittings, so the cheap widths come complete first.
@@ -41,142 +43,17 @@ from ptsweep import metric_keys
 from ptsweep.analysis import basin, context_transfer
 from ptsweep.config import RunConfig
 from ptsweep.io import write_json
-from ptsweep.parametrization import MUP_VARIANTS
 from ptsweep.sweeps.ledger import read_ledger
 from ptsweep.sweeps.outputs import log_summary, save_table, study_path, sweep_tags
 from ptsweep.sweeps.ray_session import ray_session
 from ptsweep.sweeps.runner import run_trials
+from ptsweep.sweeps.lr_transfer_plan import (LR_KEY, default_weight_rows, fill_base, lr_grid, stage1_trials,
+                                             stage2_trials, weight_label, weight_lr, weight_parametrization)
 from ptsweep.sweeps.lr_transfer_report import STUDIES, markdown, optima_table, plot
 
 SWEEP = "lr-transfer"
-LR_KEY = "optim.lr"
 EXTRA_METRICS = metric_keys.LEDGER_KEYS
 """Final metrics of ``train.run`` read from each trial's ledger record (not among sweeps.fields.TABLE_METRICS)."""
-
-
-def weight_label(key: str) -> str:
-    """Label prefix of the weight study's trials: model.w_attn -> "wattn" (the notebook reads "wattn-" rows)."""
-    return key.split(".", 1)[1].replace("_", "")
-
-
-def lr_grid(cfg: RunConfig, parametrization: str = "mup") -> list[float]:
-    """The log-spaced LR grid of a parametrization (both ends included; SP and 'mup_sp', whose eta is SP's at the
-    base width: ``lr_sp_grid_range`` when set), rounded to 4 significant digits for readable trial keys."""
-    lo, hi = (cfg.sweep.lr_sp_grid_range if parametrization in ("sp", "mup_sp") and cfg.sweep.lr_sp_grid_range
-              else cfg.sweep.lr_grid_range)
-    return [float(f"{x:.4g}") for x in np.geomspace(lo, hi, cfg.sweep.lr_grid_points)]
-
-
-def weight_lr(cfg: RunConfig) -> float:
-    return float(cfg.sweep.lr_weight_lr or cfg.optim.lr)
-
-
-def _common(cfg: RunConfig) -> dict:
-    return {"model.scaling": cfg.sweep.lr_scaling, "train.tokens": float(cfg.sweep.lr_tokens or cfg.train.tokens)}
-
-
-def _trial(cfg: RunConfig, study: str, par: str, width: int, x: float, seed: int) -> tuple[dict, str]:
-    """(overrides, label) of one trial; study "lr" varies optim.lr, "control" the same for the control model
-    (``sweep.lr_control`` overrides), "weight" varies sweep.lr_weight_key."""
-    ov = {**_common(cfg), "model.parametrization": par, "model.width": int(width), "seed": int(seed)}
-    if study == "lr":
-        ov[LR_KEY] = float(x)
-        return ov, f"lr-{par}-w{width}"
-    if study == "control":
-        ov.update({k: v for k, v in cfg.sweep.lr_control.items()}, **{LR_KEY: float(x)})
-        return ov, f"ctrl-{par}-w{width}"
-    ov[LR_KEY] = weight_lr(cfg)
-    ov[cfg.sweep.lr_weight_key] = float(x)
-    return ov, f"{weight_label(cfg.sweep.lr_weight_key)}-{par}-w{width}"
-
-
-def _groups(cfg: RunConfig) -> list[tuple[str, str, int, list[float]]]:
-    """(study, parametrization, width, grid) of every group of the study, narrowest first."""
-    sw = cfg.sweep
-    out = []
-    for width in sorted(sw.lr_widths):
-        for par in sw.lr_parametrizations:
-            out.append(("lr", par, int(width), lr_grid(cfg, par)))
-        if sw.lr_control and "mup" in sw.lr_parametrizations:  # the control beside muP PT, over muP's LR grid
-            out.append(("control", "mup", int(width), lr_grid(cfg, "mup")))
-        wpar = weight_parametrization(cfg)
-        if sw.lr_weight_grid and wpar and (not sw.lr_weight_widths or width in sw.lr_weight_widths):
-            grid = [float(v) for v in sw.lr_weight_grid]
-            if weight_lr(cfg) in lr_grid(cfg, wpar):  # the default weight's run is the LR study's: not run twice
-                grid = [v for v in grid if v != default_weight(cfg)]
-            out.append(("weight", wpar, int(width), grid))
-    return out
-
-
-def weight_parametrization(cfg: RunConfig) -> str | None:
-    """The parametrization of the weight study: the first muP variant of the study (information weights are muP
-    hyperparameters; :data:`~ptsweep.parametrization.MUP_VARIANTS` order), None without one."""
-    return next((p for p in MUP_VARIANTS if p in cfg.sweep.lr_parametrizations), None)
-
-
-def default_weight(cfg: RunConfig) -> float:
-    """The model's value of the weight study's weight (``sweep.lr_weight_key``)."""
-    return float(getattr(cfg.model, cfg.sweep.lr_weight_key.split(".", 1)[1]))
-
-
-def stage1_trials(cfg: RunConfig) -> tuple[list[dict], list[str]]:
-    """Stage 1: every grid value of every group, seed ``cfg.seed``."""
-    trials, labels = [], []
-    for study, par, width, grid in _groups(cfg):
-        for x in grid:
-            ov, lab = _trial(cfg, study, par, width, x, cfg.seed)
-            trials.append(ov)
-            labels.append(lab)
-    return trials, labels
-
-
-def _x_col(cfg: RunConfig, study: str) -> str:
-    return cfg.sweep.lr_weight_key if study == "weight" else LR_KEY
-
-
-def refine_values(cfg: RunConfig, df1) -> dict[tuple[str, str, int], list[float]]:
-    """Stage 2's values per (study, parametrization, width): the ``lr_refine_top`` lowest finite stage-1 losses
-    (ties broken by the smaller value; every value when ``lr_refine_top`` = 0; the weight study's default weight
-    counts through :func:`default_weight_rows`)."""
-    import pandas as pd
-
-    out = {}
-    for study, par, width, grid in _groups(cfg):
-        if cfg.sweep.lr_refine_top == 0:
-            out[(study, par, width)] = list(grid)
-            continue
-        _, lab = _trial(cfg, study, par, width, grid[0] if grid else 0.0, cfg.seed)
-        g = df1[df1["label"] == lab]
-        if study == "weight":
-            g = pd.concat([g, default_weight_rows(df1[df1["model.width"] == width], cfg)], ignore_index=True)
-        xc = _x_col(cfg, study)
-        loss = g["val_loss"].astype(float).to_numpy()
-        xs = g[xc].astype(float).to_numpy()
-        ok = np.isfinite(loss)
-        order = sorted(zip(loss[ok], xs[ok]))
-        out[(study, par, width)] = sorted(float(x) for _, x in order[: cfg.sweep.lr_refine_top])
-    return out
-
-
-def stage2_trials(cfg: RunConfig, df1) -> tuple[list[dict], list[str]]:
-    """Stage 2: seeds ``seed+1 .. seed+lr_seeds-1`` at the values chosen by :func:`refine_values`."""
-    trials, labels = [], []
-    values = refine_values(cfg, df1)
-    for study, par, width, _ in _groups(cfg):
-        xs = values[(study, par, width)]
-        if study == "weight" and weight_lr(cfg) in values.get(("lr", par, width), []):
-            xs = [x for x in xs if x != default_weight(cfg)]  # the LR study's seeds at weight_lr are these
-        for s in range(1, cfg.sweep.lr_seeds):
-            for x in xs:
-                ov, lab = _trial(cfg, study, par, width, x, cfg.seed + s)
-                trials.append(ov)
-                labels.append(lab)
-    return trials, labels
-
-
-def trial_list(cfg: RunConfig) -> tuple[list[dict], list[str]]:
-    """Stage 1's trials (stage 2 depends on their results: :func:`stage2_trials`)."""
-    return stage1_trials(cfg)
 
 
 def add_ledger_metrics(df, sdir: Path):
@@ -186,26 +63,6 @@ def add_ledger_metrics(df, sdir: Path):
     for m in EXTRA_METRICS:
         df[m] = [float(r[m]) if isinstance(r.get(m), (int, float)) else math.nan for r in recs]
     return df
-
-
-def _fill_base(df, cfg: RunConfig):
-    """The LR study's rows ran at the model's default weight: fill that column (and the LR where absent)."""
-    wk = cfg.sweep.lr_weight_key
-    df[wk] = df[wk].fillna(default_weight(cfg)) if wk in df else default_weight(cfg)
-    df[LR_KEY] = df[LR_KEY].fillna(weight_lr(cfg)) if LR_KEY in df else weight_lr(cfg)
-    return df
-
-
-def default_weight_rows(df, cfg: RunConfig):
-    """The LR study's runs that are the weight study's point at the default weight: the weight study's
-    parametrization, at its widths, at LR ``weight_lr`` (their weight column filled by :func:`_fill_base`)."""
-    widths = cfg.sweep.lr_weight_widths or cfg.sweep.lr_widths
-    lr = df[LR_KEY].astype(float) if LR_KEY in df else None
-    if lr is None:
-        return df.iloc[:0]
-    pick = (df["label"].str.startswith("lr-") & (df["model.parametrization"] == weight_parametrization(cfg))
-            & df["model.width"].isin(widths) & np.isclose(lr, weight_lr(cfg), rtol=1e-9, atol=0))
-    return df[pick]
 
 
 def basin_and_cliff(curve: dict, unigram: float, rows, x_col: str) -> dict:
@@ -281,11 +138,11 @@ def run(cfg: RunConfig) -> Path:
     with ray_session(cfg.ray):
         t1, l1 = stage1_trials(cfg)
         df1 = run_trials(cfg, t1, sdir, "grid", labels=l1, tags=tags)
-        df1 = _fill_base(df1, cfg)
+        df1 = fill_base(df1, cfg)
         t2, l2 = stage2_trials(cfg, df1)
         df2 = run_trials(cfg, t2, sdir, "seeds", labels=l2, tags=tags) if t2 else df1.iloc[:0]
     df1["stage"], df2["stage"] = 1, 2
-    df = _fill_base(pd.concat([df1, df2], ignore_index=True), cfg)
+    df = fill_base(pd.concat([df1, df2], ignore_index=True), cfg)
     df = add_ledger_metrics(df, sdir)
     save_table(df, sdir, "trials")
     result = analyse(df, cfg)
@@ -377,7 +234,7 @@ def ledger_table(sdir: Path, cfg: RunConfig):
     for m in EXTRA_METRICS:
         df[m] = pd.to_numeric(df[m], errors="coerce")
     df["stage"] = np.where(df["seed"] == cfg.seed, 1, 2)
-    df = _fill_base(df, cfg)
+    df = fill_base(df, cfg)
     # only this configuration's trials (a folder may also hold records of another grid or model version)
     from ptsweep.config import to_dict
     from ptsweep.identity import trial_key

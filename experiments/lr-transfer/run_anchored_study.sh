@@ -7,10 +7,7 @@
 #   PY=../main/.venv/bin/python setsid nohup bash experiments/lr-transfer/run_anchored_study.sh > runs/anchored.log 2>&1 &
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-export RAY_worker_niceness=${RAY_worker_niceness:-0}
-export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 RAY_AUTH_MODE=token RAY_USAGE_STATS_ENABLED=0 TOKENIZERS_PARALLELISM=false
-export PYTHONPATH=$PWD
-PY=${PY:-.venv/bin/python}
+source experiments/lr-transfer/study_env.sh
 COMMON=(preset=lr_study tracker=disabled train.tokens=1228800 sweep.lr_grid_points=3 'sweep.lr_parametrizations=[mup_sp]'
         model.base_width=32 model.base_rank=8 'sweep.lr_widths=[32,64,128]' sweep.lr_seeds=1)
 weights() {  # weights WIDTHS KEY...

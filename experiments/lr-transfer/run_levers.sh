@@ -5,8 +5,8 @@
 # script continues where it stopped. Tables: lever_table.py runs/levers runs/lr-anchored --width 32 --seeds 0.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false OMP_NUM_THREADS=1 PYTHONPATH=$PWD
-PY=${PY:-.venv/bin/python}
+source experiments/lr-transfer/study_env.sh
+export OMP_NUM_THREADS=1  # one thread per probe
 OUT=${OUT:-runs/levers}
 mkdir -p "$OUT"
 BASE="preset=lr_study model.width=32 model.scaling=rank model.parametrization=mup_sp model.base_width=32 model.base_rank=8 train.tokens=1228800 train.threads=1"

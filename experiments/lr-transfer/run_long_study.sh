@@ -12,10 +12,7 @@
 # Extra arguments are Hydra overrides passed to every phase.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-export RAY_worker_niceness=${RAY_worker_niceness:-0}
-export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 RAY_AUTH_MODE=token RAY_USAGE_STATS_ENABLED=0 TOKENIZERS_PARALLELISM=false
-export PYTHONPATH=$PWD
-PY=${PY:-.venv/bin/python}
+source experiments/lr-transfer/study_env.sh
 COMMON=(preset=lr_study tracker=disabled sweep.study=lr-long train.tokens=1228800 'sweep.lr_weight_grid=[]'
         sweep.lr_grid_points=5 'sweep.lr_grid_range=[0.0078125,0.125]' 'sweep.lr_sp_grid_range=[0.0025,0.04]'
         'sweep.lr_parametrizations=[mup,sp]' "$@")

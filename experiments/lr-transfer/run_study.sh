@@ -9,11 +9,7 @@
 # Extra arguments are Hydra overrides passed to every phase.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-# Ray starts its trial workers at nice 15 by default; on a shared machine that starves them behind every nice-0
-# process, so they run at the same priority as everyone else.
-export RAY_worker_niceness=${RAY_worker_niceness:-0}
-export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 RAY_AUTH_MODE=token RAY_USAGE_STATS_ENABLED=0 TOKENIZERS_PARALLELISM=false
-PY=${PY:-.venv/bin/python}
+source experiments/lr-transfer/study_env.sh
 COMMON=(preset=lr_study tracker=disabled sweep.study=lr-transfer-study "$@")
 echo "== phase A $(date -u +%H:%M:%S): LR study at widths 32, 64"
 $PY -m ptsweep lr-transfer "${COMMON[@]}" 'sweep.lr_widths=[32,64]' 'sweep.lr_weight_grid=[]'

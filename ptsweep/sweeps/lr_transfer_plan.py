@@ -34,31 +34,36 @@ def _common(cfg: RunConfig) -> dict:
     return {"model.scaling": cfg.sweep.lr_scaling, "train.tokens": float(cfg.sweep.lr_tokens or cfg.train.tokens)}
 
 
+def _label(cfg: RunConfig, study: str, par: str, width: int) -> str:
+    """The label of a group's trials (every value and seed of one (study, parametrization, width))."""
+    prefix = {"lr": "lr", "control": "ctrl"}.get(study) or weight_label(cfg.sweep.lr_weight_key)
+    return f"{prefix}-{par}-w{width}"
+
+
 def _trial(cfg: RunConfig, study: str, par: str, width: int, x: float, seed: int) -> tuple[dict, str]:
     """(overrides, label) of one trial; study "lr" varies optim.lr, "control" the same for the control model
     (``sweep.lr_control`` overrides), "weight" varies sweep.lr_weight_key."""
     ov = {**_common(cfg), "model.parametrization": par, "model.width": int(width), "seed": int(seed)}
     if study == "lr":
         ov[LR_KEY] = float(x)
-        return ov, f"lr-{par}-w{width}"
-    if study == "control":
+    elif study == "control":
         ov.update({k: v for k, v in cfg.sweep.lr_control.items()}, **{LR_KEY: float(x)})
-        return ov, f"ctrl-{par}-w{width}"
-    ov[LR_KEY] = weight_lr(cfg)
-    ov[cfg.sweep.lr_weight_key] = float(x)
-    return ov, f"{weight_label(cfg.sweep.lr_weight_key)}-{par}-w{width}"
+    else:
+        ov[LR_KEY] = weight_lr(cfg)
+        ov[cfg.sweep.lr_weight_key] = float(x)
+    return ov, _label(cfg, study, par, width)
 
 
 def _groups(cfg: RunConfig) -> list[tuple[str, str, int, list[float]]]:
     """(study, parametrization, width, grid) of every group of the study, narrowest first."""
     sw = cfg.sweep
+    wpar = weight_parametrization(cfg)
     out = []
     for width in sorted(sw.lr_widths):
         for par in sw.lr_parametrizations:
             out.append(("lr", par, int(width), lr_grid(cfg, par)))
         if sw.lr_control and "mup" in sw.lr_parametrizations:  # the control beside muP PT, over muP's LR grid
             out.append(("control", "mup", int(width), lr_grid(cfg, "mup")))
-        wpar = weight_parametrization(cfg)
         if sw.lr_weight_grid and wpar and (not sw.lr_weight_widths or width in sw.lr_weight_widths):
             grid = [float(v) for v in sw.lr_weight_grid]
             if weight_lr(cfg) in lr_grid(cfg, wpar):  # the default weight's run is the LR study's: not run twice
@@ -104,8 +109,7 @@ def refine_values(cfg: RunConfig, df1) -> dict[tuple[str, str, int], list[float]
         if cfg.sweep.lr_refine_top == 0:
             out[(study, par, width)] = list(grid)
             continue
-        _, lab = _trial(cfg, study, par, width, grid[0] if grid else 0.0, cfg.seed)
-        g = df1[df1["label"] == lab]
+        g = df1[df1["label"] == _label(cfg, study, par, width)]
         if study == "weight":
             g = pd.concat([g, default_weight_rows(df1[df1["model.width"] == width], cfg)], ignore_index=True)
         xc = _x_col(cfg, study)

@@ -140,8 +140,8 @@ def test_types_are_converted_by_the_schema() -> None:
     assert cfg.model.dists == (2, 4) and cfg.optim.betas == (0.9, 0.98)  # tuple fields stay tuples
     assert cfg.train.micro_batch_size == "auto" and cfg.model.damping_z == 0.3
     # a map override is merged into the map (Hydra), a new key included; its keys are the schema's validate's to check
-    assert compose(["sweep.weight_ranges={w_head:[1,2]}"]).sweep.weight_ranges == {"w_attn": [0.5, 4.0],
-                                                                                    "w_head": [1, 2]}
+    assert compose(["sweep.weight_ranges={w_head:[1,2]}"]).sweep.weight_ranges == {
+        "w_attn": [0.5, 4.0], "w_unary": [0.5, 4.0], "w_head": [1, 2]}
     switched = with_overrides(cfg, {"model.name": "ut", "model.width": 128})
     assert type(switched.model) is MODEL_SCHEMAS["ut"] and switched.model.width == 128
 
@@ -159,7 +159,7 @@ def _digest(cfg: RunConfig) -> str:
 PINNED = {
     '': 'b063bcdef1',
     'preset=smoke': '4b6071fc90',
-    'preset=demo': '514ee8677b',
+    'preset=demo': '9e00cdbb16',
     'preset=paper model=bert': '1d306cb904',
     'preset=paper data=shakespeare': 'fdf8d8d6c9',
     'preset=lr_study model=pt_no_inference data=minipile': '4e7c52f399',

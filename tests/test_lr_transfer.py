@@ -36,7 +36,7 @@ def _study_cfg(smoke_cfg, **kw):
 # ---------------------------------------------------------------------------------------------------------------
 def test_grid_is_log_spaced_and_stage1_covers_every_point(smoke_cfg):
     cfg = _study_cfg(smoke_cfg)
-    grid = plan.lr_grid(cfg)
+    grid = plan.lr_grid(cfg, "mup")
     assert grid[0] == 1e-3 and grid[-1] == 1e-1 and np.allclose(np.diff(np.log10(grid)), 0.5, atol=1e-3)
     trials, labels = plan.stage1_trials(cfg)
     lr_trials = [t for t, lab in zip(trials, labels) if lab.startswith("lr-")]
@@ -57,6 +57,16 @@ def test_grid_is_log_spaced_and_stage1_covers_every_point(smoke_cfg):
     t4, l4 = plan.stage1_trials(cfg4)
     assert sorted({t["optim.lr"] for t, lab in zip(t4, l4) if lab.startswith("lr-sp")}) == plan.lr_grid(cfg4, "sp")
     assert plan.lr_grid(cfg4, "sp")[0] == 1e-4 and plan.lr_grid(cfg4, "mup")[0] == 1e-3
+    # the control (no inference) runs beside the study's first muP variant, over that variant's grid
+    cfg5 = _study_cfg(smoke_cfg, **{"sweep.lr_parametrizations": ["sp", "mup_sp"], "sweep.lr_weight_grid": [],
+                                    "sweep.lr_sp_grid_range": [1e-4, 1e-2], "sweep.lr_control": {"model.n_iters": 0}})
+    t5, l5 = plan.stage1_trials(cfg5)
+    ctrl = [t for t, lab in zip(t5, l5) if lab.startswith("ctrl-")]
+    assert {lab for lab in l5 if lab.startswith("ctrl-")} == {"ctrl-mup_sp-w32", "ctrl-mup_sp-w64", "ctrl-mup_sp-w128"}
+    assert all(t["model.n_iters"] == 0 and t["model.parametrization"] == "mup_sp" for t in ctrl)
+    assert sorted({t["optim.lr"] for t in ctrl}) == plan.lr_grid(cfg5, "mup_sp")
+    assert not any(lab.startswith("ctrl-") for lab in plan.stage1_trials(
+        with_overrides(cfg5, {"sweep.lr_parametrizations": ["sp"]}))[1])
     cfg3 = _study_cfg(smoke_cfg, **{"sweep.lr_weight_widths": [32, 128]})
     t3, l3 = plan.stage1_trials(cfg3)
     assert sorted({t["model.width"] for t, lab in zip(t3, l3) if lab.startswith("wattn-")}) == [32, 128]
@@ -334,7 +344,7 @@ def test_partial_report_reads_the_ledger_of_a_running_study(smoke_cfg, tmp_path,
                                    "sweep.lr_grid_points": len(grid), "sweep.lr_weight_grid": [],
                                    "sweep.lr_refine_top": 3})
     df = _synthetic({("mup", 32): -5, ("mup", 256): -5, ("sp", 32): -4, ("sp", 256): -7},
-                    grid=tuple(plan.lr_grid(cfg)), refine=1)
+                    grid=tuple(plan.lr_grid(cfg, "mup")), refine=1)
     base = to_dict(cfg)
     for i, r in df.iterrows():
         ov = {**plan._common(cfg), **{k: r[k].item() if hasattr(r[k], "item") else r[k]

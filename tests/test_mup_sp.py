@@ -103,3 +103,32 @@ def test_mup_sp_rejects_the_mup_only_constants():
     with pytest.raises(ConfigError, match="init_u.*mup_sp"):
         _cfg("mup_sp", init_u=0.3).validate()
     _cfg("mup", init_u=0.3).validate()
+
+
+@pytest.mark.parametrize("scaling", ["channels", "rank"])
+def test_moving_the_anchor_keeps_every_widths_shape(scaling):
+    """PTConfig.anchor_overrides: the base shape moved to width 64 gives every width the (C, r) it had (the
+    demo and the coordinate check anchor 'mup_sp' at their tuning width without changing a model's shape)."""
+    cfg = PTConfig(scaling=scaling, parametrization="mup_sp")
+    anchor = {k.split(".", 1)[1]: v for k, v in PTConfig(scaling=scaling, width=64).anchor_overrides().items()}
+    assert anchor["base_width"] == 64
+    for width in (32, 64, 128, 512):
+        before = PTConfig(scaling=scaling, width=width)
+        after = PTConfig(scaling=scaling, width=width, **anchor)
+        assert (after.channels, after.rank) == (before.channels, before.rank), width
+    assert cfg.base_width == 256  # the default anchor is the paper's tuning width
+
+
+def test_demo_and_coordinate_check_anchor_mup_sp_at_their_smallest_width():
+    from ptsweep.config import compose
+    from ptsweep.sweeps import coords
+    from ptsweep.sweeps.demo import demo_config
+
+    sp_anchored = demo_config(compose(["preset=demo", "model.parametrization=mup_sp"])).model
+    assert (sp_anchored.width, sp_anchored.base_width, sp_anchored.base_rank, sp_anchored.rank) == (32, 32, 8, 8)
+    mup = demo_config(compose(["preset=demo"])).model  # 'mup' keeps its constants' base (256)
+    assert (mup.width, mup.base_width, mup.rank) == (32, 256, 8)
+    cfg = compose(["preset=coord_train", "model=pt"])
+    assert coords._smallest_width_anchor(cfg, {"model.scaling": "rank"}) == \
+        {"model.base_width": 32, "model.base_channels": 4, "model.base_rank": 8}
+    assert coords._smallest_width_anchor(compose(["preset=coord_train", "model=bert"]), {}) == {}

@@ -126,9 +126,11 @@ def test_tune_small_writes_transfer_yaml_trials_and_plots_and_resumes(tmp_path):
     best = summary["best"]
     assert math.isfinite(best["context_gain"]) and best["context_gain_se"] > 0
     assert best["no_context_loss"] < best["unigram_loss"]
-    # the Optuna study persists in the study folder and loads with optuna.load_study
+    # the Optuna study persists in the study folder and loads with optuna.load_study; its first trial is the
+    # config's own point (the search cannot end above the defaults)
     study = load_study(sdir)
     assert len(study.trials) == 3 and {t.state.name for t in study.trials} <= {"COMPLETE", "PRUNED", "FAIL"}
+    assert study.trials[0].params == pytest.approx(tune_small.start_point(cfg))
     assert sorted(t.value for t in study.trials if t.state.name == "COMPLETE") == \
         sorted(trials.loc[trials["status"] == "ok", "val_loss"])
     # one more sample: exactly one more trial in the same study, the three finished ones are not re-run

@@ -44,11 +44,12 @@ class PTConfig:
     (experiments/coord-check/README.md derives them); 'mup_paper': the same with [S]'s literal init (every constant
     1), which is not width-stable at T >= 2 (kept to reproduce the failure); 'mup_sp': the muP exponents with every
     base-shape constant chosen so that at N = ``base_width`` the model *is* SP (init, forward and AdamW updates; the
-    base-shape convention of the ``mup`` package): at the tuning width nothing is lost to SP, and away from it the
-    width exponents of [S] Table 2 hold (``models.pt.MFVIConstants.sp_anchored``); 'sp': original PT (spec §6.3
-    table)."""
+    base-shape convention of the ``mup`` package, ``models.pt.MFVIConstants.sp_anchored``): it learns as SP at the
+    tuning width, but fails the training-time coordinate check: attention logits and child messages grow with
+    width unless ``damping_z`` = 0.5, and the topic message grows with it (experiments/lr-transfer/README.md,
+    "the coordinate check decides the default"); 'sp': original PT (spec §6.3 table)."""
     base_width: int = 256
-    """N0: the width at which the base shape (C0, r0) holds (and where 'mup_sp' equals SP)."""
+    """N0: the width at which the base shape (C0, r0) holds (and where 'mup_sp' equals SP: its tuning width)."""
     base_channels: int = 4
     """C0: channels at N0 (spec decision: base model C = 4)."""
     base_rank: int = 64
@@ -189,6 +190,11 @@ class PTConfig:
     def topics(self) -> int:
         """M = topic_ratio * N."""
         return self.topic_ratio * self.width
+
+    def anchor_overrides(self) -> dict[str, int]:
+        """Overrides that move the base shape (N0, C0, r0) to this width and shape: every width keeps its (C, r)
+        under the paradigm, and 'mup_sp' is SP at this width (the tuning width)."""
+        return {"model.base_width": self.width, "model.base_channels": self.channels, "model.base_rank": self.rank}
 
     def validate(self) -> None:
         one_of(self.scaling, SCALINGS, "model.scaling")

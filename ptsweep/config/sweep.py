@@ -30,10 +30,10 @@ class SweepConfig:
     weight_range: tuple[float, float] = (0.5, 1.5)
     """Log-uniform range of each information weight (PT 'mup': the loop-gain region that stays width-stable,
     experiments/coord-check/README.md)."""
-    weight_ranges: dict[str, list[Any]] = field(default_factory=lambda: {"w_attn": [0.5, 4.0]})
+    weight_ranges: dict[str, list[Any]] = field(default_factory=lambda: {"w_attn": [0.5, 4.0], "w_unary": [0.5, 4.0]})
     """Per-weight log-uniform ranges that replace ``weight_range`` for the weights named (keys: w_unary, w_child,
-    w_head, w_topic_z, w_attn, w_topic_g). Default: w_attn in [0.5, 4], which contains the measured optimum 2
-    (plausible 1-4, experiments/lr-transfer)."""
+    w_head, w_topic_z, w_attn, w_topic_g). Default: w_attn and w_unary in [0.5, 4], which contain their measured
+    optima 2 (experiments/lr-transfer, "The six information weights")."""
     asha_grace_frac: float = 0.25
     """ASHA: minimum fraction of the budget before a trial can be stopped."""
     asha_reduction: int = 3
@@ -116,7 +116,8 @@ class SweepConfig:
     coord_tolerance: float = 0.25
     """coord-check: muP passes when every checked log-log slope (size vs width) is within +-tolerance of 0."""
     coord_parametrizations: list[str] = field(default_factory=lambda: ["mup", "sp"])
-    """coord-check: parametrizations measured side by side; the verdict is about 'mup'."""
+    """coord-check: parametrizations measured side by side; the verdict is about the first muP variant measured
+    (``parametrization.MUP_VARIANTS`` order: mup, mup_sp, mup_paper)."""
     strict: bool = False
     """coord-check: exit with status 1 when the muP verdict fails (for CI / make)."""
     # lr-transfer (ptsweep.sweeps.lr_transfer)

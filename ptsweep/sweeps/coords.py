@@ -2,7 +2,7 @@
 ``coord_check``) for PT, BERT, UT.
 
 For each parametrization (``sweep.coord_parametrizations``: muP and SP side by side), width (``sweep.coord_widths``)
-and seed (``sweep.coord_seeds``) the model is built, then trained for ``sweep.coord_steps`` AdamW steps at a large
+and seed (``sweep.coord_seeds``) the model is built ('mup_sp' anchored at the smallest width: SP there),  then trained for ``sweep.coord_steps`` AdamW steps at a large
 constant base LR (``sweep.coord_lr``; no warm-up, no clipping, no weight decay: only the parametrization's init and
 per-role LR multipliers act) on real MLM batches (``data.train_batch``). Before the first step (t = 0, init) and after
 every step t the model runs on ONE fixed measurement batch (the first validation batch, fixed masks) and every
@@ -213,14 +213,14 @@ def collect(cfg: RunConfig, corpus=None, log=print) -> pd.DataFrame:
     corpus = corpus if corpus is not None else data_mod.prepare(cfg.data)
     batch_size = sweep_cfg.coord_batch_size or cfg.train.batch_size
     frames = []
+    shape = {"model.scaling": sweep_cfg.coord_scaling} if sweep_cfg.coord_scaling and cfg.model.name == "pt" else {}
+    anchor = _smallest_width_anchor(cfg, shape)
     for par in sweep_cfg.coord_parametrizations:
         for width in sweep_cfg.coord_widths:
             for s in range(sweep_cfg.coord_seeds):
                 t0 = time.perf_counter()
-                ov = {"model.width": int(width), "model.parametrization": par, "seed": cfg.seed + s}
-                if sweep_cfg.coord_scaling and cfg.model.name == "pt":
-                    ov["model.scaling"] = sweep_cfg.coord_scaling
-                run_cfg = with_overrides(cfg, ov)
+                ov = {"model.width": int(width), "model.parametrization": par, "seed": cfg.seed + s, **shape}
+                run_cfg = with_overrides(cfg, {**ov, **(anchor if par == "mup_sp" else {})})
                 rows = measure_run(run_cfg, corpus, sweep_cfg.coord_steps, sweep_cfg.coord_lr, batch_size, sweep_cfg.coord_schedule,
                                    sweep_cfg.coord_measure_steps)
                 df = pd.DataFrame(rows)
@@ -229,6 +229,14 @@ def collect(cfg: RunConfig, corpus=None, log=print) -> pd.DataFrame:
                 log(f"coord-check {cfg.model.name} {par} width {width} seed {cfg.seed + s}: "
                     f"{time.perf_counter() - t0:.1f}s")
     return pd.concat(frames, ignore_index=True)
+
+
+def _smallest_width_anchor(cfg: RunConfig, shape: dict) -> dict:
+    """PT's base shape moved to the smallest checked width (``PTConfig.anchor_overrides``): 'mup_sp' is SP there,
+    where ``coord_lr`` is tuned (conf/preset/coord_train.yaml), and muP beyond. {} for BERT / UT."""
+    if cfg.model.name != "pt":
+        return {}
+    return with_overrides(cfg, {**shape, "model.width": min(cfg.sweep.coord_widths)}).model.anchor_overrides()
 
 
 # --------------------------------------------------------------------------------------------------------------

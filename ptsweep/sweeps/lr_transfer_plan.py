@@ -18,7 +18,7 @@ def weight_label(key: str) -> str:
     return key.split(".", 1)[1].replace("_", "")
 
 
-def lr_grid(cfg: RunConfig, parametrization: str = "mup") -> list[float]:
+def lr_grid(cfg: RunConfig, parametrization: str) -> list[float]:
     """The log-spaced LR grid of a parametrization (both ends included; SP and 'mup_sp', whose eta is SP's at the
     base width: ``lr_sp_grid_range`` when set), rounded to 4 significant digits for readable trial keys."""
     lo, hi = (cfg.sweep.lr_sp_grid_range if parametrization in ("sp", "mup_sp") and cfg.sweep.lr_sp_grid_range
@@ -62,8 +62,8 @@ def _groups(cfg: RunConfig) -> list[tuple[str, str, int, list[float]]]:
     for width in sorted(sw.lr_widths):
         for par in sw.lr_parametrizations:
             out.append(("lr", par, int(width), lr_grid(cfg, par)))
-        if sw.lr_control and "mup" in sw.lr_parametrizations:  # the control beside muP PT, over muP's LR grid
-            out.append(("control", "mup", int(width), lr_grid(cfg, "mup")))
+        if sw.lr_control and wpar:  # the control beside muP PT (the first muP variant), over its LR grid
+            out.append(("control", wpar, int(width), lr_grid(cfg, wpar)))
         if sw.lr_weight_grid and wpar and (not sw.lr_weight_widths or width in sw.lr_weight_widths):
             grid = [float(v) for v in sw.lr_weight_grid]
             if weight_lr(cfg) in lr_grid(cfg, wpar):  # the default weight's run is the LR study's: not run twice

@@ -31,7 +31,7 @@ from ptsweep.sweeps.trainable import trainable_with_resources
 def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_dir: Path, experiment_name: str, *,
                num_samples: int, seed: int = 0, fixed: Mapping[str, Any] | None = None, label: str = "",
                asha: Mapping[str, float] | None = None, tags: Sequence[str] = (),
-               group: str | None = None) -> "pd.DataFrame":
+               group: str | None = None, start: Mapping[str, float] | None = None) -> "pd.DataFrame":
     """Optuna TPE (seeded) proposes trials over ``space`` until the persistent study holds ``num_samples`` of them;
     Ray Tune runs them; resumable and extensible (``sweeps.optuna_store``).
 
@@ -42,6 +42,8 @@ def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_d
         asha: ``{"grace_frac": 0.25, "reduction": 3}`` -> ASHA on val_loss with time = tokens (None or reduction <= 1:
             no early stopping, every trial runs its full budget).
         experiment_name: the Optuna study name inside ``<study_dir>/optuna.journal`` (and the Ray experiment prefix).
+        start: a point of ``space`` run first (``study.enqueue_trial`` when the study is new), e.g. the config's
+            own values: the search cannot end above it. Part of the study's signature.
 
     Returns one row per trial of the study (in Optuna's order): trial_id (the Optuna trial number), trial_key, the
     dotted params, then ``TABLE_METRICS`` (status "early_stopped" for trials ASHA stopped, with their last reported
@@ -62,7 +64,12 @@ def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_d
 
     signature = {"space": {k: [float(lo), float(hi)] for k, (lo, hi) in space.items()},
                  "fixed": json.loads(json.dumps(jsonable(fixed))), "label": label, "base": _result_config(base)}
+    if start:
+        _check_start(start, space)
+        signature["start"] = {k: float(v) for k, v in start.items()}
     study, store = optuna_store.open_study(study_dir, experiment_name, signature)
+    if start and not study.trials:
+        study.enqueue_trial({k: float(v) for k, v in start.items()})
     _reconcile(study, study_dir, base, fixed, label)
     done, waiting = optuna_store.counts(study)
     remaining = num_samples - done
@@ -112,6 +119,17 @@ def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_d
                  if len(df) <= k else f"the first {k} trials are random start-up trials, the rest TPE"),
     }
     return df
+
+
+def _check_start(start: Mapping[str, float], space: Mapping[str, tuple[float, float]]) -> None:
+    """SweepError unless ``start`` gives every key of ``space`` a value inside its range."""
+    if set(start) != set(space):
+        raise SweepError(f"search start point: keys {sorted(start)} differ from the space's {sorted(space)}")
+    outside = [f"{k}={start[k]:g} not in [{lo:g}, {hi:g}]" for k, (lo, hi) in space.items()
+               if not lo <= float(start[k]) <= hi]
+    if outside:
+        raise SweepError(f"search start point outside the search space: {'; '.join(outside)} "
+                         f"(change the config's value or the sweep's range)")
 
 
 def not_run_count(study, num_samples: int) -> int:

@@ -3,8 +3,9 @@
 
 mup_sp fixes every base-shape constant so that the model equals SP at ``model.base_width``; its topic message still
 grows with width in the training-time coordinate check (~N^0.35 with Z damping 0.5). This probe multiplies mup_sp's
-B init constant by ``--init-b`` and its LR constant by ``--lr-b`` (1 = mup_sp; the model then no longer equals SP at
-the base width) and runs the check's own code (``coords.collect``, ``coords.slopes``, ``coords.verdict``) in this
+B init constant by ``--init-b`` and its LR constant by ``--lr-b`` and, with ``--center``, centres the features
+(N Q_z - 1, M Q_g - 1, as 'mup' does) (defaults = mup_sp; otherwise the model no longer equals SP at the base
+width) and runs the check's own code (``coords.collect``, ``coords.slopes``, ``coords.verdict``) in this
 process, printing the verdict and the topic quantities' slopes at the last iteration.
 
     PYTHONPATH=. .venv/bin/python experiments/coord-check/probe_mupsp_topic.py --init-b 0.25 --lr-b 0.25 \
@@ -23,13 +24,15 @@ from ptsweep.sweeps import coords
 TOPIC = ("topic_logits", "g_hat_rms", "msg_topic", "msg_head", "attn_logits", "msg_child")
 
 
-def patch_topic_constants(init_b: float, lr_b: float) -> None:
-    """Scale the B constants of ``MFVIConstants.sp_anchored`` (every model built afterwards in this process)."""
+def patch_topic_constants(init_b: float, lr_b: float, center: bool) -> None:
+    """Scale the B constants of ``MFVIConstants.sp_anchored`` and optionally centre the features (every model built
+    afterwards in this process)."""
     original = pt.MFVIConstants.sp_anchored
 
     def scaled(cfg, vocab_size):
         const = original(cfg, vocab_size)
-        return dataclasses.replace(const, init_b=const.init_b * init_b, lr_b=const.lr_b * lr_b)
+        return dataclasses.replace(const, init_b=const.init_b * init_b, lr_b=const.lr_b * lr_b,
+                                   center=1.0 if center else const.center)
 
     pt.MFVIConstants.sp_anchored = staticmethod(scaled)
 
@@ -38,14 +41,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--init-b", type=float, default=1.0)
     ap.add_argument("--lr-b", type=float, default=1.0)
+    ap.add_argument("--center", action="store_true")
     ap.add_argument("overrides", nargs="*")
     args = ap.parse_args()
-    patch_topic_constants(args.init_b, args.lr_b)
+    patch_topic_constants(args.init_b, args.lr_b, args.center)
     cfg = with_overrides(compose(["tracker=disabled", *args.overrides]), {"sweep.coord_parametrizations": ["mup_sp"]})
     table = coords.slopes(coords.collect(cfg, log=lambda *_: None))
     result = coords.verdict(table, cfg.sweep.coord_tolerance, "pt", cfg.sweep.coord_scaling, parametrization="mup_sp")
     last = int(table["iteration"].max())
-    print(f"init_b x{args.init_b:g}, lr_b x{args.lr_b:g}: {'PASS' if result['pass'] else 'FAIL'} "
+    print(f"init_b x{args.init_b:g}, lr_b x{args.lr_b:g}, center {args.center}: {'PASS' if result['pass'] else 'FAIL'} "
           f"{result['n_failed']}/{result['n_checked']}; worst {result['worst']['stat']} of "
           f"{result['worst']['quantity']} it {result['worst']['iteration']} step {result['worst']['step']}: "
           f"{result['worst']['slope']:+.2f}")

@@ -2,9 +2,10 @@
 ``coord_check``) for PT, BERT, UT.
 
 For each parametrization (``sweep.coord_parametrizations``: muP and SP side by side), width (``sweep.coord_widths``)
-and seed (``sweep.coord_seeds``) the model is built ('mup_sp' anchored at the smallest width: SP there),  then trained for ``sweep.coord_steps`` AdamW steps at a large
-constant base LR (``sweep.coord_lr``; no warm-up, no clipping, no weight decay: only the parametrization's init and
-per-role LR multipliers act) on real MLM batches (``data.train_batch``). Before the first step (t = 0, init) and after
+and seed (``sweep.coord_seeds``) the model is built ('mup_sp' anchored at the smallest width: SP there), then
+trained for ``sweep.coord_steps`` AdamW steps at a large constant base LR (``sweep.coord_lr``; no warm-up, no
+clipping, no weight decay: only the parametrization's init and per-role LR multipliers act) on real MLM batches
+(``data.train_batch``). Before the first step (t = 0, init) and after
 every step t the model runs on ONE fixed measurement batch (the first validation batch, fixed masks) and every
 intermediate x is reduced to two numbers:
 

@@ -35,8 +35,9 @@ def demo_config(cfg: RunConfig) -> RunConfig:
     """The demo trains PT under one paradigm, ``sweep.scaling``, and tunes it at the smallest of ``sweep.scales``
     (so tune-small's best trial is also PT's scaling point there): ``model.scaling`` and ``model.width`` follow. The
     preset cannot set them itself (``model.scaling`` does not exist for BERT / UT, and width 32 is no PT shape under
-    the default channels paradigm). Under 'mup_sp' the base shape moves to that width too (``PTConfig.anchor_overrides``: the same
-    shapes at every width, SP at the tuning width). With ``sweep.scaling=both`` the config is left as it is."""
+    the default channels paradigm). Under 'mup_sp' the base shape moves to that width too
+    (``PTConfig.anchor_overrides``: the same shapes at every width, SP at the tuning width). With
+    ``sweep.scaling=both`` the config is left as it is."""
     sweep_cfg = cfg.sweep
     if cfg.model.name != "pt" or sweep_cfg.scaling not in ("channels", "rank"):
         return cfg

@@ -121,12 +121,17 @@ def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_d
     return df
 
 
+def outside_space(point: Mapping[str, float], space: Mapping[str, tuple[float, float]]) -> list[str]:
+    """One "key=value not in [low, high]" per coordinate of ``point`` outside its range in ``space``."""
+    return [f"{k}={point[k]:g} not in [{lo:g}, {hi:g}]" for k, (lo, hi) in space.items()
+            if not lo <= float(point[k]) <= hi]
+
+
 def _check_start(start: Mapping[str, float], space: Mapping[str, tuple[float, float]]) -> None:
     """SweepError unless ``start`` gives every key of ``space`` a value inside its range."""
     if set(start) != set(space):
         raise SweepError(f"search start point: keys {sorted(start)} differ from the space's {sorted(space)}")
-    outside = [f"{k}={start[k]:g} not in [{lo:g}, {hi:g}]" for k, (lo, hi) in space.items()
-               if not lo <= float(start[k]) <= hi]
+    outside = outside_space(start, space)
     if outside:
         raise SweepError(f"search start point outside the search space: {'; '.join(outside)} "
                          f"(change the config's value or the sweep's range)")

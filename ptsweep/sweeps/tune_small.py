@@ -36,7 +36,7 @@ from ptsweep.sweeps.code_version import git_commit
 from ptsweep.sweeps.fields import early_stopping_label
 from ptsweep.sweeps.outputs import optuna_study_from_table, open_study, publish, require_pt, save_table, sweep_tags
 from ptsweep.sweeps.ray_session import ray_session
-from ptsweep.sweeps.search import run_search
+from ptsweep.sweeps.search import outside_space, run_search
 from ptsweep.sweeps.transfer import transfer_settings
 
 SWEEP = "tune-small"
@@ -55,9 +55,7 @@ def start_point(cfg: RunConfig) -> dict[str, float] | None:
     defaults (6 trials in 7 dimensions can miss them; experiments/demo/README.md). None, said on stderr, when the
     point lies outside the search space (a narrowed range): the search then starts from TPE's random trials."""
     point = {"optim.lr": float(cfg.optim.lr), **{f"model.{w}": float(getattr(cfg.model, w)) for w in INFO_WEIGHTS}}
-    space = search_space(cfg)
-    outside = [f"{k}={v:g} not in [{space[k][0]:g}, {space[k][1]:g}]" for k, v in point.items()
-               if not space[k][0] <= v <= space[k][1]]
+    outside = outside_space(point, search_space(cfg))
     if outside:
         print(f"tune-small: the config's point is outside the search space ({'; '.join(outside)}): the first trial "
               f"is a random one, not the config's values", file=sys.stderr, flush=True)

@@ -26,8 +26,10 @@ def test_default_weight_range_contains_the_default_and_its_neighbourhood():
             # ~0.02 x w_attn), so a wider range does not saturate MFVI at init
             assert lo <= 2.0 <= hi <= 4.0
         elif w == "w_unary":
-            # the measured optimum 2 (lr-transfer at 1200 steps and the demo's 192); the unary is MFVI's input, in
-            # no loop: its corner 4 is checked at init below
+            # the measured optimum 2 (experiments/lr-transfer, the weight studies); the unary term has no loop: it
+            # enters the variance recursion's bound k <= exp(-(1 + (w_unary s_S)^2)) through (w_unary s_S)^2, which
+            # is 0.25 at w_unary = 4 and the default s_S = init_unary = 0.125 (experiments/coord-check/README.md);
+            # the corner 4 is also checked at init below
             assert lo <= 2.0 <= hi <= 4.0
         else:
             assert hi <= 1.5  # the loop gains grow like products of weights: wider corners saturate MFVI at N = 1024

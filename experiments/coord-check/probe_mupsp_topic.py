@@ -21,7 +21,7 @@ from ptsweep.config import compose, with_overrides
 from ptsweep.models import pt
 from ptsweep.sweeps import coords
 
-TOPIC = ("topic_logits", "g_hat_rms", "msg_topic", "msg_head", "attn_logits", "msg_child")
+PRINTED = ("topic_logits", "g_hat_rms", "msg_topic", "msg_head", "attn_logits", "msg_child")
 
 
 def patch_topic_constants(init_b: float, lr_b: float, center: bool) -> None:
@@ -53,7 +53,7 @@ def main() -> None:
           f"{result['n_failed']}/{result['n_checked']}; worst {result['worst']['stat']} of "
           f"{result['worst']['quantity']} it {result['worst']['iteration']} step {result['worst']['step']}: "
           f"{result['worst']['slope']:+.2f}")
-    for q in TOPIC:
+    for q in PRINTED:
         rows = table[(table["quantity"] == q) & (table["iteration"] == last) & (table["parametrization"] == "mup_sp")]
         print(f"  {q:12s} " + " ".join(f"{r.stat[0]}{int(r.step)}:{r.slope:+.2f}" for r in rows.itertuples()))
 

@@ -64,12 +64,13 @@ def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_d
 
     signature = {"space": {k: [float(lo), float(hi)] for k, (lo, hi) in space.items()},
                  "fixed": json.loads(json.dumps(jsonable(fixed))), "label": label, "base": _result_config(base)}
+    start = {k: float(v) for k, v in (start or {}).items()}
     if start:
         _check_start(start, space)
-        signature["start"] = {k: float(v) for k, v in start.items()}
+        signature["start"] = start
     study, store = optuna_store.open_study(study_dir, experiment_name, signature)
     if start and not study.trials:
-        study.enqueue_trial({k: float(v) for k, v in start.items()})
+        study.enqueue_trial(start)
     _reconcile(study, study_dir, base, fixed, label)
     done, waiting = optuna_store.counts(study)
     remaining = num_samples - done

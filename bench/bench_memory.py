@@ -89,17 +89,20 @@ def measure(spec: dict) -> dict:
     labels = torch.where(torch.rand(B, L, generator=g) < 0.15, ids, torch.full_like(ids, -100))
     mask = torch.ones(B, L, dtype=torch.bool)
     ids, labels, mask = ids.to(device), labels.to(device), mask.to(device)
+    amp = torch.autocast(device.type, dtype=torch.bfloat16, enabled=spec["precision"] == "bf16")
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     t0 = time.perf_counter()
-    loss, _ = mlm_loss(model, ids, mask, labels)
+    with amp:
+        loss, _ = mlm_loss(model, ids, mask, labels)
     loss.backward()
     step_s = time.perf_counter() - t0
     if device.type == "cuda":
         peak = torch.cuda.max_memory_allocated(device)
     else:
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
-    saved = saved_bytes(lambda: mlm_loss(model, ids, mask, labels)[0])  # after the peak was read
+    with amp:
+        saved = saved_bytes(lambda: mlm_loss(model, ids, mask, labels)[0])  # after the peak was read
     return {"peak_bytes": peak, "saved_bytes": saved, "step_s": step_s, "device": str(device),
             "params": sum(p.numel() for p in model.parameters()), "width": cfg.width}
 
@@ -119,7 +122,7 @@ def run_pair(base: dict, batches: tuple[int, int]) -> dict:
 
 
 def markdown(rows: list[dict], meta: dict) -> str:
-    lines = [f"# Per-sequence training memory ({meta['device']}, fp32, batches {meta['batches']}, "
+    lines = [f"# Per-sequence training memory ({meta['device']}, {meta['precision']}, batches {meta['batches']}, "
              f"{meta['layers']} layers/iterations, V={meta['vocab']})", "",
              "| model | scaling | attention | width | params | L | per-seq peak (MB) | saved/seq (MB) | peaks (MB) |",
              "|---|---|---|---:|---:|---:|---:|---:|---|"]
@@ -158,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--vocab", type=int, default=30522)
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--device", default="auto")
+    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"], help="bf16: autocast, as training on CUDA")
     p.add_argument("--out", default=str(ROOT / "runs" / "bench"))
     a = p.parse_args(argv)
     # glibc: a fixed mmap threshold (no dynamic raise after frees) returns freed tensors to the OS, so the peak RSS
@@ -173,13 +177,13 @@ def main(argv: list[str] | None = None) -> int:
                         else [("channels", "dense")])
             for scaling, impl in variants:
                 base = {"model": model, "scaling": scaling, "impl": impl, "width": a.width, "seq_len": L,
-                        "vocab": a.vocab, "layers": a.layers, "device": a.device}
+                        "vocab": a.vocab, "layers": a.layers, "device": a.device, "precision": a.precision}
                 r = run_pair(base, batches)
                 print(f"{model:4s} {scaling:8s} {impl:9s} L={L:4d}: {r['per_seq_mb']:7.1f} MB/seq peak, "
                       f"{r['saved_per_seq_mb']:7.1f} MB/seq saved  (peaks {r['peak_mb'][0]:,.0f} / "
                       f"{r['peak_mb'][1]:,.0f} MB)", flush=True)
                 rows.append(r)
-    meta = {"width": a.width, "batches": list(batches), "layers": a.layers, "vocab": a.vocab,
+    meta = {"width": a.width, "batches": list(batches), "layers": a.layers, "vocab": a.vocab, "precision": a.precision,
             "device": rows[0]["device"], "platform": platform.platform(), "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
     write_outputs(a.out, "memory", meta, rows, markdown(rows, meta))
     return 0

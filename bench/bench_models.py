@@ -35,14 +35,21 @@ if str(ROOT) not in sys.path:  # run as a script from a checkout without install
     sys.path.insert(0, str(ROOT))
 
 
-def model_configs(width: int, vocab: int, layers: int) -> dict:
+def model_configs(width: int, vocab: int, layers: int, pt_impl: str = "auto") -> dict:
     from ptsweep.config import PTConfig
     from ptsweep.models.sizing import match_width
 
-    pt = PTConfig(width=width, n_iters=layers)
+    pt = PTConfig(width=width, n_iters=layers, attention_impl=pt_impl)
     pt.validate()
     return {"pt": pt, "bert": match_width("bert", pt, vocab, n_layers=layers),
             "ut": match_width("ut", pt, vocab, n_layers=layers)}
+
+
+def pt_path(cfg, device_type: str) -> str:
+    """The attention path a PT training step takes on ``device_type`` (fused has CPU kernels only)."""
+    if cfg.use_fused(device_type):
+        return "fused" if device_type == "cpu" else "blockwise (fused is CPU-only)"
+    return "blockwise" if cfg.use_blockwise(device_type) else "dense"
 
 
 def bench_one(name: str, args: dict) -> dict:
@@ -60,7 +67,7 @@ def bench_one(name: str, args: dict) -> dict:
         torch.set_num_threads(args["threads"])
     device = resolve_device(args["device"])  # also flushes denormals on the CPU, as training does
     V, B, L = args["vocab"], args["batch"], args["seq_len"]
-    cfg = model_configs(args["width"], V, args["layers"])[name]
+    cfg = model_configs(args["width"], V, args["layers"], args["pt_impl"])[name]
     torch.manual_seed(0)
     model = build_model(cfg, V, L).to(device)
     opt = build_optimizer(model, model.width, model.parametrization, lr=1e-4)
@@ -109,7 +116,8 @@ def bench_one(name: str, args: dict) -> dict:
     step_s, cpu_s = statistics.median(times), statistics.median(cpu_times)
     tps = B * L / step_s
     fpt = flops_per_token(cfg, V, L, args["mask_prob"])
-    shape = (f"N={cfg.width} C={cfg.channels} r={cfg.rank} M={cfg.topics} K={cfg.n_classes} T={cfg.n_iters}"
+    shape = (f"N={cfg.width} C={cfg.channels} r={cfg.rank} M={cfg.topics} K={cfg.n_classes} T={cfg.n_iters} "
+             f"{pt_path(cfg, device.type)}"
              if name == "pt" else f"d={cfg.width} layers={cfg.n_layers}")
     return {"model": name, "shape": shape, "width": cfg.width, "params": param_count(cfg, V)["total"],
             "params_counted": sum(p.numel() for p in model.parameters()), "step_s_median": step_s,
@@ -161,15 +169,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mask-prob", type=float, default=0.15)
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch default)")
     p.add_argument("--models", default="pt,bert,ut")
+    p.add_argument("--pt-impl", default="auto", choices=["auto", "dense", "blockwise", "fused"],
+                   help="PT's model.attention_impl (the path it took is printed in the shape column)")
     p.add_argument("--out", default=str(ROOT / "runs" / "bench"))
     p.add_argument("--tracker", default="offline", choices=["offline", "online", "disabled"],
                    help="W&B mode of the summary run (local files are always written)")
     a = p.parse_args(argv)
     args = {k: getattr(a, k) for k in ("steps", "warmup", "device", "width", "vocab", "batch", "seq_len", "layers",
-                                       "mask_prob", "threads")}
+                                       "mask_prob", "threads", "pt_impl")}
     models = [m.strip() for m in a.models.split(",") if m.strip()]
     try:  # every shape first: an impossible width is one line before any model is timed, not a pool traceback
-        shapes = model_configs(a.width, a.vocab, a.layers)
+        shapes = model_configs(a.width, a.vocab, a.layers, a.pt_impl)
     except ValueError as e:
         print(f"bench_models: --width {a.width}: {e}", file=sys.stderr)
         return 2

@@ -11,19 +11,25 @@ Trials per sweep (the same enumeration as the sweep modules; early stopping igno
 Memory model of one training step (``activation_bytes``; elements x ``bytes_per_element``, 4 = fp32, a bound for
 bf16 autocast, which stores most activations in 2 bytes):
 
-    PT (blockwise attention, the CUDA default; spec §6.3 loop, per token and MFVI iteration, saved for backward):
+    PT, blockwise attention (spec §6.3 loop, per token and MFVI iteration, saved for backward):
         softmax(Z logits) N + P^ N + softmax(topic logits) M + G^ M              = 2N + 2M
       + MLM head at the labelled fraction f: RMSNorm input/output 2N + logits and log-softmax 2V
       + backward working set of one iteration (pt_attention backward): recomputed qv, its gradient, the head-side
         context and its gradient ~ 6 K C r per token, plus one row block's (B, C, b, L) tensors ~ 8 C b L / L
+    PT, dense attention (``attention_impl`` dense or auto, the default on every device): blockwise's saved tensors
+      + per token and iteration the q / v projections and messages, 5.5 K C r, and the (C, L) rows of the score and
+        H-probability tensors, 4 C L (fitted to saved-tensor counts at widths 128-1536, L 32-128: slopes 5.51 K C r
+        and 4.01-4.13 C L); backward working set: one iteration's share of these
     BERT / UT (per layer; Korthikanti et al. 2022 without dropout masks): 17 d + 2.5 a L per token (a = heads)
 
 Static memory: 16 bytes per parameter (fp32 weights, gradients, AdamW moments), PT's flat U/V copies and their
 gradients (12 K C r N elements), plus ``OVERHEAD_GB`` for the CUDA context and allocator slack. The micro-batch is
 the largest even split of train.batch_size whose activations fit in ``gpu_mem * MEMORY_FRACTION`` next to it.
 
-Time: executed FLOPs / (peak x MFU); executed = the analytic training FLOPs (``models.sizing``) plus PT's
-backward recomputation of q, v and the attention (2 (2 K C N r + 3 C L r) per token and iteration).
+Time: executed FLOPs / (peak x MFU); executed = the analytic training FLOPs (``models.sizing``) plus, on the
+blockwise path, PT's backward recomputation of q, v and the attention (2 (2 K C N r + 3 C L r) per token and
+iteration). Measured on an H200 (bf16, paper preset, dense PT): MFU 0.21 at width 1536 and 0.04 at width 256
+(bench/README.md, "GPU"), so the default 0.3 is optimistic for PT.
 """
 
 from __future__ import annotations
@@ -72,8 +78,11 @@ def activation_bytes(model_cfg, vocab: int, seq_len: int, mask_prob: float = 0.1
         n, m, t = model_cfg.width, model_cfg.topics, model_cfg.n_iters
         k, c, r = model_cfg.n_classes, model_cfg.channels, model_cfg.rank
         saved = t * L * (2 * n + 2 * m) + f * L * (2 * n + 2 * vocab)
-        block = min(BLOCK_ROWS, L)
-        work = L * 6 * k * c * r + 8 * c * block * L
+        if model_cfg.use_blockwise("cuda"):
+            work = L * 6 * k * c * r + 8 * c * min(BLOCK_ROWS, L) * L
+        else:
+            work = L * (5.5 * k * c * r + 4 * c * L)
+            saved += t * work
     else:
         d = model_cfg.width
         heads = model_cfg.n_heads or max(1, d // 64)
@@ -93,9 +102,9 @@ def static_bytes(model_cfg, vocab: int) -> float:
 
 
 def executed_flops(model_cfg, vocab: int, seq_len: int, mask_prob: float) -> float:
-    """Training FLOPs per token including PT's backward recomputation (module docstring)."""
+    """Training FLOPs per token including PT's backward recomputation on the blockwise path (module docstring)."""
     base = flops_per_token(model_cfg, vocab, seq_len, mask_prob)
-    if model_cfg.name != "pt":
+    if model_cfg.name != "pt" or not model_cfg.use_blockwise("cuda"):
         return base
     m = model_cfg
     k, c, r, n = m.n_classes, m.channels, m.rank, m.width

@@ -35,9 +35,10 @@ def _saved_bytes_per_seq(cfg, vocab, length, batches=(1, 3), frac=0.15):
     return (out[1] - out[0]) / (batches[1] - batches[0])
 
 
-@pytest.mark.parametrize("width,length", [(128, 64), (256, 128)])
-def test_pt_saved_memory_model_within_15_percent(width, length):
-    cfg = PTConfig(width=width, attention_impl="blockwise")
+@pytest.mark.parametrize("width,length,impl", [(128, 64, "blockwise"), (256, 128, "blockwise"), (128, 32, "dense"),
+                                               (256, 128, "auto")])
+def test_pt_saved_memory_model_within_15_percent(width, length, impl):
+    cfg = PTConfig(width=width, attention_impl=impl)
     vocab = 1000
     measured = _saved_bytes_per_seq(cfg, vocab, length)
     predicted = planner.activation_bytes(cfg, vocab, length, mask_prob=round(0.15 * length) / length)["saved"]

@@ -21,7 +21,7 @@ The weights come in the "layout order" of classes (far classes first, then near 
 that far and near parts are plain slices; ``ProbabilisticTransformer.flat_weights(layout_order=True)`` builds them.
 
 Not supported here (they need the dense Q_h): dropout, damping and step size on H; ``PTConfig.validate`` rejects
-``attention_impl=blockwise`` together with them and ``attention_impl=auto`` uses the dense path for them.
+``attention_impl=blockwise`` together with them (``attention_impl=auto`` is the dense path).
 """
 
 from __future__ import annotations

@@ -4,8 +4,9 @@
 #   1. 300 steps: the LR grid 0.005 .. 0.04 at widths 32-128, then seeds 1-2 at the best values (runs/lr-damped-300),
 #      for eta* over budget;
 #   2. 1200 steps: the six information weights one at a time (0.5 / 1 / 2 at eta 0.02, the candidate's eta* at every
-#      width; the weight-1 run and the LR grid are the LR study's, from the shared ledger), at width 32, then width
-#      128 (runs/lr-damped-weights, seed 0).
+#      width; seed 0), at width 32, then width 128, in run_damped_study.sh's study runs/lr-damped: a study's ledger
+#      is its own folder, so the same study (and the same LR plan) finds the LR grid, its seeds and the weight-1 run
+#      finished.
 # Every call resumes from its ledger, so re-running the script continues where it stopped. Run it from a detached
 # worktree, as run_long_study.sh says:
 #   PY=../main/.venv/bin/python setsid nohup bash experiments/lr-transfer/run_candidate_study.sh > runs/candidate.log 2>&1 &
@@ -21,8 +22,8 @@ weights() {  # weights WIDTHS KEY...
   local widths=$1; shift
   for key in "$@"; do
     echo "== $key at $widths $(date -u +%H:%M:%S)"
-    $PY -m ptsweep lr-transfer "${COMMON[@]}" sweep.study=lr-damped-weights train.tokens=1228800 sweep.lr_grid_points=4 \
-      'sweep.lr_sp_grid_range=[0.01,0.08]' sweep.lr_seeds=1 'sweep.lr_weight_grid=[0.5,1.0,2.0]' \
+    $PY -m ptsweep lr-transfer "${COMMON[@]}" sweep.study=lr-damped train.tokens=1228800 sweep.lr_grid_points=4 \
+      'sweep.lr_sp_grid_range=[0.01,0.08]' 'sweep.lr_weight_grid=[0.5,1.0,2.0]' \
       sweep.lr_weight_lr=0.02 "sweep.lr_weight_key=model.$key" "sweep.lr_weight_widths=$widths"
   done
 }

@@ -17,6 +17,7 @@ no model, Ray or W&B imports.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -249,134 +250,150 @@ def verdict(
     / base), neighbourhood_delta, neighbourhood_se, neighbourhood_t, delta, se, t (per point, in input order; None
     for failed points).
     """
+    A = float(test_alpha)
+    ev = _evidence(base_losses, perturbed_losses, base_seeds, perturbed_seeds, count_failed_as_samples, A)
+    n_req = n_required(alpha, p)
+    strict_verdict, strict_statement = _strict_test(ev, alpha, p, n_req)
+    v, reasons = _decide(ev, n_req, margin)
+    statement = f"{v.upper()}: {'; '.join(reasons)}. ({_numbers(ev)}.) {strict_statement}"
+    c = ev.contrasts
+    return {
+        "verdict": v, "statement": statement, "reasons": reasons,
+        "strict": {"verdict": strict_verdict, "statement": strict_statement},
+        "alpha": float(alpha), "p": float(p), "test_alpha": A, "margin": float(margin), "n_required": n_req,
+        "n_run": ev.n_run, "n_failed": ev.n_run - ev.n_valid, "n_valid": ev.n_valid, "n_seeds": ev.n_seeds,
+        "design": c["design"], "df": c["df"], "sigma": c["sigma"], "t_quantile": ev.q,
+        "noise_band": float(ev.q * np.median(c["se"])) if (c["df"] > 0 and ev.n_valid) else 0.0,
+        "base_loss_mean": ev.base_mean, "base_loss_std": ev.base_std, "base_rank": 1 + ev.n_better,
+        "n_better": ev.n_better, "n_better_paired": ev.n_better_paired, "best_improvement": ev.best_improvement,
+        "n_better_beyond_noise": ev.n_beyond, "n_worse_beyond_noise": ev.n_worse,
+        "count_expected_if_equivalent": ev.n_valid / 2.0, "p_count": ev.p_count,
+        "neighbourhood_delta": c["mean_delta"], "neighbourhood_se": c["mean_se"], "neighbourhood_t": ev.t_mean,
+        "delta": ev.per_point(c["delta"]), "se": ev.per_point(c["se"]), "t": ev.per_point(ev.t),
+    }
+
+
+@dataclass
+class _Evidence:
+    """The statistics :func:`verdict` decides on (its docstring defines each)."""
+
+    base_mean: float
+    base_std: float
+    n_seeds: int
+    finite: np.ndarray       # (n_run,) bool: point has only finite losses
+    n_run: int
+    n_valid: int             # finite points
+    n_samples: int           # usable points (failed ones too with count_failed_as_samples)
+    n_better: int            # points whose mean is below the base mean
+    n_better_paired: int     # points whose contrast delta_j < 0
+    best_improvement: float | None
+    contrasts: dict          # paired_contrasts of the finite points
+    t: np.ndarray            # delta_j / se_j
+    q: float                 # Bonferroni band t_df(1 - A / (2n))
+    q_mean_fail: float       # t_df(1 - A / 2)
+    q_mean_pass: float       # t_df(1 - A)
+    t_mean: float            # neighbourhood contrast / its se
+
+    @property
+    def n_beyond(self) -> int:
+        return int((self.t < -self.q).sum()) if self.contrasts["df"] > 0 else 0
+
+    @property
+    def n_worse(self) -> int:
+        return int((self.t > self.q).sum()) if self.contrasts["df"] > 0 else 0
+
+    @property
+    def p_count(self) -> float:
+        n = self.n_valid
+        return (n + 1 - self.n_better_paired) / (n + 1) if n else math.nan
+
+    @property
+    def majority(self) -> bool:
+        return max(self.n_better, self.n_better_paired) > self.n_valid / 2.0
+
+    def widest(self) -> float:
+        """max_j |delta_j| + q se_j: the equivalence band of the "flat" outcome."""
+        c = self.contrasts
+        return float(np.max(np.abs(c["delta"]) + self.q * c["se"])) if (self.n_valid and c["df"] > 0) else math.inf
+
+    def per_point(self, values) -> list:
+        """Values of the finite points in input order, None for failed points."""
+        it = iter(np.asarray(values, dtype=float).tolist())
+        return [next(it) if f else None for f in self.finite]
+
+
+def _evidence(base_losses, perturbed_losses, base_seeds, perturbed_seeds, count_failed_as_samples: bool,
+              A: float) -> _Evidence:
     base_arr, base_mean, base_std = _base_summary(base_losses)
-    m = int(base_arr.size)
     runs, run_seeds = _as_points(perturbed_losses, perturbed_seeds)
     finite = np.array([bool(np.all(np.isfinite(x))) and x.size > 0 for x in runs], dtype=bool)
-    n_run, n_failed = len(runs), int((~finite).sum())
-    n_valid = n_run - n_failed
-    n_samples = n_run if count_failed_as_samples else n_valid
-    n_req = n_required(alpha, p)
     good = [x for x, f in zip(runs, finite) if f]
     good_seeds = [s for s, f in zip(run_seeds, finite) if f] if run_seeds is not None else None
     means = np.array([x.mean() for x in good], dtype=float)
-
-    n_better = int((means < base_mean).sum())
-    best_impr = float(((base_mean - means) / base_mean).max()) if means.size else None
     contrasts = paired_contrasts(base_arr, good, base_seeds, good_seeds)
-    delta, se, df = contrasts["delta"], contrasts["se"], contrasts["df"]
-    tj = _tstat(delta, se)
-    n_better_paired = int((delta < 0).sum())
-    A = float(test_alpha)
-    q = t_ppf(1.0 - A / (2.0 * max(n_valid, 1)), df) if df > 0 else math.inf
-    q_mean_fail = t_ppf(1.0 - A / 2.0, df) if df > 0 else math.inf
-    q_mean_pass = t_ppf(1.0 - A, df) if df > 0 else math.inf
+    df, n_valid = contrasts["df"], len(good)
+
+    def quantile(level: float) -> float:
+        return t_ppf(level, df) if df > 0 else math.inf
+
     t_mean = (float(_tstat(np.array([contrasts["mean_delta"]]), np.array([contrasts["mean_se"]]))[0]) if n_valid
               else math.nan)
-    n_beyond = int((tj < -q).sum()) if df > 0 else 0
-    n_worse = int((tj > q).sum()) if df > 0 else 0
-    margin_abs = float(margin) * abs(base_mean)
-    widest = float(np.max(np.abs(delta) + q * se)) if (n_valid and df > 0) else math.inf
-    p_count = (n_valid + 1 - n_better_paired) / (n_valid + 1) if n_valid else math.nan
-    majority = max(n_better, n_better_paired) > n_valid / 2.0
+    return _Evidence(base_mean=base_mean, base_std=base_std, n_seeds=int(base_arr.size), finite=finite,
+                     n_run=len(runs), n_valid=n_valid, n_samples=len(runs) if count_failed_as_samples else n_valid,
+                     n_better=int((means < base_mean).sum()), n_better_paired=int((contrasts["delta"] < 0).sum()),
+                     best_improvement=float(((base_mean - means) / base_mean).max()) if means.size else None,
+                     contrasts=contrasts, t=_tstat(contrasts["delta"], contrasts["se"]),
+                     q=quantile(1.0 - A / (2.0 * max(n_valid, 1))), q_mean_fail=quantile(1.0 - A / 2.0),
+                     q_mean_pass=quantile(1.0 - A), t_mean=t_mean)
 
-    # ---- strict test ([S] §3.1) ---------------------------------------------------------------------------------
+
+def _strict_test(ev: _Evidence, alpha: float, p: float, n_req: int) -> tuple[str, str]:
+    """[S] §3.1: the base (at its mean) must beat every one of n >= n_required usable points."""
     conf, top = f"{1 - alpha:.0%}", f"{p:.0%}"
-    if n_better > 0:
-        strict_verdict = "fail"
-        strict_statement = (f"strict test FAILS: {n_better} of {n_valid} finite perturbed points have a lower mean "
-                            f"loss than the base (best by {best_impr:.2%}); the base is rank {1 + n_better} of "
-                            f"{n_run + 1}.")
-    elif n_samples < n_req:
-        strict_verdict = "insufficient"
-        strict_statement = (f"strict test INSUFFICIENT: {n_samples} usable samples < {n_req} required for top-{top} "
-                            f"at {conf}.")
-    else:
-        strict_verdict = "pass"
-        strict_statement = (f"strict test PASSES: the base beats all {n_samples} usable points (n_required = "
-                            f"{n_req}): top {top} with {conf} confidence if the losses carried no seed noise.")
+    if ev.n_better > 0:
+        return "fail", (f"strict test FAILS: {ev.n_better} of {ev.n_valid} finite perturbed points have a lower mean "
+                        f"loss than the base (best by {ev.best_improvement:.2%}); the base is rank {1 + ev.n_better} "
+                        f"of {ev.n_run + 1}.")
+    if ev.n_samples < n_req:
+        return "insufficient", (f"strict test INSUFFICIENT: {ev.n_samples} usable samples < {n_req} required for "
+                                f"top-{top} at {conf}.")
+    return "pass", (f"strict test PASSES: the base beats all {ev.n_samples} usable points (n_required = {n_req}): "
+                    f"top {top} with {conf} confidence if the losses carried no seed noise.")
 
-    # ---- decision rule -------------------------------------------------------------------------------------------
-    numbers = (f"design {contrasts['design']}, {m} base seed(s), df = {df}, run-noise sd {contrasts['sigma']:.3g}; "
-               f"neighbourhood - base = {contrasts['mean_delta']:+.4g} +- {contrasts['mean_se']:.2g} "
-               f"(t = {t_mean:+.2f}); {n_better_paired} of {n_valid} points beat the base (equivalence gives "
-               f"{n_valid / 2:g} on average, P(>= {n_better_paired}) = {p_count:.2f}); {n_beyond} beat it beyond the "
-               f"family-wise band t = {q:.3g} x se, {n_worse} are worse beyond it")
-    reasons: list[str] = []
-    if n_valid == 0:
-        v, reasons = "inconclusive", ["no finite perturbed point"]
-    elif df <= 0:
-        v = "inconclusive"
-        reasons = ["no replicate-based noise estimate (df = 0): run the base with >= 2 seeds and each perturbed "
-                   "point with >= 2 seeds (paired) or the base with >= 2 seeds (unpaired)"]
-    elif n_beyond > 0 or t_mean < -q_mean_fail:
-        v = "fail"
-        if n_beyond:
-            reasons.append(f"{n_beyond} point(s) beat the base beyond the Bonferroni t band")
-        if t_mean < -q_mean_fail:
-            reasons.append(f"the neighbourhood is better than the base on average (t = {t_mean:.2f})")
-    elif t_mean > q_mean_pass and not majority and n_samples >= n_req:
-        v = "pass"
-        reasons = [f"no point beats the base beyond noise, {n_better_paired} of {n_valid} beat it at all, and the "
-                   f"neighbourhood is worse on average (t = {t_mean:.2f} > {q_mean_pass:.2f}); n = {n_samples} >= "
-                   f"{n_req}"]
-    elif widest <= margin_abs:
-        v = "flat"
-        reasons = [f"every point is within +-{margin:.1%} of the base (widest |delta| + band = {widest:.3g} <= "
-                   f"{margin_abs:.3g})"]
-    else:
-        v = "inconclusive"
-        if majority:
-            reasons.append(f"{max(n_better, n_better_paired)} of {n_valid} points beat the base (more than half: "
-                           f"never a pass)")
-        if n_samples < n_req:
-            reasons.append(f"{n_samples} usable samples < {n_req} required")
-        if t_mean <= q_mean_pass:
-            reasons.append(f"the neighbourhood is not detectably worse on average (t = {t_mean:.2f} <= "
-                           f"{q_mean_pass:.2f})")
-        if widest > margin_abs:
-            reasons.append(f"not flat within +-{margin:.1%}: widest |delta| + band = {widest:.3g} > {margin_abs:.3g}")
-    statement = f"{v.upper()}: {'; '.join(reasons)}. ({numbers}.) {strict_statement}"
 
-    def per_point(a):
-        out, it = [], iter(np.asarray(a, dtype=float).tolist())
-        for f in finite:
-            out.append(next(it) if f else None)
-        return out
+def _decide(ev: _Evidence, n_req: int, margin: float) -> tuple[str, list[str]]:
+    """The decision rule (steps 1-5 of :func:`verdict`'s docstring): the outcome and the reasons that state it."""
+    if ev.n_valid == 0:
+        return "inconclusive", ["no finite perturbed point"]
+    if ev.contrasts["df"] <= 0:
+        return "inconclusive", ["no replicate-based noise estimate (df = 0): run the base with >= 2 seeds and each "
+                                "perturbed point with >= 2 seeds (paired) or the base with >= 2 seeds (unpaired)"]
+    mean_fails = ev.t_mean < -ev.q_mean_fail
+    if ev.n_beyond > 0 or mean_fails:
+        return "fail", ([f"{ev.n_beyond} point(s) beat the base beyond the Bonferroni t band"] * (ev.n_beyond > 0)
+                        + [f"the neighbourhood is better than the base on average (t = {ev.t_mean:.2f})"] * mean_fails)
+    if ev.t_mean > ev.q_mean_pass and not ev.majority and ev.n_samples >= n_req:
+        return "pass", [f"no point beats the base beyond noise, {ev.n_better_paired} of {ev.n_valid} beat it at all, "
+                        f"and the neighbourhood is worse on average (t = {ev.t_mean:.2f} > {ev.q_mean_pass:.2f}); "
+                        f"n = {ev.n_samples} >= {n_req}"]
+    widest, margin_abs = ev.widest(), float(margin) * abs(ev.base_mean)
+    if widest <= margin_abs:
+        return "flat", [f"every point is within +-{margin:.1%} of the base (widest |delta| + band = {widest:.3g} <= "
+                        f"{margin_abs:.3g})"]
+    checks = [(ev.majority, f"{max(ev.n_better, ev.n_better_paired)} of {ev.n_valid} points beat the base (more than "
+                            f"half: never a pass)"),
+              (ev.n_samples < n_req, f"{ev.n_samples} usable samples < {n_req} required"),
+              (ev.t_mean <= ev.q_mean_pass, f"the neighbourhood is not detectably worse on average (t = "
+                                            f"{ev.t_mean:.2f} <= {ev.q_mean_pass:.2f})"),
+              (True, f"not flat within +-{margin:.1%}: widest |delta| + band = {widest:.3g} > {margin_abs:.3g}")]
+    return "inconclusive", [why for applies, why in checks if applies]
 
-    return {
-        "verdict": v,
-        "statement": statement,
-        "reasons": reasons,
-        "strict": {"verdict": strict_verdict, "statement": strict_statement},
-        "alpha": float(alpha),
-        "p": float(p),
-        "test_alpha": A,
-        "margin": float(margin),
-        "n_required": n_req,
-        "n_run": n_run,
-        "n_failed": n_failed,
-        "n_valid": n_valid,
-        "n_seeds": m,
-        "design": contrasts["design"],
-        "df": df,
-        "sigma": contrasts["sigma"],
-        "t_quantile": q,
-        "noise_band": float(q * np.median(se)) if (df > 0 and n_valid) else 0.0,
-        "base_loss_mean": base_mean,
-        "base_loss_std": base_std,
-        "base_rank": 1 + n_better,
-        "n_better": n_better,
-        "n_better_paired": n_better_paired,
-        "best_improvement": best_impr,
-        "n_better_beyond_noise": n_beyond,
-        "n_worse_beyond_noise": n_worse,
-        "count_expected_if_equivalent": n_valid / 2.0,
-        "p_count": p_count,
-        "neighbourhood_delta": contrasts["mean_delta"],
-        "neighbourhood_se": contrasts["mean_se"],
-        "neighbourhood_t": t_mean,
-        "delta": per_point(delta),
-        "se": per_point(se),
-        "t": per_point(tj),
-    }
+
+def _numbers(ev: _Evidence) -> str:
+    """The statistics behind the outcome, in one parenthesis of the statement."""
+    c = ev.contrasts
+    return (f"design {c['design']}, {ev.n_seeds} base seed(s), df = {c['df']}, run-noise sd {c['sigma']:.3g}; "
+            f"neighbourhood - base = {c['mean_delta']:+.4g} +- {c['mean_se']:.2g} (t = {ev.t_mean:+.2f}); "
+            f"{ev.n_better_paired} of {ev.n_valid} points beat the base (equivalence gives {ev.n_valid / 2:g} on "
+            f"average, P(>= {ev.n_better_paired}) = {ev.p_count:.2f}); {ev.n_beyond} beat it beyond the family-wise "
+            f"band t = {ev.q:.3g} x se, {ev.n_worse} are worse beyond it")

@@ -199,65 +199,18 @@ def fit_scaling_law(x: Sequence[float], y: Sequence[float], n_boot: int = 1000, 
     ux, groups = ux[keep], [groups[i] for i in keep]
     if ux.size < 2:
         raise ValueError(f"need >= 2 distinct x with a finite loss to fit a scaling law, got {ux.size}")
-    means = np.array([g.mean() for g in groups])
-    notes = []
-    sat = fit_power_law(ux, means, with_const=True) if ux.size >= SATURATING_MIN_POINTS else None
-    pure = fit_power_law(ux, means)
-    use_sat = False
-    if sat is None:
-        notes.append(f"pure power law: {ux.size} distinct x < {SATURATING_MIN_POINTS}, c cannot be identified")
-    elif sat["form"] != "power_law_const" or sat["c"] <= 0.0:
-        notes.append(f"pure power law: saturating fit not identified ({sat['note'] or 'c at its bound'})")
-    else:
-        lx, ly = np.log(ux), np.log(means)
-        rss_pure = float(((ly - np.log(predict(pure, ux))) ** 2).sum())
-        rss_sat = float(((ly - np.log(predict(sat, ux))) ** 2).sum())
-        dfr = ux.size - 3
-        from scipy.special import fdtri
-
-        f_crit = float(fdtri(1, dfr, 1 - F_TEST_ALPHA))
-        f_stat = (rss_pure - rss_sat) / (rss_sat / dfr) if rss_sat > 0 else math.inf
-        if f_stat > f_crit:
-            use_sat = True
-        else:
-            notes.append(f"pure power law: c not identified (F = {f_stat:.3g} <= F(1, {dfr}) quantile "
-                         f"{f_crit:.3g})")
-    fit = dict(sat if use_sat else pure)
-    fit.pop("note", None)
+    fit, use_sat, notes = _choose_form(ux, np.array([g.mean() for g in groups]))
     grid = np.geomspace(ux.min(), ux.max(), 60) if grid is None else np.asarray(grid, dtype=float)
     m = np.array([g.size for g in groups])
     if (m < 2).any():
         notes.append(f"{int((m < 2).sum())} x with one seed: no resampling noise there")
-    rng = np.random.default_rng(seed)
-    boot = {"a": [], "b": [], "c": [], "curve": []}
-    pooled_df = int(sum(max(g.size - 1, 0) for g in groups))
-    q = 0.5 + level / 2
-    t_over_z = t_ppf(q, pooled_df) / t_ppf(q, math.inf) if pooled_df else 1.0
-    if n_boot > 0:
-        # pooled residuals: (y - mean_x) sqrt(m_x / (m_x - 1)) over every x with >= 2 seeds
-        pool = np.concatenate([(g - g.mean()) * math.sqrt(g.size / (g.size - 1)) for g in groups if g.size >= 2]
-                              or [np.zeros(1)])
-        ystar = np.empty((n_boot, ux.size))
-        for i, g in enumerate(groups):
-            draws = pool[rng.integers(0, pool.size, (n_boot, g.size))]  # (B, m)
-            ystar[:, i] = g.mean() + t_over_z * draws.mean(axis=1)
-        ystar = np.maximum(ystar, 1e-12)
-        if use_sat:
-            for row in ystar:
-                f = fit_power_law(ux, row, with_const=True)
-                boot["a"].append(f["a"]), boot["b"].append(f["b"]), boot["c"].append(f["c"])
-                boot["curve"].append(predict(f, grid))
-            boot = {k: np.asarray(v) for k, v in boot.items()}
-        else:
-            a, b = _fit_pure_vec(np.log(ux), np.log(ystar))
-            boot = {"a": a, "b": b, "c": np.zeros_like(a),
-                    "curve": a[:, None] * grid[None, :] ** (-b[:, None])}
+    boot = _bootstrap(ux, groups, use_sat, grid, n_boot, level, seed)
     lo_q, hi_q = 50 * (1 - level), 50 * (1 + level)
 
     def ci(v):
         return [float(np.percentile(v, lo_q)), float(np.percentile(v, hi_q))] if len(v) else [math.nan, math.nan]
 
-    curve = boot["curve"] if len(boot["curve"]) else np.empty((0, grid.size))
+    curve = boot["curve"]
     fit.update({
         "n_points": int(ux.size), "n_runs": int(m.sum()), "seeds_per_point": m.tolist(),
         "note": "; ".join(notes), "ci": {k: ci(boot[k]) for k in ("a", "b", "c")},
@@ -268,6 +221,61 @@ def fit_scaling_law(x: Sequence[float], y: Sequence[float], n_boot: int = 1000, 
     if keep_curves:
         fit["curves"] = np.asarray(curve, dtype=float)
     return fit
+
+
+def _choose_form(ux: np.ndarray, means: np.ndarray) -> tuple[dict, bool, list[str]]:
+    """The law fitted to the seed means: saturating when c is identified (criteria (1)-(3) of
+    :func:`fit_scaling_law`), else pure. Returns (fit without its "note", saturating?, notes)."""
+    notes = []
+    sat = fit_power_law(ux, means, with_const=True) if ux.size >= SATURATING_MIN_POINTS else None
+    pure = fit_power_law(ux, means)
+    use_sat = False
+    if sat is None:
+        notes.append(f"pure power law: {ux.size} distinct x < {SATURATING_MIN_POINTS}, c cannot be identified")
+    elif sat["form"] != "power_law_const" or sat["c"] <= 0.0:
+        notes.append(f"pure power law: saturating fit not identified ({sat['note'] or 'c at its bound'})")
+    else:
+        from scipy.special import fdtri
+
+        ly = np.log(means)
+        rss_pure = float(((ly - np.log(predict(pure, ux))) ** 2).sum())
+        rss_sat = float(((ly - np.log(predict(sat, ux))) ** 2).sum())
+        dfr = ux.size - 3
+        f_crit = float(fdtri(1, dfr, 1 - F_TEST_ALPHA))
+        f_stat = (rss_pure - rss_sat) / (rss_sat / dfr) if rss_sat > 0 else math.inf
+        use_sat = f_stat > f_crit
+        if not use_sat:
+            notes.append(f"pure power law: c not identified (F = {f_stat:.3g} <= F(1, {dfr}) quantile "
+                         f"{f_crit:.3g})")
+    fit = dict(sat if use_sat else pure)
+    fit.pop("note", None)
+    return fit, use_sat, notes
+
+
+def _bootstrap(ux: np.ndarray, groups: list[np.ndarray], use_sat: bool, grid: np.ndarray, n_boot: int,
+               level: float, seed: int) -> dict[str, np.ndarray]:
+    """Residual bootstrap over seeds (:func:`fit_scaling_law`'s "Intervals"): refits of the chosen form, as
+    {"a", "b", "c"} (n_boot,) and "curve" (n_boot, len(grid)) (empty with n_boot = 0)."""
+    if n_boot <= 0:
+        return {"a": np.empty(0), "b": np.empty(0), "c": np.empty(0), "curve": np.empty((0, grid.size))}
+    rng = np.random.default_rng(seed)
+    pooled_df = int(sum(max(g.size - 1, 0) for g in groups))
+    q = 0.5 + level / 2
+    t_over_z = t_ppf(q, pooled_df) / t_ppf(q, math.inf) if pooled_df else 1.0
+    # pooled residuals: (y - mean_x) sqrt(m_x / (m_x - 1)) over every x with >= 2 seeds
+    pool = np.concatenate([(g - g.mean()) * math.sqrt(g.size / (g.size - 1)) for g in groups if g.size >= 2]
+                          or [np.zeros(1)])
+    ystar = np.empty((n_boot, ux.size))
+    for i, g in enumerate(groups):
+        draws = pool[rng.integers(0, pool.size, (n_boot, g.size))]  # (B, m)
+        ystar[:, i] = g.mean() + t_over_z * draws.mean(axis=1)
+    ystar = np.maximum(ystar, 1e-12)
+    if use_sat:
+        fits = [fit_power_law(ux, row, with_const=True) for row in ystar]
+        return {"a": np.array([f["a"] for f in fits]), "b": np.array([f["b"] for f in fits]),
+                "c": np.array([f["c"] for f in fits]), "curve": np.array([predict(f, grid) for f in fits])}
+    a, b = _fit_pure_vec(np.log(ux), np.log(ystar))
+    return {"a": a, "b": b, "c": np.zeros_like(a), "curve": a[:, None] * grid[None, :] ** (-b[:, None])}
 
 
 def difference_ci(a: Sequence[float], b: Sequence[float], pooled_var: float | None = None,

@@ -221,6 +221,52 @@ def regret_analysis(base: Mapping[str, float], points: Sequence[Mapping[str, flo
     if tolerance <= 0:
         raise ValueError(f"regret: tolerance must be > 0, got {tolerance}")
     keys = list(base)
+    u_all, y, seeds, n_failed, lbar = _runs_in_log_box(base, points, point_losses, base_losses, point_seeds,
+                                                       base_seeds, rel)
+    fit = fit_surface(u_all, y, seeds, model)
+    d, lo, hi = len(keys), math.log(1 - rel), math.log(1 + rel)
+    rng = np.random.default_rng(seed)
+    betas = np.vstack([fit["beta"][None, :], draws(fit, n_draws, rng)])  # plug-in, then (n_draws, p) draws
+    _, g, H = unpack(betas, fit["model"], d)
+    u_min = box_minimum(g, H, lo, hi)  # (1 + n_draws, d)
+    R = -(np.einsum("bi,bi->b", g, u_min) + 0.5 * np.einsum("bi,bij,bj->b", u_min, H, u_min)) / lbar
+    # better fraction (R4): Monte-Carlo points from the sampling measure, fixed per call
+    u_sampled = np.log1p(rng.uniform(-rel, rel, (N_MC, d)))
+    f_change = features(u_sampled, fit["model"])[:, 1:] @ betas[:, 1:].T  # (N_MC, 1 + n_draws): f(u) - f(0)
+    frac = (f_change < 0).mean(axis=0)
+    A = float(test_alpha)
+    r_bc, (r_lo, r_hi) = basic_interval(R, A, 0.0, math.inf)
+    if fit["model"] == "linear":  # a plane over-states a convex loss's regret: 0 is the only lower bound it gives
+        r_lo = 0.0
+    f_bc, f_ci = basic_interval(frac, A, 0.0, 1.0)
+    t_quantile = t_ppf(1 - A / 2, fit["df"])
+    axes = {k: _axis_row(fit, i, d, lo, hi, lbar, t_quantile, g[0, i], u_min[:, i], A) for i, k in enumerate(keys)}
+    curves, pts = _axis_curves(fit, u_all, keys, lo, hi, lbar, t_quantile)
+    linear = fit["model"] == "linear"  # a plane through S has half the box below it whatever its slope
+    return {
+        "axis_curves": curves, "axis_points": pts,
+        "model": fit["model"], "model_reason": fit["model_reason"], "n_runs": fit["n_runs"],
+        "n_points": fit["n_points"], "n_failed_points": n_failed, "df": fit["df"], "sigma": fit["sigma"],
+        "sigma_rel": fit["sigma"] / lbar, "lack_of_fit": fit["lack_of_fit"], "base_loss_mean": lbar,
+        "fitted_base_loss": float(betas[0, 0]), "box_min_loss": float(betas[0, 0] - R[0] * lbar),
+        "box_min_location": {k: axes[k]["min_factor"] for k in keys},
+        "regret": float(r_bc * lbar), "regret_rel": r_bc, "regret_rel_ci": [r_lo, r_hi],
+        "regret_rel_plugin": float(R[0]), "axes": axes,
+        "better_fraction": None if linear else f_bc, "better_fraction_ci": None if linear else f_ci,
+        "better_fraction_plugin": float(frac[0]),
+        "interval": f"parametric bootstrap ({n_draws} multivariate-t draws of the surface), basic (bias-corrected) "
+                    f"{1 - 2 * A:.0%} interval (each bound one-sided {1 - A:.0%})",
+        "axis_interval": f"Student t, {1 - A:.0%} two-sided, df = {fit['df']}",
+        "tolerance": float(tolerance), "test_alpha": A, "rel": float(rel), "keys": keys,
+        "beta": fit["beta"].tolist(),
+    }
+
+
+def _runs_in_log_box(base, points, point_losses, base_losses, point_seeds, base_seeds, rel: float):
+    """Every finite run as a row: log-coordinates u = log(point / base) (N, d), losses (N,), seed blocks (None when
+    unpaired), the number of points left out for a non-finite run, and the base's mean loss. One-line ValueErrors
+    for non-positive base values, a base without finite runs and points outside the +-rel box."""
+    keys = list(base)
     s = np.array([float(base[k]) for k in keys])
     if np.any(s <= 0):
         raise ValueError(f"regret: log-coordinates need positive base values, got {dict(base)}")
@@ -241,64 +287,28 @@ def regret_analysis(base: Mapping[str, float], points: Sequence[Mapping[str, flo
         u_rows.append(np.tile(u, (ls.size, 1)))
         y.append(ls)
         seeds.append(list(point_seeds[j]) if paired else [0] * ls.size)
-    u_all = np.concatenate(u_rows)
-    fit = fit_surface(u_all, np.concatenate(y), np.concatenate([np.asarray(x) for x in seeds]) if paired else None,
-                      model)
-    d, lo, hi = len(keys), math.log(1 - rel), math.log(1 + rel)
-    lbar = float(base_l.mean())
-    rng = np.random.default_rng(seed)
-    beta_draws = draws(fit, n_draws, rng)  # (n_draws, p)
-    betas = np.vstack([fit["beta"][None, :], beta_draws])
-    _, g, H = unpack(betas, fit["model"], d)
-    u_min = box_minimum(g, H, lo, hi)  # (1 + n_draws, d)
-    R = -(np.einsum("bi,bi->b", g, u_min) + 0.5 * np.einsum("bi,bij,bj->b", u_min, H, u_min)) / lbar
-    # better fraction (R4): Monte-Carlo points from the sampling measure, fixed per call
-    u_sampled = np.log1p(rng.uniform(-rel, rel, (N_MC, d)))
-    f_change = features(u_sampled, fit["model"])[:, 1:] @ betas[:, 1:].T  # (N_MC, 1 + n_draws): f(u) - f(0)
-    frac = (f_change < 0).mean(axis=0)
-    A = float(test_alpha)
-    draw_interval = lambda a: [float(np.quantile(a[1:], A)), float(np.quantile(a[1:], 1 - A))]  # noqa: E731
-    r_bc, (r_lo, r_hi) = basic_interval(R, A, 0.0, math.inf)
-    if fit["model"] == "linear":  # a plane over-states a convex loss's regret: 0 is the only lower bound it gives
-        r_lo = 0.0
-    f_bc, f_ci = basic_interval(frac, A, 0.0, 1.0)
-    t_quantile = t_ppf(1 - A / 2, fit["df"])
-    axes = {}
-    for i, k in enumerate(keys):
-        row = {}
-        for name, step in (("up", hi), ("down", lo)):
-            cvec = np.zeros(len(fit["beta"]))
-            cvec[1 + i] = step
-            if fit["model"] != "linear":
-                cvec[1 + d + i] = 0.5 * step**2
-            est, se = float(cvec @ fit["beta"]) / lbar, math.sqrt(float(cvec @ fit["cov"] @ cvec)) / lbar
-            row[name] = {"rel_change": est, "se": se, "ci": [est - t_quantile * se, est + t_quantile * se]}
-        row["slope_log"] = float(g[0, i])
-        row["slope_log_se"] = math.sqrt(float(fit["cov"][1 + i, 1 + i]))
-        row["min_factor"] = float(math.exp(u_min[0, i]))
-        row["min_factor_ci"] = [float(math.exp(x)) for x in draw_interval(u_min[:, i])]
-        axes[k] = row
-    curves, pts = _axis_curves(fit, u_all, keys, lo, hi, lbar, t_quantile)
-    out = {
-        "axis_curves": curves, "axis_points": pts,
-        "model": fit["model"], "model_reason": fit["model_reason"], "n_runs": fit["n_runs"],
-        "n_points": fit["n_points"], "n_failed_points": n_failed, "df": fit["df"], "sigma": fit["sigma"],
-        "sigma_rel": fit["sigma"] / lbar, "lack_of_fit": fit["lack_of_fit"], "base_loss_mean": lbar,
-        "fitted_base_loss": float(betas[0, 0]), "box_min_loss": float(betas[0, 0] - R[0] * lbar),
-        "box_min_location": {k: axes[k]["min_factor"] for k in keys},
-        "regret": float(r_bc * lbar), "regret_rel": r_bc, "regret_rel_ci": [r_lo, r_hi],
-        "regret_rel_plugin": float(R[0]), "axes": axes,
-        # a plane through S has half the box below it whatever its slope: no better fraction from a linear surface
-        "better_fraction": f_bc if fit["model"] != "linear" else None,
-        "better_fraction_ci": f_ci if fit["model"] != "linear" else None,
-        "better_fraction_plugin": float(frac[0]),
-        "interval": f"parametric bootstrap ({n_draws} multivariate-t draws of the surface), basic (bias-corrected) "
-                    f"{1 - 2 * A:.0%} interval (each bound one-sided {1 - A:.0%})",
-        "axis_interval": f"Student t, {1 - A:.0%} two-sided, df = {fit['df']}",
-        "tolerance": float(tolerance), "test_alpha": A, "rel": float(rel), "keys": keys,
-        "beta": fit["beta"].tolist(),
-    }
-    return out
+    block = np.concatenate([np.asarray(x) for x in seeds]) if paired else None
+    return np.concatenate(u_rows), np.concatenate(y), block, n_failed, float(base_l.mean())
+
+
+def _axis_row(fit: dict, i: int, d: int, lo: float, hi: float, lbar: float, t_quantile: float, slope: float,
+              u_min_i: np.ndarray, A: float) -> dict:
+    """Axis i of the surface: the fitted relative change at the box's up / down faces with t intervals, the slope
+    in log-coordinates, and where the box minimum lies on this axis (plug-in and draw interval)."""
+    row = {}
+    for name, step in (("up", hi), ("down", lo)):
+        cvec = np.zeros(len(fit["beta"]))
+        cvec[1 + i] = step
+        if fit["model"] != "linear":
+            cvec[1 + d + i] = 0.5 * step**2
+        est, se = float(cvec @ fit["beta"]) / lbar, math.sqrt(float(cvec @ fit["cov"] @ cvec)) / lbar
+        row[name] = {"rel_change": est, "se": se, "ci": [est - t_quantile * se, est + t_quantile * se]}
+    row["slope_log"] = float(slope)
+    row["slope_log_se"] = math.sqrt(float(fit["cov"][1 + i, 1 + i]))
+    row["min_factor"] = float(math.exp(u_min_i[0]))
+    draws_i = u_min_i[1:]
+    row["min_factor_ci"] = [float(math.exp(np.quantile(draws_i, q))) for q in (A, 1 - A)]
+    return row
 
 
 def _axis_curves(fit: dict, u_all: np.ndarray, keys: list[str], lo: float, hi: float, lbar: float, tq: float,

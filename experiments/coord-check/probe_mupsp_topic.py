@@ -24,14 +24,16 @@ from ptsweep.sweeps import coords
 PRINTED = ("topic_logits", "g_hat_rms", "msg_topic", "msg_head", "attn_logits", "msg_child")
 
 
-def patch_topic_constants(init_b: float, lr_b: float, center: bool) -> None:
-    """Scale the B constants of ``MFVIConstants.sp_anchored`` and optionally centre the features (every model built
-    afterwards in this process)."""
+def patch_topic_constants(init_b: float, lr_b: float, center: bool, init_b_power: float = 0.0) -> None:
+    """Scale the B constants of ``MFVIConstants.sp_anchored`` (the init also by (N0 / N)^init_b_power: 0.5 makes
+    B's init std ~ 1/N, an embedding-table scale for the one-hot topic posterior, instead of the hidden 1/sqrt(N))
+    and optionally centre the features (every model built afterwards in this process)."""
     original = pt.MFVIConstants.sp_anchored
 
     def scaled(cfg, vocab_size):
         const = original(cfg, vocab_size)
-        return dataclasses.replace(const, init_b=const.init_b * init_b, lr_b=const.lr_b * lr_b,
+        width_factor = (cfg.base_width / cfg.width) ** init_b_power
+        return dataclasses.replace(const, init_b=const.init_b * init_b * width_factor, lr_b=const.lr_b * lr_b,
                                    center=1.0 if center else const.center)
 
     pt.MFVIConstants.sp_anchored = staticmethod(scaled)
@@ -42,14 +44,16 @@ def main() -> None:
     ap.add_argument("--init-b", type=float, default=1.0)
     ap.add_argument("--lr-b", type=float, default=1.0)
     ap.add_argument("--center", action="store_true")
+    ap.add_argument("--init-b-power", type=float, default=0.0, help="B's init also x (N0 / N)^power")
     ap.add_argument("overrides", nargs="*")
     args = ap.parse_args()
-    patch_topic_constants(args.init_b, args.lr_b, args.center)
+    patch_topic_constants(args.init_b, args.lr_b, args.center, args.init_b_power)
     cfg = with_overrides(compose(["tracker=disabled", *args.overrides]), {"sweep.coord_parametrizations": ["mup_sp"]})
     table = coords.slopes(coords.collect(cfg, log=lambda *_: None))
     result = coords.verdict(table, cfg.sweep.coord_tolerance, "pt", cfg.sweep.coord_scaling, parametrization="mup_sp")
     last = int(table["iteration"].max())
-    print(f"init_b x{args.init_b:g}, lr_b x{args.lr_b:g}, center {args.center}: {'PASS' if result['pass'] else 'FAIL'} "
+    print(f"init_b x{args.init_b:g} x (N0/N)^{args.init_b_power:g}, lr_b x{args.lr_b:g}, center {args.center}: "
+          f"{'PASS' if result['pass'] else 'FAIL'} "
           f"{result['n_failed']}/{result['n_checked']}; worst {result['worst']['stat']} of "
           f"{result['worst']['quantity']} it {result['worst']['iteration']} step {result['worst']['step']}: "
           f"{result['worst']['slope']:+.2f}")

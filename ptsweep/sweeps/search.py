@@ -50,7 +50,6 @@ def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_d
     val_loss). ``df.attrs["search"]`` describes the sampler (TPE start-up trials, whether it was a random search) and
     ``not_run``: trials of ``num_samples`` without a result (said on stderr; a re-run runs them)."""
     import pandas as pd
-    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
 
     from ptsweep.sweeps import optuna_store
     from ptsweep.train import num_steps
@@ -62,12 +61,8 @@ def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_d
     base = to_dict(base_cfg)
     trial_cfg0 = with_overrides(base_cfg, fixed)  # validates the fixed overrides in the driver
 
-    signature = {"space": {k: [float(lo), float(hi)] for k, (lo, hi) in space.items()},
-                 "fixed": json.loads(json.dumps(jsonable(fixed))), "label": label, "base": _result_config(base)}
     start = {k: float(v) for k, v in (start or {}).items()}
-    if start:
-        _check_start(start, space)
-        signature["start"] = start
+    signature = _signature(space, fixed, label, base, start)
     study, store = optuna_store.open_study(study_dir, experiment_name, signature)
     if start and not study.trials:
         study.enqueue_trial(start)
@@ -83,15 +78,8 @@ def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_d
     if remaining > 0:
         warm_data(trial_cfg0)
         trainable = trainable_with_resources(base_cfg, base, fixed, study_dir, search_label=label)
-        budget = float(num_steps(trial_cfg0) * trial_cfg0.train.batch_size * trial_cfg0.data.seq_len)
-        if asha and asha.get("reduction", 1) > 1:
-            # max_t just above the budget: ASHA stops a trial that reaches max_t at once, which would cut off the
-            # final report (and the ledger record) of trials that ran their whole budget.
-            scheduler = ASHAScheduler(time_attr="tokens", max_t=budget + 1.0,
-                                      grace_period=max(1.0, float(asha.get("grace_frac", 0.25)) * budget),
-                                      reduction_factor=float(asha["reduction"]))
-        else:
-            scheduler = FIFOScheduler()
+        scheduler = _scheduler(asha, float(num_steps(trial_cfg0) * trial_cfg0.train.batch_size
+                                           * trial_cfg0.data.seq_len))
         searcher = optuna_store.make_searcher(space, experiment_name, store, seed, num_samples, len(study.trials))
         tuner = make_tuner(trainable, cfg, study_dir, experiment_name, remaining, search_alg=searcher,
                            scheduler=scheduler, num_samples=remaining)
@@ -109,17 +97,47 @@ def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_d
               f"trained; see its log above); they are queued: re-run the same command to run them",
               file=sys.stderr, flush=True)
 
-    rows = _search_rows(study, study_dir, base, fixed, label, space)
-    df = pd.DataFrame(rows)
-    k = optuna_store.n_startup(num_samples)
-    df.attrs["search"] = {
-        "study_file": str(optuna_store.study_file(study_dir)), "study_name": experiment_name,
-        "sampler": f"TPE(n_startup_trials={k}, seed={seed}+trials so far)", "n_startup_trials": k,
-        "random_search": len(df) <= k, "num_samples": int(num_samples), "not_run": not_run,
-        "note": (f"random search: all {len(df)} trials are TPE's random start-up trials (n_startup_trials={k})"
-                 if len(df) <= k else f"the first {k} trials are random start-up trials, the rest TPE"),
-    }
+    df = pd.DataFrame(_search_rows(study, study_dir, base, fixed, label, space))
+    df.attrs["search"] = _sampler_note(study_dir, experiment_name, num_samples, seed, len(df), not_run)
     return df
+
+
+def _signature(space: Mapping[str, tuple[float, float]], fixed: dict, label: str, base: dict,
+               start: dict[str, float]) -> dict:
+    """What makes a study the same study (``optuna_store.open_study`` refuses another one): the space, the fixed
+    overrides, the label, the trial-relevant base config and the start point (checked to lie in the space)."""
+    signature = {"space": {k: [float(lo), float(hi)] for k, (lo, hi) in space.items()},
+                 "fixed": json.loads(json.dumps(jsonable(fixed))), "label": label, "base": _result_config(base)}
+    if start:
+        _check_start(start, space)
+        signature["start"] = start
+    return signature
+
+
+def _scheduler(asha: Mapping[str, float] | None, budget: float):
+    """ASHA on val_loss with time = tokens (``asha`` reduction > 1), else FIFO (every trial runs its budget)."""
+    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
+
+    if not asha or asha.get("reduction", 1) <= 1:
+        return FIFOScheduler()
+    # max_t just above the budget: ASHA stops a trial that reaches max_t at once, which would cut off the final
+    # report (and the ledger record) of trials that ran their whole budget.
+    return ASHAScheduler(time_attr="tokens", max_t=budget + 1.0,
+                         grace_period=max(1.0, float(asha.get("grace_frac", 0.25)) * budget),
+                         reduction_factor=float(asha["reduction"]))
+
+
+def _sampler_note(study_dir: Path, experiment_name: str, num_samples: int, seed: int, n_trials: int,
+                  not_run: int) -> dict:
+    """``df.attrs["search"]`` of :func:`run_search`: the study, the sampler and how many trials were random."""
+    from ptsweep.sweeps import optuna_store
+
+    k = optuna_store.n_startup(num_samples)
+    return {"study_file": str(optuna_store.study_file(study_dir)), "study_name": experiment_name,
+            "sampler": f"TPE(n_startup_trials={k}, seed={seed}+trials so far)", "n_startup_trials": k,
+            "random_search": n_trials <= k, "num_samples": int(num_samples), "not_run": not_run,
+            "note": (f"random search: all {n_trials} trials are TPE's random start-up trials (n_startup_trials={k})"
+                     if n_trials <= k else f"the first {k} trials are random start-up trials, the rest TPE")}
 
 
 def outside_space(point: Mapping[str, float], space: Mapping[str, tuple[float, float]]) -> list[str]:

@@ -86,99 +86,120 @@ def _trainable(config: dict, *, base: dict, fixed: dict, planned: dict, search_l
     from ray import tune
 
     from ptsweep import train
-    from ptsweep.config import from_dict
-    from ptsweep.tracking import make_tracker
 
     quiet_worker_exit()
     study = Path(study_dir)
-    if TRIAL_FIELD in config:  # fixed list: the key was computed in the driver
-        key = config[TRIAL_FIELD]
-        label = planned[key]["label"]
-        overrides = {**fixed, **planned[key]["overrides"]}
-    else:  # Optuna: the proposed dotted params
-        label = search_label
-        overrides = {**fixed, **{k: v for k, v in config.items() if "." in k}}
-        key = trial_key(base, overrides, label)
-
+    key, label, overrides = _trial_identity(config, base, fixed, planned, search_label)
     done = ledger.read_ledger(study, key)
     if done is not None:  # finished before an interruption: report the record, do not train again
         tune.report(_report_subset({**done, "trial_key": key}))
         return
-
     try:
         source_sha = check_worker_source(source)
     except SourceChanged as e:
         print(f"[ptsweep] trial {key} not run: {e}", file=sys.stderr)
         tune.report(_report_subset({"status": REFUSED, "error": str(e), "val_loss": math.inf, "trial_key": key}))
         return
-    tdir = ledger.trial_dir(study, key)
-    tdir.mkdir(parents=True, exist_ok=True)
+    ledger.trial_dir(study, key).mkdir(parents=True, exist_ok=True)
     ledger.record_start(study, key, label, overrides, pid=os.getpid(), node_id=_node_id(), host=os.uname().nodename,
                         source_sha=source_sha, git_commit=git_commit())
     if threads > 0:
         torch.set_num_threads(threads)
-
-    last: dict = {}
-    tracker = None
-
-    def interrupted() -> bool:
-        return ledger.was_interrupted(study)
-
-    def record_interrupt() -> None:  # not a ledger record: the trial runs again (from its checkpoint) on resume
-        ledger.record_interrupt(study, key, last)
-
-    def report_fn(m: dict) -> None:
-        if _stop_requested():  # ASHA (or Ctrl-C) stopped the trial: do not train on while the actor shuts down
-            if interrupted():
-                raise KeyboardInterrupt("sweep interrupted (Ctrl-C)")
-            raise _EarlyStopped(f"stopped by the Tune scheduler (ASHA) after step {last.get('step', 0)}")
-        last.update(m)
-        sub = _report_subset({**m, "trial_key": key})
-        write_json(tdir / "progress.json", sub)  # last reported metrics: the record of an ASHA-stopped trial
-        tune.report(sub)
-
-    try:
-        # continue from the trial's own checkpoint if an earlier attempt was killed mid-run
-        ckpt = tdir / train.CHECKPOINT
-        cfg = with_overrides(from_dict(base), {**overrides, "train.resume": ckpt.exists()})
-        # W&B tags (sweep, model, width) of THIS trial: the model/width tags follow the trial's own config
-        tags = [t for t in cfg.tracker.tags if not t.startswith(("model=", "width="))]
-        cfg = with_overrides(cfg, {"tracker.tags": [*tags, f"model={cfg.model.name}", f"width={cfg.model.width}"]})
-        tracker = make_tracker(cfg.tracker)
-        metrics = train.run(cfg, tracker, run_dir=tdir, report_fn=report_fn)
-        if metrics.get("diverged"):
-            metrics = {**metrics, "status": "diverged", "val_loss": math.inf,
-                       "error": metrics.get("error") or "diverged: non-finite loss"}
-    except KeyboardInterrupt:  # Ctrl-C: the sweep stops; this trial is continued by the next run
-        record_interrupt()
+    trial = _Trial(study, key, label, overrides, source_sha)
+    metrics = trial.run(base)
+    if metrics is None:  # interrupted or stopped by the scheduler: already recorded as such
         return
-    except (SystemExit, _EarlyStopped):  # Tune stopped the trial (ASHA)
-        if interrupted():
-            record_interrupt()
-            return
-        ledger.record(study, key, label, overrides, {**last, "steps": last.get("step", 0),
-                                                     "status": "early_stopped", "error": ""}, source_sha)
-        return  # (Ray's sys.exit only ends this trial's thread: returning does the same, without an error)
-    except Exception as e:  # noqa: BLE001 - any failure is recorded, never propagated
-        if _stop_requested() and interrupted():
-            record_interrupt()
-            return
-        if _stop_requested():  # e.g. W&B torn down while the stopped trial's actor exits
-            ledger.record(study, key, label, overrides, {**last, "steps": last.get("step", 0),
-                                                         "status": "early_stopped", "error": ""}, source_sha)
-            return
-        metrics = {"status": "failed", "error": one_line(e), "val_loss": math.inf,
-                   "steps": last.get("step", 0), "tokens": last.get("tokens", 0)}
-        print(f"[ptsweep] trial {key} failed: {metrics['error']}", file=sys.stderr)
-    finally:
-        if tracker is not None:
-            with contextlib.suppress(Exception):  # never lose the trial's record to a tracker shutdown error
-                tracker.release()
     rec = ledger.record(study, key, label, overrides, metrics, source_sha)
     if rec.get("status") in ("ok", "diverged", "failed") and not base.get("sweep", {}).get("keep_checkpoints", False):
         with contextlib.suppress(OSError):
-            (tdir / train.CHECKPOINT).unlink()
+            (ledger.trial_dir(study, key) / train.CHECKPOINT).unlink()
     tune.report(_report_subset({**rec, "trial_key": key}))
+
+
+def _trial_identity(config: dict, base: dict, fixed: dict, planned: dict, search_label: str) -> tuple[str, str, dict]:
+    """(trial key, label, overrides) of the trial Tune started: from the driver's plan for a fixed list, from the
+    proposed dotted parameters for an Optuna search."""
+    if TRIAL_FIELD in config:  # fixed list: the key was computed in the driver
+        key = config[TRIAL_FIELD]
+        return key, planned[key]["label"], {**fixed, **planned[key]["overrides"]}
+    overrides = {**fixed, **{k: v for k, v in config.items() if "." in k}}
+    return trial_key(base, overrides, search_label), search_label, overrides
+
+
+class _Trial:
+    """One started trial inside its worker: trains, reports progress to Tune, and maps how training ended (done,
+    diverged, failed, stopped by the scheduler, interrupted) to what the ledger records."""
+
+    def __init__(self, study: Path, key: str, label: str, overrides: dict, source_sha: str):
+        self.study, self.key, self.label, self.overrides, self.source_sha = study, key, label, overrides, source_sha
+        self.tdir = ledger.trial_dir(study, key)
+        self.last: dict = {}  # the last metrics reported: the record of a trial stopped mid-run
+
+    def interrupted(self) -> bool:
+        return ledger.was_interrupted(self.study)
+
+    def record_interrupt(self) -> None:  # not a ledger record: the trial runs again (from its checkpoint) on resume
+        ledger.record_interrupt(self.study, self.key, self.last)
+
+    def record_stop(self) -> None:
+        """A trial Tune stopped: interrupted by Ctrl-C (runs again on resume) or early-stopped by the scheduler
+        (recorded with its last reported metrics)."""
+        if self.interrupted():
+            self.record_interrupt()
+            return
+        ledger.record(self.study, self.key, self.label, self.overrides,
+                      {**self.last, "steps": self.last.get("step", 0), "status": "early_stopped", "error": ""},
+                      self.source_sha)
+
+    def report(self, m: dict) -> None:
+        """``train.run``'s report_fn: stop at once when Tune stopped the trial, else record and report ``m``."""
+        from ray import tune
+
+        if _stop_requested():  # ASHA (or Ctrl-C) stopped the trial: do not train on while the actor shuts down
+            if self.interrupted():
+                raise KeyboardInterrupt("sweep interrupted (Ctrl-C)")
+            raise _EarlyStopped(f"stopped by the Tune scheduler (ASHA) after step {self.last.get('step', 0)}")
+        self.last.update(m)
+        sub = _report_subset({**m, "trial_key": self.key})
+        write_json(self.tdir / "progress.json", sub)  # last reported metrics: the record of an ASHA-stopped trial
+        tune.report(sub)
+
+    def run(self, base: dict) -> dict | None:
+        """The trial's metrics to record (failed runs included), or None when it was interrupted (Ctrl-C: runs
+        again on resume) or stopped by the scheduler (recorded here as early_stopped)."""
+        from ptsweep import train
+        from ptsweep.config import from_dict
+        from ptsweep.tracking import make_tracker
+
+        tracker = None
+        try:
+            # continue from the trial's own checkpoint if an earlier attempt was killed mid-run
+            cfg = with_overrides(from_dict(base), {**self.overrides,
+                                                   "train.resume": (self.tdir / train.CHECKPOINT).exists()})
+            # W&B tags (sweep, model, width) of THIS trial: the model/width tags follow the trial's own config
+            tags = [t for t in cfg.tracker.tags if not t.startswith(("model=", "width="))]
+            cfg = with_overrides(cfg, {"tracker.tags": [*tags, f"model={cfg.model.name}", f"width={cfg.model.width}"]})
+            tracker = make_tracker(cfg.tracker)
+            metrics = train.run(cfg, tracker, run_dir=self.tdir, report_fn=self.report)
+            if metrics.get("diverged"):
+                metrics = {**metrics, "status": "diverged", "val_loss": math.inf,
+                           "error": metrics.get("error") or "diverged: non-finite loss"}
+            return metrics
+        except KeyboardInterrupt:  # Ctrl-C: the sweep stops; this trial is continued by the next run
+            self.record_interrupt()
+        except (SystemExit, _EarlyStopped):  # Tune stopped the trial (ASHA); Ray's sys.exit ends only this thread
+            self.record_stop()
+        except Exception as e:  # noqa: BLE001 - any failure is recorded, never propagated
+            if not _stop_requested():
+                print(f"[ptsweep] trial {self.key} failed: {one_line(e)}", file=sys.stderr)
+                return {"status": "failed", "error": one_line(e), "val_loss": math.inf,
+                        "steps": self.last.get("step", 0), "tokens": self.last.get("tokens", 0)}
+            self.record_stop()  # e.g. W&B torn down while the stopped trial's actor exits
+        finally:
+            if tracker is not None:
+                with contextlib.suppress(Exception):  # never lose the trial's record to a tracker shutdown error
+                    tracker.release()
+        return None
 
 
 def trainable_with_resources(cfg: RunConfig, base: dict, fixed: dict, study_dir: Path, *, planned: dict | None = None,

@@ -170,7 +170,9 @@ def cmd_train(cfg: RunConfig) -> int:
     print(_summary(metrics))
     from ptsweep.metrics import format_loss
 
-    print(f"validation: {format_loss(metrics)}")
+    stale = metrics.get("status") == "stopped" and metrics.get("val_step", metrics.get("steps")) != metrics.get("steps")
+    when = f" (last evaluation, at step {metrics['val_step']} of {metrics['steps']})" if stale else ""
+    print(f"validation{when}: {format_loss(metrics)}")
     if "test_loss" in metrics:
         print(f"test: {format_loss(metrics, prefix='test_')}")
     print(f"run dir: {metrics.get('run_dir', '')}")

@@ -195,3 +195,9 @@ def test_train_command_prints_summary_and_run_dir(tmp_path: Path) -> None:
     # the loss next to both context-free baselines and the [MASK]-target context gain with its verdict
     assert "validation: " in res.stdout and "no-context" in res.stdout and "context gain" in res.stdout
     assert not (ROOT / "outputs").exists()  # the compose API creates no Hydra output folders
+    # a run stopped by train.stop_after_steps reports its last evaluation, and says when that was measured
+    res = run_cli("train", "preset=smoke", "model=ut", "tracker=disabled", f"out_dir={tmp_path / 'stop'}",
+                  f"data.cache_dir={tmp_path / 'cache'}", "train.tokens=4096", "train.eval_every=100",
+                  "train.stop_after_steps=2")
+    assert res.returncode == 0, res.stderr
+    assert '"status": "stopped"' in res.stdout and "validation (last evaluation, at step 0 of 2): " in res.stdout

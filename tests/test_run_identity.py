@@ -211,5 +211,7 @@ def test_wandb_release_leaves_nothing_for_ray_to_kill(tmp_path: Path, release: b
         assert "children: []" in out.stdout
         assert "Traceback" not in out.stderr and "Connection lost" not in out.stderr
     else:  # the failure mode the release prevents (if this stops happening, W&B changed: the release may go)
-        assert "wandb-core" in out.stdout and "Connection lost" in out.stderr
+        # W&B's atexit hook loses its service either way; which error it prints depends on timing (seen under load:
+        # "Connection lost", or the socket's ConnectionResetError)
+        assert "wandb-core" in out.stdout and ("Connection lost" in out.stderr or "ConnectionResetError" in out.stderr)
     assert list((tmp_path / "run" / "wandb").glob("offline-run-*/run-*.wandb"))  # the run was written either way

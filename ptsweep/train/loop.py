@@ -104,7 +104,7 @@ class _Run:
         loss = ev["val_loss"]
         state["val_loss"] = loss if math.isfinite(loss) else math.inf
         state["best_val_loss"] = min(state["best_val_loss"], state["val_loss"])
-        state["eval"] = {**ev, "val_loss": state["val_loss"]}
+        state["eval"] = {**ev, "val_loss": state["val_loss"], "val_step": step}  # val_step: when it was measured
         self.log({**state["eval"], "tokens": step * self.tokens_per_step}, step)
         return loss
 

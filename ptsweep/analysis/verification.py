@@ -368,10 +368,11 @@ def _decide(ev: _Evidence, n_req: int, margin: float) -> tuple[str, list[str]]:
     if ev.contrasts["df"] <= 0:
         return "inconclusive", ["no replicate-based noise estimate (df = 0): run the base with >= 2 seeds and each "
                                 "perturbed point with >= 2 seeds (paired) or the base with >= 2 seeds (unpaired)"]
-    mean_fails = ev.t_mean < -ev.q_mean_fail
-    if ev.n_beyond > 0 or mean_fails:
-        return "fail", ([f"{ev.n_beyond} point(s) beat the base beyond the Bonferroni t band"] * (ev.n_beyond > 0)
-                        + [f"the neighbourhood is better than the base on average (t = {ev.t_mean:.2f})"] * mean_fails)
+    fails = [(ev.n_beyond > 0, f"{ev.n_beyond} point(s) beat the base beyond the Bonferroni t band"),
+             (ev.t_mean < -ev.q_mean_fail, f"the neighbourhood is better than the base on average (t = "
+                                           f"{ev.t_mean:.2f})")]
+    if any(applies for applies, _ in fails):
+        return "fail", [why for applies, why in fails if applies]
     if ev.t_mean > ev.q_mean_pass and not ev.majority and ev.n_samples >= n_req:
         return "pass", [f"no point beats the base beyond noise, {ev.n_better_paired} of {ev.n_valid} beat it at all, "
                         f"and the neighbourhood is worse on average (t = {ev.t_mean:.2f} > {ev.q_mean_pass:.2f}); "

@@ -100,19 +100,19 @@ def _trainable(config: dict, *, base: dict, fixed: dict, planned: dict, search_l
         print(f"[ptsweep] trial {key} not run: {e}", file=sys.stderr)
         tune.report(_report_subset({"status": REFUSED, "error": str(e), "val_loss": math.inf, "trial_key": key}))
         return
-    ledger.trial_dir(study, key).mkdir(parents=True, exist_ok=True)
+    trial = _Trial(study, key, label, overrides, source_sha)
+    trial.tdir.mkdir(parents=True, exist_ok=True)
     ledger.record_start(study, key, label, overrides, pid=os.getpid(), node_id=_node_id(), host=os.uname().nodename,
                         source_sha=source_sha, git_commit=git_commit())
     if threads > 0:
         torch.set_num_threads(threads)
-    trial = _Trial(study, key, label, overrides, source_sha)
     metrics = trial.run(base)
     if metrics is None:  # interrupted or stopped by the scheduler: already recorded as such
         return
     rec = ledger.record(study, key, label, overrides, metrics, source_sha)
     if rec.get("status") in ("ok", "diverged", "failed") and not base.get("sweep", {}).get("keep_checkpoints", False):
         with contextlib.suppress(OSError):
-            (ledger.trial_dir(study, key) / train.CHECKPOINT).unlink()
+            (trial.tdir / train.CHECKPOINT).unlink()
     tune.report(_report_subset({**rec, "trial_key": key}))
 
 

@@ -5,9 +5,29 @@
 - Seed-blocked contrasts of every perturbed point against the base (:func:`paired_contrasts`) and the verdict
   (:func:`verdict`): the paper's strict test next to a noise-aware decision rule.
 
-Honesty note (spec §10): in [S] a few samples beat S by at most 0.4 % and were called noise. The strict test then does
-not apply as stated. :func:`verdict` therefore separates "pass" (nothing beats the base) from "pass_within_noise"
-(something beats it, but only within the seed-noise band estimated from re-running S with several seeds).
+**Strict test** ([S] §3.1, ``result["strict"]`` of :func:`verdict`): the base (at its mean) beats every one of
+n >= n_required usable points -> "pass" (top p with confidence 1 - alpha, if losses had no noise); some point's mean
+is below the base mean -> "fail"; otherwise "insufficient". In [S] a few samples beat S by at most 0.4 % and were
+called noise, so the strict test alone does not decide:
+
+**Decision rule** (``result["verdict"]``), with delta_j = contrast point j - base, se_j its standard error, df the
+residual degrees of freedom, t_{df} Student quantiles, n = usable points, A = test_alpha:
+
+1. "inconclusive" if there is no usable point or no noise estimate (df = 0: one base seed and one run per point,
+   or a paired design with one seed per point).
+2. "fail" if some point beats the base beyond noise, delta_j / se_j < -t_{df}(1 - A / (2n)) (Bonferroni, so the
+   chance that an equivalent neighbourhood produces one is <= A/2), or the neighbourhood is better on average,
+   mean_j delta_j / se < -t_{df}(1 - A/2).
+3. "pass" if n >= n_required, at most half of the points beat the base (by their contrast and by their mean),
+   and the neighbourhood is worse on average: mean_j delta_j / se > t_{df}(1 - A). A base beaten by more than
+   half of its finite neighbourhood is never a pass.
+4. "flat" if every point is equivalent to the base within ``margin`` (relative to the base mean):
+   |delta_j| + t_{df}(1 - A / (2n)) se_j <= margin * base mean for all j (simultaneous two one-sided tests).
+5. "inconclusive" otherwise (too few samples, or noise too large to tell pass / flat / fail apart).
+
+Count of points beating the base: under equivalence with equal replication the base's rank among the n + 1 means
+is uniform, so P(count >= c) = (n + 1 - c) / (n + 1) (``p_count``). It is NOT binomial(n, 1/2): every
+comparison shares the base's own noise (with n = 8 a binomial would call 8 of 8 "p = 0.004"; the truth is 1/9).
 
 Sample size, sampling and distance: :mod:`ptsweep.analysis.design`; simulated error rates of the verdict:
 :func:`ptsweep.analysis.regret_sim.simulate_verdicts`. Everything here is a pure function of numpy / pandas inputs:
@@ -219,28 +239,7 @@ def verdict(
     (:func:`paired_contrasts`). Points with any non-finite loss are failed (diverged / crashed): they rank last and
     are not samples unless ``count_failed_as_samples``.
 
-    **Strict test** ([S] §3.1, ``result["strict"]``): the base (at its mean) beats every one of n >= n_required
-    usable points -> "pass" (top p with confidence 1 - alpha, if losses had no noise); some point's mean is below the
-    base mean -> "fail"; otherwise "insufficient".
-
-    **Decision rule** (``result["verdict"]``), with delta_j = contrast point j - base, se_j its standard error, df the
-    residual degrees of freedom, t_{df} Student quantiles, n = usable points, A = test_alpha:
-
-    1. "inconclusive" if there is no usable point or no noise estimate (df = 0: one base seed and one run per point,
-       or a paired design with one seed per point).
-    2. "fail" if some point beats the base beyond noise, delta_j / se_j < -t_{df}(1 - A / (2n)) (Bonferroni, so the
-       chance that an equivalent neighbourhood produces one is <= A/2), or the neighbourhood is better on average,
-       mean_j delta_j / se < -t_{df}(1 - A/2).
-    3. "pass" if n >= n_required, at most half of the points beat the base (by their contrast and by their mean),
-       and the neighbourhood is worse on average: mean_j delta_j / se > t_{df}(1 - A). A base beaten by more than
-       half of its finite neighbourhood is never a pass.
-    4. "flat" if every point is equivalent to the base within ``margin`` (relative to the base mean):
-       |delta_j| + t_{df}(1 - A / (2n)) se_j <= margin * base mean for all j (simultaneous two one-sided tests).
-    5. "inconclusive" otherwise (too few samples, or noise too large to tell pass / flat / fail apart).
-
-    Count of points beating the base: under equivalence with equal replication the base's rank among the n + 1 means
-    is uniform, so P(count >= c) = (n + 1 - c) / (n + 1) (``p_count``). It is NOT binomial(n, 1/2): every
-    comparison shares the base's own noise (with n = 8 a binomial would call 8 of 8 "p = 0.004"; the truth is 1/9).
+    The strict test and the decision rule: module docstring.
 
     Returns a dict (JSON-ready): verdict, statement, reasons, strict {verdict, statement}, alpha, p, test_alpha,
     margin (relative), n_required, n_run, n_failed, n_valid, n_seeds, design, df, sigma, t_quantile, noise_band

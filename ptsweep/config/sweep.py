@@ -161,6 +161,15 @@ class SweepConfig:
             setattr(self, name, tuple(getattr(self, name)))
 
     def validate(self) -> None:
+        """One check per sweep key, grouped by the sweep that reads it."""
+        self._check_tuning()
+        self._check_verification()
+        self._check_scaling_curves()
+        self._check_coord_check()
+        self._check_lr_transfer()
+
+    def _check_tuning(self) -> None:
+        """tune-small: the search space, and the closed choices of the paradigm and matching."""
         one_of(self.scaling, (*SCALINGS, "both"), "sweep.scaling")
         one_of(self.match, ("total", "non_embedding", "flops"), "sweep.match")
         one_of(self.lr_scaling, SCALINGS, "sweep.lr_scaling")
@@ -173,6 +182,9 @@ class SweepConfig:
         for key, rng in self.weight_ranges.items():
             require(isinstance(rng, (list, tuple)) and len(rng) == 2 and all(isinstance(x, (int, float)) for x in rng)
                      and 0 < rng[0] < rng[1], f"sweep.weight_ranges.{key}", f"must be [low, high] with 0 < low < high, got {rng}")
+
+    def _check_verification(self) -> None:
+        """verify-transfer: the test, the perturbations, the seeds and the statistics."""
         require(0 < self.alpha < 1, "sweep.alpha", "must be in (0, 1)")
         require(0 < self.p < 1, "sweep.p", "must be in (0, 1)")
         require(self.n >= 0, "sweep.n", "must be >= 0")
@@ -184,6 +196,9 @@ class SweepConfig:
         require(0.0 < self.regret_tolerance < 1.0, "sweep.regret_tolerance", "must be in (0, 1) (relative regret)")
         require(self.baseline_lr_widen >= 0, "sweep.baseline_lr_widen", "must be >= 0")
         require(self.bootstrap >= 0, "sweep.bootstrap", "must be >= 0")
+
+    def _check_scaling_curves(self) -> None:
+        """scaling-curves: scales, models and the baselines' searches."""
         require(len(self.scales) >= 1 and all(s > 0 for s in self.scales), "sweep.scales", "must be positive widths")
         require(set(self.models) <= set(MODEL_SCHEMAS) and len(self.models) >= 1, "sweep.models",
                  f"must be a subset of {sorted(MODEL_SCHEMAS)}, got {self.models}")
@@ -194,6 +209,9 @@ class SweepConfig:
         require(0 < self.baseline_warmup_range[0] < self.baseline_warmup_range[1] <= 0.5,
                  "sweep.baseline_warmup_range", "must be 0 < low < high <= 0.5")
         require(0 < self.baseline_search_frac <= 1, "sweep.baseline_search_frac", "must be in (0, 1]")
+
+    def _check_coord_check(self) -> None:
+        """coord-check: widths, steps, LR, schedule and tolerance."""
         require(len(self.coord_widths) >= 2 and all(w > 0 for w in self.coord_widths)
                  and len(set(self.coord_widths)) == len(self.coord_widths), "sweep.coord_widths",
                  f"need >= 2 distinct positive widths to fit a slope, got {self.coord_widths}")
@@ -208,6 +226,9 @@ class SweepConfig:
         require(all(0 < t <= self.coord_steps for t in self.coord_measure_steps), "sweep.coord_measure_steps",
                  f"steps must lie in 1..coord_steps={self.coord_steps}, got {self.coord_measure_steps}")
         require(0 < self.coord_tolerance < 1, "sweep.coord_tolerance", "must be in (0, 1)")
+
+    def _check_lr_transfer(self) -> None:
+        """lr-transfer: parametrizations, widths, grids, seeds and the weight study."""
         for key, pars in (("sweep.coord_parametrizations", self.coord_parametrizations),
                           ("sweep.lr_parametrizations", self.lr_parametrizations)):
             require(len(pars) >= 1 and set(pars) <= set(PARAMETRIZATIONS) and len(set(pars)) == len(pars), key,
@@ -230,5 +251,3 @@ class SweepConfig:
         require(math.isfinite(self.lr_tokens) and self.lr_tokens >= 0, "sweep.lr_tokens", "must be >= 0")
         require(all(math.isfinite(w) and w > 0 for w in self.lr_weight_grid), "sweep.lr_weight_grid",
                  f"information weights must be positive, got {self.lr_weight_grid}")
-
-

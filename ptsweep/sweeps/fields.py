@@ -9,6 +9,8 @@ from typing import Any
 from ptsweep import metric_keys
 
 METRIC, MODE = "val_loss", "min"
+FINAL_STATUSES = ("ok", "diverged", "failed")
+"""Statuses of a trial that ran to its end (anything else was stopped early or interrupted)."""
 TRIAL_FIELD = "__trial__"
 """param_space key that carries the trial key of a fixed-list trial (never a config key: no dot)."""
 # Final metrics copied from the ledger into result tables (in this order; history is never copied).

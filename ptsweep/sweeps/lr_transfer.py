@@ -162,18 +162,7 @@ def run(cfg: RunConfig) -> Path:
         "control": result.get("control", {}),
         "criteria": result.get("criteria", {}),
         "optima": opt.to_dict("records"),
-        "settings": {"widths": list(cfg.sweep.lr_widths),
-                     "lr_grid": {p: lr_grid(cfg, p) for p in cfg.sweep.lr_parametrizations},
-                     "weight_key": cfg.sweep.lr_weight_key, "weight_grid": list(cfg.sweep.lr_weight_grid),
-                     "weight_widths": list(cfg.sweep.lr_weight_widths or cfg.sweep.lr_widths),
-                     "weight_study_lr": weight_lr(cfg), "seeds": cfg.sweep.lr_seeds,
-                     "refine_top": cfg.sweep.lr_refine_top, "parametrizations": list(cfg.sweep.lr_parametrizations),
-                     "tokens": float(cfg.sweep.lr_tokens or cfg.train.tokens), "batch_size": cfg.train.batch_size,
-                     "seq_len": cfg.data.seq_len, "max_val_blocks": cfg.data.max_val_blocks,
-                     "schedule": cfg.optim.schedule, "warmup_frac": cfg.optim.warmup_frac,
-                     "scaling": cfg.sweep.lr_scaling, "data": cfg.data.name, "preset": cfg.preset,
-                     "weight_parametrizations": [p for p in [weight_parametrization(cfg)] if p],
-                     "control": dict(cfg.sweep.lr_control)},
+        "settings": _settings(cfg),
         "n_trials": int(len(df)),
         "n_stage1": int(len(df1)), "n_stage2": int(len(df2)),
         "status_counts": {str(k): int(v) for k, v in counts.items()},
@@ -181,6 +170,30 @@ def run(cfg: RunConfig) -> Path:
         "wall_s": time.perf_counter() - t0,
     }
     write_json(sdir / "summary.json", summary)
+    _print_optima(result)
+    log_summary(cfg, sdir, SWEEP, {"trials": df}, {"lr_transfer": image} if image else {},
+                {k: v for k, v in summary.items() if k not in ("settings", "criteria", *STUDIES)}, tags=[f"sweep={SWEEP}"])
+    return sdir
+
+
+def _settings(cfg: RunConfig) -> dict:
+    """The study's settings as summary.json records them."""
+    return {"widths": list(cfg.sweep.lr_widths),
+            "lr_grid": {p: lr_grid(cfg, p) for p in cfg.sweep.lr_parametrizations},
+            "weight_key": cfg.sweep.lr_weight_key, "weight_grid": list(cfg.sweep.lr_weight_grid),
+            "weight_widths": list(cfg.sweep.lr_weight_widths or cfg.sweep.lr_widths),
+            "weight_study_lr": weight_lr(cfg), "seeds": cfg.sweep.lr_seeds,
+            "refine_top": cfg.sweep.lr_refine_top, "parametrizations": list(cfg.sweep.lr_parametrizations),
+            "tokens": float(cfg.sweep.lr_tokens or cfg.train.tokens), "batch_size": cfg.train.batch_size,
+            "seq_len": cfg.data.seq_len, "max_val_blocks": cfg.data.max_val_blocks,
+            "schedule": cfg.optim.schedule, "warmup_frac": cfg.optim.warmup_frac,
+            "scaling": cfg.sweep.lr_scaling, "data": cfg.data.name, "preset": cfg.preset,
+            "weight_parametrizations": [p for p in [weight_parametrization(cfg)] if p],
+                 "control": dict(cfg.sweep.lr_control)}
+
+
+def _print_optima(result: dict) -> None:
+    """The baselines, each study's optimum per width with its plausible set, and the context-transfer checks."""
     if result.get("unigram_loss") is not None:
         print(f"lr-transfer: unigram baseline {result['unigram_loss']:.4f} ± {result['unigram_loss_se']:.4f}, "
               f"no-context baseline {result.get('no_context_loss', math.nan):.4f}")
@@ -200,9 +213,6 @@ def run(cfg: RunConfig) -> Path:
                   + (" (optimum at a grid edge: a bound)" if r["drift_is_bound"] else ""))
     if result.get("criteria"):
         print(context_transfer.markdown(result["criteria"]))
-    log_summary(cfg, sdir, SWEEP, {"trials": df}, {"lr_transfer": image} if image else {},
-                {k: v for k, v in summary.items() if k not in ("settings", "criteria", *STUDIES)}, tags=[f"sweep={SWEEP}"])
-    return sdir
 
 
 # --------------------------------------------------------------------------------------------------------------

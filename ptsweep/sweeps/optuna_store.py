@@ -33,21 +33,17 @@ or ``optuna-dashboard runs/tune-small/optuna.journal``.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any, Mapping
 
 from ptsweep.errors import SweepError
 from ptsweep.sweeps.code_version import REFUSED
-from ptsweep.sweeps.fields import METRIC, MODE
-from ptsweep.sweeps.ray_session import INTERRUPT
 
 STUDY_FILE = "optuna.journal"
 STATUS_ATTR = "status"
 INTERRUPTED_ATTR = "interrupted"
 REQUEUED_ATTR = "requeued_from"
-FINAL_STATUSES = ("ok", "diverged", "failed")
 
 
 def study_file(study_dir: Path) -> Path:
@@ -160,73 +156,17 @@ def _finite_or_nan(value: Any) -> float:
         return math.nan
 
 
-def _report_step(result: Mapping[str, Any]) -> int:
-    return int(result.get("tokens") or result.get("training_iteration") or 0)
-
-
 def make_searcher(space: Mapping[str, tuple[float, float]], study_name: str, store, seed: int, num_samples: int,
                   n_existing: int):
     """A Ray Tune searcher on the persistent study: TPE with its start-up trials from the budget, Optuna told the
     real outcome of each trial (``tell_from_record``) instead of COMPLETE with a partial loss."""
     import optuna
-    from ray.tune.search import Searcher
 
-    class LedgerSearcher(Searcher):
-        """Ray's Searcher API over Optuna's ask-and-tell: ``suggest`` asks the study (queued trials first), every
-        result with the metric is an intermediate value, the trial's final record tells Optuna its outcome."""
-
-        def __init__(self, study, distributions) -> None:
-            super().__init__(metric=METRIC, mode=MODE)
-            self.study, self.distributions = study, distributions
-            self.asked: dict[str, optuna.Trial] = {}
-            self.reported_steps: dict[str, set[int]] = {}
-
-        def set_search_properties(self, metric, mode, config, **spec) -> bool:
-            return metric in (None, METRIC) and mode in (None, MODE)
-
-        def suggest(self, trial_id: str) -> dict:
-            trial = self.study.ask(self.distributions)
-            self.asked[trial_id] = trial
-            return dict(trial.params)
-
-        def on_trial_result(self, trial_id: str, result: dict) -> None:
-            trial, value = self.asked.get(trial_id), result.get(METRIC)
-            if trial is None or value is None or not math.isfinite(float(value)):
-                return
-            seen = self.reported_steps.setdefault(trial_id, set())
-            step = _report_step(result)
-            if step not in seen:  # a trial resumed from its ledger record reports its last step again
-                seen.add(step)
-                trial.report(float(value), step)
-
-        def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
-            if trial_id not in self.asked:
-                return
-            record = dict(result or {})
-            if error and "status" not in record:
-                record["status"] = "failed"
-            interrupted = INTERRUPT.requested and record.get("status") not in FINAL_STATUSES
-            if not interrupted and record.get("status") in (None, "early_stopped"):
-                self.on_trial_result(trial_id, record)  # the last loss of a stopped trial is its PRUNED value
-            trial = self.asked.pop(trial_id)
-            self.reported_steps.pop(trial_id, None)
-            try:
-                tell_from_record(self.study, trial, record, interrupted=interrupted)
-            except Exception as exc:  # noqa: BLE001 - the ledger still holds the record
-                import logging
-
-                logging.getLogger(__name__).warning("optuna tell of trial %s failed: %s", trial.number, exc)
-
-        def save(self, checkpoint_path: str) -> None:
-            """Tune checkpoints its searcher; this one's state is the journal study, so only its name is saved."""
-            Path(checkpoint_path).write_text(json.dumps({"study": self.study.study_name}))
-
-        def restore(self, checkpoint_path: str) -> None:
-            """Nothing to restore: every run re-opens the journal study."""
+    from ptsweep.sweeps.ledger_searcher import LedgerSearcher  # imports Ray: only when a search runs
 
     distributions = {k: optuna.distributions.FloatDistribution(float(lo), float(hi), log=True)
                      for k, (lo, hi) in space.items()}
     sampler = optuna.samplers.TPESampler(seed=seed + n_existing, n_startup_trials=n_startup(num_samples))
     study = optuna.create_study(study_name=study_name, storage=store, sampler=sampler, direction="minimize",
                                 load_if_exists=True)
-    return LedgerSearcher(study, distributions)
+    return LedgerSearcher(study, distributions, tell_from_record)

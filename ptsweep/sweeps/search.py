@@ -52,7 +52,6 @@ def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_d
     import pandas as pd
 
     from ptsweep.sweeps import optuna_store
-    from ptsweep.train import num_steps
 
     study_dir = Path(study_dir).resolve()
     fixed = dict(fixed or {})
@@ -74,23 +73,11 @@ def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_d
           f"{max(remaining, 0)} to run (num_samples={num_samples})"
           + (f", {waiting} interrupted trial(s) continue first" if waiting and remaining > 0 else ""),
           file=sys.stderr, flush=True)
-
     if remaining > 0:
-        warm_data(trial_cfg0)
-        trainable = trainable_with_resources(base_cfg, base, fixed, study_dir, search_label=label)
-        scheduler = _scheduler(asha, float(num_steps(trial_cfg0) * trial_cfg0.train.batch_size
-                                           * trial_cfg0.data.seq_len))
-        searcher = optuna_store.make_searcher(space, experiment_name, store, seed, num_samples, len(study.trials))
-        tuner = make_tuner(trainable, cfg, study_dir, experiment_name, remaining, search_alg=searcher,
-                           scheduler=scheduler, num_samples=remaining)
-        try:
-            fit(tuner, study_dir, experiment_name)
-        except (SweepInterrupted, SweepError):  # record the running trials as interrupted (queued again), stop
-            _reconcile(optuna_store.open_study(study_dir, experiment_name, signature)[0], study_dir, base, fixed,
-                       label)
-            raise
-        study = optuna_store.open_study(study_dir, experiment_name, signature)[0]  # fresh view of the journal
-        _reconcile(study, study_dir, base, fixed, label)  # trials whose tell was lost (e.g. a Tune error)
+        ident = (study_dir, experiment_name, signature, base, fixed, label)
+        _tune_remaining(cfg, base_cfg, trial_cfg0, ident, remaining, store=store, asha=asha, space=space, seed=seed,
+                        num_samples=num_samples, n_trials=len(study.trials))
+        study = _reopen(*ident)  # trials whose tell was lost (e.g. a Tune error) get their ledger outcome
     not_run = not_run_count(study, num_samples)
     if not_run and remaining > 0:
         print(f"{tag} {not_run} of num_samples={num_samples} trials did not run (Ray ended them before they "
@@ -100,6 +87,37 @@ def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_d
     df = pd.DataFrame(_search_rows(study, study_dir, base, fixed, label, space))
     df.attrs["search"] = _sampler_note(study_dir, experiment_name, num_samples, seed, len(df), not_run)
     return df
+
+def _tune_remaining(cfg: RunConfig, base_cfg: RunConfig, trial_cfg0: RunConfig, ident: tuple, remaining: int, *,
+                    store, asha, space, seed: int, num_samples: int, n_trials: int) -> None:
+    """Ray Tune runs the ``remaining`` trials Optuna proposes (ASHA per ``asha``). On a stop or a sweep error the
+    running trials are recorded as interrupted (queued again) before the error propagates. ``ident``: the study's
+    (folder, name, signature, base config, fixed overrides, label)."""
+    from ptsweep.sweeps import optuna_store
+    from ptsweep.train import num_steps
+
+    study_dir, experiment_name, _, base, fixed, label = ident
+    warm_data(trial_cfg0)
+    trainable = trainable_with_resources(base_cfg, base, fixed, study_dir, search_label=label)
+    scheduler = _scheduler(asha, float(num_steps(trial_cfg0) * trial_cfg0.train.batch_size * trial_cfg0.data.seq_len))
+    searcher = optuna_store.make_searcher(space, experiment_name, store, seed, num_samples, n_trials)
+    tuner = make_tuner(trainable, cfg, study_dir, experiment_name, remaining, search_alg=searcher,
+                       scheduler=scheduler, num_samples=remaining)
+    try:
+        fit(tuner, study_dir, experiment_name)
+    except (SweepInterrupted, SweepError):
+        _reopen(*ident)
+        raise
+
+
+def _reopen(study_dir: Path, experiment_name: str, signature: dict, base: dict, fixed: Mapping[str, Any],
+            label: str):
+    """A fresh view of the study's journal, with the trials a driver left RUNNING reconciled (:func:`_reconcile`)."""
+    from ptsweep.sweeps import optuna_store
+
+    study = optuna_store.open_study(study_dir, experiment_name, signature)[0]
+    _reconcile(study, study_dir, base, fixed, label)
+    return study
 
 
 def _signature(space: Mapping[str, tuple[float, float]], fixed: dict, label: str, base: dict,

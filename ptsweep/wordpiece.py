@@ -45,6 +45,7 @@ def train_wordpiece(texts: Iterable[str], vocab_size: int) -> Tokenizer:
     return _bert_tokenizer_shell(models.WordPiece(vocab=vocab, unk_token="[UNK]", continuing_subword_prefix="##",
                                                   max_input_chars_per_word=100))
 
+
 def _count_words(texts: Iterable[str]) -> Counter:
     """Word counts after BERT's normaliser and pre-tokeniser (the Rust ones: deterministic)."""
     from tokenizers import models
@@ -125,4 +126,3 @@ def _merge_in_words(pair: tuple[str, str], new: str, word_ids: list[int], seqs: 
                 sq[j:j + 2] = [new]
             j += 1
     return touched
-

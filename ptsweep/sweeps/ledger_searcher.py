@@ -1,7 +1,7 @@
 """The Ray Tune searcher of ptsweep's searches (``optuna_store.make_searcher`` builds it on the persistent study):
-Ray's Searcher API over Optuna's ask-and-tell (told through ``optuna_store.tell_from_record``), so that Optuna learns each trial's real outcome from its ledger record
-(ok, diverged, failed, early-stopped, interrupted) instead of a COMPLETE with a partial loss. Imports Ray, so
-``optuna_store`` imports it only when a search runs."""
+Ray's Searcher API over Optuna's ask-and-tell (told through ``optuna_store.tell_from_record``), so that Optuna learns
+each trial's real outcome from its ledger record (ok, diverged, failed, early-stopped, interrupted) instead of a
+COMPLETE with a partial loss. Imports Ray, so ``optuna_store`` imports it only when a search runs."""
 
 from __future__ import annotations
 
@@ -67,8 +67,6 @@ class LedgerSearcher(Searcher):
         try:
             self.tell(self.study, trial, record, interrupted=interrupted)
         except Exception as exc:  # noqa: BLE001 - the ledger still holds the record
-            import logging
-
             logging.getLogger(__name__).warning("optuna tell of trial %s failed: %s", trial.number, exc)
 
     def save(self, checkpoint_path: str) -> None:

@@ -189,7 +189,7 @@ def _settings(cfg: RunConfig) -> dict:
             "schedule": cfg.optim.schedule, "warmup_frac": cfg.optim.warmup_frac,
             "scaling": cfg.sweep.lr_scaling, "data": cfg.data.name, "preset": cfg.preset,
             "weight_parametrizations": [p for p in [weight_parametrization(cfg)] if p],
-                 "control": dict(cfg.sweep.lr_control)}
+            "control": dict(cfg.sweep.lr_control)}
 
 
 def _print_optima(result: dict) -> None:

@@ -88,6 +88,7 @@ def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_d
     df.attrs["search"] = _sampler_note(study_dir, experiment_name, num_samples, seed, len(df), not_run)
     return df
 
+
 def _tune_remaining(cfg: RunConfig, base_cfg: RunConfig, trial_cfg0: RunConfig, ident: tuple, remaining: int, *,
                     store, asha, space, seed: int, num_samples: int, n_trials: int) -> None:
     """Ray Tune runs the ``remaining`` trials Optuna proposes (ASHA per ``asha``). On a stop or a sweep error the

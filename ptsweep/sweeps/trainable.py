@@ -30,7 +30,7 @@ from ptsweep.identity import trial_key
 from ptsweep.io import write_json
 from ptsweep.sweeps import ledger
 from ptsweep.sweeps.code_version import REFUSED, check_worker_source, git_commit, source_fingerprint
-from ptsweep.sweeps.fields import TRIAL_FIELD, finite_or_inf, one_line
+from ptsweep.sweeps.fields import FINAL_STATUSES, TRIAL_FIELD, finite_or_inf, one_line
 from ptsweep.sweeps.ray_session import quiet_worker_exit
 
 
@@ -110,7 +110,7 @@ def _trainable(config: dict, *, base: dict, fixed: dict, planned: dict, search_l
     if metrics is None:  # interrupted or stopped by the scheduler: already recorded as such
         return
     rec = ledger.record(study, key, label, overrides, metrics, source_sha)
-    if rec.get("status") in ("ok", "diverged", "failed") and not base.get("sweep", {}).get("keep_checkpoints", False):
+    if rec.get("status") in FINAL_STATUSES and not base.get("sweep", {}).get("keep_checkpoints", False):
         with contextlib.suppress(OSError):
             (trial.tdir / train.CHECKPOINT).unlink()
     tune.report(_report_subset({**rec, "trial_key": key}))

@@ -9,6 +9,9 @@ device). Two configs that differ only there compute the same numbers and get the
 - :func:`trial_key` (``[label-]`` + 10 hex digits) names a sweep trial, its ledger folder
   ``<study>/trials/<key>/`` and, through :func:`trial_config`, the base config an Optuna study was created for.
 
+A key added to the schema after results were recorded is hashed only where it changes the computation from the one
+before it (:data:`LEGACY_EQUIVALENT`), so the ledgers of earlier studies keep their keys.
+
 The two digests write floats differently: ``config_hash`` by repr at the top level only (a list of floats stays
 JSON numbers), trial keys also inside lists. Both forms are kept as they were: run folders and the trial ledgers of
 studies started earlier are found by these exact values.
@@ -33,10 +36,20 @@ RESULT_NEUTRAL_KEYS = {"out_dir", "run_name", "preset", "data.cache_dir", "data.
                        "train.stop_after_steps", "train.log_every"}
 
 
+# key -> when its value computes what a config without the key computed: 'model.attn_base_rank' is read by 'mup_sp'
+# only, and at r_A = base_rank its attention scale is the earlier r0 / r.
+LEGACY_EQUIVALENT = {
+    "model.attn_base_rank": lambda flat: (flat.get("model.parametrization") != "mup_sp"
+                                          or flat["model.attn_base_rank"] == flat.get("model.base_rank")),
+}
+
+
 def _without_neutral(flat: Mapping[str, Any]) -> dict:
-    """``flat`` (dotted keys) sorted by key, minus the result-neutral keys."""
+    """``flat`` (dotted keys) sorted by key, minus the result-neutral keys and the keys at a legacy-equivalent
+    value."""
     return {k: v for k, v in sorted(flat.items())
-            if k not in RESULT_NEUTRAL_KEYS and not k.startswith(RESULT_NEUTRAL_PREFIXES)}
+            if k not in RESULT_NEUTRAL_KEYS and not k.startswith(RESULT_NEUTRAL_PREFIXES)
+            and not (k in LEGACY_EQUIVALENT and LEGACY_EQUIVALENT[k](flat))}
 
 
 def result_config(cfg_or_dict) -> dict:

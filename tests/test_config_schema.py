@@ -177,3 +177,16 @@ def test_composed_configs_keep_their_identity(overrides: str) -> None:
 def test_identity_ignores_sweep_settings_and_follows_the_model() -> None:
     assert _digest(compose(["sweep.num_samples=99", "sweep.weight_ranges={w_unary:[0.5,8]}"])) == PINNED[""]
     assert _digest(compose(["model.w_unary=2.0"])) != PINNED[""]
+
+
+def test_a_key_added_later_is_hashed_only_where_it_changes_the_computation() -> None:
+    """model.attn_base_rank (read by 'mup_sp' only): at r_A = base_rank, or under another parametrization, a run keeps
+    the key it had before the field existed (its ledger entry is found); at another r_A it gets a new one."""
+    before = {"model": {"name": "pt", "parametrization": "mup_sp", "base_rank": 8, "width": 32}}
+    legacy = trial_key(before, {})
+    assert trial_key(before, {"model.attn_base_rank": 8}) == legacy
+    assert trial_key(before, {"model.attn_base_rank": 4}) != legacy
+    mup = {"model": {**before["model"], "parametrization": "mup"}}
+    assert trial_key(mup, {"model.attn_base_rank": 4}) == trial_key(mup, {})
+    channels = {"model": {**before["model"], "base_rank": 64}}
+    assert trial_key(channels, {"model.attn_base_rank": 8}) != trial_key(channels, {})

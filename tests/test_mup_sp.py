@@ -18,6 +18,9 @@ VOCAB, N0, R0 = 40, 16, 4
 
 
 def _cfg(par, width=N0, scaling="rank", **kw):
+    """'mup_sp' takes SP's attention constant at r0 (attn_base_rank = r0) unless a test sets another."""
+    if par == "mup_sp":
+        kw.setdefault("attn_base_rank", R0)
     return PTConfig(width=width, scaling=scaling, parametrization=par, base_width=N0, base_rank=R0,
                     base_channels=2, topic_ratio=2, **kw)
 
@@ -31,12 +34,13 @@ def _batch(seed=0, bsz=3, length=11):
     return ids, mask, labels
 
 
-def _pair(scaling="rank"):
+def _pair(scaling="rank", attn_base_rank=R0):
     """An SP model and a 'mup_sp' model at N0 holding SP's function: S, W_out, gain, bias copied; U, V divided by
-    sqrt(N0) and B by M0 = topic_ratio * N0 (the hand derivation of the anchor, independent of MFVIConstants)."""
+    sqrt(N0) and B by M0 = topic_ratio * N0 (the hand derivation of the anchor, independent of MFVIConstants). With
+    attn_base_rank r_A the attention logits are SP's times r_A / r0, which SP gets from w_attn = r_A / r0."""
     torch.manual_seed(0)
-    sp = ProbabilisticTransformer(_cfg("sp", scaling=scaling), VOCAB).double()
-    mup = ProbabilisticTransformer(_cfg("mup_sp", scaling=scaling), VOCAB).double()
+    sp = ProbabilisticTransformer(_cfg("sp", scaling=scaling, w_attn=attn_base_rank / R0), VOCAB).double()
+    mup = ProbabilisticTransformer(_cfg("mup_sp", scaling=scaling, attn_base_rank=attn_base_rank), VOCAB).double()
     scale = {"U": 1 / math.sqrt(N0), "V": 1 / math.sqrt(N0), "B": 1 / (2 * N0)}
     with torch.no_grad():
         for name, p in sp.named_parameters():
@@ -44,9 +48,9 @@ def _pair(scaling="rank"):
     return sp, mup, scale
 
 
-@pytest.mark.parametrize("scaling", ["rank", "channels"])
-def test_mup_sp_at_the_base_width_has_sps_logits_and_adamw_trajectory(scaling):
-    sp, mup, scale = _pair(scaling)
+@pytest.mark.parametrize("scaling,attn_base_rank", [("rank", R0), ("channels", R0), ("channels", 1), ("rank", 8)])
+def test_mup_sp_at_the_base_width_has_sps_logits_and_adamw_trajectory(scaling, attn_base_rank):
+    sp, mup, scale = _pair(scaling, attn_base_rank)
     opts = [build_optimizer(m, N0, m.parametrization, lr=3e-3, eps=1e-300) for m in (sp, mup)]
     for step in range(4):
         losses = []
@@ -103,6 +107,10 @@ def test_mup_sp_rejects_the_mup_only_constants():
     with pytest.raises(ConfigError, match="init_u.*mup_sp"):
         _cfg("mup_sp", init_u=0.3).validate()
     _cfg("mup", init_u=0.3).validate()
+    with pytest.raises(ConfigError, match="attn_base_rank.*read by 'mup_sp' only"):
+        _cfg("mup", attn_base_rank=4).validate()
+    with pytest.raises(ConfigError, match="attn_base_rank.*>= 1"):
+        _cfg("mup_sp", attn_base_rank=0).validate()
 
 
 @pytest.mark.parametrize("scaling", ["channels", "rank"])

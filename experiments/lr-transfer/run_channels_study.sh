@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
 # The candidate default (mup_sp, Z damping 0.5, 25 % warm-up) under the channels paradigm (C grows with N, r = 64
 # fixed; the schema's default paradigm and the paper preset's), where the rank studies say nothing: eta* at widths
-# 128 and 256 (anchored at 128: C = 2 there, SP at that width), 300 steps of 16 x 64, the LR grid 0.0025 .. 0.04 (factor 2)
-# around the rank studies' eta* 0.02, one seed first (runs/lr-channels-300), then seeds 1-2 at the two best values.
+# 128 and 256 (anchored at 128: C = 2 there, SP at that width), 300 steps of 16 x 64, an LR grid a factor 2 apart
+# (default 0.0025 .. 0.04, around the rank studies' eta* 0.02), one seed first, then seeds 1-2 at the two best values.
+# Variants (environment): STUDY (folder under runs/, default lr-channels-300), GRID ('[lo,hi]') and POINTS (its
+# points), EXTRA (more overrides, e.g. EXTRA=model.w_attn=0.125 for the cooler attention of session 17).
 # Every call resumes from its ledger. Run it from a detached worktree, as run_long_study.sh says:
 #   PY=../main/.venv/bin/python setsid nohup bash experiments/lr-transfer/run_channels_study.sh > runs/channels.log 2>&1 &
+#   STUDY=lr-channels-cool-300 GRID='[0.01,0.04]' POINTS=3 EXTRA=model.w_attn=0.125 PY=... setsid nohup bash ... &
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source experiments/lr-transfer/study_env.sh
+read -r -a EXTRA_ARGS <<< "${EXTRA:-}"
 COMMON=(preset=lr_study tracker=disabled optim.warmup_frac=0.25 model.damping_z=0.5 'sweep.lr_parametrizations=[mup_sp]'
         model.scaling=channels sweep.lr_scaling=channels model.base_width=128 model.base_channels=2 model.base_rank=64
-        'sweep.lr_widths=[128,256]' 'sweep.lr_weight_grid=[]' sweep.lr_grid_points=5 'sweep.lr_sp_grid_range=[0.0025,0.04]'
-        sweep.study=lr-channels-300)
+        'sweep.lr_widths=[128,256]' 'sweep.lr_weight_grid=[]' "sweep.lr_grid_points=${POINTS:-5}"
+        "sweep.lr_sp_grid_range=${GRID:-[0.0025,0.04]}" "sweep.study=${STUDY:-lr-channels-300}" "${EXTRA_ARGS[@]}")
 echo "== one seed $(date -u +%H:%M:%S)"
 $PY -m ptsweep lr-transfer "${COMMON[@]}" sweep.lr_seeds=1
 echo "== seeds 1-2 at the two best values $(date -u +%H:%M:%S)"

@@ -166,12 +166,14 @@ class MFVIConstants:
         With U = U_SP / sqrt(N0), V = V_SP / sqrt(N0), B = B_SP / M0 and S, W_out unchanged, every message, every
         H and G logit of muP at N0 equals SP's (spec §6.3 table: SP has features Q, H logits N0 <U^T Q, V^T Q>, G
         logits N0 B Q); AdamW is invariant to a fixed rescaling p = c p_SP when its LR is c eta, which fixes the LR
-        constants. Away from N0 only the powers of N/N0 of [S] change them. Not exact: the normal inits stand in for
-        SP's uniform ones with the same std, b_out starts at 0, and Adam's eps is not rescaled."""
+        constants. Away from N0 only the powers of N/N0 of [S] change them. One constant is not SP's at N0 unless
+        ``attn_base_rank`` = r0: the attention scale s_H = r_A / r is SP's at rank r_A (``PTConfig.attn_base_rank``).
+        Not exact: the normal inits stand in for SP's uniform ones with the same std, b_out starts at 0, and Adam's
+        eps is not rescaled."""
         n, r, m = cfg.width, cfg.rank, cfg.topics
         n0, r0, m0 = cfg.base_width, cfg.base_rank, cfg.topic_ratio * cfg.base_width
         return MFVIConstants(
-            a_z=float(n), a_g=float(m), s_h=r0 / r, s_g=float(m0),  # [S]'s M/N is fixed by topic_ratio
+            a_z=float(n), a_g=float(m), s_h=cfg.attn_base_rank / r, s_g=float(m0),  # [S]'s M/N: topic_ratio
             init_s=math.sqrt(2.0 / (vocab_size + n0)),      # SP's xavier std of S (V x N0)
             init_u=1.0 / math.sqrt(r0), init_v=1.0 / math.sqrt(r0),  # N(0, 1/r0) / sqrt(N0) at N0
             init_b=1.0 / m0,                                 # N(0, 1/N0) / M0 at N0

@@ -44,7 +44,7 @@ class PTConfig:
     (experiments/coord-check/README.md derives them); 'mup_paper': the same with [S]'s literal init (every constant
     1), which is not width-stable at T >= 2 (kept to reproduce the failure); 'mup_sp': the muP exponents with every
     base-shape constant chosen so that at N = ``base_width`` the model *is* SP (init, forward and AdamW updates; the
-    base-shape convention of the ``mup`` package, ``models.pt.MFVIConstants.sp_anchored``): it learns as SP at the
+    base-shape convention of the ``mup`` package, ``models.pt_constants.MFVIConstants.sp_anchored``): it learns as SP at the
     tuning width, but fails the training-time coordinate check: attention logits and child messages grow with
     width unless ``damping_z`` = 0.5, and the topic message grows with it (experiments/lr-transfer/README.md,
     "the coordinate check decides the default"); 'sp': original PT (spec §6.3 table)."""

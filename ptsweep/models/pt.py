@@ -39,6 +39,7 @@ from torch import nn
 
 from ptsweep.config import PTConfig
 from ptsweep.models import pt_attention, pt_dense, pt_fused
+from ptsweep.models.pt_constants import MFVIConstants
 from ptsweep.parametrization import Role, declare, init_parameters
 
 
@@ -115,72 +116,6 @@ def pt_flops_per_token(cfg: PTConfig, vocab_size: int, seq_len: int, mask_prob: 
 # ----------------------------------------------------------------------------------------------------------------
 # The model
 # ----------------------------------------------------------------------------------------------------------------
-@dataclass
-class MFVIConstants:
-    """Per-parametrization constants of the unified graph (spec §6.3 table) and the muP init multipliers.
-
-    The init multipliers are base-shape constants: under 'mup' S ~ N(0, init_s^2), U ~ N(0, init_u^2/N),
-    V ~ N(0, init_v^2/N), B ~ N(0, init_b^2/N) (same exponents of N as [S] Table 2, other constants); 'mup_paper'
-    has them all 1 ([S] literally); SP ignores them (original PT init). Why they are needed: the MFVI loop gains of
-    experiments/coord-check/README.md (topic round trip 16 init_b^2 w_topic_g w_topic_z at M = 4N)."""
-
-    a_z: float  # Q_z -> feature multiplier
-    a_g: float  # Q_g -> feature multiplier
-    s_h: float  # attention-logit scale
-    s_g: float  # topic-logit scale
-    init_s: float = 1.0  # muP init-std multiplier of S
-    init_u: float = 1.0  # ... of U
-    init_v: float = 1.0  # ... of V
-    init_b: float = 1.0  # ... of B
-    init_out: float = 1.0  # ... of W_out
-    center: float = 0.0  # features a_Z Q_z - center, a_G Q_g - center (1 under 'mup' with center_features)
-    lr_s: float = 1.0  # muP LR constants of S, (U, V), B, W_out (eta x role multiplier x constant)
-    lr_uv: float = 1.0
-    lr_b: float = 1.0
-    lr_out: float = 1.0
-
-    @staticmethod
-    def of(cfg: PTConfig, vocab_size: int) -> MFVIConstants:
-        n, r, m = cfg.width, cfg.rank, cfg.topics
-        if cfg.parametrization == "mup_sp":
-            return MFVIConstants.sp_anchored(cfg, vocab_size)
-        if cfg.parametrization in ("mup", "mup_paper"):
-            # tau = N/r cancels in the Z and G updates, leaving N*Q_z, M*Q_g as features; H logits tau*N*<.> / 1
-            # = (N^2/r) P^T T P = (1/r) <U^T N P_i, V^T N P_j> ([S] App. A.3); G logits M/N * B(N Q_z) (spec §6.2).
-            const = MFVIConstants(a_z=float(n), a_g=float(m), s_h=1.0 / r, s_g=m / n)
-            if cfg.parametrization == "mup":  # the width-stable init (coord-check README, derivation)
-                const.init_s, const.init_u, const.init_v, const.init_b = (cfg.init_unary, cfg.init_u, cfg.init_v,
-                                                                          cfg.init_topic)
-                const.center = 1.0 if cfg.center_features else 0.0
-                const.lr_s, const.lr_uv, const.lr_b, const.lr_out = (cfg.lr_unary, cfg.lr_ternary, cfg.lr_topic,
-                                                                     cfg.lr_output)
-            return const
-        # original PT: lambda_Z = 1, lambda_H = 1/N (the code's F * d_model), topics reuse N (spec §3.3).
-        return MFVIConstants(a_z=1.0, a_g=1.0, s_h=float(n), s_g=float(n))
-
-    @staticmethod
-    def sp_anchored(cfg: PTConfig, vocab_size: int) -> MFVIConstants:
-        """'mup_sp': the muP exponents of N (features N Q_z and M Q_g, H logits ~ 1/r, G logits ~ M/N, [S] Table 2
-        init and LR) with the constants that make the model at N0 = ``base_width`` equal to SP at N0.
-
-        With U = U_SP / sqrt(N0), V = V_SP / sqrt(N0), B = B_SP / M0 and S, W_out unchanged, every message, every
-        H and G logit of muP at N0 equals SP's (spec §6.3 table: SP has features Q, H logits N0 <U^T Q, V^T Q>, G
-        logits N0 B Q); AdamW is invariant to a fixed rescaling p = c p_SP when its LR is c eta, which fixes the LR
-        constants. Away from N0 only the powers of N/N0 of [S] change them. One constant is not SP's at N0 unless
-        ``attn_base_rank`` = r0: the attention scale s_H = r_A / r is SP's at rank r_A (``PTConfig.attn_base_rank``).
-        Not exact: the normal inits stand in for SP's uniform ones with the same std, b_out starts at 0, and Adam's
-        eps is not rescaled."""
-        n, r, m = cfg.width, cfg.rank, cfg.topics
-        n0, r0, m0 = cfg.base_width, cfg.base_rank, cfg.topic_ratio * cfg.base_width
-        return MFVIConstants(
-            a_z=float(n), a_g=float(m), s_h=cfg.attn_base_rank / r, s_g=float(m0),  # [S]'s M/N: topic_ratio
-            init_s=math.sqrt(2.0 / (vocab_size + n0)),      # SP's xavier std of S (V x N0)
-            init_u=1.0 / math.sqrt(r0), init_v=1.0 / math.sqrt(r0),  # N(0, 1/r0) / sqrt(N0) at N0
-            init_b=1.0 / m0,                                 # N(0, 1/N0) / M0 at N0
-            init_out=math.sqrt(n0 / 3.0),                    # SP's U(+-1/sqrt(N0)) std, over muP's 1/N0
-            lr_s=1.0, lr_uv=math.sqrt(n0), lr_b=n0 / m0, lr_out=float(n0))  # c * N0 under the muP eta / N
-
-
 def _softmax(x: torch.Tensor) -> torch.Tensor:
     """softmax over the last axis; in float32 for half-precision inputs (spec §12.1), else in x's own dtype (so
     float64 stays float64)."""

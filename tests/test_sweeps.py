@@ -94,9 +94,11 @@ def test_failed_and_diverged_trials_are_recorded_and_a_partial_ledger_runs_only_
     assert df2["status"].tolist() == df["status"].tolist()
 
 
-def test_tune_small_writes_transfer_yaml_trials_and_plots_and_resumes(tmp_path):
+def test_tune_small_writes_transfer_yaml_trials_and_plots_and_resumes(tmp_path, capsys):
     cfg = smoke(tmp_path, "sweep.num_samples=3")
     sdir = tune_small.run(cfg)
+    err = capsys.readouterr().err  # a new study queues its start point; nothing was interrupted
+    assert "3 to run (num_samples=3), the config's own point first" in err and "interrupted" not in err, err[-2000:]
     doc = yaml.safe_load((sdir / "transfer.yaml").read_text())
     assert set(doc["values"]) == set(TRANSFER_KEYS)
     lo, hi = cfg.sweep.lr_range

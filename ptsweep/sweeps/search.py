@@ -63,7 +63,8 @@ def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_d
     start = {k: float(v) for k, v in (start or {}).items()}
     signature = _signature(space, fixed, label, base, start)
     study, store = optuna_store.open_study(study_dir, experiment_name, signature)
-    if start and not study.trials:
+    fresh = bool(start) and not study.trials  # a new study queues the config's own point first
+    if fresh:
         study.enqueue_trial(start)
     _reconcile(study, study_dir, base, fixed, label)
     done, waiting = optuna_store.counts(study)
@@ -71,7 +72,8 @@ def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_d
     tag = f"[{study_dir.name}/{experiment_name}]"
     print(f"{tag} optuna study {optuna_store.study_file(study_dir)}: {done} trials finished, "
           f"{max(remaining, 0)} to run (num_samples={num_samples})"
-          + (f", {waiting} interrupted trial(s) continue first" if waiting and remaining > 0 else ""),
+          + (", the config's own point first" if fresh else f", {waiting} interrupted trial(s) continue first"
+             if waiting and remaining > 0 else ""),
           file=sys.stderr, flush=True)
     if remaining > 0:
         ident = (study_dir, experiment_name, signature, base, fixed, label)

@@ -107,8 +107,6 @@ def test_mup_sp_rejects_the_mup_only_constants():
     with pytest.raises(ConfigError, match="init_u.*mup_sp"):
         _cfg("mup_sp", init_u=0.3).validate()
     _cfg("mup", init_u=0.3).validate()
-    with pytest.raises(ConfigError, match="attn_base_rank.*read by 'mup_sp' only"):
-        _cfg("mup", attn_base_rank=4).validate()
     with pytest.raises(ConfigError, match="attn_base_rank.*>= 1"):
         _cfg("mup_sp", attn_base_rank=0).validate()
 

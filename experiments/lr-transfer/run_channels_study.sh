@@ -4,14 +4,18 @@
 # 128 and 256 (anchored at 128: C = 2 there, SP at that width), 300 steps of 16 x 64, an LR grid a factor 2 apart
 # (default 0.0025 .. 0.04, around the rank studies' eta* 0.02), one seed first, then seeds 1-2 at the two best values.
 # Variants (environment): STUDY (folder under runs/, default lr-channels-300), GRID ('[lo,hi]') and POINTS (its
-# points), EXTRA (more overrides, e.g. EXTRA=model.w_attn=0.125 for the cooler attention of session 17).
+# points), EXTRA (more overrides; default model.attn_base_rank=64: SP's attention constant at the anchor's r0, as
+# session 16 ran before model.attn_base_rank existed, so its ledger keys match).
 # Every call resumes from its ledger. Run it from a detached worktree, as run_long_study.sh says:
 #   PY=../main/.venv/bin/python setsid nohup bash experiments/lr-transfer/run_channels_study.sh > runs/channels.log 2>&1 &
-#   STUDY=lr-channels-cool-300 GRID='[0.01,0.04]' POINTS=3 EXTRA=model.w_attn=0.125 PY=... setsid nohup bash ... &
+# Session 17's cooler attention (s_H = 8 / r, run as w_attn 0.125 before the default r_A = 8 existed; the same
+# computation, A = w_attn s_H F, and the keys of its ledger):
+#   STUDY=lr-channels-cool-300 GRID='[0.01,0.04]' POINTS=3 EXTRA='model.w_attn=0.125 model.attn_base_rank=64' \
+#     PY=../main/.venv/bin/python setsid nohup bash experiments/lr-transfer/run_channels_study.sh > runs/cool.log 2>&1 &
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source experiments/lr-transfer/study_env.sh
-read -r -a EXTRA_ARGS <<< "${EXTRA:-}"
+read -r -a EXTRA_ARGS <<< "${EXTRA:-model.attn_base_rank=64}"
 COMMON=(preset=lr_study tracker=disabled optim.warmup_frac=0.25 model.damping_z=0.5 'sweep.lr_parametrizations=[mup_sp]'
         model.scaling=channels sweep.lr_scaling=channels model.base_width=128 model.base_channels=2 model.base_rank=64
         'sweep.lr_widths=[128,256]' 'sweep.lr_weight_grid=[]' "sweep.lr_grid_points=${POINTS:-5}"

@@ -55,10 +55,11 @@ class PTConfig:
     base_rank: int = 64
     """r0: rank of each ternary factor at N0."""
     attn_base_rank: int = 8
-    """r_A, 'mup_sp' only: the rank at which the attention-logit scale is SP's, s_H = r_A / r (muP's 1/r, [S] eq. 7,
-    with SP's constant at rank r_A). At r_A = ``base_rank`` 'mup_sp' is SP at the base width in every respect. A
-    trained logit sums r aligned products, so SP's constant at a large r0 runs hot: 8 (the rank paradigm's r0 at
-    width 32) gives both paradigms the same logit temperature (experiments/lr-transfer/README.md, "channels")."""
+    """r_A, read by 'mup_sp' only (the others ignore it, so a sweep over parametrizations may set it): the rank at
+    which the attention-logit scale is SP's, s_H = r_A / r (muP's 1/r, [S] eq. 7, with SP's constant at rank r_A).
+    At r_A = ``base_rank`` 'mup_sp' is SP at the base width in every respect. A trained logit sums r aligned
+    products, so SP's constant at a large r0 runs hot: 8 (the rank paradigm's r0 at width 32) gives both paradigms
+    the same logit temperature (experiments/lr-transfer/README.md, "channels")."""
     topic_ratio: int = 4
     """M / N: number of topic labels per Z label (M = 4N by default)."""
     dists: tuple[int, ...] = (2, 3, 4)
@@ -227,8 +228,6 @@ class PTConfig:
             changed = [k for k in MUP_CONSTANTS if getattr(self, k) != getattr(PTConfig, k)]
             require(not changed, f"model.{changed[0] if changed else ''}", "is a 'mup' constant; under 'mup_sp' every "
                     "base-shape constant is SP's at model.base_width (set model.base_width instead)")
-        require(self.attn_base_rank == PTConfig.attn_base_rank or self.parametrization == "mup_sp",
-                "model.attn_base_rank", f"is read by 'mup_sp' only, not by '{self.parametrization}'")
         require(self.attn_base_rank >= 1, "model.attn_base_rank", f"must be >= 1, got {self.attn_base_rank}")
         bad = sorted(set(self.messages_off) - set(MESSAGE_PATHS))
         require(not bad, "model.messages_off", f"unknown message path(s) {bad}; choose from {list(MESSAGE_PATHS)}")

@@ -32,7 +32,7 @@ def test_fingerprint_follows_the_python_source_and_nothing_else(tmp_path):
     (pkg / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"junk")
     (pkg / "notes.txt").write_text("not code")
     assert source_fingerprint(pkg) == fp
-    pt = pkg / "models" / "pt.py"
+    pt = pkg / "models" / "pt_constants.py"
     src = pt.read_text()
     pt.write_text(src.replace("s_h=1.0 / r,", "s_h=1.0 / r ** 0.5,", 1))  # the mutation that hit the study
     assert pt.read_text() != src

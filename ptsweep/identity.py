@@ -12,6 +12,10 @@ device). Two configs that differ only there compute the same numbers and get the
 A key added to the schema after results were recorded is hashed only where it changes the computation from the one
 before it (:data:`LEGACY_EQUIVALENT`), so the ledgers of earlier studies keep their keys.
 
+An unset key whose value in effect depends on another key (``model.damping_z``: None means the parametrization's
+default) is hashed as that value, so a run with the default and one that sets the same value explicitly share an
+identity, and a change of a default never lets an old result stand for a new computation.
+
 The two digests write floats differently: ``config_hash`` by repr at the top level only (a list of floats stays
 JSON numbers), trial keys also inside lists. Both forms are kept as they were: run folders and the trial ledgers of
 studies started earlier are found by these exact values.
@@ -24,6 +28,7 @@ import json
 from typing import Any, Mapping
 
 from ptsweep.config import flatten, to_dict
+from ptsweep.config.model import default_z_damping
 
 __all__ = ["RESULT_NEUTRAL_PREFIXES", "RESULT_NEUTRAL_KEYS", "result_config", "config_hash", "trial_config",
            "trial_key"]
@@ -46,7 +51,9 @@ LEGACY_EQUIVALENT = {
 
 def _without_neutral(flat: Mapping[str, Any]) -> dict:
     """``flat`` (dotted keys) sorted by key, minus the result-neutral keys and the keys at a legacy-equivalent
-    value."""
+    value; unset damping as the value in effect."""
+    if flat.get("model.damping_z", 0.0) is None:
+        flat = {**flat, "model.damping_z": default_z_damping(flat["model.parametrization"])}
     return {k: v for k, v in sorted(flat.items())
             if k not in RESULT_NEUTRAL_KEYS and not k.startswith(RESULT_NEUTRAL_PREFIXES)
             and not (k in LEGACY_EQUIVALENT and LEGACY_EQUIVALENT[k](flat))}

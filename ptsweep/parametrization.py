@@ -46,7 +46,7 @@ _SP_INIT_ATTR = "_ptsweep_sp_init"
 _MUP_MULT_ATTR = "_ptsweep_mup_init_mult"
 _MUP_LR_ATTR = "_ptsweep_mup_lr_mult"
 
-MUP_VARIANTS = ("mup", "mup_sp", "mup_paper")
+MUP_VARIANTS = ("mup_sp", "mup", "mup_paper")
 """Parametrizations that follow the muP init/LR table (they differ only in declared init multipliers)."""
 
 

@@ -1,4 +1,4 @@
-"""muP coordinate check (ptsweep.sweeps.coord_check): the default PT ('mup', width-stable init constants) passes with
+"""muP coordinate check (ptsweep.sweeps.coord_check): the default PT ('mup_sp') and the 'mup' constants pass with
 both scalings, a broken LR rule fails it, and the paper-literal constants ('mup_paper') fail it through the MFVI
 feedback loops (experiments/coord-check/README.md).
 
@@ -45,17 +45,26 @@ def _check(cfg, corpus, quantities=None):
                       quantities, parametrization=cfg.sweep.coord_parametrizations[0]), coords, table
 
 
-DEFAULT_WIDTHS = [64, 128, 256, 512]
-"""The default's check spans 8x: over 64-256 alone the topic-update sizes sit at the tolerance (slopes -0.24..-0.29
-with one seed), a finite-width term c = a + b N^-1/2 with b/a ~ 14 (experiments/coord-check/README.md, 'Topic update:
-a finite-width term'); its local slope falls from -0.24 (64 -> 128) to -0.11 (512 -> 1024)."""
+MUP_WIDTHS = [64, 128, 256, 512]
+"""'mup''s check spans 8x: over 64-256 alone its topic-update sizes sit at the tolerance (slopes -0.24..-0.29 with one
+seed), a finite-width term c = a + b N^-1/2 with b/a ~ 14 (experiments/coord-check/README.md, 'Topic update: a
+finite-width term'); its local slope falls from -0.24 (64 -> 128) to -0.11 (512 -> 1024)."""
 
 
-@pytest.mark.parametrize("scaling", ["channels", "rank"])
-def test_default_muP_coords_flat_across_widths(base_cfg, corpus, scaling):
-    """The default PT (T = 4, all weights 1, 'mup' init constants) passes at init and after 2 steps at LR 0.03."""
-    cfg = with_overrides(base_cfg, {"model.scaling": scaling, "sweep.coord_widths": DEFAULT_WIDTHS})
-    assert cfg.model.parametrization == "mup" and cfg.model.n_iters == 4
+@pytest.mark.parametrize("parametrization, lr, scaling, widths", [
+    ("mup_sp", 0.01, "rank", [64, 128, 256, 512]),
+    ("mup_sp", 0.01, "channels", [128, 256, 512, 1024]),
+    ("mup", 0.03, "channels", MUP_WIDTHS),
+    ("mup", 0.03, "rank", MUP_WIDTHS),
+])
+def test_muP_coords_flat_across_widths(base_cfg, corpus, parametrization, lr, scaling, widths):
+    """The default 'mup_sp' and the 'mup' constants (T = 4, all weights 1) pass at init and after 2 steps at half
+    their eta* (0.02 and 0.0625). Under channels, width 64 has C = 1: one channel's attention logits are one noisy
+    draw (0.035 +- 0.014 over 4 seeds vs 0.055-0.060 at widths 128-512), so the default's check starts at 128; at
+    1.5 eta* (0.03) its attention logits' first update grows like N^0.28 there (experiments/lr-transfer/README.md)."""
+    cfg = with_overrides(base_cfg, {"model.scaling": scaling, "sweep.coord_widths": widths, "sweep.coord_lr": lr,
+                                    "sweep.coord_parametrizations": [parametrization]})
+    assert cfg.model.n_iters == 4 and compose([]).model.parametrization == "mup_sp"
     result, coords, table = _check(cfg, corpus)
     assert result["pass"], result["failures"]
     assert result["n_checked"] > 100  # every quantity x iteration x step x {value, delta} that is not exactly 0

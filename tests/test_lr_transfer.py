@@ -26,7 +26,9 @@ def smoke_cfg(tmp_path_factory):
 
 
 def _study_cfg(smoke_cfg, **kw):
-    base = {"sweep.lr_grid_range": [1e-3, 1e-1], "sweep.lr_grid_points": 5, "sweep.lr_widths": [32, 64, 128],
+    """The plan's mechanics on 'mup' (the grid of lr_grid_range) beside SP (lr_sp_grid_range)."""
+    base = {"sweep.lr_parametrizations": ["mup", "sp"], "sweep.lr_grid_range": [1e-3, 1e-1], "sweep.lr_grid_points": 5,
+            "sweep.lr_widths": [32, 64, 128],
             "sweep.lr_weight_grid": [0.25, 1.0, 4.0], "sweep.lr_seeds": 3, "sweep.lr_refine_top": 2}
     return with_overrides(smoke_cfg, {**base, **kw})
 
@@ -359,7 +361,8 @@ def test_partial_report_reads_the_ledger_of_a_running_study(smoke_cfg, tmp_path,
     (tmp_path / "trials" / "running").mkdir()  # a trial still running has no final.json: skipped
     t = lt.ledger_table(tmp_path, cfg)
     assert len(t) == len(df) - 1 and set(t["stage"]) == {1, 2}
-    lt.main([str(tmp_path), "preset=smoke", "tracker=disabled", "sweep.lr_widths=[32,256]",
+    lt.main([str(tmp_path), "preset=smoke", "tracker=disabled", "sweep.lr_parametrizations=[mup,sp]",
+             "sweep.lr_widths=[32,256]",
              f"sweep.lr_grid_range=[{grid[0]},{grid[-1]}]", f"sweep.lr_grid_points={len(grid)}",
              "sweep.lr_weight_grid=[]", "sweep.lr_refine_top=3", "sweep.lr_seeds=3"])
     out = capsys.readouterr().out

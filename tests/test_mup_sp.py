@@ -39,7 +39,8 @@ def _pair(scaling="rank", attn_base_rank=R0):
     sqrt(N0) and B by M0 = topic_ratio * N0 (the hand derivation of the anchor, independent of MFVIConstants). With
     attn_base_rank r_A the attention logits are SP's times r_A / r0, which SP gets from w_attn = r_A / r0."""
     torch.manual_seed(0)
-    sp = ProbabilisticTransformer(_cfg("sp", scaling=scaling, w_attn=attn_base_rank / R0), VOCAB).double()
+    sp = ProbabilisticTransformer(_cfg("sp", scaling=scaling, w_attn=attn_base_rank / R0, damping_z=0.5),
+                                  VOCAB).double()  # mup_sp's default damping
     mup = ProbabilisticTransformer(_cfg("mup_sp", scaling=scaling, attn_base_rank=attn_base_rank), VOCAB).double()
     scale = {"U": 1 / math.sqrt(N0), "V": 1 / math.sqrt(N0), "B": 1 / (2 * N0)}
     with torch.no_grad():
@@ -132,8 +133,14 @@ def test_demo_and_coordinate_check_anchor_mup_sp_at_their_smallest_width():
 
     sp_anchored = demo_config(compose(["preset=demo", "model.parametrization=mup_sp"])).model
     assert (sp_anchored.width, sp_anchored.base_width, sp_anchored.base_rank, sp_anchored.rank) == (32, 32, 8, 8)
-    mup = demo_config(compose(["preset=demo"])).model  # 'mup' keeps its constants' base (256)
+    assert compose(["preset=demo"]).model.parametrization == "mup_sp"  # the default is anchored too
+    assert demo_config(compose(["preset=demo"])).model == sp_anchored
+    mup = demo_config(compose(["preset=demo", "model.parametrization=mup"])).model  # 'mup' keeps its constants' base
     assert (mup.width, mup.base_width, mup.rank) == (32, 256, 8)
+    from ptsweep.sweeps.lr_transfer_plan import stage1_trials
+    trials, _ = stage1_trials(compose(["preset=lr_study", "sweep.lr_weight_grid=[]"]))
+    anchors = {(t["model.parametrization"], t.get("model.base_width"), t.get("model.base_rank")) for t in trials}
+    assert anchors == {("mup_sp", 32, 8), ("sp", None, None)}  # the study's smallest width, r = N / 4 there
     cfg = compose(["preset=coord_train", "model=pt"])
     assert coords._smallest_width_anchor(cfg, {"model.scaling": "rank"}) == \
         {"model.base_width": 32, "model.base_channels": 4, "model.base_rank": 8}

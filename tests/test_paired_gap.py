@@ -49,8 +49,8 @@ def test_load_runs_keeps_the_default_model_only(tmp_path):
     _final(tmp_path, "a")
     _final(tmp_path, "ctrl", **{"model.n_iters": 0, "model.parametrization": "mup"})
     _final(tmp_path, "lever", **{"model.w_attn": 4.0, "seed": 1})
-    _final(tmp_path, "warmup", **{"optim.warmup_frac": 0.25, "seed": 2})  # an optimizer lever is not the default
-    probe = {"config": {"model": {"parametrization": "sp", "width": 32}, "optim": {"lr": 0.02, "warmup_frac": 0.05},
+    _final(tmp_path, "warmup", **{"optim.warmup_frac": 0.05, "seed": 2})  # an optimizer lever is not the default
+    probe = {"config": {"model": {"parametrization": "sp", "width": 32}, "optim": {"lr": 0.02, "warmup_frac": 0.25},
                         "train": {"tokens": 1228800.0}, "seed": 3},
              "trace": [], "final": {"val_loss": 5.0}}
     (tmp_path / "probe.json").write_text(json.dumps(probe))

@@ -88,13 +88,13 @@ def test_base_model_is_about_17M_parameters():
 
 def test_init_constants_are_config_fields_and_validated():
     torch.manual_seed(0)
-    model = ProbabilisticTransformer(PTConfig(width=64, init_unary=0.25, init_u=0.3, init_v=0.7, init_topic=0.1),
-                                     VOCAB)
+    model = ProbabilisticTransformer(PTConfig(width=64, parametrization="mup", init_unary=0.25, init_u=0.3, init_v=0.7,
+                                              init_topic=0.1), VOCAB)
     for name, std in {"unary": 0.25, "U": 0.3 / 8, "V": 0.7 / 8, "B": 0.1 / 8}.items():
         assert getattr(model, name).detach().std().item() == pytest.approx(std, rel=0.05), name
     from ptsweep.errors import ConfigError
     for bad in ({"init_unary": 0.0}, {"init_topic": -1.0}, {"init_u": 0.0, "init_v": 0.0}):
         with pytest.raises(ConfigError):
-            PTConfig(width=64, **bad).validate()
+            PTConfig(width=64, parametrization="mup", **bad).validate()
     with pytest.raises(ValueError):
         build_optimizer(model, 64, "mup_typo", lr=1e-3)

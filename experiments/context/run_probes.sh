@@ -2,6 +2,8 @@
 # Run probe_training.py for each "name: overrides" line of a spec file, two at a time (2 cores, 1 thread each).
 #   bash experiments/context/run_probes.sh SPEC [OUTDIR]      (OUTDIR default runs/context; finished names are skipped)
 # Common overrides (every line): preset=lr_study model.scaling=rank tracker=disabled; a line sets width, LR, etc.
+# The probes in experiments/context/README.md ran under the default of their time; a line repeats them with
+# model.parametrization=mup model.base_width=256 model.base_rank=64 optim.warmup_frac=0.05.
 set -euo pipefail
 spec=$1; out=${2:-runs/context}; mkdir -p "$out"
 PY=${PY:-.venv/bin/python}

@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source experiments/lr-transfer/study_env.sh
-COMMON=(preset=lr_study tracker=disabled train.tokens=1228800 sweep.lr_grid_points=3 'sweep.lr_parametrizations=[mup_sp]'
+COMMON=(preset=lr_study tracker=disabled train.tokens=1228800 sweep.lr_grid_points=3 'sweep.lr_parametrizations=[mup_sp]' model.damping_z=0
         model.base_width=32 model.base_rank=8 'sweep.lr_widths=[32,64,128]' sweep.lr_seeds=1)
 weights() {  # weights WIDTHS KEY...
   local widths=$1; shift

@@ -28,7 +28,7 @@ for s in 1 2; do for lr in 0.01 0.02; do probe warm25-lr$lr-s$s $BASE seed=$s op
 probe wattn4-lr0.01 $BASE seed=0 optim.lr=0.01 model.w_attn=4.0     # the weight study's edges, extended
 probe wunary4-lr0.01 $BASE seed=0 optim.lr=0.01 model.w_unary=4.0
 # the old default 'mup' (its own anchor) with 25 % warm-up, beside its session-11 runs
-MUP="preset=lr_study model.width=32 model.scaling=rank train.tokens=1228800 train.threads=1 seed=0"
+MUP="preset=lr_study model.parametrization=mup model.base_width=256 model.base_rank=64 model.width=32 model.scaling=rank train.tokens=1228800 train.threads=1 seed=0"
 probe mup-lr0.03125 $MUP optim.lr=0.03125
 for lr in 0.03125 0.0625; do probe mup-warm25-lr$lr $MUP optim.lr=$lr optim.warmup_frac=0.25; done
 # a third budget: 2400 steps

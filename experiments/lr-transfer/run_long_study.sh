@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source experiments/lr-transfer/study_env.sh
-COMMON=(preset=lr_study tracker=disabled sweep.study=lr-long train.tokens=1228800 'sweep.lr_weight_grid=[]'
+COMMON=(preset=lr_study tracker=disabled optim.warmup_frac=0.05 model.base_width=256 model.base_rank=64 sweep.study=lr-long train.tokens=1228800 'sweep.lr_weight_grid=[]'
         sweep.lr_grid_points=5 'sweep.lr_grid_range=[0.0078125,0.125]' 'sweep.lr_sp_grid_range=[0.0025,0.04]'
         'sweep.lr_parametrizations=[mup,sp]' "$@")
 echo "== phase A $(date -u +%H:%M:%S): widths 32, 64"

@@ -91,6 +91,15 @@ def with_overrides(cfg: RunConfig, overrides: dict[str, Any]) -> RunConfig:
     return instantiate(node)
 
 
+def anchor_at(cfg: RunConfig, width: int, shape: dict[str, Any] | None = None) -> dict[str, int]:
+    """Overrides that put PT's base shape at ``width`` (with the paradigm in ``shape`` or ``cfg``): the study's
+    tuning width, where 'mup_sp' is SP (``PTConfig.anchor_overrides``; every width keeps its (C, r)). {} for BERT /
+    UT."""
+    if cfg.model.name != "pt":
+        return {}
+    return with_overrides(cfg, {**(shape or {}), "model.width": int(width)}).model.anchor_overrides()
+
+
 def to_dict(cfg) -> dict:
     """Plain nested dict of a config dataclass (tuples become lists), for YAML/W&B/results tables."""
 

@@ -27,6 +27,13 @@ MUP_CONSTANTS = ("init_unary", "init_u", "init_v", "init_topic", "center_feature
                  "lr_topic", "lr_output")
 """The base-shape constants that only 'mup' reads ('mup_sp' derives its own from SP at ``base_width``)."""
 SCALINGS = ("channels", "rank")
+DAMPED_PARAMETRIZATIONS = ("mup_sp", "mup")
+"""The parametrizations whose Z logits are damped (beta_Z = 0.5) when ``model.damping_z`` is unset."""
+
+
+def default_z_damping(parametrization: str) -> float:
+    """beta_Z of a parametrization when ``model.damping_z`` is None (see ``PTConfig.damping_z``)."""
+    return 0.5 if parametrization in DAMPED_PARAMETRIZATIONS else 0.0
 """Width-scaling paradigms of PT (``model.scaling``, ``sweep.lr_scaling``)."""
 
 
@@ -39,15 +46,17 @@ class PTConfig:
     """N = dim_z, the number of labels of each Z_i: the model width."""
     scaling: str = "channels"
     """Width-scaling paradigm ([S] §2.2): 'channels' grows C with N (r fixed), 'rank' grows r with N (C fixed)."""
-    parametrization: str = "mup"
-    """'mup': [S] potentials/temperatures and Table-2 init/LR rules with the width-stable init constants below
-    (experiments/coord-check/README.md derives them); 'mup_paper': the same with [S]'s literal init (every constant
-    1), which is not width-stable at T >= 2 (kept to reproduce the failure); 'mup_sp': the muP exponents with every
-    base-shape constant chosen so that at N = ``base_width`` the model *is* SP (init, forward and AdamW updates; the
-    base-shape convention of the ``mup`` package, ``models.pt_constants.MFVIConstants.sp_anchored``): it learns as SP at the
-    tuning width, but fails the training-time coordinate check: attention logits and child messages grow with
-    width unless ``damping_z`` = 0.5, and the topic message grows with it (experiments/lr-transfer/README.md,
-    "the coordinate check decides the default"); 'sp': original PT (spec §6.3 table)."""
+    parametrization: str = "mup_sp"
+    """'mup_sp' (the default): the muP exponents of N with every base-shape constant chosen so that at N =
+    ``base_width`` (the tuning width) the model *is* SP (init, forward and AdamW updates; the base-shape convention
+    of the ``mup`` package, ``models.pt_constants.MFVIConstants.sp_anchored``) but for a cooler attention constant
+    (``attn_base_rank``), with Z damping 0.5 (``damping_z``). It learns as SP at the tuning width at short and long
+    budgets, and its eta* holds over width and budget; it fails the training-time coordinate check on the topic
+    path, whose posterior becomes one-hot, so the feature M Q_g grows as N^0.5 (experiments/lr-transfer/README.md).
+    'mup': the same exponents with the width-stable init and LR constants below (experiments/coord-check/README.md
+    derives them): it passes the coordinate check, but its topic posterior stays uniform and it falls behind SP as
+    training lengthens. 'mup_paper': [S]'s literal init (every constant 1), not width-stable at T >= 2 (kept to
+    reproduce the failure). 'sp': original PT (spec §6.3 table)."""
     base_width: int = 256
     """N0: the width at which the base shape (C0, r0) holds (and where 'mup_sp' equals SP: its tuning width)."""
     base_channels: int = 4
@@ -115,10 +124,10 @@ class PTConfig:
     """beta_H: damping of H and G logits (0 = none, spec §3.2 step 3)."""
     damping_z: float | None = None
     """beta_Z: damping of Z logits (0 = none, spec §3.2 step 6; [PT] App. B.2: same CRF and fixed points, a slower
-    iteration). None = the parametrization's default (:attr:`z_damping`): 0.5 under 'mup' - under muP the Z update
-    has a_Z = N, so a confident Q_z on k labels feeds itself back with gain ~N/k and collapses to one-hot during
-    training at larger widths (experiments/context, "Mechanism"); 0 under 'sp' (the original PT), 'mup_sp' (SP at
-    the base width) and 'mup_paper' ([S] literally)."""
+    iteration). None = the parametrization's default (:attr:`z_damping`): 0.5 under the muP variants 'mup_sp' and
+    'mup' - under muP the Z update has a_Z = N, so a confident Q_z on k labels feeds itself back with gain ~N/k and
+    collapses to one-hot during training at larger widths (experiments/context, "Mechanism"); 0 under 'sp' (the
+    original PT) and 'mup_paper' ([S] literally). Run and trial identities hash the value in effect, not None."""
     stepsize_h: float = 1.0
     """alpha_H: step size mixing new H/G distributions with the previous ones (1 = plain update)."""
     stepsize_z: float = 1.0
@@ -168,10 +177,8 @@ class PTConfig:
 
     @property
     def z_damping(self) -> float:
-        """beta_Z in effect: ``damping_z``, or when it is None 0.5 under 'mup' and 0 otherwise (see ``damping_z``)."""
-        if self.damping_z is not None:
-            return float(self.damping_z)
-        return 0.5 if self.parametrization == "mup" else 0.0
+        """beta_Z in effect: ``damping_z``, or when it is None :func:`default_z_damping` of the parametrization."""
+        return default_z_damping(self.parametrization) if self.damping_z is None else float(self.damping_z)
 
     @property
     def channels(self) -> int:

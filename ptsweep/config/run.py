@@ -89,8 +89,10 @@ class OptimConfig:
     """Decoupled weight decay (torch AdamW: lr * wd per step, so it follows each group's LR)."""
     grad_clip: float = 1.0
     """Global gradient-norm clip (0 = off)."""
-    warmup_frac: float = 0.05
-    """Fraction of the token budget spent in linear warm-up."""
+    warmup_frac: float = 0.25
+    """Fraction of the token budget spent in linear warm-up. 0.25: PT's default ('mup_sp' with Z damping) holds its
+    eta* over width and budget with it (experiments/lr-transfer/README.md); BERT / UT search their own in
+    scaling-curves (``sweep.baseline_warmup_range``)."""
     schedule: str = "linear"
     """Decay after warm-up ('linear' | 'cosine' | 'constant'), down to ``min_lr_frac`` of the peak at the end of the
     budget."""

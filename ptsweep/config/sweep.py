@@ -27,13 +27,14 @@ class SweepConfig:
     """Seed of the Optuna TPE sampler and of the perturbations."""
     lr_range: tuple[float, float] = (1e-3, 1e-1)
     """Log-uniform range of optim.lr for PT."""
-    weight_range: tuple[float, float] = (0.5, 1.5)
-    """Log-uniform range of each information weight (PT 'mup': the loop-gain region that stays width-stable,
-    experiments/coord-check/README.md)."""
-    weight_ranges: dict[str, list[Any]] = field(default_factory=lambda: {"w_attn": [0.5, 4.0], "w_unary": [0.5, 4.0]})
+    weight_range: tuple[float, float] = (0.5, 2.0)
+    """Log-uniform range of each information weight: contains every weight's measured optimum at the default
+    (experiments/lr-transfer/README.md, "The six weights of the candidate")."""
+    weight_ranges: dict[str, list[Any]] = field(default_factory=lambda: {w: [0.5, 4.0]
+                                                                         for w in ("w_attn", "w_unary", "w_head")})
     """Per-weight log-uniform ranges that replace ``weight_range`` for the weights named (keys: w_unary, w_child,
-    w_head, w_topic_z, w_attn, w_topic_g). Default: w_attn and w_unary in [0.5, 4], which contain their measured
-    optima 2 (experiments/lr-transfer, "The six information weights")."""
+    w_head, w_topic_z, w_attn, w_topic_g). Default: w_attn, w_unary and w_head in [0.5, 4], whose measured optima sit
+    at 2, the edge of their grids (experiments/lr-transfer/README.md)."""
     asha_grace_frac: float = 0.25
     """ASHA: minimum fraction of the budget before a trial can be stopped."""
     asha_reduction: int = 3
@@ -115,9 +116,9 @@ class SweepConfig:
     """coord-check: steps at which sizes are measured and checked (besides init); empty = every step."""
     coord_tolerance: float = 0.25
     """coord-check: muP passes when every checked log-log slope (size vs width) is within +-tolerance of 0."""
-    coord_parametrizations: list[str] = field(default_factory=lambda: ["mup", "sp"])
+    coord_parametrizations: list[str] = field(default_factory=lambda: ["mup_sp", "sp"])
     """coord-check: parametrizations measured side by side; the verdict is about the first muP variant measured
-    (``parametrization.MUP_VARIANTS`` order: mup, mup_sp, mup_paper)."""
+    (``parametrization.MUP_VARIANTS`` order: mup_sp, mup, mup_paper)."""
     strict: bool = False
     """coord-check: exit with status 1 when the muP verdict fails (for CI / make)."""
     # lr-transfer (ptsweep.sweeps.lr_transfer)
@@ -136,7 +137,7 @@ class SweepConfig:
     lr_refine_top: int = 3
     """lr-transfer: grid values per (parametrization, width) that get the extra seeds, chosen from stage 1's losses
     (0 = every grid value: the full grid with every seed)."""
-    lr_parametrizations: list[str] = field(default_factory=lambda: ["mup", "sp"])
+    lr_parametrizations: list[str] = field(default_factory=lambda: ["mup_sp", "sp"])
     """lr-transfer: parametrizations compared."""
     lr_weight_grid: list[float] = field(default_factory=lambda: [0.25, 0.5, 1.0, 2.0, 4.0])
     """lr-transfer: grid of the information weight ``lr_weight_key`` (muP only) for the weight study ([] = skip it)."""

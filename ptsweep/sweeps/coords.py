@@ -48,7 +48,7 @@ import torch
 
 from ptsweep import data as data_mod
 from ptsweep.analysis.fits import coord_slopes
-from ptsweep.config import PTConfig, RunConfig, with_overrides
+from ptsweep.config import PTConfig, RunConfig, anchor_at, with_overrides
 from ptsweep.models import IGNORE_INDEX, build_model, mlm_loss
 from ptsweep.parametrization import MUP_VARIANTS, build_optimizer, set_lr
 from ptsweep.train import lr_factor, resolve_device
@@ -235,9 +235,7 @@ def collect(cfg: RunConfig, corpus=None, log=print) -> pd.DataFrame:
 def _smallest_width_anchor(cfg: RunConfig, shape: dict) -> dict:
     """PT's base shape moved to the smallest checked width (``PTConfig.anchor_overrides``): 'mup_sp' is SP there,
     where ``coord_lr`` is tuned (conf/preset/coord_train.yaml), and muP beyond. {} for BERT / UT."""
-    if cfg.model.name != "pt":
-        return {}
-    return with_overrides(cfg, {**shape, "model.width": min(cfg.sweep.coord_widths)}).model.anchor_overrides()
+    return anchor_at(cfg, min(cfg.sweep.coord_widths), shape)
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ptsweep.config import RunConfig
+from ptsweep.config import RunConfig, anchor_at
 from ptsweep.parametrization import MUP_VARIANTS
 
 LR_KEY = "optim.lr"
@@ -44,6 +44,8 @@ def _trial(cfg: RunConfig, study: str, par: str, width: int, x: float, seed: int
     """(overrides, label) of one trial; study "lr" varies optim.lr, "control" the same for the control model
     (``sweep.lr_control`` overrides), "weight" varies sweep.lr_weight_key."""
     ov = {**_common(cfg), "model.parametrization": par, "model.width": int(width), "seed": int(seed)}
+    if par == "mup_sp":  # SP at the study's smallest width (its tuning width), muP beyond
+        ov.update(anchor_at(cfg, min(cfg.sweep.lr_widths), {"model.scaling": cfg.sweep.lr_scaling}))
     if study == "lr":
         ov[LR_KEY] = float(x)
     elif study == "control":

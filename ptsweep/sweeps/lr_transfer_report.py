@@ -97,7 +97,7 @@ def plot(df, result: dict, cfg: RunConfig, path: Path) -> Path | None:
         ax.set_xscale("log", base=2)
         ax.set_xlabel("base learning rate" if study != "weight" else result[study]["x_col"])
         ax.set_ylabel("validation loss (seed mean ± seed SE)")
-        ax.set_title(f"{'muP' if par == 'mup' else 'SP'}: {STUDY_TITLES[study] or result[study]['x_col']}"
+        ax.set_title(f"{'SP' if par == 'sp' else par}: {STUDY_TITLES[study] or result[study]['x_col']}"
                      f" (drift {r['drift_log2']:+.1f} x2)")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7, title="star = optimum (all seeds)", title_fontsize=7)

@@ -158,7 +158,7 @@ def _digest(cfg: RunConfig) -> str:
 PINNED = {
     '': 'e2018f3705',
     'preset=smoke': '80e07cc247',
-    'preset=demo': 'a4ed63f86f',
+    'preset=demo': '2a11525eb1',
     'preset=paper model=bert': 'd09c460c5d',
     'preset=paper data=shakespeare': 'ab74c80526',
     'preset=lr_study model=pt_no_inference data=minipile': 'be45f2bcc9',

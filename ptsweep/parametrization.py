@@ -17,8 +17,8 @@ forward multiplier; spec §8).
 
 Three muP variants share these rules: 'mup_paper' uses the table literally; 'mup' and 'mup_sp' multiply the init
 std and the LR of some tensors by base-shape constants declared with the parameter (``mup_init_mult``,
-``mup_lr_mult``: same exponent of N, a different constant; see ``models.pt_constants.MFVIConstants``). 'mup_sp' picks them so
-that at the base width every tensor's init and AdamW update equal SP's.
+``mup_lr_mult``: same exponent of N, a different constant; see ``models.pt_constants.MFVIConstants``). 'mup_sp' picks
+them so that at the base width every tensor's init and AdamW update equal SP's.
 """
 
 from __future__ import annotations

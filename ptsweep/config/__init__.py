@@ -23,4 +23,5 @@ from ptsweep.config.sweep import SweepConfig
 
 __all__ = ["CONF_DIR", "INFO_WEIGHTS", "MESSAGE_PATHS", "MODEL_SCHEMAS", "TRANSFER_KEYS", "BertConfig", "DataConfig",
            "ModelConfig", "OptimConfig", "PTConfig", "RayConfig", "RunConfig", "SweepConfig", "TrackerConfig",
-           "TrainConfig", "UTConfig", "anchor_at", "compose", "flatten", "from_dict", "schema_keys", "to_dict", "with_overrides"]
+           "TrainConfig", "UTConfig", "anchor_at", "compose", "flatten", "from_dict", "schema_keys", "to_dict",
+           "with_overrides"]

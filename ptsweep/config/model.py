@@ -27,6 +27,7 @@ MUP_CONSTANTS = ("init_unary", "init_u", "init_v", "init_topic", "center_feature
                  "lr_topic", "lr_output")
 """The base-shape constants that only 'mup' reads ('mup_sp' derives its own from SP at ``base_width``)."""
 SCALINGS = ("channels", "rank")
+"""Width-scaling paradigms of PT (``model.scaling``, ``sweep.lr_scaling``)."""
 DAMPED_PARAMETRIZATIONS = ("mup_sp", "mup")
 """The parametrizations whose Z logits are damped (beta_Z = 0.5) when ``model.damping_z`` is unset."""
 
@@ -34,7 +35,6 @@ DAMPED_PARAMETRIZATIONS = ("mup_sp", "mup")
 def default_z_damping(parametrization: str) -> float:
     """beta_Z of a parametrization when ``model.damping_z`` is None (see ``PTConfig.damping_z``)."""
     return 0.5 if parametrization in DAMPED_PARAMETRIZATIONS else 0.0
-"""Width-scaling paradigms of PT (``model.scaling``, ``sweep.lr_scaling``)."""
 
 
 @dataclass

@@ -28,16 +28,13 @@ from ptsweep.sweeps.runner import fit, make_tuner, prepare_base, warm_data
 from ptsweep.sweeps.trainable import trainable_with_resources
 
 
-def _plan_line(study_dir: Path, experiment_name: str, done: int, num_samples: int, interrupted: int,
-               fresh: bool) -> str:
+def _plan_line(tag: str, study_file: Path, done: int, num_samples: int, interrupted: int, fresh: bool) -> str:
     """The search's first line: trials finished, to run, and which queued trials run first."""
-    from ptsweep.sweeps import optuna_store
-
     remaining = num_samples - done
     first = (", the config's own point first" if fresh and remaining > 0 else
              f", {interrupted} interrupted trial(s) continue first" if interrupted and remaining > 0 else "")
-    return (f"[{study_dir.name}/{experiment_name}] optuna study {optuna_store.study_file(study_dir)}: {done} trials "
-            f"finished, {max(remaining, 0)} to run (num_samples={num_samples}){first}")
+    return (f"{tag} optuna study {study_file}: {done} trials finished, {max(remaining, 0)} to run "
+            f"(num_samples={num_samples}){first}")
 
 
 def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_dir: Path, experiment_name: str, *,
@@ -81,8 +78,9 @@ def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_d
     _reconcile(study, study_dir, base, fixed, label)
     done, waiting = optuna_store.counts(study)
     remaining = num_samples - done
-    print(_plan_line(study_dir, experiment_name, done, num_samples, 0 if fresh else waiting, fresh), file=sys.stderr,
-          flush=True)
+    tag = f"[{study_dir.name}/{experiment_name}]"
+    print(_plan_line(tag, optuna_store.study_file(study_dir), done, num_samples, 0 if fresh else waiting, fresh),
+          file=sys.stderr, flush=True)
     if remaining > 0:
         ident = (study_dir, experiment_name, signature, base, fixed, label)
         _tune_remaining(cfg, base_cfg, trial_cfg0, ident, remaining, store=store, asha=asha, space=space, seed=seed,
@@ -90,9 +88,8 @@ def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_d
         study = _reopen(*ident)  # trials whose tell was lost (e.g. a Tune error) get their ledger outcome
     not_run = not_run_count(study, num_samples)
     if not_run and remaining > 0:
-        print(f"[{study_dir.name}/{experiment_name}] {not_run} of num_samples={num_samples} trials did not run "
-              f"(Ray ended them before they trained; see its log above); they are queued: re-run the same command "
-              f"to run them",
+        print(f"{tag} {not_run} of num_samples={num_samples} trials did not run (Ray ended them before they "
+              f"trained; see its log above); they are queued: re-run the same command to run them",
               file=sys.stderr, flush=True)
 
     df = pd.DataFrame(_search_rows(study, study_dir, base, fixed, label, space))

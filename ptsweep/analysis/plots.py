@@ -16,15 +16,8 @@ import pandas as pd
 
 from .fits import coord_slopes, fit_power_law, predict
 
-__all__ = [
-    "plot_distance_vs_increase",
-    "plot_rank_curve",
-    "plot_regret_axes",
-    "plot_scaling",
-    "plot_loss_vs_compute",
-    "plot_coord_check",
-    "plot_lr_transfer",
-]
+__all__ = ["plot_distance_vs_increase", "plot_rank_curve", "plot_regret_axes", "plot_scaling", "plot_loss_vs_compute",
+           "plot_framings", "plot_coord_check", "plot_lr_transfer"]
 
 LR_COLS = ("optim.lr", "lr")
 WIDTH_COLS = ("model.width", "width")
@@ -78,12 +71,19 @@ def _log_ticks(ax, x: str = "eng", y: bool = True) -> None:
         ax.yaxis.set_minor_formatter(NullFormatter())
 
 
-def _band_pct(table: pd.DataFrame, noise_band: float | None) -> float:
-    band = table.attrs.get("noise_band", 0.0) if noise_band is None else noise_band
+def _base_mean(table: pd.DataFrame) -> float:
+    """The base point's mean loss (``table.attrs`` of :func:`~ptsweep.analysis.verification.rank_table`)."""
     mean = table.attrs.get("base_mean")
-    if mean is None:
-        mean = float(table.loc[table["is_base"], "loss"].iloc[0])
-    return 100.0 * float(band) / float(mean) if band else 0.0
+    return float(table.loc[table["is_base"], "loss"].iloc[0]) if mean is None else float(mean)
+
+
+def _draw_noise_band(ax, table: pd.DataFrame, noise_band: float | None) -> None:
+    """The zero line and, when there is one, the noise band in % of the base's loss (default: ``table.attrs``)."""
+    band = table.attrs.get("noise_band", 0.0) if noise_band is None else noise_band
+    if band:
+        pct = 100.0 * float(band) / _base_mean(table)
+        ax.axhspan(-pct, pct, color="0.85", zorder=0, label=f"noise band, Student t (±{pct:.2f} %)")
+    ax.axhline(0.0, color="0.4", lw=0.8, ls="--")
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -99,14 +99,10 @@ def plot_distance_vs_increase(table: pd.DataFrame, path, noise_band: float | Non
     ax = axes[0, 0]
     pts = table[~table["is_base"] & ~table["failed"]]
     n_failed = int((~table["is_base"] & table["failed"]).sum())
-    band = _band_pct(table, noise_band)
-    if band > 0:
-        ax.axhspan(-band, band, color="0.85", zorder=0, label=f"noise band, Student t (±{band:.2f} %)")
-    ax.axhline(0.0, color="0.4", lw=0.8, ls="--")
+    _draw_noise_band(ax, table, noise_band)
     label = f"perturbed points (n={len(pts)}" + (f", {n_failed} failed not shown)" if n_failed else ")")
     if "se" in pts.columns and np.isfinite(pts["se"].astype(float)).any():
-        base_mean = table.attrs.get("base_mean") or float(table.loc[table["is_base"], "loss"].iloc[0])
-        ax.errorbar(pts["distance"], 100 * pts["rel_increase"], yerr=100 * pts["se"].astype(float) / base_mean,
+        ax.errorbar(pts["distance"], 100 * pts["rel_increase"], yerr=100 * pts["se"].astype(float) / _base_mean(table),
                     fmt="o", ms=4, color="tab:blue", ecolor="tab:blue", elinewidth=0.8, capsize=2,
                     label=label + ", ±1 se of the paired contrast")
     else:
@@ -125,10 +121,7 @@ def plot_rank_curve(table: pd.DataFrame, path, noise_band: float | None = None, 
     ax = axes[0, 0]
     ok = table[~table["failed"]]
     base = table[table["is_base"]]
-    band = _band_pct(table, noise_band)
-    if band > 0:
-        ax.axhspan(-band, band, color="0.85", zorder=0, label=f"noise band, Student t (±{band:.2f} %)")
-    ax.axhline(0.0, color="0.4", lw=0.8, ls="--")
+    _draw_noise_band(ax, table, noise_band)
     ax.plot(ok["rank"], 100 * ok["rel_increase"], "-o", ms=3, color="tab:blue", label="all points, sorted")
     ax.scatter(base["rank"], 100 * base["rel_increase"], marker="*", s=260, color="red", zorder=5,
                label=f"base S (rank {int(base['rank'].iloc[0])} of {len(table)})")
@@ -202,7 +195,8 @@ def _loglog_by_model(ax, df, xcol, ycol, model_col, models, fits, fit_kw, xlabel
             srow = _finite(summary[summary[model_col] == m], [xcol, "loss"]).sort_values(xcol)
         if srow is not None and len(srow) and np.isfinite(srow["loss_lo"].astype(float)).any():
             y = srow["loss"].astype(float).to_numpy()
-            err = np.vstack([y - srow["loss_lo"].astype(float).to_numpy(), srow["loss_hi"].astype(float).to_numpy() - y])
+            lo, hi = (srow[c].astype(float).to_numpy() for c in ("loss_lo", "loss_hi"))
+            err = np.vstack([y - lo, hi - y])
             ax.errorbar(srow[xcol], y, yerr=np.nan_to_num(err), fmt="o", ms=5, color=color, capsize=3, zorder=4,
                         label="mean, 95 % t interval (pooled seed sd)")
         elif n_seeds > 1:
@@ -237,19 +231,10 @@ def _loglog_by_model(ax, df, xcol, ycol, model_col, models, fits, fit_kw, xlabel
     ax.legend(fontsize=7)
 
 
-def plot_scaling(
-    df: pd.DataFrame,
-    path,
-    pair: Sequence[str] = ("pt", "bert"),
-    x: str = "params",
-    fits: Mapping[str, Mapping] | None = None,
-    loss_col: str | None = None,
-    model_col: str | None = None,
-    with_const: bool = False,
-    title: str | None = None,
-    summary: pd.DataFrame | None = None,
-    ylabel: str | None = None,
-):
+def plot_scaling(df: pd.DataFrame, path, pair: Sequence[str] = ("pt", "bert"), x: str = "params",
+                 fits: Mapping[str, Mapping] | None = None, loss_col: str | None = None, model_col: str | None = None,
+                 with_const: bool = False, title: str | None = None, summary: pd.DataFrame | None = None,
+                 ylabel: str | None = None):
     """[S] Figure 2: log-log eval loss vs parameter count for the models in ``pair`` with fitted laws.
 
     ``df`` has one row per run (seeds as repeated x). ``x`` is ``"params"`` or ``"non_embedding_params"``. ``fits``
@@ -268,16 +253,9 @@ def plot_scaling(
     return save_figure(fig, path)
 
 
-def plot_loss_vs_compute(
-    df: pd.DataFrame,
-    path,
-    models: Sequence[str] | None = None,
-    loss_col: str | None = None,
-    model_col: str | None = None,
-    title: str | None = None,
-    fits: Mapping[str, Mapping] | None = None,
-    ylabel: str | None = None,
-):
+def plot_loss_vs_compute(df: pd.DataFrame, path, models: Sequence[str] | None = None, loss_col: str | None = None,
+                         model_col: str | None = None, title: str | None = None,
+                         fits: Mapping[str, Mapping] | None = None, ylabel: str | None = None):
     """Log-log eval loss vs training compute, FLOPs = flops_per_token * tokens: every run, means +- 1 sd over seeds,
     one fitted law (+ bootstrap band when ``fits`` come from :func:`fit_scaling_law`) per model."""
     loss_col = loss_col or pick_column(df, *LOSS_COLS)
@@ -366,15 +344,8 @@ def plot_coord_check(df: pd.DataFrame, path, title: str | None = None):
     return save_figure(fig, path)
 
 
-def plot_lr_transfer(
-    df: pd.DataFrame,
-    path,
-    lr_col: str | None = None,
-    width_col: str | None = None,
-    loss_col: str | None = None,
-    param_col: str | None = None,
-    title: str | None = None,
-):
+def plot_lr_transfer(df: pd.DataFrame, path, lr_col: str | None = None, width_col: str | None = None,
+                     loss_col: str | None = None, param_col: str | None = None, title: str | None = None):
     """Validation loss vs LR (log x), one curve per width, one panel per parametrization; optimum per width marked.
 
     Seeds at the same (width, lr) are averaged; diverged (non-finite) points are dropped (the curve ends there).

@@ -13,6 +13,8 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     # for the processes a test starts (Ray sets its trials' threads itself: ray.cpus_per_trial).
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ.setdefault("MKL_NUM_THREADS", "1")
+# Ray reads its auth mode when imported, and some tests import ray before a sweep starts it (as `make test` exports)
+os.environ.setdefault("RAY_AUTH_MODE", "token")
 
 
 @pytest.fixture(scope="module")

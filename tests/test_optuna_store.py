@@ -82,7 +82,7 @@ def test_a_trial_tune_never_finished_is_queued_and_counted_as_not_run(tmp_path: 
     lost = s.suggest("t1")  # proposed; its worker never reported (no on_trial_complete, no ledger record)
     study = _load(tmp_path)
     assert not_run_count(study, 3) == 2  # one lost, one never proposed
-    _reconcile(study, tmp_path, {"seed": 0}, {}, "")
+    _reconcile(study, tmp_path, {"seed": 0}, {}, "", SIG["space"])
     study = _load(tmp_path)
     assert [t.state.name for t in study.trials] == ["COMPLETE", "FAIL", "WAITING"]
     assert study.trials[2].system_attrs["fixed_params"] == lost  # queued again with its own params
@@ -117,10 +117,27 @@ def test_a_killed_drivers_trial_gets_its_ledger_outcome_by_number(tmp_path: Path
     key = trial_key({"seed": 0}, params, "")
     trial_dir(tmp_path, key).mkdir(parents=True)
     (trial_dir(tmp_path, key) / "final.json").write_text('{"status": "ok", "val_loss": 4.5, "trial_key": "%s"}' % key)
-    _reconcile(_load(tmp_path), tmp_path, {"seed": 0}, {}, "")
+    _reconcile(_load(tmp_path), tmp_path, {"seed": 0}, {}, "", SIG["space"])
     study = _load(tmp_path)
     assert [(t.state.name, t.value) for t in study.trials] == [("COMPLETE", 4.5)]
     assert optuna_store.counts(study) == (1, 0)
+
+
+def test_a_trial_killed_before_its_params_were_sampled_is_queued_not_given_the_base_points_record(tmp_path):
+    """The driver died between Optuna's ask and the sampling: the trial has no params, so its trial key is the base
+    config's, which the start point (every value at the base) has already recorded; it must not inherit that."""
+    from ptsweep.identity import trial_key
+    from ptsweep.sweeps.ledger import trial_dir
+    from ptsweep.sweeps.search import _reconcile
+
+    optuna_store.open_study(tmp_path, "search", SIG)[0].ask()  # RUNNING, nothing sampled
+    key = trial_key({"seed": 0}, {}, "")
+    trial_dir(tmp_path, key).mkdir(parents=True)
+    (trial_dir(tmp_path, key) / "final.json").write_text('{"status": "ok", "val_loss": 4.5, "trial_key": "%s"}' % key)
+    _reconcile(_load(tmp_path), tmp_path, {"seed": 0}, {}, "", SIG["space"])
+    study = _load(tmp_path)
+    assert [t.state for t in study.trials] == [optuna.trial.TrialState.FAIL, optuna.trial.TrialState.WAITING]
+    assert optuna_store.counts(study) == (0, 1)
 
 
 def test_no_private_optuna_or_ray_attribute_is_touched() -> None:

@@ -146,6 +146,18 @@ def test_disabled_auth_is_refused_with_one_line(tmp_path):
     assert len(lines) == 1 and "RAY_AUTH_MODE=disabled" in lines[0] and "token" in lines[0], r.stderr
 
 
+def test_ray_imported_before_token_auth_is_refused_with_one_line(tmp_path):
+    """Ray reads RAY_AUTH_MODE once, when imported: a Ray imported earlier without it would run unauthenticated."""
+    code = ("import sys\nimport ray\nfrom ptsweep.cli import main\n"
+            "sys.exit(main(['tune-small', 'preset=smoke', 'tracker=disabled', 'out_dir=%s']))\n" % tmp_path)
+    env = _env()
+    env.pop("RAY_AUTH_MODE", None)
+    r = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and "imported before" in lines[0] and "RAY_AUTH_MODE" in lines[0], \
+        r.stderr
+
+
 @pytest.mark.parametrize("address", ["127.0.0.1:1", "198.51.100.7:6379", "nonsense"])
 def test_wrong_ray_address_is_a_one_line_error_within_30s(address, tmp_path):
     t0 = time.time()
@@ -155,6 +167,21 @@ def test_wrong_ray_address_is_a_one_line_error_within_30s(address, tmp_path):
     assert time.time() - t0 < 30
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert r.returncode == 2 and len(lines) == 1 and address in lines[0] and lines[0].startswith("error:"), r.stderr
+
+
+def test_an_address_where_no_ray_head_listens_is_a_one_line_error_within_a_minute(tmp_path):
+    """Something accepts TCP there, but it is no Ray head: ray.init alone would wait without end."""
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        address = f"127.0.0.1:{server.getsockname()[1]}"
+        t0 = time.time()
+        r = subprocess.run([sys.executable, "-m", "ptsweep", "tune-small", "preset=smoke", "tracker=disabled",
+                            f"out_dir={tmp_path}"], cwd=REPO, env={**_env(), "RAY_ADDRESS": address},
+                           capture_output=True, text=True, timeout=120)
+    assert time.time() - t0 < 60
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and "not a reachable Ray cluster" in lines[0], r.stderr
 
 
 def test_missing_ray_is_a_one_line_error(tmp_path):

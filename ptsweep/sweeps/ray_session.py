@@ -12,8 +12,9 @@ answers HTTP 401). So ptsweep
   makes it 0600 so other users of a shared machine cannot read it);
 - starts the dashboard off (``include_dashboard=False``) and asks for the loopback address anyway.
 
-Errors: no Ray installed, an unreachable ``RAY_ADDRESS`` / ``ray.address`` (a TCP probe with a 5 s timeout, instead of
-Ray's minute of retries) or a missing token each give one ``SweepError`` line.
+Errors: no Ray installed, an unreachable ``RAY_ADDRESS`` / ``ray.address`` (a TCP probe with a 5 s timeout, then a
+connection from a child process with a 30 s deadline: an in-process ``ray.init`` waits without end on a port that is
+no Ray head), a missing token, or a Ray imported before token auth was on each give one ``SweepError`` line.
 
 Stopping (one line, the resume command, status 130 / 143, no native dumps):
 
@@ -42,6 +43,7 @@ import os
 import signal
 import socket
 import stat
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -49,6 +51,8 @@ from pathlib import Path
 from ptsweep.errors import SweepError
 
 AUTH_ENV = "RAY_AUTH_MODE"
+PROBE_TIMEOUT_S = 30.0
+"""Deadline of the probe that joins a cluster from a child process first (Ray's import and connect take ~5-10 s)."""
 TOKEN_PATH = Path.home() / ".ray" / "auth_token"
 
 
@@ -78,17 +82,18 @@ def import_ray():
 
 
 def _require_token_auth() -> None:
+    """Token authentication on before Ray reads its config: RAY_AUTH_MODE unset -> token, any other mode refused.
+    Ray reads the mode once, when imported, so a Ray imported earlier without it is refused too (one line each)."""
     mode = os.environ.get(AUTH_ENV, "").strip().lower()
     if mode and mode != "token":
         raise SweepError(f"{AUTH_ENV}={os.environ[AUTH_ENV]}: ptsweep never runs Ray without token authentication "
                          f"(anyone who reaches this machine could run code on it); unset {AUTH_ENV} or set it to token")
     if mode != "token":
+        if "ray" in sys.modules:
+            raise SweepError(f"Ray was imported before ptsweep could turn on its token authentication (Ray reads "
+                             f"{AUTH_ENV} when imported): export {AUTH_ENV}=token, or start the sweep before "
+                             f"importing ray")
         os.environ[AUTH_ENV] = "token"
-        if "ray" in sys.modules:  # imported earlier: refresh its cached config (as Ray's own _enable_token_auth does)
-            with contextlib.suppress(Exception):
-                from ray._raylet import Config
-
-                Config.initialize("")
 
 
 def protect_token_file() -> None:
@@ -97,20 +102,6 @@ def protect_token_file() -> None:
     with contextlib.suppress(OSError):
         if path.is_file() and path.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO):
             path.chmod(0o600)
-
-
-@contextlib.contextmanager
-def _quiet_fd2():
-    """Silence file descriptor 2 (C++ logging bypasses sys.stderr) for the duration of the block."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    try:
-        with open(os.devnull, "w") as null:
-            os.dup2(null.fileno(), 2)
-            yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
 
 
 def _probe(address: str, timeout: float = 5.0) -> None:
@@ -126,22 +117,24 @@ def _probe(address: str, timeout: float = 5.0) -> None:
     except OSError as e:
         raise SweepError(f"ray.address / RAY_ADDRESS={address}: no Ray head answers there ({type(e).__name__}: {e}); "
                          f"start one with `ray start --head` or unset RAY_ADDRESS for a local Ray") from None
-    # Something listens: ask it as a GCS, with a timeout (ray.init would retry for about a minute). Private Ray API:
-    # skipped if it moved.
+    # Something listens: connect to it as Ray would, in a child process with a deadline (in this process ray.init
+    # waits without end on a port that is not a Ray head, and prints a C++ retry line every 5 s)
+    code = "import ray; ray.init(address=%r, log_to_driver=False); print('ptsweep-probe: connected')" % address
     try:
-        from ray._raylet import InnerGcsClient
-
-        standalone = InnerGcsClient.standalone
-    except (ImportError, AttributeError):
-        return
-    try:
-        with _quiet_fd2():  # Ray's C++ client logs every retry to stderr; the one-line error below says it all
-            standalone(address, None, int(timeout * 1000))
-    except Exception as e:  # noqa: BLE001 - RpcError (not a GCS, wrong token, timeout)
-        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
+        ok, why = "ptsweep-probe: connected" in r.stdout, _last_error_line(r.stderr)
+    except subprocess.TimeoutExpired:
+        ok, why = False, f"no Ray answer within {PROBE_TIMEOUT_S:.0f} s"
+    if not ok:
         hint = ("; this cluster uses token auth: put its token in RAY_AUTH_TOKEN (`ray get-auth-token` on the head "
-                "prints it)") if "auth" in msg.lower() else "; is it a Ray head (`ray start --head`)?"
-        raise SweepError(f"ray.address / RAY_ADDRESS={address}: not a reachable Ray cluster ({msg}){hint}") from None
+                "prints it)") if "auth" in why.lower() else "; is it a Ray head (`ray start --head`)?"
+        raise SweepError(f"ray.address / RAY_ADDRESS={address}: not a reachable Ray cluster ({why}){hint}")
+
+
+def _last_error_line(stderr: str) -> str:
+    """The last line of a child's traceback (the exception), or its last line of output."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    return next((ln for ln in reversed(lines) if "Error" in ln.split(":")[0]), lines[-1] if lines else "no output")
 
 
 def _init(address: str, ray_cfg) -> None:
@@ -176,13 +169,11 @@ def ray_session(ray_cfg):
     # ... and a worker's child processes (a trial's wandb-core) are not killed as the worker exits, before its exit
     # hooks ran: the trial's W&B run is finished by its tracker's exit hook (tracking.WandbTracker), not cut off
     os.environ.setdefault("RAY_kill_child_processes_on_worker_exit", "false")
-    if "ray" not in sys.modules:  # Ray reads RAY_AUTH_MODE into its config when imported
-        _require_token_auth()
+    _require_token_auth()
     ray = import_ray()
     if ray.is_initialized():
         yield
         return
-    _require_token_auth()
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     # Tune's automatic CSV/JSON/TensorBoard result loggers duplicate the ledger (and choke on val_loss = inf).
     os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
@@ -260,15 +251,18 @@ def _hard_exit(signum: int = signal.SIGINT, detail: str = "second Ctrl-C: exitin
     os._exit(EXIT_STATUS.get(signum, 128 + int(signum)))
 
 
-def _mute_worker_output() -> None:
-    """Stop printing the trial workers' forwarded output. After a stop request it is only teardown noise: Tune ends
-    a stopped trial's actor without waiting for its thread, so W&B's atexit hook in the worker prints a
-    ConnectionResetError traceback per running trial (the trial's own record is ``interrupted.json``). Private Ray
-    API (the driver's log dispatcher, Ray 2.60); skipped if it moved."""
-    with contextlib.suppress(Exception):
-        from ray._private.ray_logging import global_worker_stdstream_dispatcher
-
-        global_worker_stdstream_dispatcher.remove_handler("ray_print_logs")
+def silence_worker_output() -> None:
+    """Send this trial worker's stdout and stderr to /dev/null (a worker whose trial was stopped by Ctrl-C). What
+    it would print from here on is teardown noise: Tune ends a stopped trial's actor without waiting for its thread,
+    so W&B's exit hook prints a ConnectionResetError traceback per running trial; the trial's own record is
+    ``interrupted.json``. Each trial runs in its own actor process, so no other trial's output is lost."""
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+        os.close(devnull)
 
 
 def _drop_worker_exit_noise(hook_args) -> None:
@@ -313,7 +307,6 @@ def interrupt_guard(name: str, marker: Path | None = None):
             _hard_exit()
         INTERRUPT.requested = True
         logging.getLogger("ray.tune").setLevel(logging.WARNING)  # no INFO lines about saved state after the stop line
-        _mute_worker_output()
         if marker is not None:
             with contextlib.suppress(OSError):
                 marker.parent.mkdir(parents=True, exist_ok=True)

@@ -75,7 +75,7 @@ def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_d
     fresh = bool(start) and not study.trials  # a new study queues the config's own point first
     if fresh:
         study.enqueue_trial(start)
-    _reconcile(study, study_dir, base, fixed, label)
+    _reconcile(study, study_dir, base, fixed, label, space)
     done, waiting = optuna_store.counts(study)
     remaining = num_samples - done
     tag = f"[{study_dir.name}/{experiment_name}]"
@@ -125,7 +125,7 @@ def _reopen(study_dir: Path, experiment_name: str, signature: dict, base: dict, 
     from ptsweep.sweeps import optuna_store
 
     study = optuna_store.open_study(study_dir, experiment_name, signature)[0]
-    _reconcile(study, study_dir, base, fixed, label)
+    _reconcile(study, study_dir, base, fixed, label, signature["space"])
     return study
 
 
@@ -196,15 +196,18 @@ def _result_config(base: Mapping[str, Any]) -> dict:
     return json.loads(json.dumps(jsonable(trial_config(base))))
 
 
-def _reconcile(study, study_dir: Path, base: dict, fixed: Mapping[str, Any], label: str) -> None:
+def _reconcile(study, study_dir: Path, base: dict, fixed: Mapping[str, Any], label: str,
+               space: Mapping[str, Any]) -> None:
     """Trials left RUNNING by a driver that was killed: finished ones get their ledger outcome, the others are
-    recorded as interrupted and queued again."""
+    recorded as interrupted and queued again. A trial killed before all of ``space`` was sampled never trained: its
+    partial params would name another trial's key (the base config's, with none), so it is queued, never matched."""
     from optuna.trial import TrialState
 
     from ptsweep.sweeps import optuna_store
 
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        record = read_ledger(study_dir, trial_key(base, {**fixed, **t.params}, label))
+        sampled = set(space) <= set(t.params)
+        record = read_ledger(study_dir, trial_key(base, {**fixed, **t.params}, label)) if sampled else None
         optuna_store.tell_from_record(study, t.number, record, interrupted=record is None)
 
 

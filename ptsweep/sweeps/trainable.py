@@ -31,7 +31,7 @@ from ptsweep.io import write_json
 from ptsweep.sweeps import ledger
 from ptsweep.sweeps.code_version import REFUSED, check_worker_source, git_commit, source_fingerprint
 from ptsweep.sweeps.fields import FINAL_STATUSES, TRIAL_FIELD, finite_or_inf, one_line
-from ptsweep.sweeps.ray_session import quiet_worker_exit
+from ptsweep.sweeps.ray_session import quiet_worker_exit, silence_worker_output
 
 
 def _report_subset(m: Mapping[str, Any]) -> dict:
@@ -54,17 +54,6 @@ class _EarlyStopped(Exception):
     records the run with this ``status``)."""
 
     status = "early_stopped"
-
-
-def _stop_requested() -> bool:
-    """True once Tune has asked this trial to stop (its session is finishing or already gone)."""
-    try:
-        from ray.train._internal.session import get_session
-
-        session = get_session()
-        return session is None or session.stop_event.is_set()
-    except Exception:  # noqa: BLE001 - private Ray API: never let it break a trial
-        return False
 
 
 def _node_id() -> str:
@@ -138,8 +127,10 @@ class _Trial:
     def interrupted(self) -> bool:
         return ledger.was_interrupted(self.study)
 
-    def record_interrupt(self) -> None:  # not a ledger record: the trial runs again (from its checkpoint) on resume
+    def record_interrupt(self) -> None:
+        """Ctrl-C: not a ledger record (the trial runs again, from its checkpoint, on resume); the worker goes quiet."""
         ledger.record_interrupt(self.study, self.key, self.last)
+        silence_worker_output()
 
     def record_stop(self) -> None:
         """A trial Tune stopped: interrupted by Ctrl-C (runs again on resume) or early-stopped by the scheduler
@@ -152,17 +143,23 @@ class _Trial:
                       self.source_sha)
 
     def report(self, m: dict) -> None:
-        """``train.run``'s report_fn: stop at once when Tune stopped the trial, else record and report ``m``."""
+        """``train.run``'s report_fn: record ``m`` and report it to Tune. Tune stops a trial (ASHA; every trial on
+        Ctrl-C) by ending ``tune.report`` with SystemExit, turned here into the status the run records; a trial
+        stopped before its first report has no Tune session left, and only the study's Ctrl-C marker tells it."""
         from ray import tune
 
-        if _stop_requested():  # ASHA (or Ctrl-C) stopped the trial: do not train on while the actor shuts down
-            if self.interrupted():
-                raise KeyboardInterrupt("sweep interrupted (Ctrl-C)")
-            raise _EarlyStopped(f"stopped by the Tune scheduler (ASHA) after step {self.last.get('step', 0)}")
+        if self.interrupted():
+            raise KeyboardInterrupt("sweep interrupted (Ctrl-C)")
         self.last.update(m)
         sub = _report_subset({**m, "trial_key": self.key})
         write_json(self.tdir / "progress.json", sub)  # last reported metrics: the record of an ASHA-stopped trial
-        tune.report(sub)
+        try:
+            tune.report(sub)
+        except SystemExit:
+            if self.interrupted():
+                raise KeyboardInterrupt("sweep interrupted (Ctrl-C)") from None
+            raise _EarlyStopped(f"stopped by the Tune scheduler (ASHA) after step {self.last.get('step', 0)}") \
+                from None
 
     def run(self, base: dict) -> dict | None:
         """The trial's metrics to record (failed runs included), or None when it was interrupted (Ctrl-C: runs
@@ -190,11 +187,11 @@ class _Trial:
         except (SystemExit, _EarlyStopped):  # Tune stopped the trial (ASHA); Ray's sys.exit ends only this thread
             self.record_stop()
         except Exception as e:  # noqa: BLE001 - any failure is recorded, never propagated
-            if not _stop_requested():
+            if not self.interrupted():
                 print(f"[ptsweep] trial {self.key} failed: {one_line(e)}", file=sys.stderr)
                 return {"status": "failed", "error": one_line(e), "val_loss": math.inf,
                         "steps": self.last.get("step", 0), "tokens": self.last.get("tokens", 0)}
-            self.record_stop()  # e.g. W&B torn down while the stopped trial's actor exits
+            self.record_interrupt()  # a failure while the sweep stops (e.g. W&B torn down): runs again on resume
         finally:
             if tracker is not None:
                 with contextlib.suppress(Exception):  # never lose the trial's record to a tracker shutdown error

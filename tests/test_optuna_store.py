@@ -144,6 +144,10 @@ def test_no_private_optuna_or_ray_attribute_is_touched() -> None:
     src = "\n".join((Path(optuna_store.__file__).parent / f).read_text()
                     for f in ("optuna_store.py", "search.py", "runner.py"))
     assert not re.findall(r"\w\._[a-zA-Z]\w*", src.replace("``search._reconcile``", ""))
+    package = Path(optuna_store.__file__).parents[1]  # and no private module of either library anywhere
+    private = {str(p.relative_to(package)): hits for p in package.rglob("*.py")
+               if (hits := re.findall(r"\b(?:ray|optuna)(?:\.\w+)*\._\w+", p.read_text()))}
+    assert not private, private
 
 
 def test_one_tuner_construction_in_the_package() -> None:

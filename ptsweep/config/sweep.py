@@ -31,10 +31,10 @@ class SweepConfig:
     """Log-uniform range of each information weight: contains every weight's measured optimum at the default
     (experiments/lr-transfer/README.md, "The six weights of the candidate")."""
     weight_ranges: dict[str, list[Any]] = field(default_factory=lambda: {
-        w: [0.5, 4.0] for w in ("w_attn", "w_unary", "w_head", "w_child")})
+        w: [0.5, 4.0] for w in ("w_attn", "w_unary", "w_head", "w_child", "w_topic_g")})
     """Per-weight log-uniform ranges that replace ``weight_range`` for the weights named (keys: w_unary, w_child,
-    w_head, w_topic_z, w_attn, w_topic_g). Default: w_attn, w_unary, w_head and w_child in [0.5, 4], whose measured
-    optima sit at 2, the edge of their grids (experiments/lr-transfer/README.md)."""
+    w_head, w_topic_z, w_attn, w_topic_g). Default: every weight but w_topic_z (flat at both widths measured) in
+    [0.5, 4]: their optima at width 128 sit at 2, the edge of their grids (experiments/lr-transfer/README.md)."""
     asha_grace_frac: float = 0.25
     """ASHA: minimum fraction of the budget before a trial can be stopped."""
     asha_reduction: int = 3

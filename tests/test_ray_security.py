@@ -169,7 +169,7 @@ def test_wrong_ray_address_is_a_one_line_error_within_30s(address, tmp_path):
     assert r.returncode == 2 and len(lines) == 1 and address in lines[0] and lines[0].startswith("error:"), r.stderr
 
 
-def test_an_address_where_no_ray_head_listens_is_a_one_line_error_within_a_minute(tmp_path):
+def test_an_address_where_no_ray_head_listens_is_a_one_line_error_at_the_probes_deadline(tmp_path):
     """Something accepts TCP there, but it is no Ray head: ray.init alone would wait without end."""
     import socket
 
@@ -177,9 +177,9 @@ def test_an_address_where_no_ray_head_listens_is_a_one_line_error_within_a_minut
         address = f"127.0.0.1:{server.getsockname()[1]}"
         t0 = time.time()
         r = subprocess.run([sys.executable, "-m", "ptsweep", "tune-small", "preset=smoke", "tracker=disabled",
-                            f"out_dir={tmp_path}"], cwd=REPO, env={**_env(), "RAY_ADDRESS": address},
-                           capture_output=True, text=True, timeout=120)
-    assert time.time() - t0 < 60
+                            f"out_dir={tmp_path}"], cwd=REPO, capture_output=True, text=True, timeout=120,
+                           env={**_env(), "RAY_ADDRESS": address, "PTSWEEP_RAY_PROBE_TIMEOUT_S": "8"})
+    assert time.time() - t0 < 30
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert r.returncode == 2 and len(lines) == 1 and "not a reachable Ray cluster" in lines[0], r.stderr
 

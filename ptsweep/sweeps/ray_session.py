@@ -51,8 +51,9 @@ from pathlib import Path
 from ptsweep.errors import SweepError
 
 AUTH_ENV = "RAY_AUTH_MODE"
-PROBE_TIMEOUT_S = 30.0
-"""Deadline of the probe that joins a cluster from a child process first (Ray's import and connect take ~5-10 s)."""
+PROBE_TIMEOUT_S = float(os.environ.get("PTSWEEP_RAY_PROBE_TIMEOUT_S", "30"))
+"""Deadline of the probe that joins a cluster from a child process first (Ray's import and connect take ~5-10 s);
+``PTSWEEP_RAY_PROBE_TIMEOUT_S`` sets another."""
 TOKEN_PATH = Path.home() / ".ray" / "auth_token"
 
 

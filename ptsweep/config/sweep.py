@@ -28,8 +28,8 @@ class SweepConfig:
     lr_range: tuple[float, float] = (1e-3, 1e-1)
     """Log-uniform range of optim.lr for PT."""
     weight_range: tuple[float, float] = (0.5, 2.0)
-    """Log-uniform range of each information weight: contains every weight's measured optimum at the default
-    (experiments/lr-transfer/README.md, "The six weights of the candidate")."""
+    """Log-uniform range of each information weight not named in ``weight_ranges`` (by default w_topic_z, flat at
+    both widths measured: experiments/lr-transfer/README.md, "The default where models are trained")."""
     weight_ranges: dict[str, list[Any]] = field(default_factory=lambda: {
         w: [0.5, 4.0] for w in ("w_attn", "w_unary", "w_head", "w_child", "w_topic_g")})
     """Per-weight log-uniform ranges that replace ``weight_range`` for the weights named (keys: w_unary, w_child,

@@ -1,0 +1,59 @@
+"""Single points of the information-weight study (width, weight, value, seed) at the long budget, without re-running
+the LR grid that an lr-transfer weight study carries with it: each point is the trial the lr-transfer plan builds
+(``lr_transfer_plan._trial``, study "weight": mup_sp anchored at the smallest of ``sweep.lr_widths``, eta
+``sweep.lr_weight_lr``), run by ``sweeps.runner.run_trials`` (real Ray Tune, resumable from the ledger in
+``runs/<sweep.study>/trials``). Tables: ``lever_table.py runs/<study> --width 128``.
+
+    PYTHONPATH=. python experiments/lr-transfer/weight_points.py w_topic_g=2:0,1,2 w_child=8:0 sweep.study=weight-points
+
+Arguments of the form ``weight=value:seeds`` are points; every other argument is a Hydra override.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from ptsweep.config import compose
+from ptsweep.sweeps.lr_transfer_plan import _trial
+from ptsweep.sweeps.outputs import study_path
+from ptsweep.sweeps.ray_session import ray_session
+from ptsweep.sweeps.runner import run_trials
+
+STUDY = ["preset=lr_study", "tracker=disabled", "optim.warmup_frac=0.25", "model.damping_z=0.5",
+         "sweep.lr_parametrizations=[mup_sp]", "model.base_width=32", "model.base_rank=8",
+         "sweep.lr_widths=[32,64,128]", "train.tokens=1228800", "sweep.lr_weight_lr=0.02"]
+"""The candidate study's settings (run_candidate_study.sh): the weight points are its trials."""
+
+
+def points(specs: list[str]) -> list[tuple[str, float, int]]:
+    """``w_child=8:0,1`` -> [("model.w_child", 8.0, 0), ("model.w_child", 8.0, 1)]."""
+    out = []
+    for spec in specs:
+        key, rest = spec.split("=", 1)
+        value, seeds = rest.split(":", 1)
+        out += [(f"model.{key}", float(value), int(s)) for s in seeds.split(",")]
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("args", nargs="+", help="points (weight=value:seed,seed) and Hydra overrides")
+    ap.add_argument("--width", type=int, default=128)
+    args = ap.parse_args()
+    specs = [a for a in args.args if ":" in a and a.startswith("w_")]
+    overrides = [a for a in args.args if a not in specs]
+    trials, labels = [], []
+    for key, value, seed in points(specs):
+        cfg = compose(STUDY + [f"sweep.lr_weight_key={key}"] + overrides)
+        ov, label = _trial(cfg, "weight", "mup_sp", args.width, value, seed)
+        trials.append(ov)
+        labels.append(label)
+    sdir = study_path(cfg, "lr-transfer")
+    sdir.mkdir(parents=True, exist_ok=True)
+    with ray_session(cfg.ray):
+        df = run_trials(cfg, trials, sdir, "points", labels=labels)
+    print(df.drop(columns=["trial_key"]).to_string(index=False))
+
+
+if __name__ == "__main__":
+    main()

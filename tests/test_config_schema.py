@@ -141,8 +141,7 @@ def test_types_are_converted_by_the_schema() -> None:
     assert cfg.train.micro_batch_size == "auto" and cfg.model.damping_z == 0.3
     # a map override is merged into the map (Hydra), a new key included; its keys are the schema's validate's to check
     assert compose(["sweep.weight_ranges={w_head:[1,2]}"]).sweep.weight_ranges == {
-        "w_attn": [0.5, 4.0], "w_unary": [0.5, 4.0], "w_head": [1, 2], "w_child": [0.5, 4.0],
-        "w_topic_g": [0.5, 4.0]}
+        "w_attn": [0.5, 4.0], "w_unary": [0.5, 4.0], "w_head": [1, 2], "w_child": [0.5, 4.0]}
     switched = with_overrides(cfg, {"model.name": "ut", "model.width": 128})
     assert type(switched.model) is MODEL_SCHEMAS["ut"] and switched.model.width == 128
 

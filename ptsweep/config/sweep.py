@@ -28,13 +28,14 @@ class SweepConfig:
     lr_range: tuple[float, float] = (1e-3, 1e-1)
     """Log-uniform range of optim.lr for PT."""
     weight_range: tuple[float, float] = (0.5, 2.0)
-    """Log-uniform range of each information weight not named in ``weight_ranges`` (by default w_topic_z, flat at
-    both widths measured: experiments/lr-transfer/README.md, "The default where models are trained")."""
+    """Log-uniform range of each information weight not named in ``weight_ranges`` (by default w_topic_z and
+    w_topic_g: optimum 1 or flat at both widths measured; experiments/lr-transfer/README.md, "The default where
+    models are trained")."""
     weight_ranges: dict[str, list[Any]] = field(default_factory=lambda: {
-        w: [0.5, 4.0] for w in ("w_attn", "w_unary", "w_head", "w_child", "w_topic_g")})
+        w: [0.5, 4.0] for w in ("w_attn", "w_unary", "w_head", "w_child")})
     """Per-weight log-uniform ranges that replace ``weight_range`` for the weights named (keys: w_unary, w_child,
-    w_head, w_topic_z, w_attn, w_topic_g). Default: every weight but w_topic_z (flat at both widths measured) in
-    [0.5, 4]: their optima at width 128 sit at 2, the edge of their grids (experiments/lr-transfer/README.md)."""
+    w_head, w_topic_z, w_attn, w_topic_g). Default: w_unary, w_attn, w_head and w_child in [0.5, 4]: their optima at
+    width 128 sit at 2 or above, the edge of their 0.5 / 1 / 2 grids (experiments/lr-transfer/README.md)."""
     asha_grace_frac: float = 0.25
     """ASHA: minimum fraction of the budget before a trial can be stopped."""
     asha_reduction: int = 3

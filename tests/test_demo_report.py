@@ -111,14 +111,15 @@ def test_the_transfer_results_first_line_says_when_n_points_bound_no_regret():
 
     vs = {"verdict": "inconclusive", "statement": "regret INCONCLUSIVE: a plane ... 7.30 %", "n_perturbed_run": 8,
           "regret": {"regret_rel": 0.073, "regret_rel_ci": [0.0, 0.2325], "model": "linear"},
-          "strict": {"verdict": "PASS", "statement": "the base beats all 8 points"},
-          "contrast_verdict": "inconclusive", "contrast_statement": "INCONCLUSIVE: t = -1.2", "n_valid": 8,
+          "strict": {"verdict": "PASS", "statement": "the base beats all 8 points."},
+          "contrast_verdict": "inconclusive", "contrast_statement": "INCONCLUSIVE: t = -1.2.", "n_valid": 8,
           "neighbourhood_delta": 0.004, "neighbourhood_se": 0.002, "neighbourhood_t": 2.0}
     line = headline(vs)
     assert line.startswith("NO REGRET BOUND: n = 8 perturbed points cannot bound a regret")
     assert "15 coefficients: n >= 15" in line and "**PASS** - the base beats all 8 points" in line
     assert "contrast rule **INCONCLUSIVE** - INCONCLUSIVE: t = -1.2" in line
     assert "7.30" not in transfer_line(vs) and transfer_line(vs).startswith("NO REGRET BOUND")
+    assert ".;" not in line and ".." not in transfer_line(vs)  # the statements' own full stops are not doubled
     vs["regret"]["model"] = "diagonal"  # n >= 15: the regret with its bound leads
     assert headline(vs) == vs["statement"]
     assert transfer_line(vs).startswith("**INCONCLUSIVE** (regret verdict): regret 7.30% [0.00%, 23.25%]")

@@ -171,7 +171,7 @@ def transfer_line(vs: dict) -> str:
             f"{str(vs.get('contrast_verdict', 'n/a')).upper()}, strict test of [S] "
             f"{(vs.get('strict') or {}).get('verdict', 'n/a')}"
             if reg.get("model") not in (None, "linear") and "regret_rel" in reg else headline(vs))
-    return (f"{lead}. Neighbourhood - base = {num(vs.get('neighbourhood_delta'), 4, True)} +- "
+    return (f"{lead.rstrip('.')}. Neighbourhood - base = {num(vs.get('neighbourhood_delta'), 4, True)} +- "
             f"{num(vs.get('neighbourhood_se'), 4)} (t = {num(vs.get('neighbourhood_t'), 2, True)}); "
             f"{vs.get('n_better_paired', '?')} of {vs.get('n_valid', '?')} points beat the base, "
             f"{vs.get('n_better_beyond_noise', '?')} beyond noise")

@@ -243,7 +243,8 @@ def headline(summary: dict) -> str:
     return (f"NO REGRET BOUND: n = {summary.get('n_perturbed_run', '?')} perturbed points cannot bound a regret (the "
             f"curved surface over the {len(TRANSFER_KEYS)} transferred values has {p} coefficients: n >= {p} "
             f"perturbed points; {why}). Instead: strict test of [S] §3.1 **{strict.get('verdict', 'n/a')}** - "
-            f"{strict.get('statement', '')}; contrast rule **{str(summary.get('contrast_verdict', 'n/a')).upper()}** "
+            f"{strict.get('statement', '').rstrip('.')}; "
+            f"contrast rule **{str(summary.get('contrast_verdict', 'n/a')).upper()}** "
             f"- {summary.get('contrast_statement', '')}")
 
 

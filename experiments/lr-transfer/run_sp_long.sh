@@ -5,7 +5,7 @@
 # Resumable from its ledger like the other study scripts; run it from a detached worktree:
 #   git worktree add --detach ../study HEAD && cd ../study && mkdir -p runs && cp -r ../main/runs/cache runs/
 #   PY=../main/.venv/bin/python setsid nohup bash experiments/lr-transfer/run_sp_long.sh > runs/sp-long.log 2>&1 &
-# Tables while it runs: PYTHONPATH=. $PY experiments/lr-transfer/lever_table.py runs/sp-long --width 128 --seeds 0 1 2
+# Tables while it runs: PYTHONPATH=. $PY experiments/lr-transfer/lever_table.py runs/sp-long --par sp --width 128
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source experiments/lr-transfer/study_env.sh

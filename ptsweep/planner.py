@@ -5,7 +5,7 @@ Trials per sweep (the same enumeration as the sweep modules; early stopping igno
     tune-small        sweep.num_samples PT runs at model.width, train.tokens each
     verify-transfer   sweep.seeds + max(n_required(alpha, p), sweep.n) PT runs at sweep.width
     scaling-curves    per baseline (bert, ut) and scale (shape: ``sizing.match_shape``, sweep.match):
-                      sweep.baseline_samples (0 = sweep.num_samples) search runs at baseline_search_frac * tokens
+                      sweep.baseline.samples (0 = sweep.num_samples) search runs at baseline.search_frac * tokens
                       + sweep.seeds final runs; per PT scaling and scale: sweep.seeds runs
 
 Memory model of one training step (``activation_bytes``; elements x ``bytes_per_element``, 4 = fp32, a bound for
@@ -163,8 +163,8 @@ def plan(cfg: RunConfig, sweeps=SWEEPS, gpu_mem_gb: float = 80.0, peak_tflops: f
                 for s in sweep_cfg.scales:
                     mcfg = match_shape(kind, _pt(cfg, s, scalings[0]), cfg.data.vocab_size, cfg.data.seq_len,
                                        cfg.data.mask_prob, sweep_cfg.match)
-                    search = max(1.0, sweep_cfg.baseline_search_frac * tokens)
-                    rows.append(plan_trial(cfg, name, mcfg, sweep_cfg.baseline_samples or sweep_cfg.num_samples,
+                    search = max(1.0, sweep_cfg.baseline.search_frac * tokens)
+                    rows.append(plan_trial(cfg, name, mcfg, sweep_cfg.baseline.samples or sweep_cfg.num_samples,
                                            search, *args))
                     rows.append(plan_trial(cfg, name, mcfg, sweep_cfg.seeds, tokens, *args))
             if "pt" in sweep_cfg.models:

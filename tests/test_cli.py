@@ -110,8 +110,8 @@ def test_presets_set_documented_values() -> None:
     assert paper.sweep.scales == [256, 512, 768, 1024, 1536, 2048, 3072] and paper.ray.gpus_per_trial == 1
     for c in (demo, paper, smoke):  # every width a sweep will train is a valid PT shape under its scaling
         paradigms = ["channels", "rank"] if c.sweep.scaling == "both" else [c.sweep.scaling]
-        checks = [(w, s) for w in [c.sweep.width, *c.sweep.scales, *c.sweep.coord_widths] for s in paradigms]
-        checks += [(w, c.sweep.lr_scaling) for w in c.sweep.lr_widths]
+        checks = [(w, s) for w in [c.sweep.width, *c.sweep.scales, *c.sweep.coord_check.widths] for s in paradigms]
+        checks += [(w, c.sweep.lr_transfer.scaling) for w in c.sweep.lr_transfer.widths]
         for w, scaling in checks:
             cli.compose([f"preset={c.preset}", f"model.width={w}", f"model.scaling={scaling}"])
     assert smoke.train.tokens <= 8192 and smoke.data.vocab_size == 1000

@@ -110,13 +110,37 @@ def test_every_yaml_key_is_a_schema_key() -> None:
     (["model.widht=512"], "model.widht: unknown config key (did you mean model.width?)"),
     (["model=bert", "model.n_layer=2"], "model.n_layer: unknown config key (did you mean model.n_layers?)"),
     (["data.vocab_sise=512"], "data.vocab_sise: unknown config key (did you mean data.vocab_size?)"),
-    (["sweep.coord_width=[64,128]"], "sweep.coord_width: unknown config key (did you mean sweep.coord_widths?)"),
+    (["sweep.coord_check.width=[64,128]"],
+     "sweep.coord_check.width: unknown config key (did you mean sweep.coord_check.widths?)"),
     (["sed=3"], "sed: unknown config key (did you mean seed?)"),
 ])
 def test_near_miss_key_says_did_you_mean(overrides: list[str], message: str) -> None:
     with pytest.raises(ConfigError) as e:
         compose(overrides)
     assert str(e.value) == message
+
+
+@pytest.mark.parametrize("old, new", [("sweep.lr_widths", "sweep.lr_transfer.widths"),
+                                      ("sweep.coord_steps", "sweep.coord_check.steps"),
+                                      ("sweep.strict", "sweep.coord_check.strict"),
+                                      ("sweep.baseline_lr_range", "sweep.baseline.lr_range")])
+def test_a_flat_sweep_key_of_earlier_versions_says_what_it_was_renamed_to(old: str, new: str) -> None:
+    value, parsed = {"sweep.lr_widths": ("[32,64]", [32, 64]), "sweep.strict": ("true", True),
+                     "sweep.baseline_lr_range": ("[1e-4,1e-2]", (1e-4, 1e-2))}.get(old, ("3", 3))
+    with pytest.raises(ConfigError) as e:
+        compose([f"{old}={value}"])
+    assert str(e.value) == f"{old}: renamed to {new}"
+    cfg = compose([f"{new}={value}"])  # the new key takes the same value
+    section, _, leaf = new.removeprefix("sweep.").partition(".")
+    assert getattr(getattr(cfg.sweep, section), leaf) == parsed
+
+
+def test_closed_sweep_choices_are_enums_that_still_read_as_strings() -> None:
+    cfg = compose(["sweep.match=flops", "sweep.scaling=both", "sweep.coord_check.schedule=train"])
+    assert (cfg.sweep.match, cfg.sweep.scaling, cfg.sweep.coord_check.schedule) == ("flops", "both", "train")
+    assert to_dict(cfg)["sweep"]["match"] == "flops" and type(to_dict(cfg)["sweep"]["match"]) is str
+    with pytest.raises(ConfigError, match=r"^sweep.coord_check.schedule: .*constant, train"):
+        compose(["sweep.coord_check.schedule=cosine"])
 
 
 def test_unknown_keys_and_wrong_types_are_one_line_naming_the_key() -> None:

@@ -20,7 +20,7 @@ from ptsweep.data import prepare
 from ptsweep.sweeps import coord_check as cc
 
 WIDTHS = [64, 128, 256]
-PAPER = {"sweep.coord_parametrizations": ["mup_paper"]}
+PAPER = {"sweep.coord_check.parametrizations": ["mup_paper"]}
 """[S]'s literal init constants (all 1): not width-stable at the default T = 4 (README)."""
 
 
@@ -28,9 +28,8 @@ PAPER = {"sweep.coord_parametrizations": ["mup_paper"]}
 def base_cfg(tmp_path_factory):
     out = tmp_path_factory.mktemp("cc")
     cfg = compose(["preset=smoke", f"out_dir={out}", "tracker=disabled"])
-    return with_overrides(cfg, {"sweep.coord_widths": WIDTHS, "sweep.coord_seeds": 1, "sweep.coord_steps": 2,
-                                "sweep.coord_lr": 0.03, "sweep.coord_parametrizations": ["mup"],
-                                "sweep.coord_batch_size": 16})
+    check = dict(widths=WIDTHS, seeds=1, steps=2, lr=0.03, parametrizations=["mup"], batch_size=16)
+    return with_overrides(cfg, {f"sweep.coord_check.{k}": v for k, v in check.items()})
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +40,8 @@ def corpus(base_cfg):
 def _check(cfg, corpus, quantities=None):
     coords = cc.collect(cfg, corpus, log=lambda *_: None)
     table = cc.slopes(coords)
-    return cc.verdict(table, cfg.sweep.coord_tolerance, cfg.model.name, getattr(cfg.model, "scaling", None),
-                      quantities, parametrization=cfg.sweep.coord_parametrizations[0]), coords, table
+    return cc.verdict(table, cfg.sweep.coord_check.tolerance, cfg.model.name, getattr(cfg.model, "scaling", None),
+                      quantities, parametrization=cfg.sweep.coord_check.parametrizations[0]), coords, table
 
 
 MUP_WIDTHS = [64, 128, 256, 512]
@@ -65,8 +64,9 @@ def test_muP_coords_flat_across_widths(base_cfg, corpus, parametrization, lr, sc
     With the attention constant at rank 8 (s_H = 1/8 under channels) the logits are ~0.01 and one seed's slope of
     their first update is noise: +0.35 with seed 0, +0.05 over 3 seeds, so the channels case averages 3 seeds."""
     seeds = 3 if (parametrization, scaling) == ("mup_sp", "channels") else 1
-    cfg = with_overrides(base_cfg, {"model.scaling": scaling, "sweep.coord_widths": widths, "sweep.coord_lr": lr,
-                                    "sweep.coord_parametrizations": [parametrization], "sweep.coord_seeds": seeds})
+    check = dict(widths=widths, lr=lr, parametrizations=[parametrization], seeds=seeds)
+    cfg = with_overrides(base_cfg, {"model.scaling": scaling,
+                                    **{f"sweep.coord_check.{k}": v for k, v in check.items()}})
     assert cfg.model.n_iters == 4 and compose([]).model.parametrization == "mup_sp"
     result, coords, table = _check(cfg, corpus)
     assert result["pass"], result["failures"]
@@ -109,8 +109,8 @@ def test_paper_literal_mup_saturates_mfvi_and_fails(base_cfg, corpus):
     """Documents [S]'s literal constants ('mup_paper', T = 4, all weights 1): the topic softmax is frozen at init, so
     msg_topic = B^T (M Q_g) grows like sqrt(N) already in iteration 1, and from iteration 2 on Q_z is nearly one-hot
     (p_hat_rms ~ sqrt(N)) and the attention logits grow like N. If this test starts failing, the model changed:
-    re-run `make coord-check ARGS="sweep.coord_parametrizations=[mup_paper]"` and update the README."""
-    cfg = with_overrides(base_cfg, {**PAPER, "sweep.coord_steps": 0})
+    re-run `make coord-check ARGS="sweep.coord_check.parametrizations=[mup_paper]"` and update the README."""
+    cfg = with_overrides(base_cfg, {**PAPER, "sweep.coord_check.steps": 0})
     result, _, table = _check(cfg, corpus)
     assert not result["pass"]
     v = table[(table["stat"] == "value") & (table["step"] == 0)].set_index(["quantity", "iteration"])["slope"]
@@ -124,7 +124,7 @@ def test_bert_sp_blows_up_and_mup_much_flatter(base_cfg, corpus):
     """BERT: SP's updates grow with width (slopes ~ 1-2); muP's stay far flatter (worst ~ 0.3 at these tiny widths
     with one seed, so only the comparison is asserted; see experiments/coord-check/README.md)."""
     cfg = with_overrides(base_cfg, {"model.name": "bert", "model.parametrization": "mup",
-                                    "sweep.coord_parametrizations": ["mup", "sp"], "sweep.coord_lr": 0.01})
+                                    "sweep.coord_check.parametrizations": ["mup", "sp"], "sweep.coord_check.lr": 0.01})
     result, _, table = _check(cfg, corpus)
     sp = table[(table["parametrization"] == "sp") & (table["stat"] == "delta")]
     assert sp["slope"].max() > 1.0
@@ -132,8 +132,8 @@ def test_bert_sp_blows_up_and_mup_much_flatter(base_cfg, corpus):
 
 
 def test_run_writes_summary_images_and_strict_exit(base_cfg, tmp_path):
-    cfg = with_overrides(base_cfg, {"out_dir": str(tmp_path), "sweep.coord_widths": [64, 128],
-                                    "sweep.coord_parametrizations": ["mup", "mup_paper", "sp"]})
+    cfg = with_overrides(base_cfg, {"out_dir": str(tmp_path), "sweep.coord_check.widths": [64, 128],
+                                    "sweep.coord_check.parametrizations": ["mup", "mup_paper", "sp"]})
     folder = cc.run(cfg)
     summary = json.loads((folder / "summary.json").read_text())
     # plumbing only (2 widths, 1 seed): the default's pass is asserted at 3 widths above
@@ -144,8 +144,8 @@ def test_run_writes_summary_images_and_strict_exit(base_cfg, tmp_path):
     assert summary["images"] and all((folder / name).exists() for name in summary["images"])
     assert summary["sp_max_delta_slope_per_quantity"]
     strict_fail = with_overrides(base_cfg, {**PAPER, "out_dir": str(tmp_path / "strict"),
-                                            "sweep.coord_widths": [64, 128], "sweep.coord_steps": 0,
-                                            "sweep.strict": True})
+                                            "sweep.coord_check.widths": [64, 128], "sweep.coord_check.steps": 0,
+                                            "sweep.coord_check.strict": True})
     with pytest.raises(SystemExit) as e:
         cc.run(strict_fail)  # the paper-literal constants fail (see above): strict exits 1
     assert e.value.code == 1

@@ -46,7 +46,7 @@ def _env() -> dict:
 def _args(out: Path) -> list[str]:
     # tracker=offline: a trial stopped by Ctrl-C must not print W&B's teardown traceback either
     return ["preset=smoke", f"tracker={(out / 'tracker').read_text()}", f"out_dir={out}", "sweep.num_samples=3",
-            "ray.max_concurrent=1", "train.tokens=8192", "sweep.models=[pt,ut]", "sweep.baseline_samples=1"]
+            "ray.max_concurrent=1", "train.tokens=8192", "sweep.models=[pt,ut]", "sweep.baseline.samples=1"]
 
 
 def _starts(sdir: Path) -> list[str]:

@@ -26,11 +26,11 @@ def smoke_cfg(tmp_path_factory):
 
 
 def _study_cfg(smoke_cfg, **kw):
-    """The plan's mechanics on 'mup' (the grid of lr_grid_range) beside SP (lr_sp_grid_range)."""
-    base = {"sweep.lr_parametrizations": ["mup", "sp"], "sweep.lr_grid_range": [1e-3, 1e-1], "sweep.lr_grid_points": 5,
-            "sweep.lr_widths": [32, 64, 128],
-            "sweep.lr_weight_grid": [0.25, 1.0, 4.0], "sweep.lr_seeds": 3, "sweep.lr_refine_top": 2}
-    return with_overrides(smoke_cfg, {**base, **kw})
+    """The plan's mechanics on 'mup' (the grid of grid_range) beside SP (sp_grid_range); ``kw``: other
+    ``sweep.lr_transfer`` settings."""
+    base = dict(parametrizations=["mup", "sp"], grid_range=[1e-3, 1e-1], grid_points=5, widths=[32, 64, 128],
+                weight_grid=[0.25, 1.0, 4.0], seeds=3, refine_top=2)
+    return with_overrides(smoke_cfg, {f"sweep.lr_transfer.{k}": v for k, v in {**base, **kw}.items()})
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -47,29 +47,29 @@ def test_grid_is_log_spaced_and_stage1_covers_every_point(smoke_cfg):
     assert cfg.optim.lr in grid  # the weight study's run at the default weight 1 is the LR study's run at optim.lr
     assert len(w_trials) == 2 * 3 and all(t["model.parametrization"] == "mup" for t in w_trials)
     assert {t["seed"] for t in trials} == {cfg.seed}
-    assert all(t["model.scaling"] == cfg.sweep.lr_scaling for t in trials)
-    assert all(t["train.tokens"] == cfg.sweep.lr_tokens for t in trials)
-    assert all(t["optim.lr"] == cfg.optim.lr for t in w_trials)  # lr_weight_lr = 0 -> optim.lr
+    assert all(t["model.scaling"] == cfg.sweep.lr_transfer.scaling for t in trials)
+    assert all(t["train.tokens"] == cfg.sweep.lr_transfer.tokens for t in trials)
+    assert all(t["optim.lr"] == cfg.optim.lr for t in w_trials)  # lr_transfer.weight_lr = 0 -> optim.lr
     assert [t["model.width"] for t in trials] == sorted(t["model.width"] for t in trials)  # narrowest first
-    cfg2 = _study_cfg(smoke_cfg, **{"sweep.lr_weight_key": "model.w_topic_g", "sweep.lr_weight_lr": 0.05})
+    cfg2 = _study_cfg(smoke_cfg, weight_key="model.w_topic_g", weight_lr=0.05)
     t2, l2 = plan.stage1_trials(cfg2)
     wt = [t for t, lab in zip(t2, l2) if lab.startswith("wtopicg-")]
     assert len(wt) == 9 and all("model.w_topic_g" in t and t["optim.lr"] == 0.05 for t in wt)
-    cfg4 = _study_cfg(smoke_cfg, **{"sweep.lr_sp_grid_range": [1e-4, 1e-2]})
+    cfg4 = _study_cfg(smoke_cfg, sp_grid_range=[1e-4, 1e-2])
     t4, l4 = plan.stage1_trials(cfg4)
     assert sorted({t["optim.lr"] for t, lab in zip(t4, l4) if lab.startswith("lr-sp")}) == plan.lr_grid(cfg4, "sp")
     assert plan.lr_grid(cfg4, "sp")[0] == 1e-4 and plan.lr_grid(cfg4, "mup")[0] == 1e-3
     # the control (no inference) runs beside the study's first muP variant, over that variant's grid
-    cfg5 = _study_cfg(smoke_cfg, **{"sweep.lr_parametrizations": ["sp", "mup_sp"], "sweep.lr_weight_grid": [],
-                                    "sweep.lr_sp_grid_range": [1e-4, 1e-2], "sweep.lr_control": {"model.n_iters": 0}})
+    cfg5 = _study_cfg(smoke_cfg, parametrizations=["sp", "mup_sp"], weight_grid=[], sp_grid_range=[1e-4, 1e-2],
+                      control={"model.n_iters": 0})
     t5, l5 = plan.stage1_trials(cfg5)
     ctrl = [t for t, lab in zip(t5, l5) if lab.startswith("ctrl-")]
     assert {lab for lab in l5 if lab.startswith("ctrl-")} == {"ctrl-mup_sp-w32", "ctrl-mup_sp-w64", "ctrl-mup_sp-w128"}
     assert all(t["model.n_iters"] == 0 and t["model.parametrization"] == "mup_sp" for t in ctrl)
     assert sorted({t["optim.lr"] for t in ctrl}) == plan.lr_grid(cfg5, "mup_sp")
     assert not any(lab.startswith("ctrl-") for lab in plan.stage1_trials(
-        with_overrides(cfg5, {"sweep.lr_parametrizations": ["sp"]}))[1])
-    cfg3 = _study_cfg(smoke_cfg, **{"sweep.lr_weight_widths": [32, 128]})
+        with_overrides(cfg5, {"sweep.lr_transfer.parametrizations": ["sp"]}))[1])
+    cfg3 = _study_cfg(smoke_cfg, weight_widths=[32, 128])
     t3, l3 = plan.stage1_trials(cfg3)
     assert sorted({t["model.width"] for t, lab in zip(t3, l3) if lab.startswith("wattn-")}) == [32, 128]
 
@@ -78,7 +78,7 @@ def _stage1_table(cfg, loss_fn):
     trials, labels = plan.stage1_trials(cfg)
     rows = []
     for t, lab in zip(trials, labels):
-        x = t.get(cfg.sweep.lr_weight_key, t["optim.lr"]) if not lab.startswith("lr-") else t["optim.lr"]
+        x = t.get(cfg.sweep.lr_transfer.weight_key, t["optim.lr"]) if not lab.startswith("lr-") else t["optim.lr"]
         rows.append({"trial_key": f"k{len(rows)}", "label": lab, **t,
                      "val_loss": loss_fn(lab, t["model.width"], x), "status": "ok"})
     return plan.fill_base(pd.DataFrame(rows), cfg)
@@ -108,7 +108,7 @@ def test_stage2_refines_the_best_values_with_the_other_seeds(smoke_cfg):
     lr128 = {t["optim.lr"] for t, lab in zip(t2, l2) if lab == "lr-sp-w128"}
     assert lr128 == {3.162e-2, 1e-1}
     # refine_top = 0: every grid value gets every seed
-    cfg0 = _study_cfg(smoke_cfg, **{"sweep.lr_refine_top": 0})
+    cfg0 = _study_cfg(smoke_cfg, refine_top=0)
     t0, _ = plan.stage2_trials(cfg0, df1)
     assert len(t0) == (2 * 3 * 5 + 3 * 2) * 2  # w_attn 1's seeds are the LR study's
 
@@ -116,10 +116,8 @@ def test_stage2_refines_the_best_values_with_the_other_seeds(smoke_cfg):
 def test_weight_study_follows_the_muP_variant_and_shares_the_default_weights_run(smoke_cfg):
     """With only 'mup_sp' the weight study runs on it; when its LR is on the LR grid, the default weight's run is the
     LR study's run (not run twice) and the analysis counts it as the weight study's point at the default."""
-    cfg = _study_cfg(smoke_cfg, **{"sweep.lr_parametrizations": ["mup_sp"], "sweep.lr_sp_grid_range": [5e-3, 2e-2],
-                                   "sweep.lr_grid_points": 3, "sweep.lr_weight_lr": 0.01,
-                                   "sweep.lr_weight_grid": [0.5, 1.0, 2.0], "sweep.lr_widths": [32, 64],
-                                   "sweep.lr_weight_widths": [64]})
+    cfg = _study_cfg(smoke_cfg, parametrizations=["mup_sp"], sp_grid_range=[5e-3, 2e-2], grid_points=3,
+                     weight_lr=0.01, weight_grid=[0.5, 1.0, 2.0], widths=[32, 64], weight_widths=[64])
     trials, labels = plan.stage1_trials(cfg)
     wt = [t for t, lab in zip(trials, labels) if lab.startswith("wattn-")]
     assert sorted(t["model.w_attn"] for t in wt) == [0.5, 2.0]
@@ -129,23 +127,23 @@ def test_weight_study_follows_the_muP_variant_and_shares_the_default_weights_run
     o = res["weight"]["by_parametrization"]["mup_sp"]["per_width"][64]
     assert o["x_opt"] == 1.0 and list(o["curve"]["x"]) == [0.5, 1.0, 2.0]
     assert set(res["weight"]["by_parametrization"]["mup_sp"]["per_width"]) == {64}
-    off = _study_cfg(smoke_cfg, **{"sweep.lr_weight_lr": 0.05})  # 0.05 is not on the LR grid: run the default
+    off = _study_cfg(smoke_cfg, weight_lr=0.05)  # 0.05 is not on the LR grid: run the default
     assert sorted({t["model.w_attn"] for t, lab in zip(*plan.stage1_trials(off)) if lab.startswith("wattn-")}) \
         == [0.25, 1.0, 4.0]
-    assert plan.weight_parametrization(_study_cfg(smoke_cfg, **{"sweep.lr_parametrizations": ["sp"]})) is None
+    assert plan.weight_parametrization(_study_cfg(smoke_cfg, parametrizations=["sp"])) is None
 
 
 def test_config_rejects_bad_settings(smoke_cfg):
-    with pytest.raises(ConfigError, match="sweep.lr_grid_range"):
-        with_overrides(smoke_cfg, {"sweep.lr_grid_range": [1e-1, 1e-3]})
-    with pytest.raises(ConfigError, match="sweep.lr_widths"):
-        with_overrides(smoke_cfg, {"sweep.lr_widths": [64]})
-    with pytest.raises(ConfigError, match="sweep.lr_weight_key"):
-        with_overrides(smoke_cfg, {"sweep.lr_weight_key": "optim.lr"})
-    with pytest.raises(ConfigError, match="sweep.lr_sp_grid_range"):
-        with_overrides(smoke_cfg, {"sweep.lr_sp_grid_range": [1e-2, 1e-4]})
-    with pytest.raises(ConfigError, match="sweep.lr_refine_top"):
-        with_overrides(smoke_cfg, {"sweep.lr_refine_top": -1})
+    with pytest.raises(ConfigError, match="sweep.lr_transfer.grid_range"):
+        with_overrides(smoke_cfg, {"sweep.lr_transfer.grid_range": [1e-1, 1e-3]})
+    with pytest.raises(ConfigError, match="sweep.lr_transfer.widths"):
+        with_overrides(smoke_cfg, {"sweep.lr_transfer.widths": [64]})
+    with pytest.raises(ConfigError, match="sweep.lr_transfer.weight_key"):
+        with_overrides(smoke_cfg, {"sweep.lr_transfer.weight_key": "optim.lr"})
+    with pytest.raises(ConfigError, match="sweep.lr_transfer.sp_grid_range"):
+        with_overrides(smoke_cfg, {"sweep.lr_transfer.sp_grid_range": [1e-2, 1e-4]})
+    with pytest.raises(ConfigError, match="sweep.lr_transfer.refine_top"):
+        with_overrides(smoke_cfg, {"sweep.lr_transfer.refine_top": -1})
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -264,7 +262,7 @@ def test_gains_combine_seed_spread_with_the_shared_validation_se():
 
 
 def test_analyse_reports_unigram_gains_and_plots(smoke_cfg, tmp_path):
-    cfg = _study_cfg(smoke_cfg, **{"sweep.lr_widths": [32, 256]})
+    cfg = _study_cfg(smoke_cfg, widths=[32, 256])
     df = _synthetic({("mup", 32): -5, ("mup", 256): -5, ("sp", 32): -4, ("sp", 256): -7})
     df["trial_key"] = [f"k{i}" for i in range(len(df))]
     w = []
@@ -307,10 +305,9 @@ def test_analyse_reports_unigram_gains_and_plots(smoke_cfg, tmp_path):
 # ---------------------------------------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_smoke_two_stage_study_runs_on_ray_and_resumes(smoke_cfg):
-    cfg = with_overrides(smoke_cfg, {"sweep.lr_widths": [32, 64], "sweep.lr_grid_points": 2,
-                                     "sweep.lr_weight_grid": [], "sweep.lr_parametrizations": ["mup"],
-                                     "sweep.lr_seeds": 2, "sweep.lr_refine_top": 1, "sweep.lr_tokens": 512,
-                                     "sweep.lr_control": {}})  # the control's plan and analysis: tests above
+    study = dict(widths=[32, 64], grid_points=2, weight_grid=[], parametrizations=["mup"], seeds=2, refine_top=1,
+                 tokens=512, control={})  # the control's plan and analysis: tests above
+    cfg = with_overrides(smoke_cfg, {f"sweep.lr_transfer.{k}": v for k, v in study.items()})
     sdir = lt.run(cfg)
     summary = json.loads((sdir / "summary.json").read_text())
     trials = pd.read_csv(sdir / "trials.csv")
@@ -342,9 +339,8 @@ def test_partial_report_reads_the_ledger_of_a_running_study(smoke_cfg, tmp_path,
     from ptsweep.identity import trial_key
 
     grid = [2.0 ** k for k in range(-10, -1)]
-    cfg = _study_cfg(smoke_cfg, **{"sweep.lr_widths": [32, 256], "sweep.lr_grid_range": [grid[0], grid[-1]],
-                                   "sweep.lr_grid_points": len(grid), "sweep.lr_weight_grid": [],
-                                   "sweep.lr_refine_top": 3})
+    cfg = _study_cfg(smoke_cfg, widths=[32, 256], grid_range=[grid[0], grid[-1]], grid_points=len(grid),
+                     weight_grid=[], refine_top=3)
     df = _synthetic({("mup", 32): -5, ("mup", 256): -5, ("sp", 32): -4, ("sp", 256): -7},
                     grid=tuple(plan.lr_grid(cfg, "mup")), refine=1)
     base = to_dict(cfg)
@@ -361,10 +357,10 @@ def test_partial_report_reads_the_ledger_of_a_running_study(smoke_cfg, tmp_path,
     (tmp_path / "trials" / "running").mkdir()  # a trial still running has no final.json: skipped
     t = lt.ledger_table(tmp_path, cfg)
     assert len(t) == len(df) - 1 and set(t["stage"]) == {1, 2}
-    lt.main([str(tmp_path), "preset=smoke", "tracker=disabled", "sweep.lr_parametrizations=[mup,sp]",
-             "sweep.lr_widths=[32,256]",
-             f"sweep.lr_grid_range=[{grid[0]},{grid[-1]}]", f"sweep.lr_grid_points={len(grid)}",
-             "sweep.lr_weight_grid=[]", "sweep.lr_refine_top=3", "sweep.lr_seeds=3"])
+    lt.main([str(tmp_path), "preset=smoke", "tracker=disabled", "sweep.lr_transfer.parametrizations=[mup,sp]",
+             "sweep.lr_transfer.widths=[32,256]",
+             f"sweep.lr_transfer.grid_range=[{grid[0]},{grid[-1]}]", f"sweep.lr_transfer.grid_points={len(grid)}",
+             "sweep.lr_transfer.weight_grid=[]", "sweep.lr_transfer.refine_top=3", "sweep.lr_transfer.seeds=3"])
     out = capsys.readouterr().out
     assert "drift of optim.lr (sp), width 32 -> 256: -3.00 factors of 2" in out
     assert "Unigram baseline" in out and "| optim.lr | mup | 256 | 3 | 0.0312 |" in out

@@ -138,7 +138,7 @@ def test_demo_and_coordinate_check_anchor_mup_sp_at_their_smallest_width():
     mup = demo_config(compose(["preset=demo", "model.parametrization=mup"])).model  # 'mup' keeps its constants' base
     assert (mup.width, mup.base_width, mup.rank) == (32, 256, 8)
     from ptsweep.sweeps.lr_transfer_plan import stage1_trials
-    trials, _ = stage1_trials(compose(["preset=lr_study", "sweep.lr_weight_grid=[]"]))
+    trials, _ = stage1_trials(compose(["preset=lr_study", "sweep.lr_transfer.weight_grid=[]"]))
     anchors = {(t["model.parametrization"], t.get("model.base_width"), t.get("model.base_rank")) for t in trials}
     assert anchors == {("mup_sp", 32, 8), ("sp", None, None)}  # the study's smallest width, r = N / 4 there
     cfg = compose(["preset=coord_train", "model=pt"])

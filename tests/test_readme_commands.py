@@ -47,9 +47,9 @@ def _smoke(out: Path) -> dict[str, list[str]]:
         "make verify-transfer": ["PRESET=smoke", "WIDTH=64", "SEEDS=1", f"ARGS={run}"],
         "make scaling-curves": ["PRESET=smoke", "SCALES=64,128", "MODELS=pt",
                                 f"ARGS={run} sweep.match=non_embedding"],
-        "make coord-check": ["PRESET=smoke", "MODEL=pt", f"ARGS={run} sweep.coord_parametrizations=[mup_sp]"],
-        "make lr-transfer": ["PRESET=smoke",
-                             f"ARGS={run} sweep.lr_seeds=1 sweep.lr_parametrizations=[mup] sweep.lr_weight_grid=[]"],
+        "make coord-check": ["PRESET=smoke", "MODEL=pt", f"ARGS={run} sweep.coord_check.parametrizations=[mup_sp]"],
+        "make lr-transfer": ["PRESET=smoke", f"ARGS={run} sweep.lr_transfer.seeds=1 "
+                             "sweep.lr_transfer.parametrizations=[mup] sweep.lr_transfer.weight_grid=[]"],
         "make bench": [f"ARGS=--width 128 --vocab 1000 --batch 2 --seq-len 16 --steps 1 --warmup 0 --threads 1 "
                        f"--models pt,bert --tracker disabled --out {out / 'bench'}"],
         "make bench-memory": [f"ARGS=--width 64 --vocab 1000 --seq-lens 16 --batches 1,2 --models pt "

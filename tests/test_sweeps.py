@@ -214,7 +214,7 @@ def test_verify_transfer_without_transfer_file_is_a_one_line_error(tmp_path):
 def test_scaling_curves_table_fits_and_plots(tmp_path):
     tfile = write_transfer(tmp_path / "t" / "transfer.yaml")
     # PT and BERT (UT's scaling-curves path is the same baseline code; the demo test runs it: test_demo_signals)
-    cfg = smoke(tmp_path, f"sweep.transfer_file={tfile}", "sweep.scales=[64,128]", "sweep.baseline_samples=1",
+    cfg = smoke(tmp_path, f"sweep.transfer_file={tfile}", "sweep.scales=[64,128]", "sweep.baseline.samples=1",
                 "sweep.seeds=2", "sweep.bootstrap=50", "sweep.models=[pt,bert]")
     sdir = scaling_curves.run(cfg)
     runs = pd.read_parquet(sdir / "runs.parquet")
@@ -229,7 +229,7 @@ def test_scaling_curves_table_fits_and_plots(tmp_path):
     assert baseline_tuning.search_training_seed(cfg) == 2
     assert all(json.loads((sdir / "trials" / k / "trial.json").read_text())["overrides"]["seed"] == 2
                for k in lr["trial_key"])
-    # one trial per search is never bracketed: the edge rule re-searches once (sweep.baseline_lr_widen = 1)
+    # one trial per search is never bracketed: the edge rule re-searches once (sweep.baseline.lr_widen = 1)
     rounds = lr.groupby(["model", "scale"])["search_round"].agg(["min", "max", "size"])
     assert (rounds["min"] == 0).all() and (rounds["max"] == 1).all() and (rounds["size"] == 2).all()
     assert {"optim.lr", "optim.warmup_frac"} <= set(lr.columns)  # the baselines' own HPs, both searched
@@ -260,7 +260,7 @@ def test_scaling_curves_table_fits_and_plots(tmp_path):
     d = summary["differences"]["pt-bert"]["128"]
     assert d["lo"] < d["diff"] < d["hi"] and d["decided"] in {"a_lower", "b_lower", "undecided"}
     assert summary["pt_beats_bert_at_every_scale"] in (True, False, None)
-    # equal tuning effort: every baseline search has tune-small's budget (smoke: num_samples 2 -> baseline_samples 1
+    # equal tuning effort: every baseline search has tune-small's budget (smoke: num_samples 2 -> baseline.samples 1
     # overrides it here), the summary states every model's trial count
     tt = summary["tuning_trials"]
     assert tt["pt"]["total"] == cfg.sweep.num_samples and tt["bert"]["per_scale"] == {"64": 2, "128": 2}

@@ -55,7 +55,7 @@ def test_check_at_init_passes_the_default_and_fails_the_paper_constants(tmp_path
     """The default ('mup_sp') in the rank paradigm, and the range corners; 'mup' in the channels paradigm (at this
     data size mup_sp's attention logits in channels vary ~25 % between seeds; on coord_train's data, 4 seeds, they
     are flat over widths 128-1024: experiments/lr-transfer/README.md)."""
-    cfg = compose(["preset=smoke", f"out_dir={tmp_path}", "tracker=disabled", "sweep.coord_batch_size=8",
+    cfg = compose(["preset=smoke", f"out_dir={tmp_path}", "tracker=disabled", "sweep.coord_check.batch_size=8",
                    "model.scaling=rank"])
     assert cfg.model.parametrization == "mup_sp"
     ok = cc.check_at_init(cfg)  # widths 64, 128, 256

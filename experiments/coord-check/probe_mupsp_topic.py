@@ -9,7 +9,7 @@ width) and runs the check's own code (``coords.collect``, ``coords.slopes``, ``c
 process, printing the verdict and the topic quantities' slopes at the last iteration.
 
     PYTHONPATH=. .venv/bin/python experiments/coord-check/probe_mupsp_topic.py --init-b 0.25 --lr-b 0.25 \
-        preset=coord_train model=pt sweep.coord_lr=0.02 optim.warmup_frac=0.25 model.damping_z=0.5
+        preset=coord_train model=pt sweep.coord_check.lr=0.02 optim.warmup_frac=0.25 model.damping_z=0.5
 """
 
 from __future__ import annotations
@@ -48,9 +48,11 @@ def main() -> None:
     ap.add_argument("overrides", nargs="*")
     args = ap.parse_args()
     patch_topic_constants(args.init_b, args.lr_b, args.center, args.init_b_power)
-    cfg = with_overrides(compose(["tracker=disabled", *args.overrides]), {"sweep.coord_parametrizations": ["mup_sp"]})
+    cfg = with_overrides(compose(["tracker=disabled", *args.overrides]),
+                         {"sweep.coord_check.parametrizations": ["mup_sp"]})
     table = coords.slopes(coords.collect(cfg, log=lambda *_: None))
-    result = coords.verdict(table, cfg.sweep.coord_tolerance, "pt", cfg.sweep.coord_scaling, parametrization="mup_sp")
+    cc = cfg.sweep.coord_check
+    result = coords.verdict(table, cc.tolerance, "pt", cc.scaling, parametrization="mup_sp")
     last = int(table["iteration"].max())
     print(f"init_b x{args.init_b:g} x (N0/N)^{args.init_b_power:g}, lr_b x{args.lr_b:g}, center {args.center}: "
           f"{'PASS' if result['pass'] else 'FAIL'} "

@@ -67,14 +67,14 @@ def run_width(cfg, corpus, steps: int, measure: set[int], it: int, eps_b: float 
     torch.manual_seed(cfg.seed)
     model = build_model(cfg.model, corpus.vocab_size, cfg.data.seq_len)
     sw, oc = cfg.sweep, cfg.optim
-    opt = build_optimizer(model, model.width, model.parametrization, sw.coord_lr, betas=oc.betas, eps=oc.eps,
+    opt = build_optimizer(model, model.width, model.parametrization, sw.coord_check.lr, betas=oc.betas, eps=oc.eps,
                           weight_decay=0.0)
     if eps_b > 0:  # a counterfactual: B alone in its own group with Adam epsilon eps_b / N
         for grp in opt.param_groups:
             if any(p is model.B for p in grp["params"]):
                 assert len(grp["params"]) == 1, "B shares its optimizer group"
                 grp["eps"] = eps_b / model.width
-    bs = sw.coord_batch_size or cfg.train.batch_size
+    bs = sw.coord_check.batch_size or cfg.train.batch_size
     probe = data_mod.val_batches(corpus, cfg.data, bs)[0]
     s0 = _state(model, probe, it)
     scale = model.cfg.w_topic_g * model.const.s_g
@@ -82,7 +82,8 @@ def run_width(cfg, corpus, steps: int, measure: set[int], it: int, eps_b: float 
     rows = []
     model.train()
     for t in range(1, steps + 1):
-        set_lr(opt, sw.coord_lr, lr_factor(t - 1, sw.coord_steps, oc.warmup_frac, oc.schedule, oc.min_lr_frac))
+        set_lr(opt, sw.coord_check.lr,
+               lr_factor(t - 1, sw.coord_check.steps, oc.warmup_frac, oc.schedule, oc.min_lr_frac))
         b = data_mod.train_batch(corpus, cfg.data, t - 1, bs, cfg.seed)
         loss, _ = mlm_loss(model, b["input_ids"], b["attention_mask"], b["labels"])
         opt.zero_grad(set_to_none=True)
@@ -144,7 +145,7 @@ def main() -> None:
     rows = []
     for w in widths:
         run_cfg = with_overrides(cfg, {"model.width": w, "model.parametrization": "mup",
-                                       "model.scaling": cfg.sweep.coord_scaling or "rank"})
+                                       "model.scaling": cfg.sweep.coord_check.scaling or "rank"})
         rows += run_width(run_cfg, corpus, args.steps, measure, args.iteration, args.eps_b)
     keys = [k for k in rows[0] if k not in ("width", "step")]
     if args.brief:

@@ -13,18 +13,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source experiments/lr-transfer/study_env.sh
-COMMON=(preset=lr_study tracker=disabled optim.warmup_frac=0.25 model.damping_z=0.5 'sweep.lr_parametrizations=[mup_sp]'
-        model.base_width=32 model.base_rank=8 'sweep.lr_widths=[32,64,128]')
+COMMON=(preset=lr_study tracker=disabled optim.warmup_frac=0.25 model.damping_z=0.5 'sweep.lr_transfer.parametrizations=[mup_sp]'
+        model.base_width=32 model.base_rank=8 'sweep.lr_transfer.widths=[32,64,128]')
 echo "== 300 steps $(date -u +%H:%M:%S)"
-$PY -m ptsweep lr-transfer "${COMMON[@]}" sweep.study=lr-damped-300 sweep.lr_grid_points=4 \
-  'sweep.lr_sp_grid_range=[0.005,0.04]' 'sweep.lr_weight_grid=[]'
+$PY -m ptsweep lr-transfer "${COMMON[@]}" sweep.study=lr-damped-300 sweep.lr_transfer.grid_points=4 \
+  'sweep.lr_transfer.sp_grid_range=[0.005,0.04]' 'sweep.lr_transfer.weight_grid=[]'
 weights() {  # weights WIDTHS KEY...
   local widths=$1; shift
   for key in "$@"; do
     echo "== $key at $widths $(date -u +%H:%M:%S)"
-    $PY -m ptsweep lr-transfer "${COMMON[@]}" sweep.study=lr-damped train.tokens=1228800 sweep.lr_grid_points=4 \
-      'sweep.lr_sp_grid_range=[0.01,0.08]' 'sweep.lr_weight_grid=[0.5,1.0,2.0]' \
-      sweep.lr_weight_lr=0.02 "sweep.lr_weight_key=model.$key" "sweep.lr_weight_widths=$widths"
+    $PY -m ptsweep lr-transfer "${COMMON[@]}" sweep.study=lr-damped train.tokens=1228800 sweep.lr_transfer.grid_points=4 \
+      'sweep.lr_transfer.sp_grid_range=[0.01,0.08]' 'sweep.lr_transfer.weight_grid=[0.5,1.0,2.0]' \
+      sweep.lr_transfer.weight_lr=0.02 "sweep.lr_transfer.weight_key=model.$key" "sweep.lr_transfer.weight_widths=$widths"
   done
 }
 ALL=(w_unary w_attn w_child w_head w_topic_z w_topic_g)

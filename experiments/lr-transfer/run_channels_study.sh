@@ -16,12 +16,12 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 source experiments/lr-transfer/study_env.sh
 read -r -a EXTRA_ARGS <<< "${EXTRA:-model.attn_base_rank=64}"
-COMMON=(preset=lr_study tracker=disabled optim.warmup_frac=0.25 model.damping_z=0.5 'sweep.lr_parametrizations=[mup_sp]'
-        model.scaling=channels sweep.lr_scaling=channels model.base_width=128 model.base_channels=2 model.base_rank=64
-        'sweep.lr_widths=[128,256]' 'sweep.lr_weight_grid=[]' "sweep.lr_grid_points=${POINTS:-5}"
-        "sweep.lr_sp_grid_range=${GRID:-[0.0025,0.04]}" "sweep.study=${STUDY:-lr-channels-300}" "${EXTRA_ARGS[@]}")
+COMMON=(preset=lr_study tracker=disabled optim.warmup_frac=0.25 model.damping_z=0.5 'sweep.lr_transfer.parametrizations=[mup_sp]'
+        model.scaling=channels sweep.lr_transfer.scaling=channels model.base_width=128 model.base_channels=2 model.base_rank=64
+        'sweep.lr_transfer.widths=[128,256]' 'sweep.lr_transfer.weight_grid=[]' "sweep.lr_transfer.grid_points=${POINTS:-5}"
+        "sweep.lr_transfer.sp_grid_range=${GRID:-[0.0025,0.04]}" "sweep.study=${STUDY:-lr-channels-300}" "${EXTRA_ARGS[@]}")
 echo "== one seed $(date -u +%H:%M:%S)"
-$PY -m ptsweep lr-transfer "${COMMON[@]}" sweep.lr_seeds=1
+$PY -m ptsweep lr-transfer "${COMMON[@]}" sweep.lr_transfer.seeds=1
 echo "== seeds 1-2 at the two best values $(date -u +%H:%M:%S)"
-$PY -m ptsweep lr-transfer "${COMMON[@]}" sweep.lr_seeds=3 sweep.lr_refine_top=2
+$PY -m ptsweep lr-transfer "${COMMON[@]}" sweep.lr_transfer.seeds=3 sweep.lr_transfer.refine_top=2
 echo "== done $(date -u +%H:%M:%S)"

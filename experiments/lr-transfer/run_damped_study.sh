@@ -7,6 +7,6 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 source experiments/lr-transfer/study_env.sh
 $PY -m ptsweep lr-transfer preset=lr_study tracker=disabled train.tokens=1228800 optim.warmup_frac=0.25 \
-  model.damping_z=0.5 'sweep.lr_parametrizations=[mup_sp]' model.base_width=32 model.base_rank=8 \
-  'sweep.lr_widths=[32,64,128]' 'sweep.lr_weight_grid=[]' sweep.lr_grid_points=4 'sweep.lr_sp_grid_range=[0.01,0.08]' \
+  model.damping_z=0.5 'sweep.lr_transfer.parametrizations=[mup_sp]' model.base_width=32 model.base_rank=8 \
+  'sweep.lr_transfer.widths=[32,64,128]' 'sweep.lr_transfer.weight_grid=[]' sweep.lr_transfer.grid_points=4 'sweep.lr_transfer.sp_grid_range=[0.01,0.08]' \
   sweep.study=lr-damped "$@"

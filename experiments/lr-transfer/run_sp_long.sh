@@ -11,7 +11,7 @@ cd "$(dirname "$0")/../.."
 source experiments/lr-transfer/study_env.sh
 echo "== SP at widths 64, 128 $(date -u +%H:%M:%S)"
 $PY -m ptsweep lr-transfer preset=lr_study tracker=disabled train.tokens=1228800 optim.warmup_frac=0.25 \
-  'sweep.lr_parametrizations=[sp]' model.base_width=32 model.base_rank=8 'sweep.lr_widths=[64,128]' \
-  'sweep.lr_weight_grid=[]' 'sweep.lr_control={}' sweep.lr_grid_points=5 'sweep.lr_sp_grid_range=[0.0025,0.04]' \
-  sweep.lr_refine_top=1 sweep.lr_seeds=3 sweep.study=sp-long "$@"
+  'sweep.lr_transfer.parametrizations=[sp]' model.base_width=32 model.base_rank=8 'sweep.lr_transfer.widths=[64,128]' \
+  'sweep.lr_transfer.weight_grid=[]' 'sweep.lr_transfer.control={}' sweep.lr_transfer.grid_points=5 'sweep.lr_transfer.sp_grid_range=[0.0025,0.04]' \
+  sweep.lr_transfer.refine_top=1 sweep.lr_transfer.seeds=3 sweep.study=sp-long "$@"
 echo "== done $(date -u +%H:%M:%S)"

@@ -10,12 +10,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source experiments/lr-transfer/study_env.sh
-COMMON=(preset=lr_study tracker=disabled 'sweep.lr_parametrizations=[mup,sp]' optim.warmup_frac=0.05 \
-        model.base_width=256 model.base_rank=64 'sweep.lr_sp_grid_range=[6.25e-4,2.0e-2]' sweep.lr_weight_lr=6.25e-2 sweep.study=lr-transfer-study "$@")
+COMMON=(preset=lr_study tracker=disabled 'sweep.lr_transfer.parametrizations=[mup,sp]' optim.warmup_frac=0.05 \
+        model.base_width=256 model.base_rank=64 'sweep.lr_transfer.sp_grid_range=[6.25e-4,2.0e-2]' sweep.lr_transfer.weight_lr=6.25e-2 sweep.study=lr-transfer-study "$@")
 echo "== phase A $(date -u +%H:%M:%S): LR study at widths 32, 64"
-$PY -m ptsweep lr-transfer "${COMMON[@]}" 'sweep.lr_widths=[32,64]' 'sweep.lr_weight_grid=[]'
+$PY -m ptsweep lr-transfer "${COMMON[@]}" 'sweep.lr_transfer.widths=[32,64]' 'sweep.lr_transfer.weight_grid=[]'
 echo "== phase B $(date -u +%H:%M:%S): + width 256, + w_attn study at 32 and 256"
-$PY -m ptsweep lr-transfer "${COMMON[@]}" 'sweep.lr_widths=[32,64,256]'
+$PY -m ptsweep lr-transfer "${COMMON[@]}" 'sweep.lr_transfer.widths=[32,64,256]'
 echo "== phase C $(date -u +%H:%M:%S): + width 128"
-$PY -m ptsweep lr-transfer "${COMMON[@]}" 'sweep.lr_widths=[32,64,128,256]'
+$PY -m ptsweep lr-transfer "${COMMON[@]}" 'sweep.lr_transfer.widths=[32,64,128,256]'
 echo "== done $(date -u +%H:%M:%S)"

@@ -7,11 +7,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source experiments/lr-transfer/study_env.sh
-COMMON=(preset=lr_study tracker=disabled optim.warmup_frac=0.25 'sweep.lr_parametrizations=[mup_sp]' model.damping_z=0
-        model.base_width=32 model.base_rank=8 'sweep.lr_widths=[32,64,128]' 'sweep.lr_weight_grid=[]')
+COMMON=(preset=lr_study tracker=disabled optim.warmup_frac=0.25 'sweep.lr_transfer.parametrizations=[mup_sp]' model.damping_z=0
+        model.base_width=32 model.base_rank=8 'sweep.lr_transfer.widths=[32,64,128]' 'sweep.lr_transfer.weight_grid=[]')
 echo "== 300 steps $(date -u +%H:%M:%S)"
-$PY -m ptsweep lr-transfer "${COMMON[@]}" sweep.study=lr-warm25-300 sweep.lr_grid_points=4 'sweep.lr_sp_grid_range=[0.005,0.04]'
+$PY -m ptsweep lr-transfer "${COMMON[@]}" sweep.study=lr-warm25-300 sweep.lr_transfer.grid_points=4 'sweep.lr_transfer.sp_grid_range=[0.005,0.04]'
 echo "== 1200 steps, seeds 1-2 $(date -u +%H:%M:%S)"
-$PY -m ptsweep lr-transfer "${COMMON[@]}" sweep.study=lr-warm25 train.tokens=1228800 sweep.lr_grid_points=3 \
-  'sweep.lr_sp_grid_range=[0.01,0.04]'
+$PY -m ptsweep lr-transfer "${COMMON[@]}" sweep.study=lr-warm25 train.tokens=1228800 sweep.lr_transfer.grid_points=3 \
+  'sweep.lr_transfer.sp_grid_range=[0.01,0.04]'
 echo "== done $(date -u +%H:%M:%S)"

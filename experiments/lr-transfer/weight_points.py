@@ -1,7 +1,7 @@
 """Single points of the information-weight study (width, weight, value, seed) at the long budget, without re-running
 the LR grid that an lr-transfer weight study carries with it: each point is the trial the lr-transfer plan builds
-(``lr_transfer_plan._trial``, study "weight": mup_sp anchored at the smallest of ``sweep.lr_widths``, eta
-``sweep.lr_weight_lr``), run by ``sweeps.runner.run_trials`` (real Ray Tune, resumable from the ledger in
+(``lr_transfer_plan._trial``, study "weight": mup_sp anchored at the smallest of ``sweep.lr_transfer.widths``, eta
+``sweep.lr_transfer.weight_lr``), run by ``sweeps.runner.run_trials`` (real Ray Tune, resumable from the ledger in
 ``runs/<sweep.study>/trials``). Tables: ``lever_table.py runs/<study> --width 128``.
 
     PYTHONPATH=. python experiments/lr-transfer/weight_points.py w_topic_g=2:0,1,2 w_child=8:0 sweep.study=weight-points
@@ -20,8 +20,8 @@ from ptsweep.sweeps.ray_session import ray_session
 from ptsweep.sweeps.runner import run_trials
 
 STUDY = ["preset=lr_study", "tracker=disabled", "optim.warmup_frac=0.25", "model.damping_z=0.5",
-         "sweep.lr_parametrizations=[mup_sp]", "model.base_width=32", "model.base_rank=8",
-         "sweep.lr_widths=[32,64,128]", "train.tokens=1228800", "sweep.lr_weight_lr=0.02"]
+         "sweep.lr_transfer.parametrizations=[mup_sp]", "model.base_width=32", "model.base_rank=8",
+         "sweep.lr_transfer.widths=[32,64,128]", "train.tokens=1228800", "sweep.lr_transfer.weight_lr=0.02"]
 """The candidate study's settings (run_candidate_study.sh): the weight points are its trials."""
 
 
@@ -44,7 +44,7 @@ def main() -> None:
     overrides = [a for a in args.args if a not in specs]
     trials, labels = [], []
     for key, value, seed in points(specs):
-        cfg = compose(STUDY + [f"sweep.lr_weight_key={key}"] + overrides)
+        cfg = compose(STUDY + [f"sweep.lr_transfer.weight_key={key}"] + overrides)
         ov, label = _trial(cfg, "weight", "mup_sp", args.width, value, seed)
         trials.append(ov)
         labels.append(label)

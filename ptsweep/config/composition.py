@@ -40,12 +40,12 @@ def register_schema() -> None:
 
 def _open_maps(node) -> None:
     """Let the plain mappings of a schema node (``model`` during composition, ``sweep.weight_ranges``,
-    ``sweep.lr_control``) take new keys from an override such as ``sweep.weight_ranges={w_head:[0.5,2]}``, which
-    Hydra merges into the mapping; their keys are checked by the schema's ``validate``."""
+    ``sweep.lr_transfer.control``) take new keys from an override such as ``sweep.weight_ranges={w_head:[0.5,2]}``,
+    which Hydra merges into the mapping; their keys are checked by the schema's ``validate``."""
     from omegaconf import DictConfig, OmegaConf
 
     for key in node:
-        child = node._get_node(key)
+        child = node[key]
         if isinstance(child, DictConfig):
             if OmegaConf.get_type(child) is dict:
                 OmegaConf.set_struct(child, False)

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import enum
 from typing import Any
 
 from ptsweep.config.model import MODEL_SCHEMAS
 from ptsweep.config.run import RunConfig
+from ptsweep.config.sweep import RENAMED_KEYS
 from ptsweep.errors import ConfigError
 
 
@@ -36,7 +38,10 @@ def config_error(exc: Exception) -> ConfigError:
 
 
 def unknown_key(key: str, schema: Any) -> str:
-    """``"<key>: unknown config key (did you mean <near miss>?)"``, else the valid keys of ``schema``."""
+    """``"<key>: renamed to <new key>"`` for a key of an earlier version (:data:`RENAMED_KEYS`), else ``"<key>:
+    unknown config key (did you mean <near miss>?)"`` or the valid keys of ``schema``."""
+    if key in RENAMED_KEYS:
+        return f"{key}: renamed to {RENAMED_KEYS[key]}"
     prefix, _, leaf = key.rpartition(".")
     valid = [f.name for f in dataclasses.fields(schema)] if dataclasses.is_dataclass(schema) else []
     near = difflib.get_close_matches(leaf, valid, n=1)
@@ -101,9 +106,12 @@ def anchor_at(cfg: RunConfig, width: int, shape: dict[str, Any] | None = None) -
 
 
 def to_dict(cfg) -> dict:
-    """Plain nested dict of a config dataclass (tuples become lists), for YAML/W&B/results tables."""
+    """Plain nested dict of a config dataclass (tuples become lists, Enums their values), for YAML/W&B/results
+    tables."""
 
     def conv(v):
+        if isinstance(v, enum.Enum):
+            return v.value
         if dataclasses.is_dataclass(v):
             return {f.name: conv(getattr(v, f.name)) for f in dataclasses.fields(v)}
         if isinstance(v, (list, tuple)):

@@ -22,12 +22,13 @@ INFO_WEIGHTS = ("w_unary", "w_child", "w_head", "w_topic_z", "w_attn", "w_topic_
 TRANSFER_KEYS = ("optim.lr",) + tuple(f"model.{w}" for w in INFO_WEIGHTS)
 
 PARAMETRIZATIONS = ("mup", "mup_sp", "mup_paper", "sp")
-"""PT parametrizations (``model.parametrization``; also the values sweep.coord_/lr_parametrizations may list)."""
+"""PT parametrizations (``model.parametrization``; also the values sweep.coord_check.parametrizations and
+sweep.lr_transfer.parametrizations may list)."""
 MUP_CONSTANTS = ("init_unary", "init_u", "init_v", "init_topic", "center_features", "lr_unary", "lr_ternary",
                  "lr_topic", "lr_output")
 """The base-shape constants that only 'mup' reads ('mup_sp' derives its own from SP at ``base_width``)."""
 SCALINGS = ("channels", "rank")
-"""Width-scaling paradigms of PT (``model.scaling``, ``sweep.lr_scaling``)."""
+"""Width-scaling paradigms of PT (``model.scaling``, ``sweep.lr_transfer.scaling``)."""
 DAMPED_PARAMETRIZATIONS = ("mup_sp", "mup")
 """The parametrizations whose Z logits are damped (beta_Z = 0.5) when ``model.damping_z`` is unset."""
 

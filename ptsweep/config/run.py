@@ -92,7 +92,7 @@ class OptimConfig:
     warmup_frac: float = 0.25
     """Fraction of the token budget spent in linear warm-up. 0.25: PT's default ('mup_sp' with Z damping) holds its
     eta* over width and budget with it (experiments/lr-transfer/README.md); BERT / UT search their own in
-    scaling-curves (``sweep.baseline_warmup_range``)."""
+    scaling-curves (``sweep.baseline.warmup_range``)."""
     schedule: str = "linear"
     """Decay after warm-up ('linear' | 'cosine' | 'constant'), down to ``min_lr_frac`` of the peak at the end of the
     budget."""

@@ -1,17 +1,182 @@
-"""Schema of the sweeps and the muP studies (SweepConfig): one flat section, each field saying which sweep reads it.
+"""Schema of the sweeps and the muP studies (SweepConfig), each field saying which sweep reads it.
 
-The field names keep their prefixes (``coord_``, ``lr_``, ``baseline_``): they are the command-line overrides
-(``sweep.coord_widths=[64,128]``) of every documented command.
+The settings of tune-small, verify-transfer and scaling-curves sit at the top of ``sweep``; the baselines' searches,
+the coordinate check and the LR-transfer study have their own sections (``sweep.baseline.*``,
+``sweep.coord_check.*``, ``sweep.lr_transfer.*``). :data:`RENAMED_KEYS` maps the flat keys these replaced to their
+new names, so an old override fails with a one-line "renamed to" error.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from ptsweep.config.checks import one_of, require
 from ptsweep.config.model import INFO_WEIGHTS, MODEL_SCHEMAS, PARAMETRIZATIONS, SCALINGS
+
+
+class Paradigm(StrEnum):
+    """scaling-curves: PT's width-scaling paradigm(s) (``model.scaling``, or both side by side)."""
+
+    channels = "channels"
+    rank = "rank"
+    both = "both"
+
+
+class Match(StrEnum):
+    """The count BERT / UT are matched to PT by (``models.sizing.match_shape``)."""
+
+    total = "total"
+    non_embedding = "non_embedding"
+    flops = "flops"
+
+
+class CoordSchedule(StrEnum):
+    """coord-check: a constant LR without clipping, or the training run's warm-up, decay and clipping."""
+
+    constant = "constant"
+    train = "train"
+
+
+@dataclass
+class BaselineSearchConfig:
+    """scaling-curves: the Optuna search of BERT's and UT's optim.lr and optim.warmup_frac at each scale."""
+
+    samples: int = 0
+    """Trials of each baseline's search at each scale (0 = sweep.num_samples, the budget of PT's tune-small: equal
+    tuning effort), with tune-small's ASHA."""
+    lr_range: tuple[float, float] = (1e-4, 3e-3)
+    """Log-uniform LR range."""
+    warmup_range: tuple[float, float] = (0.01, 0.2)
+    """Log-uniform range of optim.warmup_frac (widened past an edge up to 0.5)."""
+    search_frac: float = 1.0
+    """Fraction of the token budget used by each search trial."""
+    lr_widen: int = 1
+    """Times a search whose best LR sits on an edge of its range (lowest / highest sixth in log space) is repeated
+    on a range shifted one range-width past that edge (0 = only flag it)."""
+
+    def __post_init__(self) -> None:  # OmegaConf hands sequences over as lists; the schema's tuples stay tuples
+        self.lr_range, self.warmup_range = tuple(self.lr_range), tuple(self.warmup_range)
+
+    def validate(self) -> None:
+        require(self.samples >= 0, "sweep.baseline.samples", "must be >= 0 (0 = sweep.num_samples)")
+        require(0 < self.lr_range[0] < self.lr_range[1], "sweep.baseline.lr_range", "must be 0 < low < high")
+        require(0 < self.warmup_range[0] < self.warmup_range[1] <= 0.5, "sweep.baseline.warmup_range",
+                "must be 0 < low < high <= 0.5")
+        require(0 < self.search_frac <= 1, "sweep.baseline.search_frac", "must be in (0, 1]")
+        require(self.lr_widen >= 0, "sweep.baseline.lr_widen", "must be >= 0")
+
+
+@dataclass
+class CoordCheckConfig:
+    """coord-check: activation and update sizes against width after a few steps, muP beside SP."""
+
+    widths: list[int] = field(default_factory=lambda: [64, 128, 256, 512, 1024])
+    """Widths to compare (PT with scaling=channels needs multiples of base_width / base_channels)."""
+    seeds: int = 3
+    """Seeds per (parametrization, width); the statistic is averaged over them before fitting."""
+    steps: int = 4
+    """Optimizer steps after init; sizes are measured at t = 0 (init) .. steps."""
+    lr: float = 3e-2
+    """Constant base LR of the steps (no warm-up, no clipping): large, so that mistakes show early."""
+    batch_size: int = 0
+    """Blocks per training and measurement batch (0 = train.batch_size)."""
+    scaling: str = ""
+    """PT's scaling paradigm in the check ('channels' | 'rank'; '' = model.scaling)."""
+    schedule: CoordSchedule = CoordSchedule.constant
+    """'constant' (``lr`` at every step, no clipping: mistakes show early) or 'train' (the run's warm-up and decay
+    over ``steps`` and its gradient clipping: the check of a real training run at the tuned eta = ``lr``)."""
+    measure_steps: list[int] = field(default_factory=list)
+    """Steps at which sizes are measured and checked (besides init); empty = every step."""
+    tolerance: float = 0.25
+    """muP passes when every checked log-log slope (size vs width) is within +-tolerance of 0."""
+    parametrizations: list[str] = field(default_factory=lambda: ["mup_sp", "sp"])
+    """Parametrizations measured side by side; the verdict is about the first muP variant measured
+    (``parametrization.MUP_VARIANTS`` order: mup_sp, mup, mup_paper)."""
+    strict: bool = False
+    """Exit with status 1 when the muP verdict fails (for CI / make)."""
+
+    def validate(self) -> None:
+        require(len(self.widths) >= 2 and all(w > 0 for w in self.widths) and len(set(self.widths)) == len(self.widths),
+                "sweep.coord_check.widths", f"need >= 2 distinct positive widths to fit a slope, got {self.widths}")
+        require(self.seeds >= 1, "sweep.coord_check.seeds", "must be >= 1")
+        require(self.steps >= 0, "sweep.coord_check.steps", "must be >= 0")
+        require(math.isfinite(self.lr) and self.lr > 0, "sweep.coord_check.lr", "must be positive")
+        require(self.batch_size >= 0, "sweep.coord_check.batch_size", "must be >= 0")
+        one_of(self.scaling, ("", *SCALINGS), "sweep.coord_check.scaling")
+        require(all(0 < t <= self.steps for t in self.measure_steps), "sweep.coord_check.measure_steps",
+                f"steps must lie in 1..steps={self.steps}, got {self.measure_steps}")
+        require(0 < self.tolerance < 1, "sweep.coord_check.tolerance", "must be in (0, 1)")
+        _check_parametrizations(self.parametrizations, "sweep.coord_check.parametrizations")
+
+
+@dataclass
+class LrTransferConfig:
+    """lr-transfer: a grid of base LRs per width and parametrization, then seeds near each optimum."""
+
+    widths: list[int] = field(default_factory=lambda: [128, 256, 512, 1024])
+    """PT widths (smallest and largest define the drift)."""
+    grid_range: tuple[float, float] = (1e-3, 1e-1)
+    """Lowest and highest base LR of the log-spaced grid."""
+    grid_points: int = 9
+    """Number of LR grid points (log-spaced, both ends included)."""
+    sp_grid_range: list[float] = field(default_factory=list)
+    """[low, high] of the SP LR grid ([] = grid_range). muP's eta multiplies the hidden LR by 1/N, SP's does not, so
+    the two optima can sit decades apart."""
+    seeds: int = 3
+    """Seeds at each of the ``refine_top`` best values per (parametrization, width); stage 1 runs the whole grid with
+    seed ``seed``, stage 2 adds seeds ``seed+1 .. seed+seeds-1`` near the optimum."""
+    refine_top: int = 3
+    """Grid values per (parametrization, width) that get the extra seeds, chosen from stage 1's losses (0 = every
+    grid value: the full grid with every seed)."""
+    parametrizations: list[str] = field(default_factory=lambda: ["mup_sp", "sp"])
+    """Parametrizations compared."""
+    weight_grid: list[float] = field(default_factory=lambda: [0.25, 0.5, 1.0, 2.0, 4.0])
+    """Grid of the information weight ``weight_key`` (muP only) for the weight study ([] = skip it)."""
+    control: dict[str, Any] = field(default_factory=dict)
+    """Overrides of a control model run over muP's LR grid beside PT (e.g. {"model.n_iters": 0}: PT without
+    inference, the head reads the unary alone); empty = no control. Reported as study "control"."""
+    weight_key: str = "model.w_attn"
+    """The information weight of the weight study (one of model.w_unary ... model.w_topic_g)."""
+    weight_lr: float = 0.0
+    """Base LR of the weight study (0 = optim.lr)."""
+    weight_widths: list[int] = field(default_factory=list)
+    """Widths of the weight study ([] = widths)."""
+    scaling: str = "channels"
+    """PT width-scaling paradigm of the study ('channels' | 'rank': model.scaling of every trial)."""
+    tokens: float = 0.0
+    """Token budget of every trial (0 = train.tokens)."""
+
+    def __post_init__(self) -> None:  # OmegaConf hands sequences over as lists; the schema's tuples stay tuples
+        self.grid_range = tuple(self.grid_range)
+
+    def validate(self) -> None:
+        one_of(self.scaling, SCALINGS, "sweep.lr_transfer.scaling")
+        _check_parametrizations(self.parametrizations, "sweep.lr_transfer.parametrizations")
+        require(len(self.widths) >= 2 and all(w > 0 for w in self.widths) and len(set(self.widths)) == len(self.widths),
+                "sweep.lr_transfer.widths", f"need >= 2 distinct positive widths, got {self.widths}")
+        require(0 < self.grid_range[0] < self.grid_range[1], "sweep.lr_transfer.grid_range", "must be 0 < low < high")
+        require(self.grid_points >= 2, "sweep.lr_transfer.grid_points", "must be >= 2")
+        sp = self.sp_grid_range
+        require(not sp or (len(sp) == 2 and 0 < sp[0] < sp[1]), "sweep.lr_transfer.sp_grid_range",
+                f"must be [] or [low, high] with 0 < low < high, got {sp}")
+        require(self.seeds >= 1, "sweep.lr_transfer.seeds", "must be >= 1")
+        require(self.refine_top >= 0, "sweep.lr_transfer.refine_top", "must be >= 0 (0 = every grid value)")
+        require(self.weight_key in {f"model.{w}" for w in INFO_WEIGHTS}, "sweep.lr_transfer.weight_key",
+                f"must be one of {', '.join('model.' + w for w in INFO_WEIGHTS)}, got {self.weight_key!r}")
+        require(math.isfinite(self.weight_lr) and self.weight_lr >= 0, "sweep.lr_transfer.weight_lr", "must be >= 0")
+        require(all(w > 0 for w in self.weight_widths) and len(set(self.weight_widths)) == len(self.weight_widths),
+                "sweep.lr_transfer.weight_widths", f"must be distinct positive widths, got {self.weight_widths}")
+        require(math.isfinite(self.tokens) and self.tokens >= 0, "sweep.lr_transfer.tokens", "must be >= 0")
+        require(all(math.isfinite(w) and w > 0 for w in self.weight_grid), "sweep.lr_transfer.weight_grid",
+                f"information weights must be positive, got {self.weight_grid}")
+
+
+def _check_parametrizations(pars: list[str], key: str) -> None:
+    require(len(pars) >= 1 and set(pars) <= set(PARAMETRIZATIONS) and len(set(pars)) == len(pars), key,
+            f"must be distinct values of {' | '.join(PARAMETRIZATIONS)}, got {pars}")
 
 
 @dataclass
@@ -74,107 +239,36 @@ class SweepConfig:
     """scaling-curves: PT widths; BERT/UT widths are matched by parameter count."""
     models: list[str] = field(default_factory=lambda: ["pt", "bert", "ut"])
     """scaling-curves: models to compare."""
-    scaling: str = "channels"
+    scaling: Paradigm = Paradigm.channels
     """scaling-curves: PT scaling paradigm(s): 'channels' | 'rank' | 'both'."""
-    match: str = "total"
+    match: Match = Match.total
     """scaling-curves / size --table: the count BERT/UT are matched to PT by (``models.sizing.match_shape``): total
     parameters ([S]'s framing), non-embedding parameters, or training FLOPs per token."""
-    baseline_samples: int = 0
-    """scaling-curves: Optuna trials of each baseline's search at each scale (0 = sweep.num_samples, the budget of
-    PT's tune-small: equal tuning effort). Searched: optim.lr and optim.warmup_frac, with tune-small's ASHA."""
-    baseline_lr_samples: int = 0
-    """Deprecated (the former LR-only trial count per baseline scale); ignored - the summary notes a value > 0.
-    The budget is ``baseline_samples``."""
-    baseline_lr_range: tuple[float, float] = (1e-4, 3e-3)
-    """scaling-curves: log-uniform LR range for BERT/UT."""
-    baseline_warmup_range: tuple[float, float] = (0.01, 0.2)
-    """scaling-curves: log-uniform range of optim.warmup_frac for BERT/UT (widened past an edge up to 0.5)."""
-    baseline_search_frac: float = 1.0
-    """scaling-curves: fraction of the token budget used by each baseline LR-search trial."""
-    baseline_lr_widen: int = 1
-    """scaling-curves: times a baseline LR search whose best LR sits on an edge of its range (lowest / highest
-    sixth in log space) is repeated on a range shifted one range-width past that edge (0 = only flag it)."""
+    baseline: BaselineSearchConfig = field(default_factory=BaselineSearchConfig)
+    """scaling-curves: the BERT / UT searches at each scale."""
     bootstrap: int = 1000
     """scaling-curves: bootstrap resamples (over seeds) of the fits and of the PT - baseline differences."""
-    # coord-check (ptsweep.sweeps.coord_check)
-    coord_widths: list[int] = field(default_factory=lambda: [64, 128, 256, 512, 1024])
-    """coord-check: widths to compare (PT with scaling=channels needs multiples of base_width / base_channels)."""
-    coord_seeds: int = 3
-    """coord-check: seeds per (parametrization, width); the statistic is averaged over them before fitting."""
-    coord_steps: int = 4
-    """coord-check: optimizer steps after init; sizes are measured at t = 0 (init) .. coord_steps."""
-    coord_lr: float = 3e-2
-    """coord-check: constant base LR of the steps (no warm-up, no clipping): large, so that mistakes show early."""
-    coord_batch_size: int = 0
-    """coord-check: blocks per training and measurement batch (0 = train.batch_size)."""
-    coord_scaling: str = ""
-    """coord-check: PT's scaling paradigm in the check ('channels' | 'rank'; '' = model.scaling)."""
-    coord_schedule: str = "constant"
-    """coord-check: 'constant' (coord_lr at every step, no clipping: mistakes show early) or 'train' (the run's
-    warm-up and decay over coord_steps and its gradient clipping: the check of a real training run at the tuned
-    eta = coord_lr)."""
-    coord_measure_steps: list[int] = field(default_factory=list)
-    """coord-check: steps at which sizes are measured and checked (besides init); empty = every step."""
-    coord_tolerance: float = 0.25
-    """coord-check: muP passes when every checked log-log slope (size vs width) is within +-tolerance of 0."""
-    coord_parametrizations: list[str] = field(default_factory=lambda: ["mup_sp", "sp"])
-    """coord-check: parametrizations measured side by side; the verdict is about the first muP variant measured
-    (``parametrization.MUP_VARIANTS`` order: mup_sp, mup, mup_paper)."""
-    strict: bool = False
-    """coord-check: exit with status 1 when the muP verdict fails (for CI / make)."""
-    # lr-transfer (ptsweep.sweeps.lr_transfer)
-    lr_widths: list[int] = field(default_factory=lambda: [128, 256, 512, 1024])
-    """lr-transfer: PT widths (smallest and largest define the drift)."""
-    lr_grid_range: tuple[float, float] = (1e-3, 1e-1)
-    """lr-transfer: lowest and highest base LR of the log-spaced grid."""
-    lr_grid_points: int = 9
-    """lr-transfer: number of LR grid points (log-spaced, both ends included)."""
-    lr_sp_grid_range: list[float] = field(default_factory=list)
-    """lr-transfer: [low, high] of the SP LR grid ([] = lr_grid_range). muP's eta multiplies the hidden LR by 1/N,
-    SP's does not, so the two optima can sit decades apart."""
-    lr_seeds: int = 3
-    """lr-transfer: seeds at each of the ``lr_refine_top`` best values per (parametrization, width); stage 1 runs the
-    whole grid with seed ``seed``, stage 2 adds seeds ``seed+1 .. seed+lr_seeds-1`` near the optimum."""
-    lr_refine_top: int = 3
-    """lr-transfer: grid values per (parametrization, width) that get the extra seeds, chosen from stage 1's losses
-    (0 = every grid value: the full grid with every seed)."""
-    lr_parametrizations: list[str] = field(default_factory=lambda: ["mup_sp", "sp"])
-    """lr-transfer: parametrizations compared."""
-    lr_weight_grid: list[float] = field(default_factory=lambda: [0.25, 0.5, 1.0, 2.0, 4.0])
-    """lr-transfer: grid of the information weight ``lr_weight_key`` (muP only) for the weight study ([] = skip it)."""
-    lr_control: dict[str, Any] = field(default_factory=dict)
-    """lr-transfer: overrides of a control model run over muP's LR grid beside PT (e.g. {"model.n_iters": 0}: PT
-    without inference, the head reads the unary alone); empty = no control. Reported as study "control"."""
-    lr_weight_key: str = "model.w_attn"
-    """lr-transfer: the information weight of the weight study (one of model.w_unary ... model.w_topic_g)."""
-    lr_weight_lr: float = 0.0
-    """lr-transfer: base LR of the weight study (0 = optim.lr)."""
-    lr_weight_widths: list[int] = field(default_factory=list)
-    """lr-transfer: widths of the weight study ([] = lr_widths)."""
-    lr_scaling: str = "channels"
-    """lr-transfer: PT width-scaling paradigm of the study ('channels' | 'rank': model.scaling of every trial)."""
-    lr_tokens: float = 0.0
-    """lr-transfer: token budget of every trial (0 = train.tokens)."""
+    coord_check: CoordCheckConfig = field(default_factory=CoordCheckConfig)
+    """coord-check (``ptsweep.sweeps.coord_check``)."""
+    lr_transfer: LrTransferConfig = field(default_factory=LrTransferConfig)
+    """lr-transfer (``ptsweep.sweeps.lr_transfer``)."""
     keep_checkpoints: bool = False
     """all sweeps: keep each finished trial's checkpoint.pt (off: deleted once the trial's ledger record is written)."""
 
     def __post_init__(self) -> None:  # OmegaConf hands sequences over as lists; the schema's tuples stay tuples
-        for name in ("lr_range", "weight_range", "baseline_lr_range", "baseline_warmup_range", "lr_grid_range"):
-            setattr(self, name, tuple(getattr(self, name)))
+        self.lr_range, self.weight_range = tuple(self.lr_range), tuple(self.weight_range)
 
     def validate(self) -> None:
         """One check per sweep key, grouped by the sweep that reads it."""
         self._check_tuning()
         self._check_verification()
         self._check_scaling_curves()
-        self._check_coord_check()
-        self._check_lr_transfer()
+        self.baseline.validate()
+        self.coord_check.validate()
+        self.lr_transfer.validate()
 
     def _check_tuning(self) -> None:
-        """tune-small: the search space, and the closed choices of the paradigm and matching."""
-        one_of(self.scaling, (*SCALINGS, "both"), "sweep.scaling")
-        one_of(self.match, ("total", "non_embedding", "flops"), "sweep.match")
-        one_of(self.lr_scaling, SCALINGS, "sweep.lr_scaling")
+        """tune-small: the search space."""
         require(self.num_samples >= 1, "sweep.num_samples", "must be >= 1")
         require(0 < self.lr_range[0] < self.lr_range[1], "sweep.lr_range", "must be 0 < low < high")
         require(0 < self.weight_range[0] < self.weight_range[1], "sweep.weight_range", "must be 0 < low < high")
@@ -196,60 +290,18 @@ class SweepConfig:
         require(0.0 < self.test_alpha < 1.0, "sweep.test_alpha", "must be in (0, 1)")
         require(self.equivalence_margin > 0.0, "sweep.equivalence_margin", "must be > 0")
         require(0.0 < self.regret_tolerance < 1.0, "sweep.regret_tolerance", "must be in (0, 1) (relative regret)")
-        require(self.baseline_lr_widen >= 0, "sweep.baseline_lr_widen", "must be >= 0")
-        require(self.bootstrap >= 0, "sweep.bootstrap", "must be >= 0")
 
     def _check_scaling_curves(self) -> None:
-        """scaling-curves: scales, models and the baselines' searches."""
+        """scaling-curves: scales and models."""
         require(len(self.scales) >= 1 and all(s > 0 for s in self.scales), "sweep.scales", "must be positive widths")
         require(set(self.models) <= set(MODEL_SCHEMAS) and len(self.models) >= 1, "sweep.models",
                  f"must be a subset of {sorted(MODEL_SCHEMAS)}, got {self.models}")
-        require(self.baseline_samples >= 0, "sweep.baseline_samples", "must be >= 0 (0 = sweep.num_samples)")
-        require(self.baseline_lr_samples >= 0, "sweep.baseline_lr_samples", "must be >= 0 (deprecated, ignored)")
-        require(0 < self.baseline_lr_range[0] < self.baseline_lr_range[1], "sweep.baseline_lr_range",
-                 "must be 0 < low < high")
-        require(0 < self.baseline_warmup_range[0] < self.baseline_warmup_range[1] <= 0.5,
-                 "sweep.baseline_warmup_range", "must be 0 < low < high <= 0.5")
-        require(0 < self.baseline_search_frac <= 1, "sweep.baseline_search_frac", "must be in (0, 1]")
+        require(self.bootstrap >= 0, "sweep.bootstrap", "must be >= 0")
 
-    def _check_coord_check(self) -> None:
-        """coord-check: widths, steps, LR, schedule and tolerance."""
-        require(len(self.coord_widths) >= 2 and all(w > 0 for w in self.coord_widths)
-                 and len(set(self.coord_widths)) == len(self.coord_widths), "sweep.coord_widths",
-                 f"need >= 2 distinct positive widths to fit a slope, got {self.coord_widths}")
-        require(self.coord_seeds >= 1, "sweep.coord_seeds", "must be >= 1")
-        require(self.coord_steps >= 0, "sweep.coord_steps", "must be >= 0")
-        require(math.isfinite(self.coord_lr) and self.coord_lr > 0, "sweep.coord_lr", "must be positive")
-        require(self.coord_batch_size >= 0, "sweep.coord_batch_size", "must be >= 0")
-        require(self.coord_scaling in ("", "channels", "rank"), "sweep.coord_scaling",
-                 f"must be '', 'channels' or 'rank', got {self.coord_scaling!r}")
-        require(self.coord_schedule in ("constant", "train"), "sweep.coord_schedule",
-                 f"must be 'constant' or 'train', got {self.coord_schedule!r}")
-        require(all(0 < t <= self.coord_steps for t in self.coord_measure_steps), "sweep.coord_measure_steps",
-                 f"steps must lie in 1..coord_steps={self.coord_steps}, got {self.coord_measure_steps}")
-        require(0 < self.coord_tolerance < 1, "sweep.coord_tolerance", "must be in (0, 1)")
 
-    def _check_lr_transfer(self) -> None:
-        """lr-transfer: parametrizations, widths, grids, seeds and the weight study."""
-        for key, pars in (("sweep.coord_parametrizations", self.coord_parametrizations),
-                          ("sweep.lr_parametrizations", self.lr_parametrizations)):
-            require(len(pars) >= 1 and set(pars) <= set(PARAMETRIZATIONS) and len(set(pars)) == len(pars), key,
-                     f"must be distinct values of {' | '.join(PARAMETRIZATIONS)}, got {pars}")
-        require(len(self.lr_widths) >= 2 and all(w > 0 for w in self.lr_widths)
-                 and len(set(self.lr_widths)) == len(self.lr_widths), "sweep.lr_widths",
-                 f"need >= 2 distinct positive widths, got {self.lr_widths}")
-        require(0 < self.lr_grid_range[0] < self.lr_grid_range[1], "sweep.lr_grid_range", "must be 0 < low < high")
-        require(self.lr_grid_points >= 2, "sweep.lr_grid_points", "must be >= 2")
-        require(not self.lr_sp_grid_range or (len(self.lr_sp_grid_range) == 2
-                                                and 0 < self.lr_sp_grid_range[0] < self.lr_sp_grid_range[1]),
-                 "sweep.lr_sp_grid_range", f"must be [] or [low, high] with 0 < low < high, got {self.lr_sp_grid_range}")
-        require(self.lr_seeds >= 1, "sweep.lr_seeds", "must be >= 1")
-        require(self.lr_refine_top >= 0, "sweep.lr_refine_top", "must be >= 0 (0 = every grid value)")
-        require(self.lr_weight_key in {f"model.{w}" for w in INFO_WEIGHTS}, "sweep.lr_weight_key",
-                 f"must be one of {', '.join('model.' + w for w in INFO_WEIGHTS)}, got {self.lr_weight_key!r}")
-        require(math.isfinite(self.lr_weight_lr) and self.lr_weight_lr >= 0, "sweep.lr_weight_lr", "must be >= 0")
-        require(all(w > 0 for w in self.lr_weight_widths) and len(set(self.lr_weight_widths)) == len(self.lr_weight_widths),
-                 "sweep.lr_weight_widths", f"must be distinct positive widths, got {self.lr_weight_widths}")
-        require(math.isfinite(self.lr_tokens) and self.lr_tokens >= 0, "sweep.lr_tokens", "must be >= 0")
-        require(all(math.isfinite(w) and w > 0 for w in self.lr_weight_grid), "sweep.lr_weight_grid",
-                 f"information weights must be positive, got {self.lr_weight_grid}")
+_GROUPS = {"baseline": BaselineSearchConfig, "coord_check": CoordCheckConfig, "lr_transfer": LrTransferConfig}
+RENAMED_KEYS = {f"sweep.{prefix}_{f}" if f != "strict" else "sweep.strict": f"sweep.{group}.{f}"
+                for group, prefix in (("baseline", "baseline"), ("coord_check", "coord"), ("lr_transfer", "lr"))
+                for f in _GROUPS[group].__dataclass_fields__}
+"""The flat sweep keys of earlier versions -> their names now (``sweep.lr_widths`` -> ``sweep.lr_transfer.widths``)."""
+RENAMED_KEYS["sweep.baseline_lr_samples"] = "sweep.baseline.samples (the whole search budget)"

@@ -2,20 +2,20 @@
 
 Search space (each log-uniform, Optuna TPE on Ray Tune, ``sweeps.search.run_search``):
 
-    optim.lr           sweep.baseline_lr_range
-    optim.warmup_frac  sweep.baseline_warmup_range
+    optim.lr           sweep.baseline.lr_range
+    optim.warmup_frac  sweep.baseline.warmup_range
 
 The baselines' own usual hyperparameters: the peak LR and the warm-up fraction (BERT's recipe tunes both). The
 other optimizer settings (AdamW betas, weight decay, schedule) stay at the shared ``optim`` values, as for PT.
 
-Budget: ``sweep.baseline_samples`` trials per (baseline, scale), 0 = ``sweep.num_samples`` = the trials of PT's
+Budget: ``sweep.baseline.samples`` trials per (baseline, scale), 0 = ``sweep.num_samples`` = the trials of PT's
 tune-small, with tune-small's ASHA (``sweep.asha_grace_frac``, ``sweep.asha_reduction``) - equal effort per search.
 PT is searched once (7 values at its base width) and transferred; each baseline is searched at every scale, so its
 total is scales x budget (``trial_counts`` states both).
 
 Edge rule: when the best trial's value of a searched key is the lowest or highest among the finished trials (the
 optimum is not bracketed in that key), the search is repeated (a new Optuna study, same budget) on a range of the
-same log-width centred on it for every such key, up to ``sweep.baseline_lr_widen`` times; warm-up ranges stay
+same log-width centred on it for every such key, up to ``sweep.baseline.lr_widen`` times; warm-up ranges stay
 <= WARMUP_MAX. An optimum still unbracketed is flagged (``edges``; ``edge`` is the LR's).
 
 Seeds: every search trial trains at seed ``cfg.seed + sweep.seeds``, a seed no reported run uses; the reported
@@ -40,13 +40,13 @@ WARMUP_MAX = 0.5
 def search_space(cfg: RunConfig) -> dict[str, tuple[float, float]]:
     """Dotted key -> (low, high) of the baseline search (module docstring)."""
     sweep_cfg = cfg.sweep
-    return {"optim.lr": tuple(float(v) for v in sweep_cfg.baseline_lr_range),
-            "optim.warmup_frac": tuple(float(v) for v in sweep_cfg.baseline_warmup_range)}
+    return {"optim.lr": tuple(float(v) for v in sweep_cfg.baseline.lr_range),
+            "optim.warmup_frac": tuple(float(v) for v in sweep_cfg.baseline.warmup_range)}
 
 
 def budget(cfg: RunConfig) -> int:
-    """Trials per (baseline, scale) and search round: sweep.baseline_samples, 0 = sweep.num_samples (tune-small's)."""
-    return int(cfg.sweep.baseline_samples or cfg.sweep.num_samples)
+    """Trials per (baseline, scale) and search round: sweep.baseline.samples, 0 = sweep.num_samples (tune-small's)."""
+    return int(cfg.sweep.baseline.samples or cfg.sweep.num_samples)
 
 
 def search_training_seed(cfg: RunConfig) -> int:
@@ -100,7 +100,7 @@ def tune(cfg: RunConfig, kind: str, scale: int, model_over: dict, sdir: Path, gr
             return allt, {"best": {}, "best_lr": math.nan, "edges": {}, "edge": "", "rounds": rounds,
                           "n_trials": int(len(allt)), "not_run": not_run}
         edge = edges(good, space)
-        if not any(edge.values()) or rounds >= sweep_cfg.baseline_lr_widen:
+        if not any(edge.values()) or rounds >= sweep_cfg.baseline.lr_widen:
             break
         best = good.loc[good["val_loss"].idxmin()]
         rng = {k: (recentred(r, float(best[k]), k) if edge[k] else r) for k, r in rng.items()}

@@ -3,9 +3,10 @@ verdict), then write the files.
 
 Outputs, under ``<out_dir>/<study or coord-check>/<model>/``: ``coords.csv`` (every measurement), ``slopes.csv``,
 ``summary.json`` (slopes, verdict, worst quantity, settings; one verdict per muP variant measured, 'mup' and/or
-'mup_paper', the headline ``verdict`` being about 'mup' when it was measured) and PNGs (``analysis.plots.plot_coord_check``, one per
-iteration and statistic, SP next to muP in every panel). With ``sweep.strict=true`` a failed verdict raises
-``SystemExit(1)`` after everything is written. Runs in-process (no Ray): the check is a few seconds per width.
+'mup_paper', the headline ``verdict`` being about 'mup' when it was measured) and PNGs
+(``analysis.plots.plot_coord_check``, one per iteration and statistic, SP next to muP in every panel). With
+``sweep.coord_check.strict=true`` a failed verdict raises ``SystemExit(1)`` after everything is written. Runs
+in-process (no Ray): the check is a few seconds per width.
 """
 
 from __future__ import annotations
@@ -58,10 +59,11 @@ def run(cfg: RunConfig) -> Path:
     coords.to_csv(folder / "coords.csv", index=False)
     table = slopes(coords)
     table.to_csv(folder / "slopes.csv", index=False)
-    scaling = sweep_cfg.coord_scaling or getattr(cfg.model, "scaling", None)
+    cc = sweep_cfg.coord_check
+    scaling = cc.scaling or getattr(cfg.model, "scaling", None)
     # one verdict per muP variant measured; the headline verdict is about 'mup' (else 'mup_paper')
-    variants = [p for p in MUP_VARIANTS if p in sweep_cfg.coord_parametrizations]
-    verdicts = {p: verdict(table, sweep_cfg.coord_tolerance, model_name, scaling, parametrization=p) for p in variants}
+    variants = [p for p in MUP_VARIANTS if p in cc.parametrizations]
+    verdicts = {p: verdict(table, cc.tolerance, model_name, scaling, parametrization=p) for p in variants}
     headline = variants[0] if variants else None
     result = verdicts[headline] if headline else None
     images = plot(coords, folder, model_name)
@@ -73,12 +75,12 @@ def run(cfg: RunConfig) -> Path:
         "verdicts": {p: ("pass" if v["pass"] else "fail") for p, v in verdicts.items()},
         **({"mup_paper": verdicts["mup_paper"]} if headline == "mup" and "mup_paper" in verdicts else {}),
         "sp_max_delta_slope_per_quantity": sp_summary(table),
-        "settings": {"widths": list(sweep_cfg.coord_widths), "seeds": sweep_cfg.coord_seeds,
-                     "steps": sweep_cfg.coord_steps, "lr": sweep_cfg.coord_lr, "schedule": sweep_cfg.coord_schedule,
-                     "measure_steps": list(sweep_cfg.coord_measure_steps) or "all",
-                     "batch_size": sweep_cfg.coord_batch_size or cfg.train.batch_size,
-                     "seq_len": cfg.data.seq_len, "parametrizations": list(sweep_cfg.coord_parametrizations),
-                     "tolerance": sweep_cfg.coord_tolerance, "model": to_dict(cfg.model)},
+        "settings": {"widths": list(cc.widths), "seeds": cc.seeds, "steps": cc.steps, "lr": cc.lr,
+                     "schedule": cc.schedule.value,
+                     "measure_steps": list(cc.measure_steps) or "all",
+                     "batch_size": cc.batch_size or cfg.train.batch_size,
+                     "seq_len": cfg.data.seq_len, "parametrizations": list(cc.parametrizations),
+                     "tolerance": cc.tolerance, "model": to_dict(cfg.model)},
         "slopes": table.replace({np.nan: None}).to_dict(orient="records"),
         "images": [p.name for p in images],
         "wall_s": time.perf_counter() - t0,
@@ -90,10 +92,9 @@ def run(cfg: RunConfig) -> Path:
         print(f"coord-check: {note}", file=sys.stderr)
     if result:
         w = result["worst"]
-        print(f"coord-check {model_name}: {headline} {summary['verdict'].upper()} (tolerance "
-              f"{sweep_cfg.coord_tolerance}; "
+        print(f"coord-check {model_name}: {headline} {summary['verdict'].upper()} (tolerance {cc.tolerance}; "
               f"{result['n_failed']}/{result['n_checked']} slopes outside; worst {w['stat']} of {w['quantity']} "
               f"iteration {w['iteration']} step {w['step']}: slope {w['slope']:+.2f})")
-    if sweep_cfg.strict and result is not None and not result["pass"]:
+    if cc.strict and result is not None and not result["pass"]:
         raise SystemExit(1)
     return folder

@@ -1,12 +1,12 @@
 """Measurements and verdict of the muP coordinate check (Yang et al. 2022, "Tensor Programs V", §D / microsoft/mup
 ``coord_check``) for PT, BERT, UT.
 
-For each parametrization (``sweep.coord_parametrizations``: muP and SP side by side), width (``sweep.coord_widths``)
-and seed (``sweep.coord_seeds``) the model is built ('mup_sp' anchored at the smallest width: SP there), then
-trained for ``sweep.coord_steps`` AdamW steps at a large constant base LR (``sweep.coord_lr``; no warm-up, no
-clipping, no weight decay: only the parametrization's init and per-role LR multipliers act) on real MLM batches
-(``data.train_batch``). Before the first step (t = 0, init) and after
-every step t the model runs on ONE fixed measurement batch (the first validation batch, fixed masks) and every
+For each parametrization (``sweep.coord_check.parametrizations``: muP and SP side by side), width
+(``sweep.coord_check.widths``) and seed (``sweep.coord_check.seeds``) the model is built ('mup_sp' anchored at the
+smallest width: SP there), then trained for ``sweep.coord_check.steps`` AdamW steps at a large constant base LR
+(``sweep.coord_check.lr``; no warm-up, no clipping, no weight decay: only the parametrization's init and per-role LR
+multipliers act) on real MLM batches (``data.train_batch``). Before the first step (t = 0, init) and after every step
+t the model runs on ONE fixed measurement batch (the first validation batch, fixed masks) and every
 intermediate x is reduced to two numbers:
 
     value = mean_i |x_t[i]|            the size of the activation (muP: Theta(1) in width)
@@ -17,20 +17,21 @@ Intermediates (``quantity``, ``iteration``):
        |.| is identically 1 under muP, so the diagnostic p_hat_rms = sqrt(mean p_hat^2) is recorded too: it grows with
        width when Q_z concentrates), g_hat_rms (a_G Q_g, same reason), q, v, attn_logits (valid pairs only),
        topic_logits, msg_unary, msg_child, msg_head, msg_topic. attn_logits and topic_logits enter nothing but a
-       softmax (over heads j, over topics g), which ignores a shift of its input: they are measured centred over
-       that axis (valid heads only), so that a shift common to all j or all g - which has no effect on the model -
-       is not counted as an activation (it dominated the topic-logit delta of the stable init, README). Iteration 0 (no MFVI iteration): encoder_out (h at
-       every real token), head_norm (its RMSNorm output times gain) and output_logits (at the labelled positions).
+       softmax (over heads j, over topics g), which ignores a shift of its input: they are measured centred over that
+       axis (valid heads only), so that a shift common to all j or all g - which has no effect on the model - is not
+       counted as an activation (it dominated the topic-logit delta of the stable init, README). Iteration 0 (no MFVI
+       iteration): encoder_out (h at every real token), head_norm (its RMSNorm output times gain) and output_logits
+       (at the labelled positions).
   BERT/UT per layer application l = 1..n_layers (forward hooks on the HF modules; for UT the one shared layer fires
        n_layers times): attn_context (BertSelfAttention output), attn_out (attention output dense, before its LN),
        ffn_act (GELU output), ffn_out (FFN output dense, before LN), hidden (layer output). Iteration 0: embeddings,
        head_transform, output_logits.
 
 Slopes: ``analysis.fits.coord_slopes`` fits log(size) vs log(width) per (parametrization, quantity, iteration, step)
-after averaging seeds, for ``value`` and for ``delta`` (t >= 1). Verdict (muP only): every slope must lie in
-[-tol, +tol] (``sweep.coord_tolerance``); the rms diagnostics (:data:`DIAGNOSTICS`) are reported only; the value of a quantity muP makes vanish at init on purpose
-(:data:`EXPECTED_VANISHING`, e.g. the output logits) only must not grow (slope <= +tol); its delta is checked
-two-sidedly like every other (see experiments/coord-check/README.md).
+after averaging seeds, for ``value`` and for ``delta`` (t >= 1). Verdict (muP only): every slope must lie in [-tol,
++tol] (``sweep.coord_check.tolerance``); the rms diagnostics (:data:`DIAGNOSTICS`) are reported only; the value of a
+quantity muP makes vanish at init on purpose (:data:`EXPECTED_VANISHING`, e.g. the output logits) only must not grow
+(slope <= +tol); its delta is checked two-sidedly like every other (see experiments/coord-check/README.md).
 
 The sweep that writes these to files is :mod:`ptsweep.sweeps.coord_check`; tune-small calls
 :func:`check_at_init` on its tuned point.
@@ -207,23 +208,22 @@ def measure_run(cfg: RunConfig, corpus, steps: int, lr: float, batch_size: int, 
 
 def collect(cfg: RunConfig, corpus=None, log=print) -> pd.DataFrame:
     """The coordinate table: one row per (parametrization, width, seed, quantity, iteration, step)."""
-    sweep_cfg = cfg.sweep
+    cc = cfg.sweep.coord_check
     resolve_device("cpu")  # the check runs on the CPU; flush denormals there exactly as training does
     if cfg.train.threads > 0:  # as in training (train.threads); on a loaded machine 1 thread avoids thrashing
         torch.set_num_threads(cfg.train.threads)
     corpus = corpus if corpus is not None else data_mod.prepare(cfg.data)
-    batch_size = sweep_cfg.coord_batch_size or cfg.train.batch_size
+    batch_size = cc.batch_size or cfg.train.batch_size
     frames = []
-    shape = {"model.scaling": sweep_cfg.coord_scaling} if sweep_cfg.coord_scaling and cfg.model.name == "pt" else {}
+    shape = {"model.scaling": cc.scaling} if cc.scaling and cfg.model.name == "pt" else {}
     anchor = _smallest_width_anchor(cfg, shape)
-    for par in sweep_cfg.coord_parametrizations:
-        for width in sweep_cfg.coord_widths:
-            for s in range(sweep_cfg.coord_seeds):
+    for par in cc.parametrizations:
+        for width in cc.widths:
+            for s in range(cc.seeds):
                 t0 = time.perf_counter()
                 ov = {"model.width": int(width), "model.parametrization": par, "seed": cfg.seed + s, **shape}
                 run_cfg = with_overrides(cfg, {**ov, **(anchor if par == "mup_sp" else {})})
-                rows = measure_run(run_cfg, corpus, sweep_cfg.coord_steps, sweep_cfg.coord_lr, batch_size, sweep_cfg.coord_schedule,
-                                   sweep_cfg.coord_measure_steps)
+                rows = measure_run(run_cfg, corpus, cc.steps, cc.lr, batch_size, cc.schedule, cc.measure_steps)
                 df = pd.DataFrame(rows)
                 df["parametrization"], df["width"], df["seed"] = par, int(width), cfg.seed + s
                 frames.append(df)
@@ -234,8 +234,8 @@ def collect(cfg: RunConfig, corpus=None, log=print) -> pd.DataFrame:
 
 def _smallest_width_anchor(cfg: RunConfig, shape: dict) -> dict:
     """PT's base shape moved to the smallest checked width (``PTConfig.anchor_overrides``): 'mup_sp' is SP there,
-    where ``coord_lr`` is tuned (conf/preset/coord_train.yaml), and muP beyond. {} for BERT / UT."""
-    return anchor_at(cfg, min(cfg.sweep.coord_widths), shape)
+    where ``coord_check.lr`` is tuned (conf/preset/coord_train.yaml), and muP beyond. {} for BERT / UT."""
+    return anchor_at(cfg, min(cfg.sweep.coord_check.widths), shape)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -316,12 +316,12 @@ def check_at_init(cfg: RunConfig, widths: tuple[int, ...] = (64, 128, 256), corp
     par = cfg.model.parametrization
     if par not in MUP_VARIANTS:
         return {"kind": "at-init", "verdict": f"n/a (parametrization {par})"}
-    run_cfg = with_overrides(cfg, {"sweep.coord_widths": list(widths), "sweep.coord_seeds": 1, "sweep.coord_steps": 0,
-                                   "sweep.coord_parametrizations": [par]})
+    run_cfg = with_overrides(cfg, {"sweep.coord_check.widths": list(widths), "sweep.coord_check.seeds": 1,
+                                   "sweep.coord_check.steps": 0, "sweep.coord_check.parametrizations": [par]})
     table = slopes(collect(run_cfg, corpus, log=lambda *_: None))
-    result = verdict(table, run_cfg.sweep.coord_tolerance, cfg.model.name,
-                     run_cfg.sweep.coord_scaling or getattr(cfg.model, "scaling", None),
+    result = verdict(table, run_cfg.sweep.coord_check.tolerance, cfg.model.name,
+                     run_cfg.sweep.coord_check.scaling or getattr(cfg.model, "scaling", None),
                      parametrization=par)
     return {"kind": f"at-init (0 optimizer steps), widths {list(widths)}, 1 seed, tolerance "
-                    f"{run_cfg.sweep.coord_tolerance}", "verdict": "pass" if result["pass"] else "fail",
+                    f"{run_cfg.sweep.coord_check.tolerance}", "verdict": "pass" if result["pass"] else "fail",
             "n_failed": result["n_failed"], "n_checked": result["n_checked"], "worst": result["worst"]}

@@ -2,22 +2,21 @@
 under SP)? Two stages, both real Ray Tune runs through ``sweeps.runner.run_trials`` (resumable, failures and
 divergences kept):
 
-    stage 1 "grid"   one seed (``seed``) over the whole grid:
-                     LR study      sweep.lr_parametrizations x sweep.lr_widths x geomspace(*lr_grid_range, lr_grid_points)
-                                   (SP: lr_sp_grid_range when set)
-                     weight study  the first muP variant of lr_parametrizations: sweep.lr_weight_widths (default
-                                   lr_widths) x sweep.lr_weight_grid (the weight ``sweep.lr_weight_key``) at the
-                                   base LR ``sweep.lr_weight_lr`` (0 = optim.lr); its default-weight point is the
-                                   LR study's run when that LR is on the LR grid
-    stage 2 "seeds"  seeds ``seed+1 .. seed+lr_seeds-1`` at the ``sweep.lr_refine_top`` best values of stage 1 per
+    stage 1 "grid"   one seed (``seed``) over the whole grid; in ``sweep.lr_transfer`` (below, without the prefix):
+                     LR study      parametrizations x widths x geomspace(*grid_range, grid_points)
+                                   (SP: sp_grid_range when set)
+                     weight study  the first muP variant of parametrizations: weight_widths (default widths) x
+                                   weight_grid (the weight ``weight_key``) at the base LR ``weight_lr`` (0 = optim.lr);
+                                   its default-weight point is the LR study's run when that LR is on the LR grid
+    stage 2 "seeds"  seeds ``seed+1 .. seed+seeds-1`` at the ``refine_top`` best values of stage 1 per
                      (study, parametrization, width) (0 = at every value)
 
-The trial plan lives in ``ptsweep.sweeps.lr_transfer_plan``. Stage 2's choice is a pure function of stage 1's
-ledger, so re-running the same command after an interruption finishes stage 1, chooses the same values and skips
-every finished trial of stage 2. Every trial uses the scaling
-paradigm ``sweep.lr_scaling`` and trains PT for the same token budget (``sweep.lr_tokens`` or ``train.tokens``) with
-the preset's schedule and warm-up. Within each stage the narrowest models are submitted first: a long study is read
-while it runs (the partial report below) and resumed across sittings, so the cheap widths come complete first.
+The trial plan lives in ``ptsweep.sweeps.lr_transfer_plan``. Stage 2's choice is a pure function of stage 1's ledger,
+so re-running the same command after an interruption finishes stage 1, chooses the same values and skips every
+finished trial of stage 2. Every trial uses the scaling paradigm ``sweep.lr_transfer.scaling`` and trains PT for the
+same token budget (``sweep.lr_transfer.tokens`` or ``train.tokens``) with the preset's schedule and warm-up. Within
+each stage the narrowest models are submitted first: a long study is read while it runs (the partial report below) and
+resumed across sittings, so the cheap widths come complete first.
 
 Analysis (``ptsweep.analysis.transfer_drift``): per (parametrization, width) the optimum over the values that have all
 seeds (seed-averaged), the values within 2 paired SEs of it, a paired bootstrap over seeds, and the drift
@@ -96,8 +95,8 @@ def analyse(df, cfg: RunConfig) -> dict:
     if "no_context_loss" in df and np.isfinite(df["no_context_loss"].astype(float)).any():
         nc = df["no_context_loss"].astype(float)
         out["no_context_loss"] = float(nc[np.isfinite(nc)].mean())  # the same tokens for every run
-    for study, prefix, xc in (("lr", "lr-", LR_KEY),
-                              ("weight", weight_label(cfg.sweep.lr_weight_key) + "-", cfg.sweep.lr_weight_key),
+    weight_key = cfg.sweep.lr_transfer.weight_key
+    for study, prefix, xc in (("lr", "lr-", LR_KEY), ("weight", weight_label(weight_key) + "-", weight_key),
                               ("control", "ctrl-", LR_KEY)):
         rows = df[df["label"].str.startswith(prefix)]
         if study == "weight" and len(rows):
@@ -178,18 +177,16 @@ def run(cfg: RunConfig) -> Path:
 
 def _settings(cfg: RunConfig) -> dict:
     """The study's settings as summary.json records them."""
-    return {"widths": list(cfg.sweep.lr_widths),
-            "lr_grid": {p: lr_grid(cfg, p) for p in cfg.sweep.lr_parametrizations},
-            "weight_key": cfg.sweep.lr_weight_key, "weight_grid": list(cfg.sweep.lr_weight_grid),
-            "weight_widths": list(cfg.sweep.lr_weight_widths or cfg.sweep.lr_widths),
-            "weight_study_lr": weight_lr(cfg), "seeds": cfg.sweep.lr_seeds,
-            "refine_top": cfg.sweep.lr_refine_top, "parametrizations": list(cfg.sweep.lr_parametrizations),
-            "tokens": float(cfg.sweep.lr_tokens or cfg.train.tokens), "batch_size": cfg.train.batch_size,
+    lt = cfg.sweep.lr_transfer
+    return {"widths": list(lt.widths), "lr_grid": {p: lr_grid(cfg, p) for p in lt.parametrizations},
+            "weight_key": lt.weight_key, "weight_grid": list(lt.weight_grid),
+            "weight_widths": list(lt.weight_widths or lt.widths), "weight_study_lr": weight_lr(cfg), "seeds": lt.seeds,
+            "refine_top": lt.refine_top, "parametrizations": list(lt.parametrizations),
+            "tokens": float(lt.tokens or cfg.train.tokens), "batch_size": cfg.train.batch_size,
             "seq_len": cfg.data.seq_len, "max_val_blocks": cfg.data.max_val_blocks,
             "schedule": cfg.optim.schedule, "warmup_frac": cfg.optim.warmup_frac,
-            "scaling": cfg.sweep.lr_scaling, "data": cfg.data.name, "preset": cfg.preset,
-            "weight_parametrizations": [p for p in [weight_parametrization(cfg)] if p],
-            "control": dict(cfg.sweep.lr_control)}
+            "scaling": lt.scaling, "data": cfg.data.name, "preset": cfg.preset,
+            "weight_parametrizations": [p for p in [weight_parametrization(cfg)] if p], "control": dict(lt.control)}
 
 
 def _print_optima(result: dict) -> None:

@@ -20,54 +20,55 @@ def weight_label(key: str) -> str:
 
 def lr_grid(cfg: RunConfig, parametrization: str) -> list[float]:
     """The log-spaced LR grid of a parametrization (both ends included; SP and 'mup_sp', whose eta is SP's at the
-    base width: ``lr_sp_grid_range`` when set), rounded to 4 significant digits for readable trial keys."""
-    lo, hi = (cfg.sweep.lr_sp_grid_range if parametrization in ("sp", "mup_sp") and cfg.sweep.lr_sp_grid_range
-              else cfg.sweep.lr_grid_range)
-    return [float(f"{x:.4g}") for x in np.geomspace(lo, hi, cfg.sweep.lr_grid_points)]
+    base width: ``lr_transfer.sp_grid_range`` when set), rounded to 4 significant digits for readable trial keys."""
+    lt = cfg.sweep.lr_transfer
+    lo, hi = lt.sp_grid_range if parametrization in ("sp", "mup_sp") and lt.sp_grid_range else lt.grid_range
+    return [float(f"{x:.4g}") for x in np.geomspace(lo, hi, lt.grid_points)]
 
 
 def weight_lr(cfg: RunConfig) -> float:
-    return float(cfg.sweep.lr_weight_lr or cfg.optim.lr)
+    return float(cfg.sweep.lr_transfer.weight_lr or cfg.optim.lr)
 
 
 def _common(cfg: RunConfig) -> dict:
-    return {"model.scaling": cfg.sweep.lr_scaling, "train.tokens": float(cfg.sweep.lr_tokens or cfg.train.tokens)}
+    lt = cfg.sweep.lr_transfer
+    return {"model.scaling": lt.scaling, "train.tokens": float(lt.tokens or cfg.train.tokens)}
 
 
 def _label(cfg: RunConfig, study: str, par: str, width: int) -> str:
     """The label of a group's trials (every value and seed of one (study, parametrization, width))."""
-    prefix = {"lr": "lr", "control": "ctrl"}.get(study) or weight_label(cfg.sweep.lr_weight_key)
+    prefix = {"lr": "lr", "control": "ctrl"}.get(study) or weight_label(cfg.sweep.lr_transfer.weight_key)
     return f"{prefix}-{par}-w{width}"
 
 
 def _trial(cfg: RunConfig, study: str, par: str, width: int, x: float, seed: int) -> tuple[dict, str]:
     """(overrides, label) of one trial; study "lr" varies optim.lr, "control" the same for the control model
-    (``sweep.lr_control`` overrides), "weight" varies sweep.lr_weight_key."""
+    (``sweep.lr_transfer.control`` overrides), "weight" varies sweep.lr_transfer.weight_key."""
     ov = {**_common(cfg), "model.parametrization": par, "model.width": int(width), "seed": int(seed)}
     if par == "mup_sp":  # SP at the study's smallest width (its tuning width), muP beyond
-        ov.update(anchor_at(cfg, min(cfg.sweep.lr_widths), {"model.scaling": cfg.sweep.lr_scaling}))
+        ov.update(anchor_at(cfg, min(cfg.sweep.lr_transfer.widths), {"model.scaling": cfg.sweep.lr_transfer.scaling}))
     if study == "lr":
         ov[LR_KEY] = float(x)
     elif study == "control":
-        ov.update({k: v for k, v in cfg.sweep.lr_control.items()}, **{LR_KEY: float(x)})
+        ov.update({k: v for k, v in cfg.sweep.lr_transfer.control.items()}, **{LR_KEY: float(x)})
     else:
         ov[LR_KEY] = weight_lr(cfg)
-        ov[cfg.sweep.lr_weight_key] = float(x)
+        ov[cfg.sweep.lr_transfer.weight_key] = float(x)
     return ov, _label(cfg, study, par, width)
 
 
 def _groups(cfg: RunConfig) -> list[tuple[str, str, int, list[float]]]:
     """(study, parametrization, width, grid) of every group of the study, narrowest first."""
-    sw = cfg.sweep
+    lt = cfg.sweep.lr_transfer
     wpar = weight_parametrization(cfg)
     out = []
-    for width in sorted(sw.lr_widths):
-        for par in sw.lr_parametrizations:
+    for width in sorted(lt.widths):
+        for par in lt.parametrizations:
             out.append(("lr", par, int(width), lr_grid(cfg, par)))
-        if sw.lr_control and wpar:  # the control beside muP PT (the first muP variant), over its LR grid
+        if lt.control and wpar:  # the control beside muP PT (the first muP variant), over its LR grid
             out.append(("control", wpar, int(width), lr_grid(cfg, wpar)))
-        if sw.lr_weight_grid and wpar and (not sw.lr_weight_widths or width in sw.lr_weight_widths):
-            grid = [float(v) for v in sw.lr_weight_grid]
+        if lt.weight_grid and wpar and (not lt.weight_widths or width in lt.weight_widths):
+            grid = [float(v) for v in lt.weight_grid]
             if weight_lr(cfg) in lr_grid(cfg, wpar):  # the default weight's run is the LR study's: not run twice
                 grid = [v for v in grid if v != default_weight(cfg)]
             out.append(("weight", wpar, int(width), grid))
@@ -77,12 +78,12 @@ def _groups(cfg: RunConfig) -> list[tuple[str, str, int, list[float]]]:
 def weight_parametrization(cfg: RunConfig) -> str | None:
     """The parametrization of the weight study: the first muP variant of the study (information weights are muP
     hyperparameters; :data:`~ptsweep.parametrization.MUP_VARIANTS` order), None without one."""
-    return next((p for p in MUP_VARIANTS if p in cfg.sweep.lr_parametrizations), None)
+    return next((p for p in MUP_VARIANTS if p in cfg.sweep.lr_transfer.parametrizations), None)
 
 
 def default_weight(cfg: RunConfig) -> float:
-    """The model's value of the weight study's weight (``sweep.lr_weight_key``)."""
-    return float(getattr(cfg.model, cfg.sweep.lr_weight_key.split(".", 1)[1]))
+    """The model's value of the weight study's weight (``sweep.lr_transfer.weight_key``)."""
+    return float(getattr(cfg.model, cfg.sweep.lr_transfer.weight_key.split(".", 1)[1]))
 
 
 def stage1_trials(cfg: RunConfig) -> tuple[list[dict], list[str]]:
@@ -97,18 +98,18 @@ def stage1_trials(cfg: RunConfig) -> tuple[list[dict], list[str]]:
 
 
 def _x_col(cfg: RunConfig, study: str) -> str:
-    return cfg.sweep.lr_weight_key if study == "weight" else LR_KEY
+    return cfg.sweep.lr_transfer.weight_key if study == "weight" else LR_KEY
 
 
 def refine_values(cfg: RunConfig, df1) -> dict[tuple[str, str, int], list[float]]:
-    """Stage 2's values per (study, parametrization, width): the ``lr_refine_top`` lowest finite stage-1 losses
-    (ties broken by the smaller value; every value when ``lr_refine_top`` = 0; the weight study's default weight
-    counts through :func:`default_weight_rows`)."""
+    """Stage 2's values per (study, parametrization, width): the ``lr_transfer.refine_top`` lowest finite stage-1
+    losses (ties broken by the smaller value; every value when ``lr_transfer.refine_top`` = 0; the weight study's
+    default weight counts through :func:`default_weight_rows`)."""
     import pandas as pd
 
     out = {}
     for study, par, width, grid in _groups(cfg):
-        if cfg.sweep.lr_refine_top == 0:
+        if cfg.sweep.lr_transfer.refine_top == 0:
             out[(study, par, width)] = list(grid)
             continue
         g = df1[df1["label"] == _label(cfg, study, par, width)]
@@ -119,19 +120,19 @@ def refine_values(cfg: RunConfig, df1) -> dict[tuple[str, str, int], list[float]
         xs = g[xc].astype(float).to_numpy()
         ok = np.isfinite(loss)
         order = sorted(zip(loss[ok], xs[ok]))
-        out[(study, par, width)] = sorted(float(x) for _, x in order[: cfg.sweep.lr_refine_top])
+        out[(study, par, width)] = sorted(float(x) for _, x in order[: cfg.sweep.lr_transfer.refine_top])
     return out
 
 
 def stage2_trials(cfg: RunConfig, df1) -> tuple[list[dict], list[str]]:
-    """Stage 2: seeds ``seed+1 .. seed+lr_seeds-1`` at the values chosen by :func:`refine_values`."""
+    """Stage 2: seeds ``seed+1 .. seed+lr_transfer.seeds-1`` at the values chosen by :func:`refine_values`."""
     trials, labels = [], []
     values = refine_values(cfg, df1)
     for study, par, width, _ in _groups(cfg):
         xs = values[(study, par, width)]
         if study == "weight" and weight_lr(cfg) in values.get(("lr", par, width), []):
             xs = [x for x in xs if x != default_weight(cfg)]  # the LR study's seeds at weight_lr are these
-        for s in range(1, cfg.sweep.lr_seeds):
+        for s in range(1, cfg.sweep.lr_transfer.seeds):
             for x in xs:
                 ov, lab = _trial(cfg, study, par, width, x, cfg.seed + s)
                 trials.append(ov)
@@ -141,7 +142,7 @@ def stage2_trials(cfg: RunConfig, df1) -> tuple[list[dict], list[str]]:
 
 def fill_base(df, cfg: RunConfig):
     """The LR study's rows ran at the model's default weight: fill that column (and the LR where absent)."""
-    wk = cfg.sweep.lr_weight_key
+    wk = cfg.sweep.lr_transfer.weight_key
     df[wk] = df[wk].fillna(default_weight(cfg)) if wk in df else default_weight(cfg)
     df[LR_KEY] = df[LR_KEY].fillna(weight_lr(cfg)) if LR_KEY in df else weight_lr(cfg)
     return df
@@ -150,7 +151,7 @@ def fill_base(df, cfg: RunConfig):
 def default_weight_rows(df, cfg: RunConfig):
     """The LR study's runs that are the weight study's point at the default weight: the weight study's
     parametrization, at its widths, at LR ``weight_lr`` (their weight column filled by :func:`fill_base`)."""
-    widths = cfg.sweep.lr_weight_widths or cfg.sweep.lr_widths
+    widths = cfg.sweep.lr_transfer.weight_widths or cfg.sweep.lr_transfer.widths
     lr = df[LR_KEY].astype(float) if LR_KEY in df else None
     if lr is None:
         return df.iloc[:0]

@@ -69,7 +69,7 @@ def plot(df, result: dict, cfg: RunConfig, path: Path) -> Path | None:
         return None
     fig, axes = new_figure(1, len(panels), size=(5.2 * len(panels), 4.5))
     uni, nc = result.get("unigram_loss"), result.get("no_context_loss")
-    widths = sorted(cfg.sweep.lr_widths)
+    widths = sorted(cfg.sweep.lr_transfer.widths)
     colors = dict(zip(widths, (colormaps["viridis"](v) for v in np.linspace(0.1, 0.9, len(widths)))))
     for j, (study, par) in enumerate(panels):
         ax = axes[0, j]

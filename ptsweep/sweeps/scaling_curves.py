@@ -7,9 +7,9 @@ For each N (matched to PT with the first paradigm) and each baseline in sweep.mo
            (d = 64 h, h <= n_layers <= 2h) / the UT rule (BERT's depth, widened), closest to PT's total parameters,
            non-embedding parameters or training FLOPs per token (sweep.match; README "Baseline shapes")
     tuning sweeps.baseline_tuning.tune: Optuna TPE + tune-small's ASHA over optim.lr and optim.warmup_frac,
-           sweep.baseline_samples trials (0 = sweep.num_samples, PT's tune-small budget), chosen on the VALIDATION
+           sweep.baseline.samples trials (0 = sweep.num_samples, PT's tune-small budget), chosen on the VALIDATION
            split at training seed cfg.seed + sweep.seeds (a seed no reported run uses), with the edge rule (a search
-           whose best value of a key is not bracketed is repeated on a recentred range, sweep.baseline_lr_widen
+           whose best value of a key is not bracketed is repeated on a recentred range, sweep.baseline.lr_widen
            times; still unbracketed -> flagged).
            Then sweep.seeds final runs at the chosen values, seeds cfg.seed + i like PT's. No search trial is
            reported: the winning trial's own losses are biased low (it won on a validation split whose noise its
@@ -145,10 +145,6 @@ def run(cfg: RunConfig) -> Path:
     comp = framings_mod.comparisons(runs, table, pt_series, present, list(sweep_cfg.scales), pooled,
                                     sweep_cfg.bootstrap, sweep_cfg.search_seed)
     images = _figures(runs, table, pt_series, fits, comp["framings"], sdir, split, plan.notes)
-    if sweep_cfg.baseline_lr_samples:
-        plan.notes.append(f"sweep.baseline_lr_samples={sweep_cfg.baseline_lr_samples} is deprecated and ignored: "
-                          f"each baseline search runs sweep.baseline_samples (0 = sweep.num_samples) = "
-                          f"{baseline_tuning.budget(cfg)} trials")
     summary = {"study": name, "loss_split": split, "seeds": plan.seeds, "fits": fits["params"],
                "fits_non_embedding": fits["non_embedding_params"], "fits_flops": fits["train_flops"],
                "match": sweep_cfg.match, "framing_level": 0.95, **comp,
@@ -190,7 +186,7 @@ def _plan_baseline(cfg: RunConfig, plan: _Plan, kind: str, scale: int, pt_scalin
     if abs(row["match_ratio"] - 1) > 0.05:
         plan.notes.append(f"{kind} w{scale}: the closest rule shape (d={mcfg.width}, L={mcfg.n_layers}) has "
                           f"{row['match_ratio']:.3f} x PT's {sweep_cfg.match} count (more than 5 % off)")
-    search_tokens = max(1.0, sweep_cfg.baseline_search_frac * cfg.train.tokens)
+    search_tokens = max(1.0, sweep_cfg.baseline.search_frac * cfg.train.tokens)
     df, info = baseline_tuning.tune(cfg, kind, scale, shape_overrides, sdir, study_name(cfg, SWEEP).replace("/", "-"),
                                     search_tokens, sweep_tags(SWEEP, bcfg.model))
     df.insert(0, "model", kind)
@@ -371,7 +367,7 @@ def _settings(cfg: RunConfig, plan: _Plan, pooled: tuple[float, int], provenance
             "pooled_seed_sd": math.sqrt(pooled_var) if math.isfinite(pooled_var) else None, "pooled_df": pooled_df,
             "lr_search": plan.lr_info, "vocab_size": vocab, "scales": list(sweep_cfg.scales),
             "models": list(sweep_cfg.models), "scaling": sweep_cfg.scaling, "tokens": cfg.train.tokens,
-            "baseline_search_tokens": max(1.0, sweep_cfg.baseline_search_frac * cfg.train.tokens)}
+            "baseline_search_tokens": max(1.0, sweep_cfg.baseline.search_frac * cfg.train.tokens)}
 
 
 def report_lines(table: pd.DataFrame, split: str, summary: dict) -> list[str]:

@@ -8,6 +8,7 @@
 # From the repository root on a lent machine, with hydra-core / omegaconf wheels in .whl, antlr4 as .whl/site/antlr4
 # and the tokenised corpus in runs/cache (carry both; experiments/demo/README.md, "Session 20"):
 #   bash experiments/demo/gpu_baselines.sh        # -> $OUT/log.txt, $OUT/runs.tgz
+#   SET=pt LIMIT_S=150 EVAL_EVERY=1200 bash experiments/demo/gpu_baselines.sh   # PT at widths 32 / 64 on the same schedule
 set -uo pipefail
 OUT=${OUT:-runs/gpu-baselines}
 LIMIT_S=${LIMIT_S:-450}
@@ -25,8 +26,8 @@ nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 run() {  # run NAME STEPS OVERRIDES...: one training run in the background, its own time limit
   local name=$1 steps=$2; shift 2
   timeout "$LIMIT_S" python3 -m ptsweep train preset=demo tracker=disabled train.progress=false \
-    train.device=cuda train.precision=fp32 train.tokens=$((steps * 1024)) train.eval_every=2400 train.eval_batches=12 \
-    train.log_every=1200 train.checkpoint_every_s=100000 optim.warmup_frac=0.25 out_dir="$RES/$name" "$@" \
+    train.device=cuda train.precision=fp32 train.tokens=$((steps * 1024)) train.eval_every=${EVAL_EVERY:-2400} train.eval_batches=12 \
+    train.log_every=600 train.checkpoint_every_s=100000 optim.warmup_frac=0.25 out_dir="$RES/$name" "$@" \
     > "$RES/$name.log" 2>&1 &
   PIDS+=($!)
 }
@@ -35,13 +36,18 @@ PIDS=()
 BERT32="model=bert model.width=64 model.n_layers=1 model.n_heads=1"
 BERT64="model=bert model.width=128 model.n_layers=2 model.n_heads=2"
 UT64="model=ut model.width=128 model.n_layers=2 model.n_heads=2"
-run bert32-19k-3e-3 19200 $BERT32 optim.lr=3e-3
-run bert32-77k-3e-3 76800 $BERT32 optim.lr=3e-3
-run bert32-77k-1e-3 76800 $BERT32 optim.lr=1e-3
-run bert64-19k-3e-3 19200 $BERT64 optim.lr=3e-3
-run bert64-77k-1e-3 76800 $BERT64 optim.lr=1e-3
-run ut64-19k-3e-3 19200 $UT64 optim.lr=3e-3
-run ut64-77k-1e-3 76800 $UT64 optim.lr=1e-3
+if [ "${SET:-baselines}" = pt ]; then  # PT (the demo's default, eta 0.02) on the baselines' 19.2k-step schedule
+  run pt32-19k-2e-2 19200 model=pt model.scaling=rank model.width=32
+  run pt64-19k-2e-2 19200 model=pt model.scaling=rank model.width=64
+else
+  run bert32-19k-3e-3 19200 $BERT32 optim.lr=3e-3
+  run bert32-77k-3e-3 76800 $BERT32 optim.lr=3e-3
+  run bert32-77k-1e-3 76800 $BERT32 optim.lr=1e-3
+  run bert64-19k-3e-3 19200 $BERT64 optim.lr=3e-3
+  run bert64-77k-1e-3 76800 $BERT64 optim.lr=1e-3
+  run ut64-19k-3e-3 19200 $UT64 optim.lr=3e-3
+  run ut64-77k-1e-3 76800 $UT64 optim.lr=1e-3
+fi
 wait "${PIDS[@]}"  # not a bare `wait`: it would also wait for the `tee` of the exec above, which never ends
 date -u +%H:%M:%S
 for f in "$RES"/*.log; do echo "== $(basename "$f")"; tail -3 "$f"; done

@@ -11,13 +11,7 @@
 set -uo pipefail
 OUT=${OUT:-runs/gpu}
 RES=/tmp/gpu-results
-mkdir -p "$OUT" "$RES"
-exec > >(tee "$OUT/log.txt") 2>&1
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-  export PYTHONPATH=$PWD:/tmp/site:$PWD/.whl/site
-fi
-export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false WANDB_MODE=disabled
+source bench/gpu_env.sh  # log to $OUT/log.txt, wheels, offline environment
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__,
 torch.cuda.get_device_name())"

@@ -13,13 +13,7 @@ set -uo pipefail
 OUT=${OUT:-runs/gpu-baselines}
 LIMIT_S=${LIMIT_S:-450}
 RES=/tmp/gpu-baselines
-mkdir -p "$OUT" "$RES"
-exec > >(tee "$OUT/log.txt") 2>&1
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-  export PYTHONPATH=$PWD:/tmp/site:$PWD/.whl/site
-fi
-export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false WANDB_MODE=disabled
+source bench/gpu_env.sh  # log to $OUT/log.txt, wheels, offline environment
 export OMP_NUM_THREADS=1
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 

@@ -42,7 +42,7 @@ else
   run ut64-19k-3e-3 19200 $UT64 optim.lr=3e-3
   run ut64-77k-1e-3 76800 $UT64 optim.lr=1e-3
 fi
-wait "${PIDS[@]}"  # not a bare `wait`: it would also wait for the `tee` of the exec above, which never ends
+wait "${PIDS[@]}"  # not a bare `wait`: it would also wait for the `tee` gpu_env.sh started, which never ends
 date -u +%H:%M:%S
 for f in "$RES"/*.log; do echo "== $(basename "$f")"; tail -3 "$f"; done
 python3 - "$RES" <<'EOF'

@@ -8,6 +8,7 @@ new names, so an old override fails with a one-line "renamed to" error.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -99,8 +100,8 @@ class CoordCheckConfig:
     """Exit with status 1 when the muP verdict fails (for CI / make)."""
 
     def validate(self) -> None:
-        require(len(self.widths) >= 2 and all(w > 0 for w in self.widths) and len(set(self.widths)) == len(self.widths),
-                "sweep.coord_check.widths", f"need >= 2 distinct positive widths to fit a slope, got {self.widths}")
+        require(len(self.widths) >= 2 and _distinct_positive(self.widths), "sweep.coord_check.widths",
+                f"need >= 2 distinct positive widths to fit a slope, got {self.widths}")
         require(self.seeds >= 1, "sweep.coord_check.seeds", "must be >= 1")
         require(self.steps >= 0, "sweep.coord_check.steps", "must be >= 0")
         require(math.isfinite(self.lr) and self.lr > 0, "sweep.coord_check.lr", "must be positive")
@@ -155,8 +156,8 @@ class LrTransferConfig:
     def validate(self) -> None:
         one_of(self.scaling, SCALINGS, "sweep.lr_transfer.scaling")
         _check_parametrizations(self.parametrizations, "sweep.lr_transfer.parametrizations")
-        require(len(self.widths) >= 2 and all(w > 0 for w in self.widths) and len(set(self.widths)) == len(self.widths),
-                "sweep.lr_transfer.widths", f"need >= 2 distinct positive widths, got {self.widths}")
+        require(len(self.widths) >= 2 and _distinct_positive(self.widths), "sweep.lr_transfer.widths",
+                f"need >= 2 distinct positive widths, got {self.widths}")
         require(0 < self.grid_range[0] < self.grid_range[1], "sweep.lr_transfer.grid_range", "must be 0 < low < high")
         require(self.grid_points >= 2, "sweep.lr_transfer.grid_points", "must be >= 2")
         sp = self.sp_grid_range
@@ -167,11 +168,15 @@ class LrTransferConfig:
         require(self.weight_key in {f"model.{w}" for w in INFO_WEIGHTS}, "sweep.lr_transfer.weight_key",
                 f"must be one of {', '.join('model.' + w for w in INFO_WEIGHTS)}, got {self.weight_key!r}")
         require(math.isfinite(self.weight_lr) and self.weight_lr >= 0, "sweep.lr_transfer.weight_lr", "must be >= 0")
-        require(all(w > 0 for w in self.weight_widths) and len(set(self.weight_widths)) == len(self.weight_widths),
-                "sweep.lr_transfer.weight_widths", f"must be distinct positive widths, got {self.weight_widths}")
+        require(_distinct_positive(self.weight_widths), "sweep.lr_transfer.weight_widths",
+                f"must be distinct positive widths, got {self.weight_widths}")
         require(math.isfinite(self.tokens) and self.tokens >= 0, "sweep.lr_transfer.tokens", "must be >= 0")
         require(all(math.isfinite(w) and w > 0 for w in self.weight_grid), "sweep.lr_transfer.weight_grid",
                 f"information weights must be positive, got {self.weight_grid}")
+
+
+def _distinct_positive(widths: list[int]) -> bool:
+    return all(w > 0 for w in widths) and len(set(widths)) == len(widths)
 
 
 def _check_parametrizations(pars: list[str], key: str) -> None:
@@ -299,9 +304,10 @@ class SweepConfig:
         require(self.bootstrap >= 0, "sweep.bootstrap", "must be >= 0")
 
 
-_GROUPS = {"baseline": BaselineSearchConfig, "coord_check": CoordCheckConfig, "lr_transfer": LrTransferConfig}
-RENAMED_KEYS = {f"sweep.{prefix}_{f}" if f != "strict" else "sweep.strict": f"sweep.{group}.{f}"
-                for group, prefix in (("baseline", "baseline"), ("coord_check", "coord"), ("lr_transfer", "lr"))
-                for f in _GROUPS[group].__dataclass_fields__}
+_FLAT_PREFIXES = (("baseline", "baseline_", BaselineSearchConfig), ("coord_check", "coord_", CoordCheckConfig),
+                  ("lr_transfer", "lr_", LrTransferConfig))
+"""Each section and the prefix its keys had in the flat ``sweep`` of earlier versions (``strict`` had none)."""
+RENAMED_KEYS = {f"sweep.{'' if f.name == 'strict' else prefix}{f.name}": f"sweep.{section}.{f.name}"
+                for section, prefix, schema in _FLAT_PREFIXES for f in dataclasses.fields(schema)}
 """The flat sweep keys of earlier versions -> their names now (``sweep.lr_widths`` -> ``sweep.lr_transfer.widths``)."""
 RENAMED_KEYS["sweep.baseline_lr_samples"] = "sweep.baseline.samples (the whole search budget)"

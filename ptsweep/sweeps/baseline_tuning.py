@@ -44,6 +44,11 @@ def search_space(cfg: RunConfig) -> dict[str, tuple[float, float]]:
             "optim.warmup_frac": tuple(float(v) for v in sweep_cfg.baseline.warmup_range)}
 
 
+def search_tokens(cfg: RunConfig) -> float:
+    """Token budget of each search trial: sweep.baseline.search_frac of train.tokens (at least 1)."""
+    return max(1.0, cfg.sweep.baseline.search_frac * cfg.train.tokens)
+
+
 def budget(cfg: RunConfig) -> int:
     """Trials per (baseline, scale) and search round: sweep.baseline.samples, 0 = sweep.num_samples (tune-small's)."""
     return int(cfg.sweep.baseline.samples or cfg.sweep.num_samples)

@@ -21,7 +21,7 @@ import pandas as pd
 from ptsweep.config import RunConfig, to_dict
 from ptsweep.io import write_json
 from ptsweep.parametrization import MUP_VARIANTS
-from ptsweep.sweeps.coords import collect, slopes, sp_summary, verdict
+from ptsweep.sweeps.coords import checked_scaling, collect, slopes, sp_summary, verdict
 from ptsweep.sweeps.outputs import log_summary
 
 # --------------------------------------------------------------------------------------------------------------
@@ -60,7 +60,7 @@ def run(cfg: RunConfig) -> Path:
     table = slopes(coords)
     table.to_csv(folder / "slopes.csv", index=False)
     cc = sweep_cfg.coord_check
-    scaling = cc.scaling or getattr(cfg.model, "scaling", None)
+    scaling = checked_scaling(cfg)
     # one verdict per muP variant measured; the headline verdict is about 'mup' (else 'mup_paper')
     variants = [p for p in MUP_VARIANTS if p in cc.parametrizations]
     verdicts = {p: verdict(table, cc.tolerance, model_name, scaling, parametrization=p) for p in variants}

@@ -232,6 +232,11 @@ def collect(cfg: RunConfig, corpus=None, log=print) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+def checked_scaling(cfg: RunConfig) -> str | None:
+    """PT's paradigm in the check: sweep.coord_check.scaling, '' = model.scaling (None for BERT / UT)."""
+    return cfg.sweep.coord_check.scaling or getattr(cfg.model, "scaling", None)
+
+
 def _smallest_width_anchor(cfg: RunConfig, shape: dict) -> dict:
     """PT's base shape moved to the smallest checked width (``PTConfig.anchor_overrides``): 'mup_sp' is SP there,
     where ``coord_check.lr`` is tuned (conf/preset/coord_train.yaml), and muP beyond. {} for BERT / UT."""
@@ -319,8 +324,7 @@ def check_at_init(cfg: RunConfig, widths: tuple[int, ...] = (64, 128, 256), corp
     run_cfg = with_overrides(cfg, {"sweep.coord_check.widths": list(widths), "sweep.coord_check.seeds": 1,
                                    "sweep.coord_check.steps": 0, "sweep.coord_check.parametrizations": [par]})
     table = slopes(collect(run_cfg, corpus, log=lambda *_: None))
-    result = verdict(table, run_cfg.sweep.coord_check.tolerance, cfg.model.name,
-                     run_cfg.sweep.coord_check.scaling or getattr(cfg.model, "scaling", None),
+    result = verdict(table, run_cfg.sweep.coord_check.tolerance, cfg.model.name, checked_scaling(run_cfg),
                      parametrization=par)
     return {"kind": f"at-init (0 optimizer steps), widths {list(widths)}, 1 seed, tolerance "
                     f"{run_cfg.sweep.coord_check.tolerance}", "verdict": "pass" if result["pass"] else "fail",

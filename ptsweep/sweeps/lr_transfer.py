@@ -47,7 +47,8 @@ from ptsweep.sweeps.outputs import log_summary, save_table, study_path, sweep_ta
 from ptsweep.sweeps.ray_session import ray_session
 from ptsweep.sweeps.runner import run_trials
 from ptsweep.sweeps.lr_transfer_plan import (LR_KEY, default_weight_rows, fill_base, lr_grid, stage1_trials,
-                                             stage2_trials, weight_label, weight_lr, weight_parametrization)
+                                             stage2_trials, trial_tokens, weight_label, weight_lr,
+                                             weight_parametrization, weight_widths)
 from ptsweep.sweeps.lr_transfer_report import STUDIES, markdown, optima_table, plot
 
 SWEEP = "lr-transfer"
@@ -180,9 +181,9 @@ def _settings(cfg: RunConfig) -> dict:
     lt = cfg.sweep.lr_transfer
     return {"widths": list(lt.widths), "lr_grid": {p: lr_grid(cfg, p) for p in lt.parametrizations},
             "weight_key": lt.weight_key, "weight_grid": list(lt.weight_grid),
-            "weight_widths": list(lt.weight_widths or lt.widths), "weight_study_lr": weight_lr(cfg), "seeds": lt.seeds,
+            "weight_widths": weight_widths(cfg), "weight_study_lr": weight_lr(cfg), "seeds": lt.seeds,
             "refine_top": lt.refine_top, "parametrizations": list(lt.parametrizations),
-            "tokens": float(lt.tokens or cfg.train.tokens), "batch_size": cfg.train.batch_size,
+            "tokens": trial_tokens(cfg), "batch_size": cfg.train.batch_size,
             "seq_len": cfg.data.seq_len, "max_val_blocks": cfg.data.max_val_blocks,
             "schedule": cfg.optim.schedule, "warmup_frac": cfg.optim.warmup_frac,
             "scaling": lt.scaling, "data": cfg.data.name, "preset": cfg.preset,

@@ -30,9 +30,19 @@ def weight_lr(cfg: RunConfig) -> float:
     return float(cfg.sweep.lr_transfer.weight_lr or cfg.optim.lr)
 
 
-def _common(cfg: RunConfig) -> dict:
+def trial_tokens(cfg: RunConfig) -> float:
+    """Token budget of every trial: sweep.lr_transfer.tokens, 0 = train.tokens."""
+    return float(cfg.sweep.lr_transfer.tokens or cfg.train.tokens)
+
+
+def weight_widths(cfg: RunConfig) -> list[int]:
+    """Widths of the weight study: sweep.lr_transfer.weight_widths, [] = the study's widths."""
     lt = cfg.sweep.lr_transfer
-    return {"model.scaling": lt.scaling, "train.tokens": float(lt.tokens or cfg.train.tokens)}
+    return list(lt.weight_widths or lt.widths)
+
+
+def _common(cfg: RunConfig) -> dict:
+    return {"model.scaling": cfg.sweep.lr_transfer.scaling, "train.tokens": trial_tokens(cfg)}
 
 
 def _label(cfg: RunConfig, study: str, par: str, width: int) -> str:
@@ -67,7 +77,7 @@ def _groups(cfg: RunConfig) -> list[tuple[str, str, int, list[float]]]:
             out.append(("lr", par, int(width), lr_grid(cfg, par)))
         if lt.control and wpar:  # the control beside muP PT (the first muP variant), over its LR grid
             out.append(("control", wpar, int(width), lr_grid(cfg, wpar)))
-        if lt.weight_grid and wpar and (not lt.weight_widths or width in lt.weight_widths):
+        if lt.weight_grid and wpar and width in weight_widths(cfg):
             grid = [float(v) for v in lt.weight_grid]
             if weight_lr(cfg) in lr_grid(cfg, wpar):  # the default weight's run is the LR study's: not run twice
                 grid = [v for v in grid if v != default_weight(cfg)]
@@ -151,7 +161,7 @@ def fill_base(df, cfg: RunConfig):
 def default_weight_rows(df, cfg: RunConfig):
     """The LR study's runs that are the weight study's point at the default weight: the weight study's
     parametrization, at its widths, at LR ``weight_lr`` (their weight column filled by :func:`fill_base`)."""
-    widths = cfg.sweep.lr_transfer.weight_widths or cfg.sweep.lr_transfer.widths
+    widths = weight_widths(cfg)
     lr = df[LR_KEY].astype(float) if LR_KEY in df else None
     if lr is None:
         return df.iloc[:0]

@@ -186,9 +186,8 @@ def _plan_baseline(cfg: RunConfig, plan: _Plan, kind: str, scale: int, pt_scalin
     if abs(row["match_ratio"] - 1) > 0.05:
         plan.notes.append(f"{kind} w{scale}: the closest rule shape (d={mcfg.width}, L={mcfg.n_layers}) has "
                           f"{row['match_ratio']:.3f} x PT's {sweep_cfg.match} count (more than 5 % off)")
-    search_tokens = max(1.0, sweep_cfg.baseline.search_frac * cfg.train.tokens)
     df, info = baseline_tuning.tune(cfg, kind, scale, shape_overrides, sdir, study_name(cfg, SWEEP).replace("/", "-"),
-                                    search_tokens, sweep_tags(SWEEP, bcfg.model))
+                                    baseline_tuning.search_tokens(cfg), sweep_tags(SWEEP, bcfg.model))
     df.insert(0, "model", kind)
     df.insert(1, "scale", scale)
     plan.searches.append(df)
@@ -367,7 +366,7 @@ def _settings(cfg: RunConfig, plan: _Plan, pooled: tuple[float, int], provenance
             "pooled_seed_sd": math.sqrt(pooled_var) if math.isfinite(pooled_var) else None, "pooled_df": pooled_df,
             "lr_search": plan.lr_info, "vocab_size": vocab, "scales": list(sweep_cfg.scales),
             "models": list(sweep_cfg.models), "scaling": sweep_cfg.scaling, "tokens": cfg.train.tokens,
-            "baseline_search_tokens": max(1.0, sweep_cfg.baseline.search_frac * cfg.train.tokens)}
+            "baseline_search_tokens": baseline_tuning.search_tokens(cfg)}
 
 
 def report_lines(table: pd.DataFrame, split: str, summary: dict) -> list[str]:

@@ -5,18 +5,8 @@ Pure functions on numpy / pandas tables; no model, Ray or W&B imports. Plotting 
 """
 
 from .design import distance, n_required, perturb
-from .fits import coord_slopes, fit_loglog_slope, fit_power_law, predict
+from .fits import coord_slopes, fit_power_law, predict
 from .verification import noise_band, rank_table, verdict
 
-__all__ = [
-    "n_required",
-    "perturb",
-    "distance",
-    "noise_band",
-    "rank_table",
-    "verdict",
-    "fit_power_law",
-    "predict",
-    "fit_loglog_slope",
-    "coord_slopes",
-]
+__all__ = ["n_required", "perturb", "distance", "noise_band", "rank_table", "verdict", "fit_power_law", "predict",
+           "coord_slopes"]

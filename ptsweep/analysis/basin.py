@@ -1,17 +1,13 @@
 """How wide is an LR optimum, and where does training break? Pure functions of one loss-vs-LR curve.
 
-A transferred LR is only safe when the loss is flat around it: a researcher who moves to a longer run or a wider
-model lands somewhere near eta*, not on it. On a grid ``x`` (ascending, e.g. factors of 2 apart) with loss ``y``
-(the seed mean of each value), for the optimum x* = argmin y:
+On a grid ``x`` (ascending, e.g. factors of 2 apart) with loss ``y`` (seed means), for the optimum x* = argmin y:
 
-- **basin** (``tol`` = 2 %): the contiguous grid values around x* with y <= (1 + tol) y(x*); its edges, its width in
-  factors of 2, and whether it touches the grid's ends (then the true basin may be wider: a bound);
+- **basin** (``tol`` = 2 %): the contiguous grid values around x* with y <= (1 + tol) y(x*), its width in factors
+  of 2, and whether it touches the grid's ends (then the true basin may be wider: a bound);
 - **window** [x*/f, f x*] (``f`` = 2): passes when both ends are on the grid and inside the basin's tolerance;
-  None when an end was not run;
-- **cliff** (``reference`` = the unigram loss): the nearest grid values above and below x* where the run ends *worse*
-  than the reference - the model broke (it lost even the token statistics a context-free model learns); their
-  distance from x* in factors of 2. With y = -context gain and reference 0: where the model ends no better than the
-  unigram on [MASK] targets (it learned no context).
+- **cliff** (``reference`` = the unigram loss): the nearest grid values above and below x* where the run ends worse
+  than the reference (the model lost even the token statistics); with y = -context gain and reference 0: where it
+  learned no context.
 """
 
 from __future__ import annotations

@@ -1,18 +1,15 @@
-"""Seed-blocked least squares and the Student t quantile: the one linear model behind the contrasts and fits of
-``ptsweep.analysis`` (verification contrasts, the LR-curve optimum of ``transfer_drift``, the regret surface).
+"""Seed-blocked least squares and the Student t quantile: the one linear model behind the verification contrasts,
+the LR-curve optimum of ``transfer_drift`` and the regret surface.
 
 One row per run r, with the caller's effect columns x_r and the run's seed as a block (randomized-block design):
 
     y_r = x_r' beta + u_{seed(r)} + e_r,   e ~ N(0, sigma^2) independent                                      (B1)
 
-u_s is whatever a seed does to every run that uses it (initialisation, data order, masks). The seed blocks enter as
-indicator columns of every seed but the first (the effect columns must span the constant, as group indicators or an
-intercept do, so the first seed's effect is absorbed there). One SVD of the design X gives the least-squares
-coefficients X^+ y, (X'X)^+ = X^+ X^+' and the rank; sigma^2 = RSS / df with df = runs - rank(X). A contrast c'beta
-is estimable when c lies in the row space of X; (c'beta_hat - c'beta) / (sigma sqrt(c'(X'X)^+ c)) follows a Student
-t with df degrees of freedom (normal e). It is the model ``statsmodels`` fits as ``OLS`` with ``C(point) + C(seed)``;
-statsmodels is not a dependency for it: the verdict simulations fit tens of thousands of small designs (a formula
-parse each), and a non-estimable contrast must come back flagged, not as a number.
+The seed blocks enter as indicators of every seed but the first (the effect columns must span the constant). One
+SVD of the design X gives X^+ y, (X'X)^+ = X^+ X^+' and the rank; sigma^2 = RSS / df, df = runs - rank(X). A contrast
+c'beta is estimable when c lies in the row space of X; its t statistic has df degrees of freedom. This is statsmodels'
+``OLS`` with ``C(point) + C(seed)``, written out because the verdict simulations fit tens of thousands of small
+designs and a non-estimable contrast must come back flagged, not as a number.
 """
 
 from __future__ import annotations
@@ -64,8 +61,7 @@ class BlockedFit:
 
     @property
     def rss(self) -> float:
-        r = self.resid
-        return float(r @ r)
+        return float(self.resid @ self.resid)
 
     @property
     def sigma(self) -> float:

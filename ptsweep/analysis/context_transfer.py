@@ -2,24 +2,18 @@
 with an optimum that does not drift and a loss that does not rise with width?
 
 Input: the study's trials table (one row per run: ``optim.lr``, ``model.width``, ``model.parametrization``, ``seed``,
-``val_loss``, ``context_gain`` and ``context_gain_se``; ``ptsweep.metrics``) and the drift result of
-``transfer_drift.drift`` on the same rows. Only values run at every seed of their group count (``transfer_drift.optimum``'s
-candidates, the refined values of the two-stage design): a one-seed grid point is not a "3-seed" number.
+``val_loss``, ``context_gain``, ``context_gain_se``) and ``transfer_drift.drift`` of the same rows. Only values run
+at every seed of their group count (``transfer_drift.optimum``'s candidates). Checks (each with ``passed``):
 
-Checks (each a dict with its numbers and ``passed``):
-
-- ``context_vs_sp``: at the tuning width (the smallest width both parametrizations ran), muP's best seed-mean context
-  gain against SP's best: d_s = cg_muP(x_muP, s) - cg_SP(x_SP, s) for every seed s both ran (same seed = same data
-  order and validation targets), passed when mean(d) >= -``K_SE`` SE(d), SE(d) = sd(d) / sqrt(n). "Best" = the
-  value with the largest seed-mean context gain among the values with every seed.
-- ``context_floor``: muP's best seed-mean context gain at every width >= ``MIN_CONTEXT_GAIN`` (0.25 nats).
-- ``drift``: |log2(eta*(widest) / eta*(narrowest))| <= ``MAX_DRIFT`` (1 factor of 2), eta* the grid optimum of
-  ``transfer_drift.optimum`` (argmin of the seed-mean loss); not passed when either end optimum is on a grid edge.
+- ``context_vs_sp``: at the tuning width (the smallest both parametrizations ran), muP's best seed-mean context gain
+  minus SP's, d_s per seed both ran; passed when mean(d) >= -``K_SE`` SE(d), SE(d) = sd(d) / sqrt(n).
+- ``context_floor``: muP's best seed-mean context gain at every width >= ``MIN_CONTEXT_GAIN`` (nats).
+- ``drift``: |log2(eta*(widest) / eta*(narrowest))| <= ``MAX_DRIFT`` (factors of 2), eta* the grid optimum; not
+  passed when either end optimum is on a grid edge.
 - ``loss_vs_width``: at each width's eta*, for every pair of widths w < w': mean_s(L(w', s) - L(w, s)) <= ``K_SE``
-  paired SE (seed by seed, SE = sd / sqrt(n)): a wider model is not worse.
+  paired SE: a wider model is not worse.
 
-The SEs are seed-paired: they measure seed-to-seed noise on the fixed validation targets (the token-level SE of each
-run is reported beside, ``context_gain_se``): "paired SE" in these checks means this seed-to-seed SE.
+"Paired SE" is the seed-to-seed SE on the fixed validation targets (each run's token-level SE: ``context_gain_se``).
 """
 
 from __future__ import annotations
@@ -78,8 +72,7 @@ def paired_difference(a: dict[int, float], b: dict[int, float]) -> dict:
 
 
 def criteria(df: pd.DataFrame, drift_result: dict, x_col: str = "optim.lr", width_col: str = "model.width",
-             param_col: str = "model.parametrization", seed_col: str = "seed", min_gain: float = MIN_CONTEXT_GAIN,
-             max_drift: float = MAX_DRIFT, k_se: float = K_SE) -> dict:
+             param_col: str = "model.parametrization", seed_col: str = "seed") -> dict:
     """The four checks of the module docstring, plus ``best`` {par: {width: best_context(...)}}; a check whose data
     are missing (e.g. no SP runs) is reported with ``passed`` None and a ``note``. The muP side is the first muP
     variant of ``drift_result`` in :data:`~ptsweep.config.model.PARAMETRIZATIONS` order ('mup', 'mup_sp', ...)."""
@@ -100,7 +93,7 @@ def criteria(df: pd.DataFrame, drift_result: dict, x_col: str = "optim.lr", widt
     if common:
         w0 = common[0]
         p = paired_difference(mup[w0]["per_seed"], sp[w0]["per_seed"])
-        ok = bool(p["diff"] >= -k_se * p["se"]) if math.isfinite(p["se"]) else None
+        ok = bool(p["diff"] >= -K_SE * p["se"]) if math.isfinite(p["se"]) else None
         out["context_vs_sp"] = {"width": w0, "mup": mup[w0]["context_gain"], "sp": sp[w0]["context_gain"],
                                 "mup_x": mup[w0]["x"], "sp_x": sp[w0]["x"], **p, "passed": ok,
                                 "note": "" if ok is not None else f"{p['n']} paired seed(s): no paired SE"}
@@ -108,18 +101,18 @@ def criteria(df: pd.DataFrame, drift_result: dict, x_col: str = "optim.lr", widt
         out["context_vs_sp"] = {"passed": None, "note": "no width with both muP and SP context gains"}
 
     if mup:
-        low = {w: b["context_gain"] for w, b in mup.items() if b["context_gain"] < min_gain}
-        out["context_floor"] = {"threshold": min_gain, "per_width": {w: b["context_gain"] for w, b in mup.items()},
-                                "below": low, "passed": not low}
+        low = {w: b["context_gain"] for w, b in mup.items() if b["context_gain"] < MIN_CONTEXT_GAIN}
+        per_width = {w: b["context_gain"] for w, b in mup.items()}
+        out["context_floor"] = {"threshold": MIN_CONTEXT_GAIN, "per_width": per_width, "below": low, "passed": not low}
     else:
         out["context_floor"] = {"passed": None, "note": "no muP run with a context gain at every seed"}
 
     r = drift_result.get(variant)
     if r is not None and "drift_log2" in r:
-        out["drift"] = {"drift_log2": r["drift_log2"], "max": max_drift, "is_bound": r["drift_is_bound"],
+        out["drift"] = {"drift_log2": r["drift_log2"], "max": MAX_DRIFT, "is_bound": r["drift_is_bound"],
                         "widths": [r["smallest_width"], r["largest_width"]],
-                        "passed": bool(abs(r["drift_log2"]) <= max_drift and not r["drift_is_bound"])}
-        out["loss_vs_width"] = _loss_vs_width(df[df[param_col] == variant], r, x_col, width_col, seed_col, k_se)
+                        "passed": bool(abs(r["drift_log2"]) <= MAX_DRIFT and not r["drift_is_bound"])}
+        out["loss_vs_width"] = _loss_vs_width(df[df[param_col] == variant], r, x_col, width_col, seed_col)
     else:
         out["drift"] = {"passed": None, "note": "no muP optimum"}
         out["loss_vs_width"] = {"passed": None, "note": "no muP optimum"}
@@ -128,7 +121,7 @@ def criteria(df: pd.DataFrame, drift_result: dict, x_col: str = "optim.lr", widt
     return out
 
 
-def _loss_vs_width(g: pd.DataFrame, r: dict, x_col: str, width_col: str, seed_col: str, k_se: float) -> dict:
+def _loss_vs_width(g: pd.DataFrame, r: dict, x_col: str, width_col: str, seed_col: str) -> dict:
     """Every pair of widths w < w' at their own optima: L(w') - L(w), seed-paired (module docstring)."""
     per_seed: dict[int, dict[int, float]] = {}
     for w, o in r["per_width"].items():
@@ -140,7 +133,7 @@ def _loss_vs_width(g: pd.DataFrame, r: dict, x_col: str, width_col: str, seed_co
     for w1, w2 in combinations(sorted(per_seed), 2):
         p = paired_difference(per_seed[w2], per_seed[w1])
         pairs.append({"narrow": w1, "wide": w2, **p,
-                      "passed": bool(p["diff"] <= k_se * p["se"]) if math.isfinite(p["se"]) else None})
+                      "passed": bool(p["diff"] <= K_SE * p["se"]) if math.isfinite(p["se"]) else None})
     if not pairs or any(p["passed"] is None for p in pairs):
         return {"pairs": pairs, "passed": None, "note": "fewer than 2 widths, or a pair with < 2 paired seeds"}
     return {"pairs": pairs, "passed": all(p["passed"] for p in pairs)}

@@ -1,17 +1,13 @@
 """Design of the random-search verification of hyperparameter transfer ([S] §3.1, spec §10): how many perturbed
 points, where they lie, how far they are from the base point.
 
-The paper ([S] = "Scaling Probabilistic Transformer via Efficient Cross-Scale Hyperparameter Transfer", §3.1):
-
-- Confidence inequality: if the base point S beats all n independent perturbed samples, then S lies in the top-p
-  fraction of its neighbourhood with confidence 1 - alpha when      1 - (1 - p)^n >= 1 - alpha,
-  i.e. the minimum sample size is                                      n >= log(alpha) / log(1 - p)
-  (alpha = p = 0.05 gives n >= 58.4, so 59; the paper ran 62).
+- Confidence inequality: if the base point S beats all n independent perturbed samples, it lies in the top-p
+  fraction of its neighbourhood with confidence 1 - alpha when 1 - (1 - p)^n >= 1 - alpha, i.e.
+  n >= log(alpha) / log(1 - p) (alpha = p = 0.05 gives 59; the paper ran 62).
 - Sampling: each coordinate independently S'_i ~ Uniform[0.8 S_i, 1.2 S_i]          (spec §10, "+-20 %").
 - Distance:  D(S', S) = sqrt( sum_i ((S'_i - S_i) / S_i)^2 ),  the norm of the relative perturbation.
 
-Pure functions of numbers (numpy only: the planner imports this module). The verdict on the runs is
-:mod:`ptsweep.analysis.verification`.
+numpy only: the planner imports this module.
 """
 
 from __future__ import annotations
@@ -21,16 +17,6 @@ from fractions import Fraction
 from typing import Mapping
 
 import numpy as np
-
-__all__ = ["n_required", "perturb", "distance"]
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Sample size ([S] §3.1)
-# --------------------------------------------------------------------------------------------------------------
-def _exact(x: float) -> Fraction:
-    """The decimal number the user typed (0.05 -> 1/20), not the binary float nearest to it."""
-    return Fraction(repr(float(x)))
 
 
 def n_required(alpha: float, p: float) -> int:
@@ -47,7 +33,7 @@ def n_required(alpha: float, p: float) -> int:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
     if not (0.0 < p < 1.0):
         raise ValueError(f"p must be in (0, 1), got {p}")
-    a, q = _exact(alpha), 1 - _exact(p)
+    a, q = Fraction(repr(float(alpha))), 1 - Fraction(repr(float(p)))  # the decimals typed: 0.05 -> 1/20
     n = max(1, math.ceil(math.log(alpha) / math.log1p(-p)))
     while q**n > a:  # float estimate too small
         n += 1
@@ -56,9 +42,6 @@ def n_required(alpha: float, p: float) -> int:
     return n
 
 
-# --------------------------------------------------------------------------------------------------------------
-# Sampling and distance ([S] §3.1, spec §10)
-# --------------------------------------------------------------------------------------------------------------
 def perturb(base: Mapping[str, float], n: int, rel: float = 0.2, seed: int = 0) -> list[dict[str, float]]:
     """n perturbed points around ``base``: S'_i = S_i (1 + u_i), u_i ~ Uniform[-rel, +rel] independently ([S] §3.1).
 
@@ -74,9 +57,7 @@ def perturb(base: Mapping[str, float], n: int, rel: float = 0.2, seed: int = 0) 
     values = np.array([float(base[k]) for k in keys], dtype=float)  # (K,)
     if not np.all(np.isfinite(values)):
         raise ValueError(f"base values must be finite, got {dict(base)}")
-    rng = np.random.default_rng(seed)
-    u = rng.uniform(-rel, rel, size=(n, len(keys)))  # (n, K)
-    pts = values[None, :] * (1.0 + u)  # (n, K)
+    pts = values * (1.0 + np.random.default_rng(seed).uniform(-rel, rel, size=(n, len(keys))))  # (n, K)
     return [{k: float(v) for k, v in zip(keys, row)} for row in pts]
 
 

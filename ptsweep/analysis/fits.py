@@ -2,12 +2,9 @@
 
 - Power law   L(P) = a * P^(-b)            : least squares on log L = log a - b log P (log-log straight line).
 - With floor  L(P) = c + a * P^(-b)        : scipy ``curve_fit`` (>= 4 points), an irreducible loss c >= 0.
-  [S] only shows log-log plots (Figure 2) and fits nothing; both forms are ours. The result always says which form
-  was used (``form``) and why a requested form was not (``note``) - never a silent fallback.
-- Log-log slope of a coordinate statistic vs width (microsoft/mup "coord check"): under muP the activations'
-  mean |coordinate| is flat in width (slope ~ 0); a slope ~ +0.5 or +1 reveals a blow-up.
-
-Pure numpy / scipy / pandas.
+  [S] fits nothing (Figure 2 is log-log plots only); both forms are ours. The result says which form was used
+  (``form``) and why a requested one was not (``note``) - never a silent fallback.
+- Log-log slope of a coordinate statistic vs width (microsoft/mup "coord check"): under muP it is ~ 0.
 """
 
 from __future__ import annotations
@@ -20,10 +17,6 @@ import numpy as np
 import pandas as pd
 
 from .blocked_fit import t_ppf
-
-__all__ = ["fit_power_law", "predict", "fit_loglog_slope", "coord_slopes", "fit_scaling_law", "difference_ci",
-           "pooled_seed_variance"]
-
 
 def _r2(y: np.ndarray, yhat: np.ndarray) -> float:
     ss_res = float(((y - yhat) ** 2).sum())
@@ -106,20 +99,12 @@ def fit_loglog_slope(x: Sequence[float], y: Sequence[float]) -> dict:
         return {"slope": float("nan"), "intercept": float("nan"), "r2": float("nan"), "n_points": int(xv.size)}
     lx, ly = np.log(xv), np.log(yv)
     slope, intercept = np.polyfit(lx, ly, 1)
-    return {
-        "slope": float(slope),
-        "intercept": float(intercept),
-        "r2": _r2(ly, intercept + slope * lx),
-        "n_points": int(xv.size),
-    }
+    return {"slope": float(slope), "intercept": float(intercept), "r2": _r2(ly, intercept + slope * lx),
+            "n_points": int(xv.size)}
 
 
-def coord_slopes(
-    df: pd.DataFrame,
-    group_cols: Sequence[str] = ("parametrization", "quantity", "step"),
-    width_col: str = "width",
-    value_col: str = "value",
-) -> pd.DataFrame:
+def coord_slopes(df: pd.DataFrame, group_cols: Sequence[str] = ("parametrization", "quantity", "step"),
+                 width_col: str = "width", value_col: str = "value") -> pd.DataFrame:
     """Slope of log(value) vs log(width) per (parametrization, quantity, step) of a coordinate-check table.
 
     ``df`` has columns quantity, width, step, value, parametrization (group columns that are absent are skipped).
@@ -129,11 +114,7 @@ def coord_slopes(
     groups = [c for c in group_cols if c in df.columns]
     d = df[np.isfinite(df[value_col].astype(float))]
     rows = []
-    if groups:
-        it = d.groupby(groups, sort=True)
-    else:
-        it = [((), d)]
-    for key, g in it:
+    for key, g in d.groupby(groups, sort=True) if groups else [((), d)]:
         key = key if isinstance(key, tuple) else (key,)
         m = g.groupby(width_col)[value_col].mean()
         fit = fit_loglog_slope(m.index.to_numpy(dtype=float), m.to_numpy(dtype=float))
@@ -141,19 +122,13 @@ def coord_slopes(
     return pd.DataFrame(rows, columns=[*groups, "slope", "intercept", "r2", "n_points"])
 
 
-# --------------------------------------------------------------------------------------------------------------
-# Scaling laws with seeds: saturating law, bootstrap over seeds, differences between models
-# --------------------------------------------------------------------------------------------------------------
 SATURATING_MIN_POINTS = 4
 F_TEST_ALPHA = 0.05
 
 
 def _group_means(x, y) -> tuple[np.ndarray, list[np.ndarray]]:
     """Distinct x (ascending) and the finite positive y of each (seeds)."""
-    x = np.asarray(x, dtype=float).ravel()
-    y = np.asarray(y, dtype=float).ravel()
-    keep = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
-    x, y = x[keep], y[keep]
+    x, y, _ = _clean(x, y)
     ux = np.unique(x)
     return ux, [y[x == v] for v in ux]
 
@@ -179,15 +154,12 @@ def fit_scaling_law(x: Sequence[float], y: Sequence[float], n_boot: int = 1000, 
     F(1, K - 3) quantile at 1 - 0.05 (RSS on log L, K distinct x). Otherwise the pure law, and ``note`` says which
     condition failed.
 
-    Intervals. Residual bootstrap over seeds: the seed residuals r = (y_{x,s} - mean_x) sqrt(m_x/(m_x-1)) of every
-    x are pooled (homoscedastic seed noise, as the verdict assumes); each bootstrap sample sets y*_x = mean_x +
-    (t_{df}/z) * mean of m_x residuals drawn with replacement (df = sum over x of (m_x - 1)). sqrt(m/(m-1)) makes the
-    bootstrap variance of a mean the unbiased s^2/m (resampling 2 or 3 seeds shrinks it by (m-1)/m); t_{df}/z
-    accounts for s itself being estimated from few seeds, as a t interval does; pooling gives the resampled means
-    more than the 3 values that 2 seeds allow. Resampling within each x without these corrections covered b with
-    81 % (m = 2) / 86 % (m = 3) instead of 95 % on synthetic power laws with 5 sizes; tests/test_analysis.py
-    measures the coverage of this version. The form is kept fixed (the one chosen on the data). Percentile intervals at ``level`` for a, b, c and for the fitted curve on
-    ``grid`` (default: 60 points spanning x). x with a single seed contribute no resampling noise (noted).
+    Intervals. Residual bootstrap over seeds, the form kept fixed: the seed residuals r = (y_{x,s} - mean_x)
+    sqrt(m_x/(m_x-1)) of every x are pooled (homoscedastic seed noise); each sample sets y*_x = mean_x + (t_{df}/z) *
+    mean of m_x residuals drawn with replacement (df = sum over x of (m_x - 1)): sqrt(m/(m-1)) makes the variance of
+    a mean the unbiased s^2/m, t_{df}/z accounts for s being estimated from few seeds. Percentile intervals at
+    ``level`` for a, b, c and for the fitted curve on ``grid`` (default: 60 points spanning x); x with a single seed
+    contribute no resampling noise (noted).
 
     Returns {"form", "a", "b", "c", "r2" (log scale), "n_points" (distinct x), "n_runs", "seeds_per_point",
     "note", "ci": {"a": [lo, hi], "b": [...], "c": [...]}, "band": {"x", "lo", "mid", "hi"}, "n_boot", "level"};
@@ -195,8 +167,6 @@ def fit_scaling_law(x: Sequence[float], y: Sequence[float], n_boot: int = 1000, 
     pop it before writing JSON; ``analysis.framings`` differences two models' curves with it).
     """
     ux, groups = _group_means(x, y)
-    keep = [i for i, g in enumerate(groups) if g.size]
-    ux, groups = ux[keep], [groups[i] for i in keep]
     if ux.size < 2:
         raise ValueError(f"need >= 2 distinct x with a finite loss to fit a scaling law, got {ux.size}")
     fit, use_sat, notes = _choose_form(ux, np.array([g.mean() for g in groups]))
@@ -262,7 +232,6 @@ def _bootstrap(ux: np.ndarray, groups: list[np.ndarray], use_sat: bool, grid: np
     pooled_df = int(sum(max(g.size - 1, 0) for g in groups))
     q = 0.5 + level / 2
     t_over_z = t_ppf(q, pooled_df) / t_ppf(q, math.inf) if pooled_df else 1.0
-    # pooled residuals: (y - mean_x) sqrt(m_x / (m_x - 1)) over every x with >= 2 seeds
     pool = np.concatenate([(g - g.mean()) * math.sqrt(g.size / (g.size - 1)) for g in groups if g.size >= 2]
                           or [np.zeros(1)])
     ystar = np.empty((n_boot, ux.size))

@@ -1,28 +1,16 @@
-"""Three framings of "PT beats a baseline": equal total parameters ([S] §3.2, Figure 2), equal
-non-embedding parameters, equal training compute.
+"""Three framings of "PT beats a baseline": equal total parameters ([S] §3.2, Figure 2), equal non-embedding
+parameters, equal training compute (rules: README "Three framings of "PT beats BERT"").
 
-The runs of each model sit where the sizing rule put them (``models.sizing.match_shape``, ``sweep.match``), so at
-most one count is matched by construction. Every framing therefore compares the models on one axis x through
-their fitted curves (``analysis.fits.fit_scaling_law``):
+The sizing rule (``models.sizing.match_shape``, ``sweep.match``) matches at most one count by construction, so every
+framing compares the models on one axis x through their fitted curves (``analysis.fits.fit_scaling_law``):
 
     x  = params (total) | non_embedding_params | train_flops (= flops_per_token x tokens; same tokens for every model)
     L_m(x) = a_m x^-b_m [+ c_m]                   fitted to model m's runs (seed replicates) on that axis
     D(x_s) = L_PT(x_s) - L_base(x_s)              at x_s = PT's own x at each PT scale s (negative: PT better)
 
-Interval: the percentile interval (``level``) of D*_k = L*_PT,k(x_s) - L*_base,k(x_s), k = 1..n_boot, over the
-residual bootstraps of the two fits (independent draws: the two models' runs share no randomness). With the pure
-law fitted to PT's own points, L_PT(x_s) is PT's fitted value, not its raw mean.
-
-Verdict per scale: "a_lower" (PT lower: interval below 0), "b_lower" (above 0), "undecided"; "extrapolated" when
-x_s lies outside the baseline's measured x range by more than EXTRAPOLATION_TOL (the comparison is then the fitted
-law's extrapolation: D and its interval are reported, no verdict is drawn). "Beats at every scale" per framing:
-True when every scale is in range and a_lower; False when some in-range scale is b_lower; None otherwise (with the
-scales that kept it undecided or out of range listed).
-
-No verdict from a model that learned nothing (``context_gate``): at a scale where either side's context gain
-(seed mean, ``metric_keys.seed_mean``) is not > 2 SE, the comparison is "undecided: <model> learned no context at this
-budget" whatever its interval says - a loss difference between models that have not started using context says
-nothing about the architectures. The as-run differences of scaling-curves pass through the same gate.
+Interval: the percentile interval (``level``) of D* over the two fits' independent residual bootstraps; "extrapolated"
+(no verdict) beyond EXTRAPOLATION_TOL outside the baseline's x range. ``context_gate``: no verdict where either side's
+context gain is not > 2 SE (a model that has not started using context says nothing about its architecture).
 """
 
 from __future__ import annotations
@@ -75,7 +63,7 @@ def verdict_text(verdict: bool | None, per_scale: Mapping[str, Mapping]) -> str:
     """"yes" / "no" / "undecided: bert learned no context at this budget (N = 32, 64)" / "undecided (N = 64)": an
     every-scale verdict in words with why it is undecided."""
     if verdict is not None:
-        return _yes_no_undecided(verdict)
+        return "yes" if verdict else "no"
     gated = {s: d for s, d in per_scale.items() if d.get("no_context")}
     if gated:
         who = list(dict.fromkeys(m for d in gated.values() for m in d["no_context"]))
@@ -85,8 +73,7 @@ def verdict_text(verdict: bool | None, per_scale: Mapping[str, Mapping]) -> str:
 
 
 def compare_at(x_a: Sequence[float], y_a: Sequence[float], x_b: Sequence[float], y_b: Sequence[float],
-               at: Sequence[float], n_boot: int = 1000, level: float = 0.95, seed: int = 0,
-               extrapolation_tol: float = EXTRAPOLATION_TOL) -> list[dict]:
+               at: Sequence[float], n_boot: int = 1000, level: float = 0.95, seed: int = 0) -> list[dict]:
     """L_a(x) - L_b(x) at every x in ``at`` from the two fitted curves, with bootstrap intervals (module docstring).
 
     ``x_*`` / ``y_*``: one entry per run (runs at the same x are seeds). Returns one dict per ``at`` value: x, loss_a,
@@ -102,7 +89,7 @@ def compare_at(x_a: Sequence[float], y_a: Sequence[float], x_b: Sequence[float],
     def in_range(x, xs) -> bool:
         xs = np.asarray(xs, dtype=float)
         xs = xs[np.isfinite(xs) & (xs > 0)]
-        return bool(xs.size) and xs.min() / (1 + extrapolation_tol) <= x <= xs.max() * (1 + extrapolation_tol)
+        return bool(xs.size) and xs.min() / (1 + EXTRAPOLATION_TOL) <= x <= xs.max() * (1 + EXTRAPOLATION_TOL)
 
     out = []
     for i, x in enumerate(at):
@@ -124,12 +111,8 @@ def every_scale(per_scale: Mapping[str, Mapping], win: str = "a_lower") -> dict:
     errors = [s for s, d in per_scale.items() if "error" in d]
     gated = [s for s, d in per_scale.items() if d.get("no_context")]
     by["undecided"] = [s for s in by["undecided"] if s not in gated]
-    if by[lose]:
-        verdict = False
-    elif per_scale and not errors and len(by[win]) == len(per_scale):
-        verdict = True
-    else:
-        verdict = None
+    verdict = (False if by[lose] else True if per_scale and not errors and len(by[win]) == len(per_scale)
+               else None)
     return {"every_scale": verdict, "n_scales": len(per_scale), "pt_lower_at": by["a_lower"],
             "baseline_lower_at": by["b_lower"], "undecided_at": by["undecided"],
             "extrapolated_at": by["extrapolated"], "failed_at": errors, "no_context_at": gated}
@@ -221,12 +204,9 @@ def report_lines(summary: Mapping) -> list[str]:
         out.append(f"**{LABELS.get(name, name)}** (x = {FRAMINGS.get(name, '?')}):")
         out.append("")
         for pair, r in res.items():
-            cells = []
-            for s, d in r["per_scale"].items():
-                if "error" in d:
-                    cells.append(f"N={s}: no fit")
-                    continue
-                cells.append(f"N={s}: {d['diff']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}] {decision_text(d)}")
+            cells = [f"N={s}: no fit" if "error" in d
+                     else f"N={s}: {d['diff']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}] {decision_text(d)}"
+                     for s, d in r["per_scale"].items()]
             out.append(f"- {pair}: " + "; ".join(cells)
                        + f". **At every scale: {verdict_text(r['every_scale'], r['per_scale'])}**" + _scales_against(r))
         out.append("")
@@ -236,10 +216,6 @@ def report_lines(summary: Mapping) -> list[str]:
                    f"beats BERT at every scale: {st.get('pt_beats_bert_at_every_scale', 'n/a')}; UT beats PT at every "
                    f"scale: {st.get('ut_beats_pt_at_every_scale', 'n/a')}.")
     return out
-
-
-def _yes_no_undecided(v) -> str:
-    return {True: "yes", False: "no"}.get(v, "undecided")
 
 
 def _scales_against(r: Mapping) -> str:

@@ -16,9 +16,6 @@ import pandas as pd
 
 from .fits import coord_slopes, fit_power_law, predict
 
-__all__ = ["plot_distance_vs_increase", "plot_rank_curve", "plot_regret_axes", "plot_scaling", "plot_loss_vs_compute",
-           "plot_framings", "plot_coord_check", "plot_lr_transfer"]
-
 LR_COLS = ("optim.lr", "lr")
 WIDTH_COLS = ("model.width", "width")
 PARAM_COLS = ("model.parametrization", "parametrization")
@@ -77,29 +74,26 @@ def _base_mean(table: pd.DataFrame) -> float:
     return float(table.loc[table["is_base"], "loss"].iloc[0]) if mean is None else float(mean)
 
 
-def _draw_noise_band(ax, table: pd.DataFrame, noise_band: float | None) -> None:
-    """The zero line and, when there is one, the noise band in % of the base's loss (default: ``table.attrs``)."""
-    band = table.attrs.get("noise_band", 0.0) if noise_band is None else noise_band
+def _draw_noise_band(ax, table: pd.DataFrame) -> None:
+    """The zero line and, when there is one, the noise band of ``table.attrs`` in % of the base's loss."""
+    band = table.attrs.get("noise_band", 0.0)
     if band:
         pct = 100.0 * float(band) / _base_mean(table)
         ax.axhspan(-pct, pct, color="0.85", zorder=0, label=f"noise band, Student t (±{pct:.2f} %)")
     ax.axhline(0.0, color="0.4", lw=0.8, ls="--")
 
 
-# --------------------------------------------------------------------------------------------------------------
-# Figure 1: random-search verification
-# --------------------------------------------------------------------------------------------------------------
-def plot_distance_vs_increase(table: pd.DataFrame, path, noise_band: float | None = None, title: str | None = None):
+def plot_distance_vs_increase(table: pd.DataFrame, path, title: str | None = None):
     """[S] Figure 1(a): D(S', S) (x) vs relative eval-loss increase in % (y); base marked, noise band shaded.
 
-    ``table`` is :func:`~ptsweep.analysis.verification.rank_table`'s output; the band defaults to ``table.attrs``.
-    Failed (non-finite) points cannot be drawn and are counted in the legend.
+    ``table`` is :func:`~ptsweep.analysis.verification.rank_table`'s output (band: ``table.attrs``). Failed
+    (non-finite) points cannot be drawn and are counted in the legend.
     """
     fig, axes = new_figure()
     ax = axes[0, 0]
     pts = table[~table["is_base"] & ~table["failed"]]
     n_failed = int((~table["is_base"] & table["failed"]).sum())
-    _draw_noise_band(ax, table, noise_band)
+    _draw_noise_band(ax, table)
     label = f"perturbed points (n={len(pts)}" + (f", {n_failed} failed not shown)" if n_failed else ")")
     if "se" in pts.columns and np.isfinite(pts["se"].astype(float)).any():
         ax.errorbar(pts["distance"], 100 * pts["rel_increase"], yerr=100 * pts["se"].astype(float) / _base_mean(table),
@@ -115,13 +109,13 @@ def plot_distance_vs_increase(table: pd.DataFrame, path, noise_band: float | Non
     return save_figure(fig, path)
 
 
-def plot_rank_curve(table: pd.DataFrame, path, noise_band: float | None = None, title: str | None = None):
+def plot_rank_curve(table: pd.DataFrame, path, title: str | None = None):
     """[S] Figure 1(b): losses sorted ascending, relative increase (%) vs rank (1 = best); base as a red star."""
     fig, axes = new_figure()
     ax = axes[0, 0]
     ok = table[~table["failed"]]
     base = table[table["is_base"]]
-    _draw_noise_band(ax, table, noise_band)
+    _draw_noise_band(ax, table)
     ax.plot(ok["rank"], 100 * ok["rel_increase"], "-o", ms=3, color="tab:blue", label="all points, sorted")
     ax.scatter(base["rank"], 100 * base["rel_increase"], marker="*", s=260, color="red", zorder=5,
                label=f"base S (rank {int(base['rank'].iloc[0])} of {len(table)})")
@@ -164,15 +158,9 @@ def plot_regret_axes(res: Mapping, path, title: str | None = None):
     return save_figure(fig, path)
 
 
-# --------------------------------------------------------------------------------------------------------------
-# Figure 2: scaling comparison
-# --------------------------------------------------------------------------------------------------------------
 def _finite(df: pd.DataFrame, cols: Sequence[str]) -> pd.DataFrame:
-    mask = np.ones(len(df), dtype=bool)
-    for c in cols:
-        v = df[c].astype(float).to_numpy()
-        mask &= np.isfinite(v) & (v > 0)
-    return df[mask]
+    v = df[list(cols)].astype(float).to_numpy()
+    return df[(np.isfinite(v) & (v > 0)).all(axis=1)]
 
 
 def _loglog_by_model(ax, df, xcol, ycol, model_col, models, fits, fit_kw, xlabel, summary=None, ylabel=None):
@@ -208,9 +196,8 @@ def _loglog_by_model(ax, df, xcol, ycol, model_col, models, fits, fit_kw, xlabel
             fit = fit_power_law(g[xcol], g[ycol], **fit_kw)
         if fit is not None:
             xs = np.geomspace(g[xcol].min(), g[xcol].max(), 100)
-            lab = f"fit: {fit['a']:.3g} x^-{fit['b']:.3f}"
-            if fit.get("form") == "power_law_const":
-                lab = f"fit: {fit['c']:.3g} + {fit['a']:.3g} x^-{fit['b']:.3f}"
+            const = f"{fit['c']:.3g} + " if fit.get("form") == "power_law_const" else ""
+            lab = f"fit: {const}{fit['a']:.3g} x^-{fit['b']:.3f}"
             if fit.get("ci"):
                 lab += f", b in [{fit['ci']['b'][0]:.3f}, {fit['ci']['b'][1]:.3f}]"
             ax.plot(xs, predict(fit, xs), "--", color=color, lw=1.2, label=f"{lab} (R2={fit['r2']:.3f})")
@@ -294,9 +281,6 @@ def plot_framings(df: pd.DataFrame, path, fits: Mapping[str, Mapping[str, Mappin
     return save_figure(fig, path)
 
 
-# --------------------------------------------------------------------------------------------------------------
-# muP diagnostics
-# --------------------------------------------------------------------------------------------------------------
 def plot_coord_check(df: pd.DataFrame, path, title: str | None = None):
     """Coordinate check: mean |coordinate| vs width (log-log); a grid of panels, rows = quantity, cols = step.
 
@@ -306,8 +290,8 @@ def plot_coord_check(df: pd.DataFrame, path, title: str | None = None):
     d = df[np.isfinite(df["value"].astype(float)) & (df["value"].astype(float) > 0)]
     quantities = sorted(d["quantity"].unique().tolist())
     steps = sorted(d["step"].unique().tolist())
-    pars = sorted(d["parametrization"].unique().tolist()) if "parametrization" in d.columns else [None]
-    slopes = coord_slopes(d)
+    pars = sorted(d["parametrization"].unique().tolist())
+    slopes = coord_slopes(d).set_index(["parametrization", "quantity", "step"])["slope"]
     height = 2.8 * len(quantities) + 1.1
     fig, axes = new_figure(len(quantities), len(steps), size=(3.2 * len(steps), height), layout=None)
     fig.subplots_adjust(left=0.7 / (3.2 * len(steps)), right=1 - 0.15 / (3.2 * len(steps)), bottom=0.5 / height,
@@ -316,16 +300,12 @@ def plot_coord_check(df: pd.DataFrame, path, title: str | None = None):
         for j, s in enumerate(steps):
             ax = axes[i, j]
             for k, par in enumerate(pars):
-                g = d[(d["quantity"] == q) & (d["step"] == s)]
-                sl = slopes[(slopes["quantity"] == q) & (slopes["step"] == s)]
-                if par is not None:
-                    g = g[g["parametrization"] == par]
-                    sl = sl[sl["parametrization"] == par]
-                m = g.groupby("width")["value"].mean()
+                sel = (d["quantity"] == q) & (d["step"] == s) & (d["parametrization"] == par)
+                m = d[sel].groupby("width")["value"].mean()
                 if m.empty:
                     continue
-                slope = float(sl["slope"].iloc[0]) if len(sl) else float("nan")
-                lab = f"{par or 'value'} (slope {round(slope, 2) + 0.0:+.2f})"  # + 0.0: no "-0.00"
+                slope = float(slopes.get((par, q, s), float("nan")))
+                lab = f"{par} (slope {round(slope, 2) + 0.0:+.2f})"  # + 0.0: no "-0.00"
                 ax.plot(m.index, m.to_numpy(), "-o", ms=3, color=f"C{k}", label=lab)
             ax.set_xscale("log")
             ax.set_yscale("log")
@@ -350,6 +330,8 @@ def plot_lr_transfer(df: pd.DataFrame, path, lr_col: str | None = None, width_co
 
     Seeds at the same (width, lr) are averaged; diverged (non-finite) points are dropped (the curve ends there).
     """
+    from matplotlib import colormaps
+
     lr_col = lr_col or pick_column(df, *LR_COLS)
     width_col = width_col or pick_column(df, *WIDTH_COLS)
     loss_col = loss_col or pick_column(df, *LOSS_COLS)
@@ -366,13 +348,8 @@ def plot_lr_transfer(df: pd.DataFrame, path, lr_col: str | None = None, width_co
         ax = axes[0, j]
         g = d[d[param_col] == par]
         widths = sorted(g[width_col].unique().tolist())
-        cmap_vals = np.linspace(0.15, 0.9, max(len(widths), 1))
-        from matplotlib import colormaps
-
-        cmap = colormaps["viridis"]
-        for w, cv in zip(widths, cmap_vals):
+        for w, color in zip(widths, colormaps["viridis"](np.linspace(0.15, 0.9, max(len(widths), 1)))):
             m = g[g[width_col] == w].groupby(lr_col)[loss_col].mean().sort_index()
-            color = cmap(cv)
             ax.plot(m.index, m.to_numpy(), "-o", ms=3, color=color, label=f"width {w}")
             i = int(m.to_numpy().argmin())
             ax.scatter([m.index[i]], [m.iloc[i]], marker="*", s=150, color=color, edgecolor="k", zorder=5)

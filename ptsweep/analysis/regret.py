@@ -1,4 +1,5 @@
-"""Regret of the transferred point S: a response surface fitted to the +-20 % verification study.
+"""Regret of the transferred point S: a response surface fitted to the +-20 % verification study (rules and measured
+error rates: README "Verification verdict").
 
 Coordinates: u_i = ln(S'_i / S_i) for the d = 7 hyperparameters, so S is u = 0 and the sampling box
 [(1 - rel) S_i, (1 + rel) S_i] of [S] §3.1 / spec §10 is B = prod_i [ln(1 - rel), ln(1 + rel)].
@@ -7,33 +8,21 @@ Model (one row per run, seeds as blocks: :func:`ptsweep.analysis.blocked_fit.fit
 
     L_{j,s} = f(u_j) + b_s + e_{j,s},   e ~ N(0, sigma^2),   f(u) = c + g'u + 1/2 u'Hu              (R1)
 
-H is 0 ("linear", 1 + d coefficients), diagonal ("diagonal", 1 + 2d) or symmetric ("full", 1 + d + d(d+1)/2 = 36).
-``model="auto"`` takes the richest of full > diagonal > linear whose coefficients number at most (distinct points
-- 1) and whose design has full rank, and says so (``model_reason``); demo (n = 8: 9 distinct points) -> linear, because
-a diagonal quadratic has 15 coefficients; paper (n = 59: 60 points) -> full. Least squares give beta, sigma^2 = RSS /
-df (df = runs - rank) and Cov(beta) = sigma^2 (X'X)^-1.
-
-Quantities, all functions of the surface coefficients (c, g, H):
+H is 0 ("linear", 1 + d coefficients), diagonal ("diagonal", 1 + 2d) or symmetric ("full", 1 + d + d(d+1)/2 = 36);
+``model="auto"`` takes the richest whose coefficients number at most (distinct points - 1) with a full-rank design.
 
     regret      R = f(0) - min_{u in B} f(u)  >= 0                                                    (R2)
     relative    r = R / Lbar(S)   (Lbar(S) = mean of the base runs)
     axis effect Delta_i^+- = f(ln(1 +- rel) e_i) - f(0) = g_i ln(1 +- rel) + 1/2 H_ii ln(1 +- rel)^2          (R3)
     better frac F = P_{S' ~ U[(1-rel)S, (1+rel)S]}( f(u(S')) < f(0) )   (the sampling measure of [S] §3.1)   (R4)
 
-(R3) is linear in beta: Student-t interval, exact under (R1). (R2) and (R4) are not: their intervals come from a
-**parametric bootstrap** - draws beta* = beta_hat + sqrt(df / chi2_df) L z (L L' = Cov(beta), z ~ N(0, I)), i.e. the
-multivariate-t sampling distribution of beta_hat around the truth - at level 1 - 2 test_alpha (each bound one-sided
-1 - test_alpha). The box minimum is found by exact coordinate descent (each
-coordinate's 1-D quadratic minimised on its interval) from u = 0 and from the linear-model vertex; for linear and
-diagonal surfaces one sweep is exact, for an indefinite full H it is a local minimum that is at least as good as both
-starts. Coverage is measured by simulation (``bench/regret_error_rates.py``, README "Verification verdict").
+(R3) is linear in beta: Student-t interval. (R2) and (R4) get basic (bias-corrected) parametric-bootstrap intervals
+(:func:`draws`, :func:`basic_interval`) at level 1 - 2 test_alpha (each bound one-sided 1 - test_alpha). The box
+minimum is found by exact coordinate descent (:func:`box_minimum`): exact for linear and diagonal surfaces, a local
+minimum no worse than both starts for an indefinite full H.
 
-The regret and better-fraction intervals are **basic (bias-corrected) bootstrap** intervals, 2 x_hat - q: the box
-minimum of a noisy surface is biased low, and percentile bounds repeat the bias (:func:`basic_interval`).
-
-Verdict on regret (tolerance tau, relative): pass if the upper bound r_hi < tau, fail if the lower bound r_lo > tau,
-inconclusive otherwise (also when the surface cannot be fitted; the reason is given). A linear surface never fails:
-for a convex loss f(u) >= f(0) + g'u, so a plane's regret over-states the true one: its lower bound is set to 0.
+Verdict on regret (tolerance tau, relative): pass if r_hi < tau, fail if r_lo > tau, inconclusive otherwise. A linear
+surface never fails: for a convex loss f(u) >= f(0) + g'u, so a plane over-states the regret; its r_lo is set to 0.
 """
 
 from __future__ import annotations
@@ -50,8 +39,7 @@ REGRET_TOLERANCE = 0.004
 """Default relative regret tolerance: [S] §3.1 called points beating S by at most 0.4 % noise (spec §10)."""
 PLANE_CAVEAT = ("extrapolated to the box's best corner (no run there; without curvature it over-states a convex "
                 "loss's regret)")
-"""How a linear surface's regret is described wherever it is printed: its box minimum is a corner no run measured, so
-a plane through points that all lie within a fraction of a percent of S can put that corner tens of percent lower."""
+"""How a linear surface's regret is described wherever it is printed: its box minimum is a corner no run measured."""
 N_DRAWS = 2000
 N_MC = 4000
 CD_SWEEPS = 60
@@ -96,11 +84,9 @@ def box_minimum(g: np.ndarray, H: np.ndarray, lo: float, hi: float, sweeps: int 
     of each batch element is returned. f never increases, so f(u) <= f(0) = 0 (regret >= 0)."""
     g, H = np.atleast_2d(g), np.asarray(H).reshape(-1, g.shape[-1], g.shape[-1])
     B, d = g.shape
-    starts = [np.zeros((B, d)), np.where(g > 0, lo, hi)]
-    best_u, best_f = None, None
     diag = H[:, np.arange(d), np.arange(d)]  # (B, d)
-    for u in starts:
-        u = u.copy()
+    ends = []  # (u, f) from each start
+    for u in (np.zeros((B, d)), np.where(g > 0, lo, hi)):
         for _ in range(sweeps if np.any(H) else 1):
             for i in range(d):
                 b = g[:, i] + np.einsum("bj,bj->b", H[:, i, :], u) - diag[:, i] * u[:, i]  # linear coefficient in u_i
@@ -110,13 +96,9 @@ def box_minimum(g: np.ndarray, H: np.ndarray, lo: float, hi: float, sweeps: int 
                 with np.errstate(divide="ignore", invalid="ignore"):
                     inner = np.clip(-b / h, lo, hi)
                 u[:, i] = np.where(h > 0, inner, edge)
-        f = np.einsum("bi,bi->b", g, u) + 0.5 * np.einsum("bi,bij,bj->b", u, H, u)
-        if best_u is None:
-            best_u, best_f = u, f
-        else:
-            take = f < best_f
-            best_u, best_f = np.where(take[:, None], u, best_u), np.where(take, f, best_f)
-    return best_u
+        ends.append((u, np.einsum("bi,bi->b", g, u) + 0.5 * np.einsum("bi,bij,bj->b", u, H, u)))
+    (u0, f0), (u1, f1) = ends
+    return np.where((f1 < f0)[:, None], u1, u0)
 
 
 def choose_model(u_points: np.ndarray, model: str = "auto") -> tuple[str, str]:
@@ -143,13 +125,10 @@ def choose_model(u_points: np.ndarray, model: str = "auto") -> tuple[str, str]:
 
 
 def fit_surface(u_runs: np.ndarray, y: np.ndarray, seeds: Sequence | None, model: str = "auto") -> dict:
-    """Least-squares fit of (R1) to runs at log-coordinates ``u_runs`` (N, d) with losses y (N,) and seeds (blocks;
-    None = no blocks). Returns {"model", "model_reason", "beta" (p,), "cov" (p, p) (surface block of
+    """Least-squares fit of (R1) to runs at log-coordinates ``u_runs`` (N, d) with finite losses y (N,) and seeds
+    (blocks; None = no blocks). Returns {"model", "model_reason", "beta" (p,), "cov" (p, p) (surface block of
     sigma^2 (X'X)^-1, seed effects profiled out), "sigma", "df", "n_runs", "n_points", "lack_of_fit", "adjusted" (N,)
     (each run's loss minus its fitted seed effect)}."""
-    u_runs, y = np.asarray(u_runs, dtype=float), np.asarray(y, dtype=float)
-    if u_runs.ndim != 2 or len(u_runs) != len(y) or not np.all(np.isfinite(y)):
-        raise ValueError("regret: u_runs must be (N, d) with N finite losses")
     model, reason = choose_model(u_runs, model)
     fit = fit_blocked(features(u_runs, model), y, seeds)
     if not fit.full_rank:
@@ -193,11 +172,8 @@ def draws(fit: dict, n_draws: int, rng: np.random.Generator) -> np.ndarray:
 
 def basic_interval(x: np.ndarray, alpha: float, lo: float, hi: float) -> tuple[float, list[float]]:
     """Basic bootstrap from x = [plug-in, draws...]: bias-corrected estimate 2 x0 - mean(draws) and interval
-    [2 x0 - q_{1-alpha}, 2 x0 - q_alpha], clipped to the parameter's range [lo, hi].
-
-    Why not the percentile interval: the box minimum of a noisy surface is biased low (the regret high), and the
-    draws around the estimate repeat that bias, so percentile bounds sit about two biases above the truth (paper
-    design, 0.2 % noise: the percentile lower bound never covered; the basic one covers 0.92-0.98, README)."""
+    [2 x0 - q_{1-alpha}, 2 x0 - q_alpha], clipped to the parameter's range [lo, hi]. Not percentile bounds: the box
+    minimum of a noisy surface is biased low (the regret high), and the draws repeat that bias."""
     x0, qa, qb = float(x[0]), float(np.quantile(x[1:], alpha)), float(np.quantile(x[1:], 1 - alpha))
     clip = lambda v: float(min(max(v, lo), hi))  # noqa: E731
     return clip(2 * x0 - float(np.mean(x[1:]))), [clip(2 * x0 - qb), clip(2 * x0 - qa)]
@@ -297,17 +273,13 @@ def _axis_row(fit: dict, i: int, d: int, lo: float, hi: float, lbar: float, t_qu
     in log-coordinates, and where the box minimum lies on this axis (plug-in and draw interval)."""
     row = {}
     for name, step in (("up", hi), ("down", lo)):
-        cvec = np.zeros(len(fit["beta"]))
-        cvec[1 + i] = step
-        if fit["model"] != "linear":
-            cvec[1 + d + i] = 0.5 * step**2
+        cvec = (features(step * np.eye(d)[i], fit["model"]) - features(np.zeros(d), fit["model"]))[0]  # (R3)
         est, se = float(cvec @ fit["beta"]) / lbar, math.sqrt(float(cvec @ fit["cov"] @ cvec)) / lbar
         row[name] = {"rel_change": est, "se": se, "ci": [est - t_quantile * se, est + t_quantile * se]}
     row["slope_log"] = float(slope)
     row["slope_log_se"] = math.sqrt(float(fit["cov"][1 + i, 1 + i]))
     row["min_factor"] = float(math.exp(u_min_i[0]))
-    draws_i = u_min_i[1:]
-    row["min_factor_ci"] = [float(math.exp(np.quantile(draws_i, q))) for q in (A, 1 - A)]
+    row["min_factor_ci"] = [float(math.exp(np.quantile(u_min_i[1:], q))) for q in (A, 1 - A)]
     return row
 
 
@@ -347,10 +319,10 @@ def regret_verdict(res: dict | None, reason: str | None = None) -> dict:
     tolerance = res["tolerance"]
     v = "pass" if hi < tolerance else "fail" if lo > tolerance else "inconclusive"
     word = {"pass": "upper bound below", "fail": "lower bound above", "inconclusive": "interval contains"}[v]
-    if v == "fail" and res["model"] == "linear":  # a plane ignores curvature: for a convex loss its regret is an
-        v, word = "inconclusive", "linear surface (never a fail: it over-states a convex loss's regret), lower bound above"
-    worst = max(res["axes"].items(), key=lambda kv: -min(kv[1]["up"]["rel_change"], kv[1]["down"]["rel_change"]))
-    k, a = worst
+    if v == "fail" and res["model"] == "linear":  # module docstring: a plane never fails
+        v = "inconclusive"
+        word = "linear surface (never a fail: it over-states a convex loss's regret), lower bound above"
+    k, a = min(res["axes"].items(), key=lambda kv: min(kv[1]["up"]["rel_change"], kv[1]["down"]["rel_change"]))
     step = "up" if a["up"]["rel_change"] < a["down"]["rel_change"] else "down"
     rel = res["rel"]
     lead = (f"S leaves {res['regret_rel']:.3%} of the loss on the table" if res["model"] != "linear" else

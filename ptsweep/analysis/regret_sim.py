@@ -1,23 +1,15 @@
 """Simulated verification studies: outcome rates of the contrast verdict (:func:`simulate_verdicts`) and, around a
-misplaced optimum (:func:`simulate_bowl`), error rates of both verdicts and interval coverage.
+misplaced optimum (:func:`simulate_bowl`), error rates of both verdicts and interval coverage (README "Verification
+verdict" has the measured tables).
 
 Truth (relative loss bowl in the log-coordinates u_i = ln(S'_i / S_i) of :mod:`ptsweep.analysis.regret`):
 
     mu(u) = loss * (1 + sum_i c_i (u_i - ln k_i)^2),   runs L_{j,s} = mu(u_j) + b_s + e_{j,s}                    (B1)
 
-k_i = the optimum's factor on axis i (1 = S is optimal on that axis; 1.3 = the optimum sits at 1.3 S_i),
-b_s ~ N(0, (seed_sd loss)^2), e ~ N(0, (noise loss)^2), and the design of verify-transfer: the base at m seeds, point
-j at k seeds (j + r) mod m.
-
-Curvatures c_i measured in this project (experiments/lr-transfer/README.md, muP width 256, 3-seed means where run):
-
-- learning rate: losses 6.312 / 6.115 / 6.346 at eta* / 2, eta* = 2^-5, 2 eta*: second difference 0.428 nats per
-  (log2 eta)^2, i.e. 0.214 / ln(2)^2 = 0.445 nats per (ln eta)^2, relative 0.445 / 6.115 = **0.073**;
-- information weight w_attn: 6.115 / 6.090 / 6.294 at 1, 2, 4: 0.1145 / ln(2)^2 / 6.090 = **0.039**. The other
-  five weights were not measured: they get w_attn's value (an assumption, stated in the README table).
-
-True regret and better fraction of (B1) are computed the same way as the estimates (box minimum by
-:func:`regret.box_minimum`, fraction by 20,000 Monte-Carlo points of the sampling measure).
+k_i = the optimum's factor on axis i, b_s ~ N(0, (seed_sd loss)^2), e ~ N(0, (noise loss)^2); the design of
+verify-transfer: the base at m seeds, point j at k seeds (j + r) mod m. Curvatures c_i (relative, per (ln factor)^2)
+measured in experiments/lr-transfer/README.md at width 256: learning rate 0.073 (losses 6.312 / 6.115 / 6.346 at
+eta* / 2, eta*, 2 eta*), w_attn 0.039 (6.115 / 6.090 / 6.294 at 1, 2, 4); the five other weights get w_attn's value.
 """
 
 from __future__ import annotations
@@ -54,8 +46,9 @@ def simulate_bowl(noise: float, shift: Sequence[float] | None = None, curvature:
     """Rates over ``n_sims`` simulated studies of (B1): the contrast verdict (keys of OUTCOMES), the regret verdict
     (``regret_pass`` / ``regret_fail`` / ``regret_inconclusive``), the strict test (``strict_pass``), coverage of the
     regret bounds (``regret_hi_covers``: truth <= upper bound; ``regret_lo_covers``; ``regret_covers``: both) and of
-    the better-fraction interval (``fraction_covers``; NaN for a linear surface, which gives none), the mean estimates and the truth (``true_regret_rel``,
-    ``true_better_fraction``). ``kw`` goes to :func:`verification.verdict` (alpha, p, test_alpha, margin)."""
+    the better-fraction interval (``fraction_covers``; NaN for a linear surface, which gives none), the mean
+    estimates and the truth (``true_regret_rel``, ``true_better_fraction``). ``kw`` goes to
+    :func:`verification.verdict` (alpha, p, test_alpha, margin)."""
     d = len(curvature)
     shift = np.ones(d) if shift is None else np.asarray(shift, float)
     if shift.shape != (d,) or np.any(shift <= 0):
@@ -88,11 +81,10 @@ def simulate_bowl(noise: float, shift: Sequence[float] | None = None, curvature:
                                      n_draws=n_draws, seed=int(rng.integers(2**31)))
         acc["regret_" + regret.regret_verdict(res)["verdict"]] += 1
         lo, hi = res["regret_rel_ci"]
-        has_frac = res["better_fraction_ci"] is not None  # a linear surface gives none
         acc["regret_hi_covers"] += true["regret_rel"] <= hi
         acc["regret_lo_covers"] += lo <= true["regret_rel"]
         acc["regret_covers"] += lo <= true["regret_rel"] <= hi
-        if has_frac:
+        if res["better_fraction_ci"] is not None:  # a linear surface gives none
             flo, fhi = res["better_fraction_ci"]
             acc["fraction_covers"] += flo <= true["better_fraction"] <= fhi
             acc["mean_better_fraction"] += res["better_fraction"]
@@ -106,9 +98,6 @@ def simulate_bowl(noise: float, shift: Sequence[float] | None = None, curvature:
     return out
 
 
-# --------------------------------------------------------------------------------------------------------------
-# Simulation of the decision rule (tests/test_verdict_simulation.py and the README's error rates)
-# --------------------------------------------------------------------------------------------------------------
 SCENARIOS = ("equal", "base_best", "base_worse", "bowl")
 
 
@@ -116,9 +105,10 @@ def simulate_verdicts(scenario: str, noise: float, n_sims: int = 400, n: int = 8
                       seed_sd: float | None = None, effect: tuple[float, float] = (0.01, 0.05), loss: float = 6.0,
                       paired: bool = True, rng_seed: int = 0, **kw) -> dict[str, float]:
     """Outcome rates of :func:`verdict` on simulated neighbourhoods in the paired design of verify-transfer: the
-    base at m seeds, point j at k seeds (j + r) mod m, r < k (k = 0: all m, the complete design). Runs: L_{j,s} = mu_j + u_s + e_{j,s}, e ~ N(0, (noise * loss)^2), u_s ~ N(0, (seed_sd * loss)^2)
-    (default seed_sd = noise). mu_0 = loss; "equal": mu_j = loss; "base_best": mu_j = loss (1 + U(effect));
-    "base_worse": mu_j = loss (1 - U(effect)). ``paired=False`` analyses the same runs without seeds (unpaired).
+    base at m seeds, point j at k seeds (j + r) mod m, r < k (k = 0: all m, the complete design). Runs: L_{j,s} =
+    mu_j + u_s + e_{j,s}, e ~ N(0, (noise * loss)^2), u_s ~ N(0, (seed_sd * loss)^2) (default seed_sd = noise).
+    mu_0 = loss; "equal": mu_j = loss; "base_best": mu_j = loss (1 + U(effect)); "base_worse": mu_j = loss (1 -
+    U(effect)). ``paired=False`` analyses the same runs without seeds (unpaired).
     Returns {outcome: rate} over the four outcomes. ``kw`` goes to :func:`verdict` (alpha, p, test_alpha, margin).
 
     ``"bowl"``: a quadratic loss bowl in the log-coordinates whose optimum sits at ``shift`` (factors per axis, in
@@ -136,16 +126,12 @@ def simulate_verdicts(scenario: str, noise: float, n_sims: int = 400, n: int = 8
     counts = dict.fromkeys(OUTCOMES, 0)
     k = k or m
     pseeds = [[(j + r) % m for r in range(k)] for j in range(n)]
+    seeds = {"base_seeds": list(range(m)), "perturbed_seeds": pseeds} if paired else {}  # unpaired: no seeds
     for _ in range(n_sims):
         u = rng.normal(0.0, seed_sd * loss, m)  # (m,)
         shift = rng.uniform(*effect, n) * loss
         mu = {"equal": np.full(n, loss), "base_best": loss + shift, "base_worse": loss - shift}[scenario]
         base = loss + u + rng.normal(0.0, noise * loss, m)
-        idx = np.asarray(pseeds)  # (n, k)
-        pts = mu[:, None] + u[idx] + rng.normal(0.0, noise * loss, (n, k))  # (n, k)
-        if paired:
-            r = verdict(base, pts.tolist(), base_seeds=list(range(m)), perturbed_seeds=pseeds, **kw)
-        else:
-            r = verdict(base, pts.tolist(), **kw)
-        counts[r["verdict"]] += 1
+        pts = mu[:, None] + u[np.asarray(pseeds)] + rng.normal(0.0, noise * loss, (n, k))  # (n, k)
+        counts[verdict(base, pts.tolist(), **seeds, **kw)["verdict"]] += 1
     return {k: c / n_sims for k, c in counts.items()}

@@ -1,49 +1,27 @@
-"""Optimum of a hyperparameter per width, with its seed noise, and its drift across widths.
+"""Optimum of a hyperparameter per width, with its seed noise, and its drift across widths (method and measured
+coverage: experiments/lr-transfer/README.md, "Drift intervals from a fitted curve").
 
-Input: a trials table with one row per run: the hyperparameter ``x_col`` (e.g. ``optim.lr`` or ``model.w_attn``), a
-width, a parametrization, a seed and the final validation loss. Runs at the same (parametrization, width, x) with
-different seeds are repeats. A non-finite loss (diverged run) counts as +inf: a value where one seed of three diverged
-is not an optimum.
+Input: a trials table with one row per run: the hyperparameter ``x_col`` (e.g. ``optim.lr``), a width, a
+parametrization, a seed and the final validation loss. A non-finite loss (diverged run) counts as +inf: a value where
+one seed of three diverged is not an optimum.
 
-Per (parametrization, width):
+Per (parametrization, width): the optimum ``x_opt``, the argmin of the seed-mean loss over the *candidates* (the x
+values with the most seeds), its *plausible set* (candidates within ``k_se`` seed-paired SEs of the best) and a paired
+bootstrap over seeds. Drift: ``drift_log2`` = log2(x_opt(largest width) / x_opt(smallest)) in factors of 2.
 
-- ``curve``: every x with its number of seeds n, seed-mean loss and seed SE (sd / sqrt(n); NaN for n = 1).
-- **Optimum** ``x_opt``: the argmin of the seed-mean loss over the *candidates*, the x values with the most seeds
-  (in the two-stage design of the lr-transfer study: the refined values; a single-seed grid point cannot win over
-  3-seed means by luck). With one seed everywhere, every x is a candidate.
-- **Plausible set**: candidates whose seed-mean exceeds the best by at most ``k_se`` (= 2) paired SEs of the
-  difference (same seed = same init and data order, so differences are taken seed by seed:
-  SE = sd_seeds(loss(x) - loss(x_opt)) / sqrt(n)). Its log2 range is a conservative uncertainty of the optimum.
-- **Bootstrap** over seeds (paired: one resample of seed indices is applied to every candidate): the distribution
-  of log2 x_opt; ``boot_freq`` = how often each candidate wins.
-- ``vertex_log2``: the vertex of the parabola (in log2 x) through the optimum and its two grid neighbours (seed
-  means), a sub-grid estimate; None on a grid edge or when the neighbours do not bracket a minimum.
-
-Drift (per parametrization, smallest -> largest width): ``drift_log2 = log2(x_opt(largest) / x_opt(smallest))`` in
-factors of 2, with a bootstrap interval (independent seed resamples per width) and the range allowed by the two
-plausible sets.
-
-**Fitted optimum and drift (``fit`` / ``drift_fit_*``).** The grid argmin and the seed bootstrap above can
-only return grid values (with 3 seeds, 10 distinct resamples): "[0, 0]" follows from the design. Instead, per
-(parametrization, width), a quadratic in t = log2 x with seed blocks (``blocked_fit.fit_blocked``) is fitted by
-least squares to every run at the ``FIT_WINDOW`` = 2 finite grid values either side of the grid optimum (a
-quadratic over the whole 32x grid is wrong: the low-LR side is a cliff; values with a diverged seed are left out):
+Fitted optimum (``fit``): a quadratic in t = log2 x with seed blocks (``blocked_fit.fit_blocked``), fitted to every
+run at the ``FIT_WINDOW`` = 2 finite grid values either side of the grid optimum:
 
     L_{x,s} = a + b t + c t^2 + u_s + e,   e ~ N(0, sigma^2),   optimum t* = -b / (2c)                        (D1)
 
-Its interval at ``LEVEL`` = 90 % is Fieller's: {t : (b + 2ct)^2 <= q^2 Var(b + 2ct)}, q = t_{df}(0.95), the t values
-where the fitted slope is not significantly non-zero - exact under (D1); unbounded (None) when the curvature is not
-significant. The drift t*(largest) - t*(smallest) gets a Welch-t interval: delta-method variances of the two
-vertices, Var t* = grad' Cov(a, b, c) grad with grad = (0, -1/(2c), b/(2c^2)), Welch-Satterthwaite df (None when a
-width's Fieller interval is unbounded). Coverage by simulation of the lr-transfer design (tests/test_lr_transfer_fit.py,
-experiments/lr-transfer/README.md): optimum 89.3 / 92.3 %, drift 91.0 % at nominal 90 % (a parametric bootstrap of the
-vertex difference gave 95 % with t draws and 85.5 % with normal draws, so it was not used).
+with Fieller's interval at ``LEVEL`` = 90 %, {t : (b + 2ct)^2 <= q^2 Var(b + 2ct)}, q = t_{df}(0.95) (None when the
+curvature is not significant); ``drift_fit_ci``: a Welch-t interval of t*(largest) - t*(smallest) from delta-method
+vertex variances, Var t* = grad' Cov(a, b, c) grad, grad = (0, -1/(2c), b/(2c^2)).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -56,10 +34,6 @@ N_BOOT = 2000
 QUANTILES = (0.05, 0.5, 0.95)
 FIT_WINDOW = 2
 LEVEL = 0.9
-
-
-def _python_scalar(v: Any) -> Any:
-    return v.item() if isinstance(v, np.generic) else v
 
 
 def _finite_loss(s: pd.Series) -> np.ndarray:
@@ -121,21 +95,14 @@ def optimum(g: pd.DataFrame, x_col: str, loss_col: str = "val_loss", seed_col: s
     d = g.assign(_loss=_finite_loss(g[loss_col]))
     d = d[d[x_col].astype(float).isin(cand["x"].to_numpy())]
     piv = d.pivot_table(index=seed_col, columns=x_col, values="_loss", aggfunc="mean").dropna(axis=0)
-    piv = piv.reindex(columns=sorted(piv.columns))
     xs = np.array([float(x) for x in piv.columns])
     m = piv.to_numpy()
     plausible = [x_opt]
     if m.shape[0] >= 2 and len(xs) >= 1:
-        j_best = int(np.flatnonzero(np.isclose(xs, x_opt))[0])
-        for j, x in enumerate(xs):
-            if j == j_best:
-                continue
-            diff = m[:, j] - m[:, j_best]
-            if not np.all(np.isfinite(diff)):
-                continue
-            se = diff.std(ddof=1) / math.sqrt(len(diff))
-            if diff.mean() <= k_se * se:
-                plausible.append(float(x))
+        with np.errstate(invalid="ignore"):  # a diverged seed: its column is not plausible
+            diff = m - m[:, np.isclose(xs, x_opt)][:, :1]  # (seeds, candidates): paired by seed
+            se = diff.std(axis=0, ddof=1) / math.sqrt(len(diff))
+            plausible = xs[np.isfinite(diff).all(axis=0) & (diff.mean(axis=0) <= k_se * se)].tolist()
         idx = rng.integers(0, m.shape[0], size=(n_boot, m.shape[0]))
         boot_means = m[idx].mean(axis=1)  # (n_boot, n_candidates)
         wins = xs[np.argmin(boot_means, axis=1)]
@@ -227,7 +194,7 @@ def drift(df: pd.DataFrame, x_col: str, width_col: str = "model.width", param_co
                     o["fit"] = fit_optimum(gw, x_col, o["x_opt"], loss_col, seed_col)
                 except ValueError as e:
                     o["fit"] = {"t_opt": None, "ci_log2": None, "note": str(e)}
-            per_width[_python_scalar(w)] = o
+            per_width[w.item() if isinstance(w, np.generic) else w] = o
         widths = [w for w in sorted(per_width) if per_width[w].get("x_opt") is not None]
         if len(widths) < 1:
             continue
@@ -253,11 +220,8 @@ def drift(df: pd.DataFrame, x_col: str, width_col: str = "model.width", param_co
 
 def gains(df: pd.DataFrame, x_col: str, x_value: float, loss_col: str = "val_loss") -> dict:
     """Loss, the gains over the unigram and no-context baselines and the [MASK]-target ``context_gain`` of the runs of
-    one group at ``x_value`` (seeds averaged; ``ptsweep.metrics``).
-
-    ``gain_over_unigram`` = unigram - model (positive = better than unigram). ``gain_se`` combines the seed spread
-    (sd / sqrt(n)) with the validation-set SE every seed shares (mean of the runs' paired SEs, not divided by n: the
-    validation tokens are the same for every seed): sqrt(se_val^2 + sd^2 / n)."""
+    one group at ``x_value`` (seeds averaged; ``ptsweep.metrics``). Each ``<col>_se`` = sqrt(se_val^2 + sd^2 / n):
+    the seed spread and the validation-set SE every seed shares (``metric_keys.seed_mean``)."""
     d = df[np.isclose(df[x_col].astype(float), float(x_value))]
     out = {"n": int(len(d))}
     for col in ("val_loss", "unigram_loss", "gain_over_unigram", "context_gain", "no_context_loss",
@@ -266,9 +230,8 @@ def gains(df: pd.DataFrame, x_col: str, x_value: float, loss_col: str = "val_los
             continue
         v = pd.to_numeric(d[col], errors="coerce").astype(float).to_numpy()
         se_col = f"{col}_se"
-        ses = pd.to_numeric(d[se_col], errors="coerce").astype(float).to_numpy() if se_col in d else np.array([])
-        if len(ses) != len(v):
-            ses = np.full(len(v), math.nan)
+        ses = (pd.to_numeric(d[se_col], errors="coerce").astype(float).to_numpy() if se_col in d
+               else np.full(len(v), math.nan))
         finite = bool(np.isfinite(v).all())
         _, se = seed_mean(v, ses)              # sqrt(se_val^2 + sd^2 / n), one formula for every report
         out[col] = float(np.mean(v)) if len(v) else math.nan   # a diverged seed makes the mean inf (not dropped)

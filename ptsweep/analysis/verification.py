@@ -1,37 +1,25 @@
 """The verdict of the random-search verification of hyperparameter transfer ([S] §3.1, spec §10) and its tables.
 
-- Figure 1(a) of [S]: D(S', S) vs relative loss increase (L(S') - L(S)) / L(S); Figure 1(b): rank vs relative loss
-  increase (:func:`rank_table`, with the seed-noise band :func:`noise_band`).
-- Seed-blocked contrasts of every perturbed point against the base (:func:`paired_contrasts`) and the verdict
-  (:func:`verdict`): the paper's strict test next to a noise-aware decision rule.
+Figure 1(a) of [S] plots D(S', S) against the relative loss increase (L(S') - L(S)) / L(S), Figure 1(b) the rank
+against it (:func:`rank_table`, seed-noise band :func:`noise_band`). :func:`verdict` reports the paper's strict test
+next to a noise-aware decision rule on seed-blocked contrasts (:func:`paired_contrasts`).
 
-**Strict test** ([S] §3.1, ``result["strict"]`` of :func:`verdict`): the base (at its mean) beats every one of
-n >= n_required usable points -> "pass" (top p with confidence 1 - alpha, if losses had no noise); some point's mean
-is below the base mean -> "fail"; otherwise "insufficient". In [S] a few samples beat S by at most 0.4 % and were
-called noise, so the strict test alone does not decide:
+**Strict test** ([S] §3.1, ``result["strict"]``): the base (at its mean) beats every one of n >= n_required usable
+points -> "pass"; some point's mean is below the base mean -> "fail"; otherwise "insufficient".
 
 **Decision rule** (``result["verdict"]``), with delta_j = contrast point j - base, se_j its standard error, df the
 residual degrees of freedom, t_{df} Student quantiles, n = usable points, A = test_alpha:
 
-1. "inconclusive" if there is no usable point or no noise estimate (df = 0: one base seed and one run per point,
-   or a paired design with one seed per point).
-2. "fail" if some point beats the base beyond noise, delta_j / se_j < -t_{df}(1 - A / (2n)) (Bonferroni, so the
-   chance that an equivalent neighbourhood produces one is <= A/2), or the neighbourhood is better on average,
-   mean_j delta_j / se < -t_{df}(1 - A/2).
+1. "inconclusive" if there is no usable point or no noise estimate (df = 0).
+2. "fail" if some point beats the base beyond noise, delta_j / se_j < -t_{df}(1 - A / (2n)) (Bonferroni), or the
+   neighbourhood is better on average, mean_j delta_j / se < -t_{df}(1 - A/2).
 3. "pass" if n >= n_required, at most half of the points beat the base (by their contrast and by their mean),
-   and the neighbourhood is worse on average: mean_j delta_j / se > t_{df}(1 - A). A base beaten by more than
-   half of its finite neighbourhood is never a pass.
-4. "flat" if every point is equivalent to the base within ``margin`` (relative to the base mean):
-   |delta_j| + t_{df}(1 - A / (2n)) se_j <= margin * base mean for all j (simultaneous two one-sided tests).
-5. "inconclusive" otherwise (too few samples, or noise too large to tell pass / flat / fail apart).
+   and the neighbourhood is worse on average: mean_j delta_j / se > t_{df}(1 - A).
+4. "flat" if |delta_j| + t_{df}(1 - A / (2n)) se_j <= margin * base mean for all j (simultaneous TOST).
+5. "inconclusive" otherwise.
 
-Count of points beating the base: under equivalence with equal replication the base's rank among the n + 1 means
-is uniform, so P(count >= c) = (n + 1 - c) / (n + 1) (``p_count``). It is NOT binomial(n, 1/2): every
-comparison shares the base's own noise (with n = 8 a binomial would call 8 of 8 "p = 0.004"; the truth is 1/9).
-
-Sample size, sampling and distance: :mod:`ptsweep.analysis.design`; simulated error rates of the verdict:
-:func:`ptsweep.analysis.regret_sim.simulate_verdicts`. Everything here is a pure function of numpy / pandas inputs:
-no model, Ray or W&B imports.
+Count of points beating the base: under equivalence the base's rank among the n + 1 means is uniform, so
+P(count >= c) = (n + 1 - c) / (n + 1) (``p_count``; not binomial: every comparison shares the base's noise).
 """
 
 from __future__ import annotations
@@ -46,17 +34,6 @@ import pandas as pd
 from .blocked_fit import fit_blocked, t_ppf
 from .design import distance, n_required
 
-__all__ = [
-    "NOISE_LEVEL",
-    "TEST_ALPHA",
-    "MARGIN",
-    "OUTCOMES",
-    "noise_band",
-    "rank_table",
-    "verdict",
-    "paired_contrasts",
-]
-
 NOISE_LEVEL = 0.95
 """Coverage of the unpaired per-point noise band of plots and tables (see :func:`noise_band`)."""
 TEST_ALPHA = 0.05
@@ -66,9 +43,6 @@ MARGIN = 0.01
 OUTCOMES = ("pass", "fail", "flat", "inconclusive")
 
 
-# --------------------------------------------------------------------------------------------------------------
-# Noise band and tables
-# --------------------------------------------------------------------------------------------------------------
 def _base_summary(base_losses: Iterable[float]) -> tuple[np.ndarray, float, float]:
     arr = np.asarray(list(base_losses), dtype=float)
     if arr.size == 0:
@@ -87,9 +61,8 @@ def noise_band(base_losses: Sequence[float], level: float = NOISE_LEVEL) -> floa
 
     s is the sample std (ddof=1) of the m base-seed losses. (new run - base mean) / (s sqrt(1 + 1/m)) follows a
     Student t with m - 1 degrees of freedom when both have the same true loss (normal seed noise), so a truly
-    equivalent single-seed point falls outside the band with probability exactly 1 - level. (The old band,
-    2 s sqrt(1 + 1/m), treated s as known: its false-positive rate is 9.2 % at m = 3 and 14.8 % at m = 2, not 2.3 %.)
-    With one base seed s is unknown: the band is 0 and verdicts say that noise was not estimated.
+    equivalent single-seed point falls outside the band with probability exactly 1 - level. With one base seed s is
+    unknown: the band is 0.
     """
     arr, _, std = _base_summary(base_losses)
     if arr.size < 2:
@@ -97,24 +70,12 @@ def noise_band(base_losses: Sequence[float], level: float = NOISE_LEVEL) -> floa
     return float(t_ppf(0.5 + level / 2.0, arr.size - 1) * std * math.sqrt(1.0 + 1.0 / arr.size))
 
 
-def rank_table(
-    perturbed: pd.DataFrame,
-    base: Mapping[str, float],
-    base_losses: Sequence[float],
-    keys: Sequence[str] | None = None,
-    loss_col: str = "loss",
-    noise_level: float = NOISE_LEVEL,
-) -> pd.DataFrame:
+def rank_table(perturbed: pd.DataFrame, base: Mapping[str, float], base_losses: Sequence[float],
+               keys: Sequence[str] | None = None, loss_col: str = "loss") -> pd.DataFrame:
     """Table behind Figure 1 of [S]: one row per perturbed point plus one ``is_base`` row, sorted by loss.
 
-    Args:
-        perturbed: one row per perturbed point; columns ``keys`` (the hyperparameters) and ``loss_col`` (the point's
-            mean loss over its seeds); other columns (trial id, status, ...) are carried through. Non-finite losses
-            (diverged / crashed) are kept as failed.
-        base: the base point S (key -> value).
-        base_losses: final losses of S over several seeds; S is represented by their mean.
-        keys: hyperparameters for the distance; default: the keys of ``base``.
-        loss_col: name of the loss column in ``perturbed`` (copied to ``loss`` in the output).
+    ``perturbed``: one row per point with columns ``keys`` (default: those of ``base``) and ``loss_col`` (its seed-mean
+    loss; non-finite = failed); other columns are carried through. The base S is the mean of ``base_losses``.
 
     Returns a new DataFrame with columns ``keys``, ``loss``, ``distance`` (D(S', S), 0 for the base),
     ``rel_increase`` ((loss - base_mean) / base_mean, a fraction; +inf for failed rows), ``failed``, ``is_base`` and
@@ -153,13 +114,10 @@ def rank_table(
     df["rank"] = np.arange(1, len(df) + 1)
 
     df.attrs.update(base_mean=base_mean, base_std=base_std, n_seeds=int(arr.size),
-                    noise_band=noise_band(arr, noise_level))
+                    noise_band=noise_band(arr))
     return df
 
 
-# --------------------------------------------------------------------------------------------------------------
-# Paired (seed-blocked) contrasts
-# --------------------------------------------------------------------------------------------------------------
 def _as_points(losses, seeds) -> tuple[list[np.ndarray], list[np.ndarray] | None]:
     """Each perturbed point as an array of its losses (a float = one run) and, if given, its seeds."""
     pts = [np.atleast_1d(np.asarray(x, dtype=float)).ravel() for x in losses]
@@ -175,18 +133,11 @@ def paired_contrasts(base_losses: Sequence[float], point_losses: Sequence[np.nda
                      base_seeds: Sequence | None = None, point_seeds: Sequence[np.ndarray] | None = None) -> dict:
     """Least-squares contrasts "point j minus base" in the seed-blocked linear model, with their standard errors.
 
-    Model (one row per run; seeds are blocks, the randomized-block design):
-
-        L_{j,s} = mu_j + u_s + e_{j,s},   e ~ N(0, sigma^2) independent,   j = 0 (base), 1..n;  s = seed
-
-    u_s is whatever a seed does to every run that uses it (initialisation, data order, masks): it cancels in the
-    paired contrast mu_j - mu_0. Without seeds (``point_seeds`` None) the model has no u_s (unpaired design).
-    It is fitted by :func:`ptsweep.analysis.blocked_fit.fit_blocked` (one indicator column per point):
-    sigma^2 = RSS / df, df = runs - rank(X); contrast j has se_j = sigma sqrt(c_j' (X'X)^+ c_j), and
-    (estimate - true) / se_j follows a Student t with df degrees of freedom (normal e); se_j = inf where the design
-    does not identify the contrast. Complete design (every
-    point at the same m seeds as the base): delta_j = mean of the m paired differences, se_j = sigma sqrt(2/m),
-    df = n (m - 1). One seed per point: df = 0 in the paired model (no estimate of sigma).
+    Model (B1) of :mod:`~ptsweep.analysis.blocked_fit` with one mean per point: L_{j,s} = mu_j + u_s + e_{j,s},
+    j = 0 (base), 1..n. u_s cancels in the paired contrast mu_j - mu_0; without ``point_seeds`` there is no u_s
+    (unpaired design); se_j = inf where the design does not identify contrast j. Complete design (every point at the
+    base's m seeds): delta_j = mean of the m paired differences, se_j = sigma sqrt(2/m), df = n (m - 1); one seed per
+    point: df = 0.
 
     Returns {"delta": (n,), "se": (n,), "df": int, "sigma": float, "mean_delta": float (average of the n contrasts:
     the neighbourhood minus the base), "mean_se": float, "design": "paired" | "unpaired"}.
@@ -216,30 +167,15 @@ def _tstat(delta: np.ndarray, se: np.ndarray) -> np.ndarray:
     return np.where((se == 0) & (delta == 0), 0.0, t)
 
 
-# --------------------------------------------------------------------------------------------------------------
-# Verdict
-# --------------------------------------------------------------------------------------------------------------
-def verdict(
-    base_losses: Sequence[float],
-    perturbed_losses: Sequence[float | Sequence[float]],
-    alpha: float = 0.05,
-    p: float = 0.05,
-    count_failed_as_samples: bool = False,
-    *,
-    base_seeds: Sequence | None = None,
-    perturbed_seeds: Sequence | None = None,
-    test_alpha: float = TEST_ALPHA,
-    margin: float = MARGIN,
-) -> dict:
+def verdict(base_losses: Sequence[float], perturbed_losses: Sequence[float | Sequence[float]], alpha: float = 0.05,
+            p: float = 0.05, count_failed_as_samples: bool = False, *, base_seeds: Sequence | None = None,
+            perturbed_seeds: Sequence | None = None, test_alpha: float = TEST_ALPHA, margin: float = MARGIN) -> dict:
     """The verification verdict: the paper's strict test, reported as such, and the noise-aware decision rule.
 
     Inputs: the base point's losses over m seeds; one entry per perturbed point (a float = one run, or a sequence =
-    its runs over several seeds). With ``perturbed_seeds`` (same shape) and ``base_seeds`` (default 0..m-1) the
-    design is paired: runs with the same seed share init, data order and masks, and contrasts are seed-blocked
-    (:func:`paired_contrasts`). Points with any non-finite loss are failed (diverged / crashed): they rank last and
-    are not samples unless ``count_failed_as_samples``.
-
-    The strict test and the decision rule: module docstring.
+    its runs over seeds). With ``perturbed_seeds`` (same shape) and ``base_seeds`` (default 0..m-1) the contrasts are
+    seed-blocked (:func:`paired_contrasts`). Points with a non-finite loss are failed: they rank last and are not
+    samples unless ``count_failed_as_samples``. The strict test and the decision rule: module docstring.
 
     Returns a dict (JSON-ready): verdict, statement, reasons, strict {verdict, statement}, alpha, p, test_alpha,
     margin (relative), n_required, n_run, n_failed, n_valid, n_seeds, design, df, sigma, t_quantile, noise_band

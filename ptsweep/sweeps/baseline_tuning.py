@@ -1,26 +1,9 @@
-"""Per-scale tuning of the BERT / UT baselines for scaling-curves, with the same effort as PT's tune-small.
-
-Search space (each log-uniform, Optuna TPE on Ray Tune, ``sweeps.search.run_search``):
-
-    optim.lr           sweep.baseline.lr_range
-    optim.warmup_frac  sweep.baseline.warmup_range
-
-The baselines' own usual hyperparameters: the peak LR and the warm-up fraction (BERT's recipe tunes both). The
-other optimizer settings (AdamW betas, weight decay, schedule) stay at the shared ``optim`` values, as for PT.
-
-Budget: ``sweep.baseline.samples`` trials per (baseline, scale), 0 = ``sweep.num_samples`` = the trials of PT's
-tune-small, with tune-small's ASHA (``sweep.asha_grace_frac``, ``sweep.asha_reduction``) - equal effort per search.
-PT is searched once (7 values at its base width) and transferred; each baseline is searched at every scale, so its
-total is scales x budget (``trial_counts`` states both).
-
-Edge rule: when the best trial's value of a searched key is the lowest or highest among the finished trials (the
-optimum is not bracketed in that key), the search is repeated (a new Optuna study, same budget) on a range of the
-same log-width centred on it for every such key, up to ``sweep.baseline.lr_widen`` times; warm-up ranges stay
-<= WARMUP_MAX. An optimum still unbracketed is flagged (``edges``; ``edge`` is the LR's).
-
-Seeds: every search trial trains at seed ``cfg.seed + sweep.seeds``, a seed no reported run uses; the reported
-runs are fresh runs at the chosen values (the winning trial's own losses are biased low: it won on validation noise
-its test loss shares through the same model).
+"""Per-scale tuning of the BERT / UT baselines for scaling-curves, with the same effort as PT's tune-small: Optuna
+TPE + tune-small's ASHA (``sweeps.search.run_search``) over optim.lr (sweep.baseline.lr_range) and optim.warmup_frac
+(sweep.baseline.warmup_range), log-uniform, :func:`budget` trials per (baseline, scale) and round, with the edge rule
+(an unbracketed optimum is searched again on a recentred range, sweep.baseline.lr_widen times, then flagged). Search
+trials train at :func:`search_training_seed`, a seed no reported run uses. The rules and why: README, "Baseline
+tuning".
 """
 
 from __future__ import annotations
@@ -38,7 +21,7 @@ WARMUP_MAX = 0.5
 
 
 def search_space(cfg: RunConfig) -> dict[str, tuple[float, float]]:
-    """Dotted key -> (low, high) of the baseline search (module docstring)."""
+    """Dotted key -> (low, high) of the baseline search."""
     sweep_cfg = cfg.sweep
     return {"optim.lr": tuple(float(v) for v in sweep_cfg.baseline.lr_range),
             "optim.warmup_frac": tuple(float(v) for v in sweep_cfg.baseline.warmup_range)}
@@ -81,7 +64,7 @@ def recentred(rng: tuple[float, float], best: float, key: str) -> tuple[float, f
     return lo, hi
 
 
-def tune(cfg: RunConfig, kind: str, scale: int, model_over: dict, sdir: Path, group: str, search_tokens: float,
+def tune(cfg: RunConfig, kind: str, scale: int, model_over: dict, sdir: Path, group: str,
          tags: list[str]) -> tuple[pd.DataFrame, dict]:
     """The search of one (baseline, scale) with the edge rule: (every trial, info). info: best (key -> value), best_lr,
     edges, edge (the LR's), rounds, n_trials, not_run (trials of the budget Ray never trained: a re-run runs them)."""
@@ -92,7 +75,7 @@ def tune(cfg: RunConfig, kind: str, scale: int, model_over: dict, sdir: Path, gr
         suffix = f"-widen{rounds}" if rounds else ""
         df = run_search(cfg, rng, sdir, f"search-{kind}-w{scale}{suffix}", num_samples=budget(cfg),
                         seed=sweep_cfg.search_seed + rounds,
-                        fixed={**model_over, "train.tokens": search_tokens, "seed": search_training_seed(cfg)},
+                        fixed={**model_over, "train.tokens": search_tokens(cfg), "seed": search_training_seed(cfg)},
                         label=f"hp-{kind}-w{scale}{suffix}",
                         asha={"grace_frac": sweep_cfg.asha_grace_frac, "reduction": sweep_cfg.asha_reduction},
                         tags=tags, group=group)
@@ -105,12 +88,11 @@ def tune(cfg: RunConfig, kind: str, scale: int, model_over: dict, sdir: Path, gr
             return allt, {"best": {}, "best_lr": math.nan, "edges": {}, "edge": "", "rounds": rounds,
                           "n_trials": int(len(allt)), "not_run": not_run}
         edge = edges(good, space)
+        best = good.loc[good["val_loss"].idxmin()]
         if not any(edge.values()) or rounds >= sweep_cfg.baseline.lr_widen:
             break
-        best = good.loc[good["val_loss"].idxmin()]
         rng = {k: (recentred(r, float(best[k]), k) if edge[k] else r) for k, r in rng.items()}
         rounds += 1
-    best = good.loc[good["val_loss"].idxmin()]
     values = {k: float(best[k]) for k in space}
     return allt, {"best": values, "best_lr": values["optim.lr"], "edges": edge, "edge": edge["optim.lr"],
                   "rounds": rounds, "n_trials": int(len(allt)), "not_run": not_run}

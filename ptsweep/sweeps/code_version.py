@@ -1,16 +1,10 @@
 """Which code a trial ran: a fingerprint of ptsweep's Python source, checked in every Ray worker.
 
-Ray workers on a local cluster import ptsweep from the working tree when they start, not when the sweep started. A
-sweep that runs for hours therefore picks up any edit made meanwhile - a half-written change, a mutation test - and
-records its results under the same trial key as the committed code. This happened in the lr-transfer study
-(experiments/lr-transfer/README.md): two width-256 trials ran with a mutation test's s_H = 1/sqrt(r) on disk and
-differed from the committed model by 0.09 nats.
-
-The driver takes :func:`source_fingerprint` once when it submits trials; each worker recomputes it before training
-(:func:`check_worker_source`) and refuses to train on other code: it reports status ``REFUSED`` with a one-line error
-and writes no ledger record (an Optuna trial is queued again, like an interrupted one), the sweep stops with one line,
-and the next run of the same command trains the trial with the code then on disk. The fingerprint is also written to
-the trial's ``trial.json`` and ledger record (``source_sha``), so every result names the code that produced it.
+Ray workers import ptsweep from the working tree when they start, so a long sweep would pick up any edit made
+meanwhile and record its results under the same trial key as the committed code. The driver takes
+:func:`source_fingerprint` once when it submits trials; each worker recomputes it before training
+(:func:`check_worker_source`) and refuses to train on other code: status ``REFUSED``, no ledger record, and the next
+run of the same command trains the trial. The fingerprint is recorded with every trial (``source_sha``).
 """
 
 from __future__ import annotations
@@ -20,8 +14,6 @@ import subprocess
 from pathlib import Path
 
 from ptsweep.errors import SourceChanged
-
-__all__ = ["PACKAGE_DIR", "REFUSED", "SOURCE_CHANGED", "source_fingerprint", "check_worker_source", "git_commit"]
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the ptsweep package
 SOURCE_CHANGED = "ptsweep's source changed after the sweep started"  # prefix of the worker's error

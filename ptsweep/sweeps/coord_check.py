@@ -1,12 +1,8 @@
-"""muP coordinate check sweep: measure with :mod:`ptsweep.sweeps.coords` (the method: intermediates, slopes,
-verdict), then write the files.
-
-Outputs, under ``<out_dir>/<study or coord-check>/<model>/``: ``coords.csv`` (every measurement), ``slopes.csv``,
-``summary.json`` (slopes, verdict, worst quantity, settings; one verdict per muP variant measured, 'mup' and/or
-'mup_paper', the headline ``verdict`` being about 'mup' when it was measured) and PNGs
-(``analysis.plots.plot_coord_check``, one per iteration and statistic, SP next to muP in every panel). With
-``sweep.coord_check.strict=true`` a failed verdict raises ``SystemExit(1)`` after everything is written. Runs
-in-process (no Ray): the check is a few seconds per width.
+"""muP coordinate check sweep: measure with :mod:`ptsweep.sweeps.coords`, then write, under
+``<out_dir>/<study or coord-check>/<model>/``, ``coords.csv``, ``slopes.csv``, ``summary.json`` (one verdict per muP
+variant measured; the headline ``verdict`` is about the first of ``MUP_VARIANTS`` measured) and one PNG per
+iteration and statistic (SP next to muP). With ``sweep.coord_check.strict=true`` a failed verdict raises
+``SystemExit(1)`` after everything is written. Runs in-process (no Ray).
 """
 
 from __future__ import annotations
@@ -24,25 +20,21 @@ from ptsweep.parametrization import MUP_VARIANTS
 from ptsweep.sweeps.coords import checked_scaling, collect, slopes, sp_summary, verdict
 from ptsweep.sweeps.outputs import log_summary
 
-# --------------------------------------------------------------------------------------------------------------
-# Plots and the sweep entry point
-# --------------------------------------------------------------------------------------------------------------
+
 def plot(coords: pd.DataFrame, folder: Path, model_name: str) -> list[Path]:
     """One PNG per (iteration, statistic): panels rows = quantity, columns = step, SP and muP lines in each."""
     from ptsweep.analysis.plots import plot_coord_check
 
     paths = []
+    what = "MFVI iteration" if model_name == "pt" else "layer application"
     for it in sorted(coords["iteration"].unique()):
         d = coords[coords["iteration"] == it]
-        what = "MFVI iteration" if model_name == "pt" else "layer application"
         label = f"{what} {it}" if it > 0 else "embedding / head"
-        for stat in ("value", "delta"):
-            g = d if stat == "value" else d[d["step"] > 0]
-            g = g.drop(columns=["value"]).rename(columns={"delta": "value"}) if stat == "delta" else g
+        deltas = d[d["step"] > 0].drop(columns=["value"]).rename(columns={"delta": "value"})
+        for stat, g, size in (("value", d, "mean |x_t|"), ("delta", deltas, "mean |x_t - x_0|")):
             if g.empty:  # no steps: no deltas
                 continue
-            title = (f"{model_name.upper()} coordinate check, {label}: "
-                     + ("mean |x_t|" if stat == "value" else "mean |x_t - x_0|") + " vs width (flat = muP-correct)")
+            title = f"{model_name.upper()} coordinate check, {label}: {size} vs width (flat = muP-correct)"
             paths.append(plot_coord_check(g[["parametrization", "quantity", "width", "step", "value"]],
                                           folder / f"coord_{stat}_it{it}.png", title=title))
     return paths
@@ -61,7 +53,6 @@ def run(cfg: RunConfig) -> Path:
     table.to_csv(folder / "slopes.csv", index=False)
     cc = sweep_cfg.coord_check
     scaling = checked_scaling(cfg)
-    # one verdict per muP variant measured; the headline verdict is about 'mup' (else 'mup_paper')
     variants = [p for p in MUP_VARIANTS if p in cc.parametrizations]
     verdicts = {p: verdict(table, cc.tolerance, model_name, scaling, parametrization=p) for p in variants}
     headline = variants[0] if variants else None

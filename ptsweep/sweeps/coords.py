@@ -1,40 +1,19 @@
 """Measurements and verdict of the muP coordinate check (Yang et al. 2022, "Tensor Programs V", §D / microsoft/mup
-``coord_check``) for PT, BERT, UT.
+``coord_check``) for PT, BERT, UT; the method in full: experiments/coord-check/README.md, "Method".
 
-For each parametrization (``sweep.coord_check.parametrizations``: muP and SP side by side), width
-(``sweep.coord_check.widths``) and seed (``sweep.coord_check.seeds``) the model is built ('mup_sp' anchored at the
-smallest width: SP there), then trained for ``sweep.coord_check.steps`` AdamW steps at a large constant base LR
-(``sweep.coord_check.lr``; no warm-up, no clipping, no weight decay: only the parametrization's init and per-role LR
-multipliers act) on real MLM batches (``data.train_batch``). Before the first step (t = 0, init) and after every step
-t the model runs on ONE fixed measurement batch (the first validation batch, fixed masks) and every
-intermediate x is reduced to two numbers:
+For each parametrization, width and seed of ``sweep.coord_check`` ('mup_sp' anchored at the smallest width: SP
+there) the model trains ``steps`` AdamW steps at the constant base LR ``lr`` (no warm-up, clipping or weight decay)
+on real MLM batches; at init and after each step every intermediate x (``quantity``, ``iteration``: PT per MFVI
+iteration, BERT / UT per layer application, 0 = embedding / head) is measured on ONE fixed validation batch:
 
     value = mean_i |x_t[i]|            the size of the activation (muP: Theta(1) in width)
     delta = mean_i |x_t[i] - x_0[i]|   the size of its change since init (muP: Theta(1); SP: grows with width)
 
-Intermediates (``quantity``, ``iteration``):
-  PT   per MFVI iteration t = 1..T (trace of ``ProbabilisticTransformer.mfvi``): z_logits, p_hat (= a_Z Q_z; its mean
-       |.| is identically 1 under muP, so the diagnostic p_hat_rms = sqrt(mean p_hat^2) is recorded too: it grows with
-       width when Q_z concentrates), g_hat_rms (a_G Q_g, same reason), q, v, attn_logits (valid pairs only),
-       topic_logits, msg_unary, msg_child, msg_head, msg_topic. attn_logits and topic_logits enter nothing but a
-       softmax (over heads j, over topics g), which ignores a shift of its input: they are measured centred over that
-       axis (valid heads only), so that a shift common to all j or all g - which has no effect on the model - is not
-       counted as an activation (it dominated the topic-logit delta of the stable init, README). Iteration 0 (no MFVI
-       iteration): encoder_out (h at every real token), head_norm (its RMSNorm output times gain) and output_logits
-       (at the labelled positions).
-  BERT/UT per layer application l = 1..n_layers (forward hooks on the HF modules; for UT the one shared layer fires
-       n_layers times): attn_context (BertSelfAttention output), attn_out (attention output dense, before its LN),
-       ffn_act (GELU output), ffn_out (FFN output dense, before LN), hidden (layer output). Iteration 0: embeddings,
-       head_transform, output_logits.
-
-Slopes: ``analysis.fits.coord_slopes`` fits log(size) vs log(width) per (parametrization, quantity, iteration, step)
-after averaging seeds, for ``value`` and for ``delta`` (t >= 1). Verdict (muP only): every slope must lie in [-tol,
-+tol] (``sweep.coord_check.tolerance``); the rms diagnostics (:data:`DIAGNOSTICS`) are reported only; the value of a
-quantity muP makes vanish at init on purpose (:data:`EXPECTED_VANISHING`, e.g. the output logits) only must not grow
-(slope <= +tol); its delta is checked two-sidedly like every other (see experiments/coord-check/README.md).
-
-The sweep that writes these to files is :mod:`ptsweep.sweeps.coord_check`; tune-small calls
-:func:`check_at_init` on its tuned point.
+attn_logits and topic_logits enter only a softmax, so they are measured centred over its axis (a common shift has
+no effect on the model). Slopes: log(size) vs log(width) after averaging seeds (``analysis.fits.coord_slopes``).
+Verdict (muP only): every slope within [-tol, +tol]; :data:`DIAGNOSTICS` are reported only, and quantities muP makes
+vanish at init on purpose (:func:`exempt`) are checked one-sidedly (slope <= +tol). The sweep writing the files is
+:mod:`ptsweep.sweeps.coord_check`; tune-small calls :func:`check_at_init` on its tuned point.
 """
 
 from __future__ import annotations
@@ -56,30 +35,22 @@ from ptsweep.train import lr_factor, resolve_device
 
 GROUPS = ("parametrization", "quantity", "iteration", "step")
 
-EXPECTED_VANISHING: dict[str, set[str]] = {
-    # muP readouts are initialised to vanish: W_out ~ N(0, 1/N^2) (PT, [S] Table 2) and the 1/d readout multiplier
-    # (BERT/UT) give output logits of size N^(-1/2) at init. The updates (delta) must still be Theta(1).
-    "pt": {"output_logits"},
-    "bert": {"output_logits"},
-    "ut": {"output_logits"},
-}
-"""Per model: quantities that may shrink with width under muP (init part vanishes; checked one-sidedly)."""
+EXPECTED_VANISHING = {"output_logits"}
+"""Quantities that may shrink with width under muP in every model (checked one-sidedly): W_out ~ N(0, 1/N^2) (PT,
+[S] Table 2) and BERT / UT's 1/d readout multiplier give output logits of size N^(-1/2) at init."""
 
 DIAGNOSTICS = {"p_hat_rms", "g_hat_rms"}
-"""Recorded and plotted but not part of the verdict: sqrt(mean (a Q)^2) measures how concentrated Q_z / Q_g are (mean
-|a Q| is identically 1 under muP). Its effect on the computation shows in q, v, attn_logits and msg_topic, which are
-checked; the rms itself is dominated by the largest of N lognormal-like coordinates, a slowly growing (pre-asymptotic)
-function of N even when every checked activation is flat."""
+"""Recorded and plotted but not part of the verdict: sqrt(mean (a Q)^2), how concentrated Q_z / Q_g are (mean |a Q|
+is identically 1 under muP; experiments/coord-check/README.md)."""
 
 EXPECTED_VANISHING_RANK = {"attn_logits"}
 """PT with scaling=rank: <q, v>/r is O(r^(-1/2)) at init (spec §6.4, as in muP Transformers): checked one-sidedly."""
 
 
-# --------------------------------------------------------------------------------------------------------------
-# Measuring one model
-# --------------------------------------------------------------------------------------------------------------
-def _size(x: torch.Tensor) -> float:
-    return float(x.detach().float().abs().mean())
+def _stat(name: str, x: torch.Tensor) -> float:
+    """The size of x: RMS for the ``*_rms`` diagnostics, else mean |x|."""
+    x = x.detach().float()
+    return float(x.pow(2).mean().sqrt()) if name.endswith("_rms") else float(x.abs().mean())
 
 
 def _pt_activations(model, batch: dict) -> dict[tuple[str, int], torch.Tensor]:
@@ -126,11 +97,9 @@ def _hf_activations(model, batch: dict) -> dict[tuple[str, int], torch.Tensor]:
 
     for layer in layers:
         handles.append(layer.register_forward_pre_hook(count))
-        handles.append(layer.attention.self.register_forward_hook(grab("attn_context")))
-        handles.append(layer.attention.output.dense.register_forward_hook(grab("attn_out")))
-        handles.append(layer.intermediate.register_forward_hook(grab("ffn_act")))
-        handles.append(layer.output.dense.register_forward_hook(grab("ffn_out")))
-        handles.append(layer.register_forward_hook(grab("hidden")))
+        for name, mod in (("attn_context", layer.attention.self), ("attn_out", layer.attention.output.dense),
+                          ("ffn_act", layer.intermediate), ("ffn_out", layer.output.dense), ("hidden", layer)):
+            handles.append(mod.register_forward_hook(grab(name)))
     handles.append(model.embeddings.register_forward_hook(grab("embeddings", per_layer=False)))
     handles.append(model.head_transform.register_forward_hook(grab("head_transform", per_layer=False)))
     try:
@@ -149,19 +118,10 @@ def activations(model, batch: dict) -> dict[tuple[str, int], torch.Tensor]:
     was_training = model.training
     model.eval()
     try:
-        if isinstance(getattr(model, "cfg", None), PTConfig):
-            acts = _pt_activations(model, batch)
-        else:
-            acts = _hf_activations(model, batch)
+        is_pt = isinstance(getattr(model, "cfg", None), PTConfig)
+        return _pt_activations(model, batch) if is_pt else _hf_activations(model, batch)
     finally:
         model.train(was_training)
-    return acts
-
-
-def _stat(name: str, x: torch.Tensor) -> float:
-    if name.endswith("_rms"):
-        return float(x.detach().float().pow(2).mean().sqrt())
-    return _size(x)
 
 
 def measure_run(cfg: RunConfig, corpus, steps: int, lr: float, batch_size: int, schedule: str = "constant",
@@ -186,12 +146,9 @@ def measure_run(cfg: RunConfig, corpus, steps: int, lr: float, batch_size: int, 
             acts = activations(model, probe)
         for (name, it), x in acts.items():
             x = x.detach().float()
-            if t == 0:
-                ref[(name, it)] = x
-            d = (x - ref[(name, it)])
-            delta = float(d.pow(2).mean().sqrt()) if name.endswith("_rms") else float(d.abs().mean())
+            ref.setdefault((name, it), x)
             rows.append({"quantity": name, "iteration": it, "step": t, "value": _stat(name, x),
-                         "delta": delta if t > 0 else math.nan})
+                         "delta": _stat(name, x - ref[(name, it)]) if t > 0 else math.nan})
         if t == steps:
             break
         if schedule == "train":
@@ -243,9 +200,6 @@ def _smallest_width_anchor(cfg: RunConfig, shape: dict) -> dict:
     return anchor_at(cfg, min(cfg.sweep.coord_check.widths), shape)
 
 
-# --------------------------------------------------------------------------------------------------------------
-# Slopes and verdict
-# --------------------------------------------------------------------------------------------------------------
 def slopes(coords: pd.DataFrame) -> pd.DataFrame:
     """Log-log slope vs width of value and delta per (parametrization, quantity, iteration, step); column ``stat``."""
     out = []
@@ -259,10 +213,7 @@ def slopes(coords: pd.DataFrame) -> pd.DataFrame:
 
 def exempt(model_name: str, scaling: str | None) -> set[str]:
     """Quantities whose value at t = 0 is allowed to vanish with width under muP (module docstring)."""
-    names = set(EXPECTED_VANISHING.get(model_name, set()))
-    if model_name == "pt" and scaling == "rank":
-        names |= EXPECTED_VANISHING_RANK
-    return names
+    return EXPECTED_VANISHING | (EXPECTED_VANISHING_RANK if model_name == "pt" and scaling == "rank" else set())
 
 
 def verdict(slope_table: pd.DataFrame, tolerance: float, model_name: str = "pt", scaling: str | None = None,
@@ -270,22 +221,17 @@ def verdict(slope_table: pd.DataFrame, tolerance: float, model_name: str = "pt",
     """muP verdict: every checked slope of ``parametrization`` ('mup' or 'mup_paper') within [-tolerance, +tolerance].
 
     ``quantities`` restricts the check (None = all). Rows with a NaN slope (a quantity that is exactly 0 at some
-    width, e.g. a delta of a parameter-free quantity) are not checked. Returns {"pass", "n_checked", "n_failed",
-    "worst" (the checked row furthest outside), "failures" (up to 20 rows, worst first)}. Quantities in
-    :func:`exempt` are checked one-sidedly (no blow-up), value and delta."""
+    width) are not checked. Quantities in :func:`exempt` are checked one-sidedly (no blow-up), value and delta at
+    every step: their delta contains the cross term (init weights) x (change of the input), which inherits the
+    N^(-1/2) until the coherent Theta(1) update dominates. Returns {"pass", "n_checked", "n_failed", "worst" (the
+    checked row furthest outside), "failures" (up to 20 rows, worst first), ...}."""
     m = slope_table[(slope_table["parametrization"] == parametrization)
-                    & ~slope_table["quantity"].isin(DIAGNOSTICS)].copy()
+                    & ~slope_table["quantity"].isin(DIAGNOSTICS)]
     if quantities is not None:
         m = m[m["quantity"].isin(quantities)]
-    # Quantities that vanish at init by design: only a blow-up (slope > +tol) counts, for value and delta, at every
-    # step. Their value is init part N^(-1/2) + update part Theta(1), and their delta contains the cross term
-    # (init weights) x (change of the input), which inherits the N^(-1/2): both may fall with width for the first
-    # steps, until the coherent Theta(1) update dominates.
-    one_sided = m["quantity"].isin(exempt(model_name, scaling))
-    m = m[np.isfinite(m["slope"].astype(float))].copy()
-    one_sided = one_sided.loc[m.index]
-    m["excess"] = np.where(one_sided, m["slope"].clip(lower=0.0), m["slope"].abs())
-    c = m
+    c = m[np.isfinite(m["slope"].astype(float))].copy()
+    one_sided = c["quantity"].isin(exempt(model_name, scaling))
+    c["excess"] = np.where(one_sided, c["slope"].clip(lower=0.0), c["slope"].abs())
     bad = c[c["excess"] > tolerance].sort_values("excess", ascending=False)
     worst = c.sort_values("excess", ascending=False).head(1)
 

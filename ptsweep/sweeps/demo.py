@@ -5,10 +5,8 @@
     3. scaling-curves    -> <out_dir>/demo/scaling-curves    (reads 1's transfer.yaml; Figure 2)
     report               -> <out_dir>/demo/report.md         (tables, headline numbers, plots as relative links)
 
-PT: the paradigm ``sweep.scaling`` everywhere, tuned at the smallest of ``sweep.scales`` (``demo_config``). One run
-serves two sweeps where the configurations are identical (``share_runs``: the verification base point and
-tune-small's best trial are PT scaling points). One Ray session serves the three sweeps. Each stage resumes like the sweep itself (ledger / Tuner.restore), so
-re-running an interrupted demo continues where it stopped. ``sweep.study`` (default "demo") names the folder.
+One run serves two sweeps where the configurations are identical (``share_runs``), one Ray session the three
+sweeps; each stage resumes like the sweep itself. ``sweep.study`` (default "demo") names the folder.
 """
 
 from __future__ import annotations
@@ -24,7 +22,7 @@ from ptsweep.sweeps.demo_report import write_report
 from ptsweep.identity import trial_key
 from ptsweep.io import write_json
 from ptsweep.sweeps.ledger import read_ledger, trial_dir
-from ptsweep.sweeps.outputs import study_path
+from ptsweep.sweeps.outputs import study_name, study_path
 from ptsweep.sweeps.ray_session import ray_session
 from ptsweep.sweeps.transfer import read_transfer
 
@@ -32,12 +30,10 @@ STAGES = (("tune-small", tune_small), ("verify-transfer", verify_transfer), ("sc
 
 
 def demo_config(cfg: RunConfig) -> RunConfig:
-    """The demo trains PT under one paradigm, ``sweep.scaling``, and tunes it at the smallest of ``sweep.scales``
-    (so tune-small's best trial is also PT's scaling point there): ``model.scaling`` and ``model.width`` follow. The
-    preset cannot set them itself (``model.scaling`` does not exist for BERT / UT, and width 32 is no PT shape under
-    the default channels paradigm). Under 'mup_sp' the base shape moves to that width too
-    (``PTConfig.anchor_overrides``: the same shapes at every width, SP at the tuning width). With
-    ``sweep.scaling=both`` the config is left as it is."""
+    """PT under the one paradigm ``sweep.scaling``, tuned at the smallest of ``sweep.scales`` (so tune-small's best
+    trial is also PT's scaling point there): ``model.scaling`` and ``model.width`` follow (the preset cannot set
+    them: BERT / UT have no ``model.scaling``). Under 'mup_sp' the base shape moves to that width too
+    (``PTConfig.anchor_overrides``). With ``sweep.scaling=both`` the config is left as it is."""
     sweep_cfg = cfg.sweep
     if cfg.model.name != "pt" or sweep_cfg.scaling not in ("channels", "rank"):
         return cfg
@@ -46,30 +42,20 @@ def demo_config(cfg: RunConfig) -> RunConfig:
 
 
 def planned_pt_finals(cfg: RunConfig) -> dict[str, str]:
-    """{trial key: label} of scaling-curves' PT runs (the keys ``scaling_curves.run`` computes: label
-    ``final-pt-<scaling>-w<width>-s<i>``, overrides = the 7 transferred values + width, scaling, seed)."""
-    sweep_cfg = cfg.sweep
-    if "pt" not in sweep_cfg.models:
+    """{trial key: label} of scaling-curves' PT runs (``scaling_curves.pt_finals``)."""
+    if "pt" not in cfg.sweep.models:
         return {}
-    transferred, _, _ = read_transfer(cfg)
     base = to_dict(cfg)
-    out = {}
-    for sc in (["channels", "rank"] if sweep_cfg.scaling == "both" else [sweep_cfg.scaling]):
-        for s in sweep_cfg.scales:
-            for i in range(sweep_cfg.seeds):
-                label = f"final-pt-{sc}-w{s}-s{i}"
-                overrides = {**transferred, "model.width": s, "model.scaling": sc, "seed": cfg.seed + i}
-                out[trial_key(base, overrides, label)] = label
-    return out
+    return {trial_key(base, over, label): label
+            for label, over in scaling_curves.pt_finals(cfg, read_transfer(cfg)[0])}
 
 
 def share_runs(root: Path, dst_stage: str, planned: dict[str, str], sources=("tune-small", "verify-transfer")) \
         -> list[dict]:
     """One run serving two sweeps: a planned trial of ``dst_stage`` whose configuration is identical to a finished
-    run (status ok) of an earlier stage - same config digest, the part of the trial key after the label, which
-    leaves out only bookkeeping keys - gets that run's ledger record instead of training again (e.g. the
-    verification base point at width 2N and seeds 0, 1 IS PT's scaling point at 2N; tune-small's best trial IS PT's
-    scaling point at the tuning width, seed 0). The copied record says where it came from (``shared_from``)."""
+    run (status ok) of an earlier stage - same config digest, the part of the trial key after the label - gets that
+    run's ledger record (with ``shared_from``) instead of training again (e.g. the verification base point IS PT's
+    scaling point at its width). Returns one {trial_key, label, from} per shared record."""
     index = {}
     for stage in sources:
         for rec_path in sorted((root / stage / "trials").glob("*/final.json")):
@@ -93,8 +79,7 @@ def run(cfg: RunConfig) -> Path:
     """Chain tune-small -> verify-transfer -> scaling-curves in ``<out_dir>/<sweep.study or demo>/``; write
     report.md; return that folder."""
     cfg = demo_config(cfg)
-    root_name = cfg.sweep.study or "demo"
-    root = study_path(cfg, "demo") if cfg.sweep.study else (Path(cfg.out_dir) / root_name).resolve()
+    root_name, root = study_name(cfg, "demo"), study_path(cfg, "demo")
     root.mkdir(parents=True, exist_ok=True)
     transfer = root / "tune-small" / "transfer.yaml"
     dirs, wall, shared = {}, {}, []

@@ -1,7 +1,5 @@
-"""The demo report's own figures, each with the baselines drawn as lines: ``demo_tuning.png`` (tune-small's
-trials against the unigram and no-context losses), ``demo_losses.png`` (test loss of every final model vs PT width)
-and ``demo_context.png`` (context gain +- 2 SE of every final model, with 0 and the PT target). Inputs: the trials
-table of tune-small (with ledger metrics) and ``demo_report.final_models``.
+"""The demo report's own figures, each with the baselines drawn as lines: ``demo_tuning.png``, ``demo_losses.png``
+and ``demo_context.png``, from tune-small's trials table (with ledger metrics) and ``demo_models.final_models``.
 """
 
 from __future__ import annotations
@@ -35,9 +33,7 @@ def _baseline_lines(ax, unigram: float, no_context: float) -> None:
 
 def _finish(fig, ax, path: Path, xlabel: str, ylabel: str, title: str, legend_size: int = 8) -> Path:
     """Labels, legend, save, close."""
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
+    ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
     ax.legend(fontsize=legend_size)
     fig.savefig(path, dpi=110, bbox_inches="tight")
     _plt().close(fig)

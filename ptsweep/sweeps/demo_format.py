@@ -10,12 +10,17 @@ import pandas as pd
 from ptsweep import metric_keys
 
 
+def _float(v) -> float:
+    """``v`` as a float; NaN for a non-number."""
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return math.nan
+
+
 def num(v, nd: int = 3, sign: bool = False) -> str:
     """A number with nd decimals (signed if asked); "n/a" for NaN or a non-number, "inf" / "-inf"."""
-    try:
-        v = float(v)
-    except (TypeError, ValueError):
-        return "n/a"
+    v = _float(v)
     if not math.isfinite(v):
         return "n/a" if math.isnan(v) else ("inf" if v > 0 else "-inf")
     return f"{v:+.{nd}f}" if sign else f"{v:.{nd}f}"
@@ -23,10 +28,7 @@ def num(v, nd: int = 3, sign: bool = False) -> str:
 
 def gain_text(g, se) -> str:
     """'+0.123 +- 0.012 (learned)' or '+0.010 +- 0.012 (NOT learned)': context gain with its SE and the 2-SE mark."""
-    try:
-        if not math.isfinite(float(g)):
-            return "n/a"
-    except (TypeError, ValueError):
+    if not math.isfinite(_float(g)):
         return "n/a"
     mark = "learned" if metric_keys.learned_context({"context_gain": g, "context_gain_se": se}) else "NOT learned"
     return f"{num(g, sign=True)} +- {num(se)} ({mark})"
@@ -62,13 +64,9 @@ def markdown_table(df: pd.DataFrame, cols: list[str] | None = None, max_rows: in
 
 def vs_unigram(loss, unigram) -> str:
     """'-0.123 (below)' or '+0.050 ABOVE unigram: nothing learned' (every loss is read against the baseline)."""
-    try:
-        loss, unigram = float(loss), float(unigram)
-    except (TypeError, ValueError):
+    d = _float(loss) - _float(unigram)
+    if not math.isfinite(d):
         return ""
-    if not (math.isfinite(loss) and math.isfinite(unigram)):
-        return ""
-    d = loss - unigram
     return f"{d:+.3f} (below)" if d < 0 else f"{d:+.3f} ABOVE unigram: nothing learned"
 
 

@@ -1,6 +1,5 @@
-"""The demo's final models, read from its three study folders: one row per model (the tuned point, each
-verification point, each scaling point) with its test losses, both context-free baselines and the [MASK]-target
-context gain (seed mean +- SE). The report (``demo_report``) and its figures (``demo_figures``) read this table."""
+"""The demo's final models (:func:`final_models`), read from its three study folders for the report
+(``demo_report``) and its figures (``demo_figures``)."""
 
 from __future__ import annotations
 
@@ -22,9 +21,9 @@ def with_context(df: pd.DataFrame, study_dir: Path) -> pd.DataFrame:
     return out
 
 
-def mean_gain(rows: pd.DataFrame, prefix: str = "test_") -> tuple[float, float]:
-    """Mean context gain over runs (seeds) and its SE (token SEs of independent runs: sqrt(sum se^2) / n)."""
-    g, se = rows[f"{prefix}context_gain"].astype(float), rows[f"{prefix}context_gain_se"].astype(float)
+def mean_gain(rows: pd.DataFrame) -> tuple[float, float]:
+    """Mean test context gain over runs (seeds) and its SE (token SEs of independent runs: sqrt(sum se^2) / n)."""
+    g, se = rows["test_context_gain"].astype(float), rows["test_context_gain_se"].astype(float)
     ok = np.isfinite(g) & np.isfinite(se)
     if not ok.any():
         return math.nan, math.nan

@@ -1,19 +1,10 @@
 """The demo's report (``<out_dir>/demo/report.md``): one screen a newcomer reads first, then the sections.
 
-First screen: what ran (models, widths, budgets, wall time), the two baselines every loss is read
-against, and the three results in plain words with their noise - (1) the tuned point and its context gain, (2) the
-transfer verdict, (3) PT vs BERT / UT per scale - and the context check over every final model.
-
-Baselines (``ptsweep.metrics``): *unigram* = training-set token frequencies (no input at all); *no-context* = the
-best predictor that sees only the visible token at each scored position (unigram at [MASK], the corruption-aware
-copy model at kept / replaced tokens): a model must beat it to have used context. *Context gain* = unigram loss -
-model loss on the targets whose input is [MASK] (only context can predict those), with its clustered SE; a model
-"learned context" when the gain is > 2 SE (``metric_keys.learned_context``). Every number quoted for a final model
-is on the held-out test split (tune-small's trials: validation, the split they were chosen on).
-
-Figures drawn here (the sweeps' own figures are linked as they are): ``demo_tuning.png`` (tune-small's trials with
-both baselines as lines), ``demo_losses.png`` (test loss of every final model vs PT width, baselines as lines) and
-``demo_context.png`` (context gain +- 2 SE of every final model, 0 and the 0.2-nat target as lines).
+First screen: what ran, the two baselines every loss is read against (unigram and no-context, ``ptsweep.metrics``),
+and the three results in plain words with their noise - (1) the tuned point and its context gain, (2) the transfer
+verdict, (3) PT vs BERT / UT per scale - and the context check over every final model (learned = [MASK]-target
+context gain > 2 SE, ``metric_keys.learned_context``). Final models are quoted on the held-out test split, tune-small's
+trials on validation. Its own figures: ``demo_figures``.
 """
 
 from __future__ import annotations
@@ -97,20 +88,18 @@ def every_scale_line(ss: dict) -> str:
             f"scale: **{st.get('ut_beats_pt_at_every_scale', 'n/a')}**.")
 
 
-def first_screen(root: Path, ts: dict, vs: dict, ss: dict, models: pd.DataFrame, wall: dict, cfg_info: dict) \
-        -> list[str]:
-    """The summary a newcomer reads first (module docstring)."""
+def first_screen(trials: pd.DataFrame, ts: dict, vs: dict, ss: dict, models: pd.DataFrame, wall: dict,
+                 cfg_info: dict) -> list[str]:
+    """The summary a newcomer reads first (module docstring); ``trials``: tune-small's, with their ledger metrics."""
     best = ts["best"]
     tuned = models[models["role"] == "tuned point"]
-    trials = with_context(pd.read_parquet(root / "tune-small" / "trials.parquet"), root / "tune-small")
     b = trials[trials["trial_id"].astype(str) == str(best["trial_id"])].iloc[0]
     inv = wall["invocations"]
     last = {k: sum(i.get(k, 0.0) for i in inv) for k in (inv[0] if inv else {})}  # summed over the invocations
     split = ", ".join(f"{k} {v / 60:.1f}" for k, v in last.items() if k != "total")
     vst = vs.get("settings", {})
-    sc = models[models["role"] == "scaling"]
     base_loss = vs.get("base_loss_mean")
-    out = [
+    return [
         "## Summary",
         "",
         f"**What ran** (preset `{best.get('preset', '')}`, commit `{str(best.get('git_commit', ''))[:10]}`, "
@@ -146,7 +135,6 @@ def first_screen(root: Path, ts: dict, vs: dict, ss: dict, models: pd.DataFrame,
         *context_check(models),
         "",
     ]
-    return out
 
 
 def regret_text(vs: dict) -> str:
@@ -277,7 +265,7 @@ def write_report(root: Path, dirs: dict[str, Path], wall: dict, cfg) -> Path:
         figs["demo_losses"] = demo_figures.plot_losses(models, root / "demo_losses.png")
         figs["demo_context"] = demo_figures.plot_context(models, root / "demo_context.png")
     out = [f"# ptsweep demo report ({time.strftime('%Y-%m-%d %H:%M')})", ""]
-    out += first_screen(root, ts, vs, ss, models, wall, info)
+    out += first_screen(trials, ts, vs, ss, models, wall, info)
     out += [f"![final models vs baselines]({rel(figs['demo_losses'])})" if "demo_losses" in figs else "", "",
             f"![context gain of every final model]({rel(figs['demo_context'])})" if "demo_context" in figs else "", ""]
     out += tuning_section(trials, ts, t, rel(figs["demo_tuning"]), rel)

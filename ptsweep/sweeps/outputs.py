@@ -1,14 +1,6 @@
-"""What a sweep leaves behind besides its ledger, and the outline every sweep driver shares: check the model, open
-the study folder, (run on Ray), save tables, then ``publish`` (W&B summary run, summary.json, report.md).
-
-    require_pt(cfg, message)                                           one-line error unless model=pt
-    open_study(cfg, "tune-small")                                      (study name, created runs/<study> folder)
-    study_name(cfg, "tune-small") / study_path(cfg, "tune-small")    runs/<study> (absolute)
-    sweep_tags(sweep, model_cfg)                                       W&B tags (sweep, model, width)
-    save_table(df, study_dir, "trials")                                trials.parquet + trials.csv
-    log_summary(cfg, study_dir, name, tables, images, summary)         one W&B summary run per sweep
-    publish(cfg, study_dir, sweep, summary, ...)                       W&B summary run + summary.json (+ report.md)
-    print_transfer_mismatch(sweep, summary)                            the "PROCEEDING DESPITE" line, when it applies
+"""What a sweep leaves behind besides its ledger, and the outline every sweep driver shares: check the model
+(``require_pt``), open the study folder (``open_study``), (run on Ray), save and score tables (``save_table``,
+``score``), then ``publish`` (W&B summary run, summary.json, report.md).
 """
 
 from __future__ import annotations
@@ -17,6 +9,8 @@ import json
 import math
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
+
+import numpy as np
 
 from ptsweep.config import RunConfig, to_dict
 from ptsweep.errors import SweepError
@@ -74,28 +68,34 @@ def sweep_tags(sweep: str, model_cfg) -> list[str]:
     return [f"sweep={sweep}", f"model={model_cfg.name}", f"width={model_cfg.width}"]
 
 
-def save_table(df, study_dir: Path, name: str) -> tuple[Path, Path]:
-    """``<study_dir>/<name>.parquet`` + ``.csv`` (object columns stringified for parquet)."""
+def save_table(df, study_dir: Path, name: str) -> None:
+    """Write ``<study_dir>/<name>.parquet`` + ``.csv`` (object columns stringified for parquet)."""
     study_dir = Path(study_dir)
     study_dir.mkdir(parents=True, exist_ok=True)
-    pq, csv = study_dir / f"{name}.parquet", study_dir / f"{name}.csv"
-    df.to_csv(csv, index=False)
+    df.to_csv(study_dir / f"{name}.csv", index=False)
     d = df.copy()
     for c in d.columns:
         if d[c].dtype == object:
             d[c] = d[c].map(lambda v: v if v is None or isinstance(v, str) else json.dumps(jsonable(v)))
-    d.to_parquet(pq, index=False)
-    return pq, csv
+    d.to_parquet(study_dir / f"{name}.parquet", index=False)
+
+
+def score(df) -> str:
+    """Add ``df["loss"]``, the scored loss (inf for a run without a finite val_loss): the held-out test split when
+    every finished run has it (the sweeps choose on validation tokens), else validation. Returns "test" or "val"."""
+    finished = df["val_loss"].map(math.isfinite)
+    split = "test" if finished.any() and df.loc[finished, "test_loss"].map(math.isfinite).all() else "val"
+    df["loss"] = np.where(finished, df[f"{split}_loss"], np.inf)
+    return split
 
 
 def log_summary(cfg: RunConfig, study_dir: Path, name: str, tables: Mapping[str, Any] | None = None,
                 images: Mapping[str, str | Path] | None = None, summary: Mapping[str, Any] | None = None,
-                tags: Iterable[str] = (), artifacts: Iterable[str] = ()) -> str:
+                tags: Iterable[str] = ()) -> str:
     """One W&B summary run per sweep (job_type="summary", group = study) with the tables (wandb.Table), plots
     (wandb.Image) and artifacts: ``<study>-transfer`` (transfer.yaml, if present) and ``<study>-summary`` (the
-    study's *.csv, summary*.json, *.md and the extra ``artifacts`` file names). Only when ``tracker.mode !=
-    disabled``; wandb is imported lazily by the tracker. Never fails the sweep: returns "" on success, or a one-line
-    note of what went wrong / why it was skipped."""
+    study's *.csv, summary*.json, *.md). Only when ``tracker.mode != disabled``. Never fails the sweep: returns ""
+    on success, or a one-line note of what went wrong / why it was skipped."""
     if cfg.tracker.mode == "disabled":
         return "tracker.mode=disabled: no W&B summary run"
     try:
@@ -109,19 +109,15 @@ def log_summary(cfg: RunConfig, study_dir: Path, name: str, tables: Mapping[str,
             tracker.log_table(tname, df)
         if images:
             tracker.log_images({k: str(v) for k, v in images.items() if Path(v).exists()})
-        # the study's result files as versioned artifacts: transfer.yaml (its own type, what later sweeps consume)
-        # and the summary tables
         sdir = Path(study_dir)
-        if (sdir / "transfer.yaml").is_file():
+        if (sdir / "transfer.yaml").is_file():  # its own artifact type: what later sweeps consume
             tracker.log_artifact(f"{sdir.name}-transfer", "transfer", [sdir / "transfer.yaml"])
-        files = [*sorted(sdir.glob("*.csv")), *sorted(sdir.glob("summary*.json")), *sorted(sdir.glob("*.md")),
-                 *[sdir / f for f in (artifacts or ())]]
+        files = [*sorted(sdir.glob("*.csv")), *sorted(sdir.glob("summary*.json")), *sorted(sdir.glob("*.md"))]
         tracker.log_artifact(f"{sdir.name}-summary", "sweep-summary", files)
         tracker.finish({**(summary or {}), "status": "ok"})
-        note = ""
         if cfg.tracker.mode == "online":
-            note = "W&B report creation skipped (optional); the summary run holds the table and plots"
-        return note
+            return "W&B report creation skipped (optional); the summary run holds the table and plots"
+        return ""
     except Exception as e:  # noqa: BLE001
         return f"W&B summary run failed: {one_line(e)}"
 

@@ -1,50 +1,18 @@
 """scaling-curves: PT (zero-shot transferred HPs) vs BERT and UT (tuned per scale) at matched sizes ([S] §3.2, Fig. 2).
 
-For each PT width N in sweep.scales and each paradigm in sweep.scaling (channels | rank | both):
-    PT     the 7 values of transfer.yaml, no tuning, sweep.seeds runs (seed = cfg.seed + i).
-For each N (matched to PT with the first paradigm) and each baseline in sweep.models (bert, ut):
-    shape  models.sizing.match_shape(kind, pt_cfg(N), V, seq_len, mask_prob, sweep.match): the BERT family rule
-           (d = 64 h, h <= n_layers <= 2h) / the UT rule (BERT's depth, widened), closest to PT's total parameters,
-           non-embedding parameters or training FLOPs per token (sweep.match; README "Baseline shapes")
-    tuning sweeps.baseline_tuning.tune: Optuna TPE + tune-small's ASHA over optim.lr and optim.warmup_frac,
-           sweep.baseline.samples trials (0 = sweep.num_samples, PT's tune-small budget), chosen on the VALIDATION
-           split at training seed cfg.seed + sweep.seeds (a seed no reported run uses), with the edge rule (a search
-           whose best value of a key is not bracketed is repeated on a recentred range, sweep.baseline.lr_widen
-           times; still unbracketed -> flagged).
-           Then sweep.seeds final runs at the chosen values, seeds cfg.seed + i like PT's. No search trial is
-           reported: the winning trial's own losses are biased low (it won on a validation split whose noise its
-           test loss shares through the same model), so reusing it would favour the baselines.
-V = data.prepare(cfg.data).vocab_size, computed once in the driver.
+PT runs at every width of sweep.scales and paradigm of sweep.scaling (channels | rank | both) with the 7 values of
+transfer.yaml, untuned. Each baseline of sweep.models gets, at each scale, the rule shape closest to PT's
+(``models.sizing.match_shape``, sweep.match), its own search on the validation split (``baseline_tuning.tune``) and
+fresh runs at the chosen values. Every point runs at sweep.seeds seeds (seed = cfg.seed + i) and is scored on the
+held-out TEST split when the runs have one, else validation. The rules of the shapes, the tuning, the fits
+(``analysis.fits``) and the framings (``analysis.framings``): README, "Verification verdict and scaling fits".
 
-Reported loss: the held-out TEST split when the runs have one (``data.max_test_blocks``; the baselines' LR was
-chosen on validation, so the test split is the fair comparison), else validation; every loss carries its standard
-error over masked tokens (``*_loss_se``) and the unigram baseline of the same tokens.
-
-Rules (analysis.fits): each series is fitted with L = a P^-b + c when c is identified (>= 4 distinct sizes, a
-converged bounded fit, and an F-test against the pure law), else L = a P^-b; against parameters and against
-training FLOPs; intervals and the drawn bands are a residual bootstrap over seeds (sweep.bootstrap resamples).
-"PT beats BERT at scale N" as run (runs matched by sweep.match) is the difference of their mean losses with a
-Student-t interval, the seed variance pooled over every (series, scale) cell: "yes" when the interval lies below 0,
-"no" above, "undecided" otherwise. The three framings (analysis.framings: equal total parameters, equal
-non-embedding parameters, equal training FLOPs) compare the fitted curves at PT's own x with bootstrap intervals.
-
-Outputs in ``<out_dir>/<study>/`` (study = sweep.study or "scaling-curves"):
-    runs.parquet / .csv      one row per run: series, scale, seed, params, flops, val_loss (+ _se), test_loss (+ _se),
-                             unigram losses, status
-    results.parquet / .csv   one row per series x scale: model, scaling, scale (PT width), width, params,
-                             non_embedding_params, flops_per_token, tokens, loss (mean over seeds of the reported
-                             split), loss_sd, loss_lo / loss_hi (t interval), loss_token_se, val_loss, val_loss_se,
-                             test_loss, test_loss_se, unigram_loss, n_seeds, best_lr, best_warmup_frac, n_layers,
-                             n_heads, match_ratio, tuning_trials, lr_edge, status, error
-    lr_search.parquet / .csv every baseline search trial (search_round 0, 1, ... for widened ranges)
-    fig2a_pt_vs_bert.png, fig2b_pt_vs_ut.png (analysis.plots.plot_scaling), loss_vs_compute.png (every family vs
-                             training FLOPs), framings.png (the three framings' axes): seeds as dots, means with
-                             95 % intervals, fitted law with its bootstrap band
-    summary.json             fits (params, non-embedding params, FLOPs), differences PT - baseline per scale with
-                             intervals, framings (+ pt_beats_bert_by_framing), tuning_trials per model, winners,
-                             pt_beats_bert_at_every_scale (as run; true / false / null = undecided), edge flags
-    report.md                tuning trials per model and the three framings (also printed)
-Resume: final runs are a fixed list with a ledger; each LR search is a resumable Optuna experiment.
+Outputs in ``<out_dir>/<study>/`` (study = sweep.study or "scaling-curves"): runs.parquet / .csv (one row per run,
+:data:`RUN_COLUMNS`), results.parquet / .csv (one row per series x scale, ``_cell_row``), lr_search.parquet / .csv
+(every baseline search trial; search_round 0, 1, ... for widened ranges), fig2a_pt_vs_bert.png, fig2b_pt_vs_ut.png,
+loss_vs_compute.png, framings.png, summary.json (fits, PT - baseline differences, framings, tuning trials, winners,
+edge flags) and report.md (also printed). Resume: final runs are a fixed list with a ledger; each search is a
+resumable Optuna experiment.
 """
 
 from __future__ import annotations
@@ -67,8 +35,8 @@ from ptsweep.analysis import framings as framings_mod
 from ptsweep.models.sizing import flops_per_token, match_shape, measure, param_count
 from ptsweep.sweeps import baseline_tuning
 from ptsweep.sweeps.ledger import with_ledger_metrics
-from ptsweep.sweeps.outputs import (open_study, print_transfer_mismatch, publish, require_pt, save_table, study_name,
-                                    sweep_tags)
+from ptsweep.sweeps.outputs import (open_study, print_transfer_mismatch, publish, require_pt, save_table, score,
+                                    study_name, sweep_tags)
 from ptsweep.sweeps.ray_session import ray_session
 from ptsweep.sweeps.runner import run_trials
 from ptsweep.sweeps.transfer import read_transfer
@@ -81,6 +49,17 @@ def model_overrides(model_cfg) -> dict:
     """Dotted overrides that rebuild a BERT/UT model config from a PT base config."""
     return {"model.name": model_cfg.name, "model.width": model_cfg.width, "model.n_layers": model_cfg.n_layers,
             "model.n_heads": model_cfg.n_heads, "model.max_positions": model_cfg.max_positions}
+
+
+def paradigms(sweep_cfg) -> list[str]:
+    """PT's scaling paradigms of sweep.scaling ('both' = channels, then rank)."""
+    return ["channels", "rank"] if sweep_cfg.scaling == "both" else [sweep_cfg.scaling]
+
+
+def pt_finals(cfg: RunConfig, transferred: dict) -> list[tuple[str, dict]]:
+    """(label, overrides) of PT's final runs: every paradigm x scale x seed at the transferred values."""
+    return [(f"final-pt-{sc}-w{s}-s{i}", {**transferred, "model.width": s, "model.scaling": sc, "seed": cfg.seed + i})
+            for sc in paradigms(cfg.sweep) for s in cfg.sweep.scales for i in range(cfg.sweep.seeds)]
 
 
 def series_name(model: str, scaling: str, scalings: list[str]) -> str:
@@ -115,7 +94,7 @@ def run(cfg: RunConfig) -> Path:
     from ptsweep import data as data_mod
 
     sweep_cfg = cfg.sweep
-    scalings = ["channels", "rank"] if sweep_cfg.scaling == "both" else [sweep_cfg.scaling]
+    scalings = paradigms(sweep_cfg)
     # provenance is checked against the first paradigm run (with "both": channels)
     transferred, provenance, tpath = (read_transfer(with_overrides(cfg, {"model.scaling": scalings[0]}))
                                       if "pt" in sweep_cfg.models else ({}, {}, None))
@@ -130,7 +109,7 @@ def run(cfg: RunConfig) -> Path:
             for s in sweep_cfg.scales:
                 _plan_baseline(cfg, plan, kind, s, scalings[0], vocab, sdir)
         if "pt" in sweep_cfg.models:  # PT at every scale with the transferred values, no tuning
-            _plan_pt(cfg, plan, transferred, scalings, vocab)
+            _plan_pt(cfg, plan, transferred, vocab)
         if plan.finals:
             _run_finals(cfg, plan, sdir, name.replace("/", "-"))
     runs, split = _runs_table(plan.runs, scalings, sdir)
@@ -187,7 +166,7 @@ def _plan_baseline(cfg: RunConfig, plan: _Plan, kind: str, scale: int, pt_scalin
         plan.notes.append(f"{kind} w{scale}: the closest rule shape (d={mcfg.width}, L={mcfg.n_layers}) has "
                           f"{row['match_ratio']:.3f} x PT's {sweep_cfg.match} count (more than 5 % off)")
     df, info = baseline_tuning.tune(cfg, kind, scale, shape_overrides, sdir, study_name(cfg, SWEEP).replace("/", "-"),
-                                    baseline_tuning.search_tokens(cfg), sweep_tags(SWEEP, bcfg.model))
+                                    sweep_tags(SWEEP, bcfg.model))
     df.insert(0, "model", kind)
     df.insert(1, "scale", scale)
     plan.searches.append(df)
@@ -209,7 +188,7 @@ def _save_searches(searches: list[pd.DataFrame], sdir: Path) -> pd.DataFrame:
     """Every baseline search trial in one table, saved as lr_search.parquet / .csv when there is any."""
     lr_table = pd.concat(searches, ignore_index=True) if searches else pd.DataFrame()
     if not lr_table.empty:
-        save_table(lr_table.drop(columns=[c for c in ("good",) if c in lr_table.columns]), sdir, "lr_search")
+        save_table(lr_table.drop(columns=["good"], errors="ignore"), sdir, "lr_search")
     return lr_table
 
 
@@ -227,17 +206,15 @@ def _edge_notes(kind: str, scale: int, info: dict) -> list[str]:
     return notes
 
 
-def _plan_pt(cfg: RunConfig, plan: _Plan, transferred: dict, scalings: list[str], vocab: int) -> None:
-    """PT's final runs: every paradigm x scale x seed at the transferred values."""
-    for sc in scalings:
-        for s in cfg.sweep.scales:
-            pcfg = with_overrides(cfg, {**transferred, "model.width": s, "model.scaling": sc})
-            for i, sd in enumerate(plan.seeds):
-                plan.runs.append({"model": "pt", "scaling": sc, "scale": s, "seed": sd, **_row_static(pcfg, vocab),
-                                  "best_lr": transferred["optim.lr"], "from": "transferred (no tuning)",
-                                  "pending": len(plan.finals)})
-                plan.finals.append({**transferred, "model.width": s, "model.scaling": sc, "seed": sd})
-                plan.labels.append(f"final-pt-{sc}-w{s}-s{i}")
+def _plan_pt(cfg: RunConfig, plan: _Plan, transferred: dict, vocab: int) -> None:
+    """PT's final runs (:func:`pt_finals`) and their pending rows."""
+    for label, over in pt_finals(cfg, transferred):
+        plan.runs.append({"model": "pt", "scaling": over["model.scaling"], "scale": over["model.width"],
+                          "seed": over["seed"], **_row_static(with_overrides(cfg, over), vocab),
+                          "best_lr": transferred["optim.lr"], "from": "transferred (no tuning)",
+                          "pending": len(plan.finals)})
+        plan.finals.append(over)
+        plan.labels.append(label)
 
 
 def _run_finals(cfg: RunConfig, plan: _Plan, sdir: Path, group: str) -> None:
@@ -270,12 +247,10 @@ def _runs_table(rows: list[dict], scalings: list[str], sdir: Path) -> tuple[pd.D
         runs["trial_key"] = ""
     runs["trial_key"] = runs["trial_key"].fillna("").astype(str)
     runs = with_ledger_metrics(runs, sdir)
-    ok_runs = runs[runs["val_loss"].map(math.isfinite)]
-    split = "test" if len(ok_runs) and ok_runs["test_loss"].map(math.isfinite).all() else "val"
-    lcol, pre = f"{split}_loss", ("test_" if split == "test" else "")
-    runs["loss"] = np.where(runs["val_loss"].map(math.isfinite), runs[lcol], np.inf)
-    runs["loss_token_se"] = runs[f"{lcol}_se"]
-    runs["unigram"] = runs["test_unigram_loss" if split == "test" else "unigram_loss"]
+    split = score(runs)
+    pre = "test_" if split == "test" else ""
+    runs["loss_token_se"] = runs[f"{split}_loss_se"]
+    runs["unigram"] = runs[f"{pre}unigram_loss"]
     runs["no_context"] = runs[f"{pre}no_context_loss"]
     runs["context_gain"], runs["context_gain_se"] = runs[f"{pre}context_gain"], runs[f"{pre}context_gain_se"]
     runs["train_flops"] = runs["flops_per_token"].astype(float) * runs["tokens"].astype(float)
@@ -305,9 +280,8 @@ def _cell_row(series: str, scale, g: pd.DataFrame, q: float, pooled_var: float, 
 
     return {
         "model": first["model"], "scaling": first["scaling"], "series": series, "scale": int(scale),
-        "width": first.get("width"), "params": first.get("params"),
-        "non_embedding_params": first.get("non_embedding_params"),
-        "flops_per_token": first.get("flops_per_token"), "tokens": seed_mean("tokens"),
+        **{k: first.get(k) for k in ("width", "params", "non_embedding_params", "flops_per_token")},
+        "tokens": seed_mean("tokens"),
         "loss": mean, "loss_sd": float(fin["loss"].std(ddof=1)) if n > 1 else math.nan,
         "loss_lo": mean - half, "loss_hi": mean + half, "loss_token_se": seed_mean("loss_token_se"),
         "val_loss": seed_mean("val_loss", math.inf), "val_loss_se": seed_mean("val_loss_se"),
@@ -315,9 +289,9 @@ def _cell_row(series: str, scale, g: pd.DataFrame, q: float, pooled_var: float, 
         "unigram_loss": seed_mean("unigram"), "no_context_loss": seed_mean("no_context"),
         **dict(zip(("context_gain", "context_gain_se"),
                    metric_keys.seed_mean(fin["context_gain"], fin["context_gain_se"]))),
-        "n_seeds": n, "best_lr": first.get("best_lr"), "best_warmup_frac": first.get("best_warmup_frac"),
-        "n_layers": first.get("n_layers"), "n_heads": first.get("n_heads"),
-        "match_ratio": first.get("match_ratio"), "tuning_trials": first.get("tuning_trials"),
+        "n_seeds": n,
+        **{k: first.get(k) for k in ("best_lr", "best_warmup_frac", "n_layers", "n_heads", "match_ratio",
+                                     "tuning_trials")},
         "lr_edge": lr_info.get(f"{first['model']}-w{int(scale)}", {}).get("edge", ""),
         "status": "ok" if statuses == ["ok"] else ",".join(statuses),
         "error": "; ".join(e for e in g["error"].astype(str) if e and e != "nan"),
@@ -370,15 +344,13 @@ def _settings(cfg: RunConfig, plan: _Plan, pooled: tuple[float, int], provenance
 
 
 def report_lines(table: pd.DataFrame, split: str, summary: dict) -> list[str]:
-    """report.md's body (also printed): the context lines per (series, scale), then the tuning effort and the three
-    framings (``framings.report_lines``)."""
+    """report.md's body (also printed): :func:`context_lines`, then ``framings.report_lines``."""
     return [*context_lines(table, split), *framings_mod.report_lines(summary)]
 
 
 def context_lines(table: pd.DataFrame, split: str) -> list[str]:
     """One line per (series, scale): loss next to the unigram and no-context baselines and the [MASK]-target
-    context gain (seed mean ± SE); a model that has not learned context is marked (its curve says nothing about
-    using context)."""
+    context gain (seed mean ± SE), marked when not learned."""
     lines = [f"Losses on the {split} split with both context-free baselines; context gain = unigram - model on "
              f"[MASK] targets (> 2 SE = learned):", ""]
     for _, r in table.iterrows():

@@ -1,15 +1,6 @@
-"""transfer.yaml, the file tune-small writes and verify-transfer / scaling-curves read: where it is
-(:func:`transfer_path`), reading it (:func:`read_transfer`), and its provenance - the settings a transferred
-configuration was tuned under, and the check that the sweep reading it runs under the same ones.
-
-tune-small records ``provenance.settings`` (:func:`transfer_settings`): every PT model setting except the width and
-the 7 transferred values (parametrization, scaling paradigm, base shape N0 / C0 / r0, T = n_iters, topic ratio,
-distances, damping, ...), the corpus and tokenizer (data.name, tokenizer, vocab_size, seq_len, masking, caps), the
-token budget and batch size, and the optimizer's schedule. A transferred value means "the best value under these
-settings": a sweep that reads it under other settings tests something else. :func:`check_transfer` compares and
-stops with one line naming every mismatched key (SweepError -> the CLI prints it and exits non-zero), unless
-``sweep.allow_transfer_mismatch=true``, in which case the mismatches are returned and the sweep records them in its
-summary. Files written before the settings block existed are checked on the keys they do record.
+"""transfer.yaml, the file tune-small writes and verify-transfer / scaling-curves read: where it is, reading it, and
+its provenance - the settings a transferred configuration was tuned under (:func:`transfer_settings`), and the check
+that the sweep reading it runs under the same ones (:func:`check_transfer`; README, "Provenance").
 """
 
 from __future__ import annotations
@@ -21,8 +12,6 @@ from typing import Any, Mapping
 
 from ptsweep.config import TRANSFER_KEYS, RunConfig, to_dict
 from ptsweep.errors import SweepError
-
-__all__ = ["TUNE_STUDY", "transfer_path", "read_transfer", "transfer_settings", "check_transfer", "LEGACY_KEYS"]
 
 TUNE_STUDY = "tune-small"
 """Default study name of tune-small: where verify-transfer / scaling-curves look for transfer.yaml."""
@@ -49,7 +38,6 @@ def read_transfer(cfg: RunConfig) -> tuple[dict[str, float], dict, Path]:
     if missing:
         raise SweepError(f"sweep.transfer_file: {path} lacks {', '.join(missing)}")
     provenance = dict(doc.get("provenance", {}))
-    # SweepError naming the mismatched settings (or, when allowed, their record)
     provenance["mismatch"] = check_transfer(cfg, provenance, path)
     return {k: float(values[k]) for k in TRANSFER_KEYS}, provenance, path
 
@@ -65,7 +53,9 @@ LEGACY_KEYS = {"scaling": "model.scaling", "parametrization": "model.parametriza
 
 
 def transfer_settings(cfg: RunConfig) -> dict[str, Any]:
-    """Dotted key -> value of every setting a transferred configuration depends on (module docstring)."""
+    """Dotted key -> value of every setting a transferred configuration depends on: every PT model setting except
+    the width and the 7 transferred values, the corpus and tokenizer, the token budget and batch size, and the
+    optimizer's schedule."""
     d = to_dict(cfg)
     out: dict[str, Any] = {}
     for k, v in sorted(d["model"].items()):
@@ -75,10 +65,9 @@ def transfer_settings(cfg: RunConfig) -> dict[str, Any]:
         for k in keys:
             if k in d.get(section, {}):
                 out[f"{section}.{k}"] = d[section][k]
-    if out.get("data.name") != "local":
-        out.pop("data.files", None), out.pop("data.val_files", None), out.pop("data.text_field", None)
-    if out.get("data.name") != "minipile":
-        out.pop("data.hf_dataset", None)
+    unused = {"local": ("data.hf_dataset",), "minipile": ("data.files", "data.val_files", "data.text_field")}
+    for k in unused.get(out.get("data.name"), ("data.hf_dataset", "data.files", "data.val_files", "data.text_field")):
+        out.pop(k, None)
     return json.loads(json.dumps(out))  # tuples -> lists: the form they take after a YAML round trip
 
 
@@ -86,7 +75,7 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, bool) or isinstance(b, bool):
         return a == b
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=0.0) or float(a) == float(b)
+        return math.isclose(float(a), float(b), rel_tol=1e-9)
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
     return a == b
@@ -103,7 +92,7 @@ def check_transfer(cfg: RunConfig, provenance: Mapping[str, Any], path: Path | s
     SweepError with one line naming the mismatched keys unless ``cfg.sweep.allow_transfer_mismatch``."""
     current = transfer_settings(cfg)
     recorded = dict(provenance.get("settings") or {})
-    if not recorded:  # older file: the few keys it has at top level
+    if not recorded:  # a file written before ``settings`` existed: the few keys it has at top level
         recorded = {dk: provenance[k] for k, dk in LEGACY_KEYS.items() if k in provenance}
     mismatch = {k: {"tuned": recorded[k], "now": current[k]} for k in sorted(recorded)
                 if k in current and not _same(recorded[k], current[k])}

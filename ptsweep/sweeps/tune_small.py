@@ -1,22 +1,15 @@
 """tune-small: Optuna TPE over the 7 transferable hyperparameters of PT at the tuning width ([S] §3, muTransfer step 1).
 
-Search space (Optuna parameter names = dotted config keys):
-    optim.lr                       log-uniform in sweep.lr_range
-    model.w_unary ... w_topic_g    log-uniform in sweep.weight_ranges[w] if given, else sweep.weight_range
-The first trial is the config's own point (``start_point``: optim.lr and the weights as configured).
-TPE is seeded with sweep.search_seed; Ray Tune runs sweep.num_samples trials, ray.max_concurrent at once, each with
-ray.cpus_per_trial / ray.gpus_per_trial, and ASHA stops poor trials early on val_loss (time = tokens seen; grace =
-sweep.asha_grace_frac of the budget; reduction sweep.asha_reduction, 1 = off).
+Search space (:func:`search_space`, log-uniform): optim.lr in sweep.lr_range, each model.w_* in
+sweep.weight_ranges[w] or sweep.weight_range; the first trial is the config's own point (:func:`start_point`). Ray
+Tune runs sweep.num_samples trials (TPE seeded with sweep.search_seed) with ASHA on val_loss
+(sweep.asha_grace_frac, sweep.asha_reduction; 1 = off). Only trials that ran their whole budget (status ok) can be
+the best: ASHA-stopped losses are partial.
 
-Outputs in ``<out_dir>/<study>/`` (study = sweep.study or "tune-small"):
-    transfer.yaml          values: the 7 best values; provenance: study, trial id/key, val_loss, width, data, token
-                           budget, git commit, ...  (read by verify-transfer and scaling-curves)
-    trials.parquet / .csv  one row per trial: dotted hyperparameters, val_loss, status (ok | early_stopped |
-                           diverged | failed), error, steps, tokens, ...
-    optuna_history.png, optuna_importances.png, optuna_slices.png   (optuna.visualization.matplotlib)
-    summary.json           best trial, counts, notes (e.g. why a plot was skipped), and coord_check_at_best: the
-                           cheap at-init coordinate check of the tuned point (coords.check_at_init)
-Only trials that ran their whole budget (status ok) can be the best: ASHA-stopped losses are partial.
+Outputs in ``<out_dir>/<study>/`` (study = sweep.study or "tune-small"): transfer.yaml (the 7 best values and their
+provenance, read by verify-transfer and scaling-curves), trials.parquet / .csv (one row per trial), optuna_history /
+importances / slices.png, summary.json (best trial, counts, notes, and coord_check_at_best: the at-init coordinate
+check of the tuned point, ``coords.check_at_init``).
 """
 
 from __future__ import annotations
@@ -52,8 +45,7 @@ def search_space(cfg: RunConfig) -> dict[str, tuple[float, float]]:
 
 def start_point(cfg: RunConfig) -> dict[str, float] | None:
     """The config's own values of the 7 keys: tune-small's first trial, so that the search cannot end above the
-    defaults (6 trials in 7 dimensions can miss them; experiments/demo/README.md). None, said on stderr, when the
-    point lies outside the search space (a narrowed range): the search then starts from TPE's random trials."""
+    defaults. None, said on stderr, when the point lies outside the search space (a narrowed range)."""
     point = {"optim.lr": float(cfg.optim.lr), **{f"model.{w}": float(getattr(cfg.model, w)) for w in INFO_WEIGHTS}}
     outside = outside_space(point, search_space(cfg))
     if outside:
@@ -75,12 +67,11 @@ def optuna_plots(df, space: dict, study_dir: Path) -> tuple[dict[str, Path], lis
     study = optuna_study_from_table(df, space, study_name=study_dir.name)
     n_complete = sum(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials)
     images, notes = {}, []
-    plots = {"optuna_history": ovm.plot_optimization_history, "optuna_importances": ovm.plot_param_importances,
-             "optuna_slices": ovm.plot_slice}
-    for name, fn in plots.items():
-        if n_complete < (2 if name == "optuna_importances" else 1):
-            notes.append(f"{name}.png skipped: {n_complete} completed trial(s), "
-                         f"need {2 if name == 'optuna_importances' else 1}")
+    plots = (("optuna_history", ovm.plot_optimization_history, 1),
+             ("optuna_importances", ovm.plot_param_importances, 2), ("optuna_slices", ovm.plot_slice, 1))
+    for name, fn, need in plots:
+        if n_complete < need:
+            notes.append(f"{name}.png skipped: {n_complete} completed trial(s), need {need}")
             continue
         try:
             with warnings.catch_warnings():
@@ -90,7 +81,6 @@ def optuna_plots(df, space: dict, study_dir: Path) -> tuple[dict[str, Path], lis
             fig.set_size_inches(max(fig.get_size_inches()[0], 8), max(fig.get_size_inches()[1], 4.5))
             path = study_dir / f"{name}.png"
             fig.savefig(path, dpi=110, bbox_inches="tight")
-            plt.close(fig)
             images[name] = path
         except Exception as e:  # noqa: BLE001 - a plot must never lose the study's results
             notes.append(f"{name}.png skipped: {type(e).__name__}: {e}".splitlines()[0])

@@ -5,31 +5,17 @@
     n_run      = max(n_required, sweep.n)
     S'_j       = S * (1 + u_j), u_j ~ U[-perturb, +perturb]^7  (analysis.design.perturb, seeded by sweep.search_seed)
 
-Runs, all at model.width = sweep.width with the same budget, no early stopping. Paired design: S with m =
-sweep.seeds seeds (seed = cfg.seed + i) and each perturbed point j with k = sweep.perturbed_seeds (0 = m) of the
-same seeds, cfg.seed + (j + r) mod m for r < k. Runs with the same seed share initialisation, data order and masks,
-so the verdict compares each point with the base seed by seed (a randomized-block design: the seed effect cancels);
-the noise of one run is estimated from the point x seed residuals (df = n (k - 1) in the complete design), and
-the verdict (analysis.verification.verdict: pass | fail | flat | inconclusive, [S]'s strict test reported beside it)
-uses Student-t bands. Why every point at every seed (k = m) in the demo: with one seed per point (cycling) the
-paired model has no residual, df = 0, and nothing can be decided; k = 2 is the cheapest design with a noise estimate
-(df = n), at a cost of k n + m runs instead of n + m. The verdict scores the held-out TEST split when the runs have
-one (``data.max_test_blocks``): S was chosen on validation tokens, so the test split is the fair judge.
-Outputs in ``<out_dir>/<study>/`` (study = sweep.study or "verify-transfer"):
+Runs, all at model.width = sweep.width with the same budget, no early stopping: S at m = sweep.seeds seeds (seed =
+cfg.seed + i) and each S'_j at k = sweep.perturbed_seeds (0 = m) of the same seeds (:func:`point_seeds`), paired so
+that the seed effect cancels. Scored on the held-out TEST split when the runs have one (S was chosen on validation),
+else validation. The regret verdict (``analysis.regret``) leads, the contrast rule (``analysis.verification``) and
+[S]'s strict test are secondary: README, "Verification verdict and scaling fits".
 
-    results.parquet / .csv   analysis.verification.rank_table per point: trial, the 7 values, distance D, val_loss (mean
-                             over the point's seeds), loss (the scored split), delta / se / t (paired contrast with
-                             the base), rel_increase, rank, status, error (base = mean of its seeds, is_base = true)
-    trials.parquet / .csv    every run (base seeds included) with val_loss_se, test_loss, test_loss_se, seed
-    summary.json             the regret verdict (``verdict``, ``statement``, ``regret``: analysis.regret - a response
-                             surface fitted to the runs, regret L(S) - min over the box with its bootstrap interval,
-                             the box minimum's location, per-axis effects of +-perturb, the better fraction), the
-                             contrast rule as a secondary line (``contrast_verdict``, ``contrast_statement`` and the
-                             keys of analysis.verification.verdict), the strict test (``strict``), n_required, n_run,
-                             settings, transfer provenance
-    report.md                the same in words (one table row per hyperparameter)
-    fig1a_distance.png, fig1b_rank.png   (analysis.plots, [S] Figure 1); fig1c_surface.png (surface along each axis)
-Resume: a fixed list of trials with a ledger (``sweeps.runner.run_trials``): re-running skips finished trials.
+Outputs in ``<out_dir>/<study>/`` (study = sweep.study or "verify-transfer"): results.parquet / .csv (the rank table
+per point, :data:`RESULT_COLUMNS`; the base row is the mean of its seeds), trials.parquet / .csv (every run),
+summary.json (verdicts, regret, strict test, n_required, n_run, settings, transfer provenance), report.md,
+fig1a_distance.png, fig1b_rank.png ([S] Figure 1) and fig1c_surface.png (the surface along each axis). Resume: a
+fixed list of trials with a ledger (``sweeps.runner.run_trials``).
 """
 
 from __future__ import annotations
@@ -45,7 +31,8 @@ from ptsweep import metric_keys
 from ptsweep.analysis import design, plots, regret, verification
 from ptsweep.config import TRANSFER_KEYS, RunConfig, with_overrides
 from ptsweep.sweeps.ledger import with_ledger_metrics
-from ptsweep.sweeps.outputs import open_study, print_transfer_mismatch, publish, require_pt, save_table, sweep_tags
+from ptsweep.sweeps.outputs import (open_study, print_transfer_mismatch, publish, require_pt, save_table, score,
+                                    sweep_tags)
 from ptsweep.sweeps.ray_session import ray_session
 from ptsweep.sweeps.runner import run_trials
 from ptsweep.sweeps.transfer import read_transfer
@@ -84,24 +71,23 @@ def run(cfg: RunConfig) -> Path:
     t0 = time.time()
     transferred, provenance, tpath = read_transfer(cfg)
     name, sdir = open_study(cfg, SWEEP)
-    width = cfg.sweep.width
-    with_overrides(cfg, {"model.width": width})  # a width PT cannot build fails here, with the key named
+    wcfg = with_overrides(cfg, {"model.width": cfg.sweep.width})  # a width PT cannot build fails here, key named
     trials, labels, n_req, n_run = plan(cfg, transferred)
-    tags = sweep_tags(SWEEP, with_overrides(cfg, {"model.width": width}).model)
+    tags = sweep_tags(SWEEP, wcfg.model)
     with ray_session(cfg.ray):
         df = run_trials(cfg, trials, sdir, "runs", labels=labels, tags=tags, group=name.replace("/", "-"))
     df = with_ledger_metrics(df.rename(columns={"label": "trial"}), sdir)
     save_table(df, sdir, "trials")
 
-    loss_col = _score(df)
+    split = score(df)
     points = _points(df)
-    table, contrast, reg, images = _compare(cfg, df, points, transferred, loss_col, sdir)
+    table, contrast, reg, images = _compare(cfg, df, points, transferred, split, sdir)
     table = table[[c for c in RESULT_COLUMNS if c in table.columns]]
     save_table(table, sdir, "results")
 
-    settings = {**_settings(cfg, loss_col), "transfer_file": str(tpath), "transfer_provenance": provenance,
+    settings = {**_settings(cfg, split), "transfer_file": str(tpath), "transfer_provenance": provenance,
                 "base": transferred}
-    summary = _summary(contrast, reg, df, points, loss_col, (n_req, n_run), settings)
+    summary = _summary(contrast, reg, df, points, split, (n_req, n_run), settings)
     summary.update({"transfer_mismatch": provenance.get("mismatch", {}), "settings": settings, "study": name,
                     "status_counts": {str(k): int(c) for k, c in df["status"].value_counts().items()},
                     "plots": sorted(Path(p).name for p in images.values()), "wall_s": time.time() - t0,
@@ -122,15 +108,6 @@ RESULT_COLUMNS = ["rank", "trial", *TRANSFER_KEYS, "distance", "val_loss", "loss
 """Columns of results.parquet / .csv, in order (those present)."""
 
 
-def _score(df: pd.DataFrame) -> str:
-    """Add ``df["loss"]``, the scored loss (inf for a run without a finite val_loss): the held-out test split when
-    every finished run has it (S was chosen on validation tokens), else validation. Returns the column scored."""
-    ok_runs = df[df["val_loss"].map(math.isfinite)]
-    loss_col = "test_loss" if len(ok_runs) and ok_runs["test_loss"].map(math.isfinite).all() else "val_loss"
-    df["loss"] = np.where(df["val_loss"].map(math.isfinite), df[loss_col], np.inf)
-    return loss_col
-
-
 def _points(df: pd.DataFrame) -> pd.DataFrame:
     """One row per perturbed point ("p<j>"): its 7 values, ``losses`` and ``seed`` (lists over its seeds), mean
     val_loss, loss (mean, inf unless every seed is finite), n_seeds, status and error."""
@@ -146,17 +123,17 @@ def _points(df: pd.DataFrame) -> pd.DataFrame:
     return points
 
 
-def _settings(cfg: RunConfig, loss_col: str) -> dict:
+def _settings(cfg: RunConfig, split: str) -> dict:
     sweep_cfg = cfg.sweep
     return {"width": sweep_cfg.width, "alpha": sweep_cfg.alpha, "p": sweep_cfg.p, "n": sweep_cfg.n,
             "perturb": sweep_cfg.perturb, "seeds": sweep_cfg.seeds,
             "perturbed_seeds": sweep_cfg.perturbed_seeds or sweep_cfg.seeds, "test_alpha": sweep_cfg.test_alpha,
             "equivalence_margin": sweep_cfg.equivalence_margin, "regret_tolerance": sweep_cfg.regret_tolerance,
-            "loss_split": loss_col.split("_")[0], "perturb_seed": sweep_cfg.search_seed, "seed": cfg.seed,
+            "loss_split": split, "perturb_seed": sweep_cfg.search_seed, "seed": cfg.seed,
             "tokens": cfg.train.tokens}
 
 
-def _compare(cfg: RunConfig, df: pd.DataFrame, points: pd.DataFrame, transferred: dict, loss_col: str,
+def _compare(cfg: RunConfig, df: pd.DataFrame, points: pd.DataFrame, transferred: dict, split: str,
              sdir: Path) -> tuple[pd.DataFrame, dict, dict, dict]:
     """(rank table, contrast verdict, regret analysis + its verdict under "verdict", figures) of the perturbed points
     against the base point's seeds; when every base seed failed, an inconclusive verdict and no surface."""
@@ -192,13 +169,13 @@ def _compare(cfg: RunConfig, df: pd.DataFrame, points: pd.DataFrame, transferred
     table.loc[table["is_base"], "status"] = "ok"
     table.loc[table["is_base"], "val_loss"] = float(base_ok["val_loss"].mean())
     table.attrs["noise_band"] = contrast["noise_band"]
-    return table, contrast, regret_result, _figures(table, contrast, regret_result["regret"], loss_col, sdir,
+    return table, contrast, regret_result, _figures(table, contrast, regret_result["regret"], split, sdir,
                                                     sweep_cfg.width)
 
 
-def _figures(table: pd.DataFrame, contrast: dict, reg: dict, loss_col: str, sdir: Path, width: int) -> dict:
+def _figures(table: pd.DataFrame, contrast: dict, reg: dict, split: str, sdir: Path, width: int) -> dict:
     """Figure 1 (a: distance vs loss increase, b: rank of the base point) and, with a surface, 1c."""
-    what = f"{loss_col.split('_')[0]} loss"
+    what = f"{split} loss"
     images = {"fig1a_distance": plots.plot_distance_vs_increase(
         table, sdir / "fig1a_distance.png",
         title=f"Width {width}: distance vs {what} increase ({contrast['verdict']})")}
@@ -209,10 +186,10 @@ def _figures(table: pd.DataFrame, contrast: dict, reg: dict, loss_col: str, sdir
     return images
 
 
-def _summary(contrast: dict, regret_result: dict, df: pd.DataFrame, points: pd.DataFrame, loss_col: str,
+def _summary(contrast: dict, regret_result: dict, df: pd.DataFrame, points: pd.DataFrame, split: str,
              n_planned: tuple[int, int], settings: dict) -> dict:
     """summary.json's verdict keys: the regret verdict first, the contrast rule as the secondary statement, the
-    base point's losses and its context (the run's settings, status and plots are added by ``run``)."""
+    base point's losses and its context."""
     rv, base_df = regret_result["verdict"], df[df["trial"].str.startswith("base-")]
     return {**contrast, "verdict": rv["verdict"], "contrast_verdict": contrast["verdict"],
             "contrast_statement": contrast["statement"],
@@ -223,16 +200,14 @@ def _summary(contrast: dict, regret_result: dict, df: pd.DataFrame, points: pd.D
             "base_val_losses": [float(x) for x in base_df["val_loss"]],
             "base_val_loss_se": [float(x) for x in base_df["val_loss_se"]],
             "base_test_loss_se": [float(x) for x in base_df["test_loss_se"]],
-            "unigram_loss": float(base_df["test_unigram_loss" if loss_col == "test_loss" else "unigram_loss"]
-                                  .mean()),
-            **_context(base_df, df, "test_" if loss_col == "test_loss" else "")}
+            "unigram_loss": float(base_df["test_unigram_loss" if split == "test" else "unigram_loss"].mean()),
+            **_context(base_df, df, "test_" if split == "test" else "")}
 
 
 def headline(summary: dict) -> str:
     """The transfer result's first line: the regret verdict when a curved surface bounds the regret; otherwise that
-    the n perturbed points cannot bound one (the diagonal surface (R1) over the transferred keys has 1 + 2d
-    coefficients: n + 1 distinct points need n >= 2d + 1 = 15 for d = 7) and the strict and contrast results instead of a
-    plane's extrapolated corner."""
+    the n perturbed points cannot bound one (the diagonal surface has 1 + 2d coefficients: n >= 15 for d = 7) and
+    the strict and contrast results instead of a plane's extrapolated corner."""
     reg = summary.get("regret") or {}
     if reg.get("model") not in (None, "linear") and "regret_rel" in reg:
         return summary["statement"]
@@ -249,9 +224,8 @@ def headline(summary: dict) -> str:
 
 
 def _context(base_df: pd.DataFrame, df: pd.DataFrame, prefix: str) -> dict:
-    """The base point's no-context baseline and [MASK]-target context gain (seed mean ± SE, ``ptsweep.metrics``)
-    on the scored split, and how many finished runs learned context (> 2 SE): a verdict about a base point that
-    has not learned context is no evidence about transfer."""
+    """The base point's no-context baseline and [MASK]-target context gain (seed mean ± SE) on the scored split, and
+    how many finished runs learned context (> 2 SE)."""
     def col(frame, key):
         return frame[prefix + key].astype(float) if prefix + key in frame else pd.Series(dtype=float)
 
@@ -306,7 +280,3 @@ def report(summary: dict) -> str:
             f"- Contrast rule (secondary): **{summary['contrast_verdict']}** - {summary['contrast_statement']}", ""]
     return "\n".join(out)
 
-
-def results_frame(study_dir: Path) -> pd.DataFrame:
-    """The results table of a finished study (for reports/notebooks)."""
-    return pd.read_parquet(Path(study_dir) / "results.parquet")

@@ -1,17 +1,9 @@
-"""The trial ledger of a study folder: one folder per trial, its start and final records, the interrupt marker and
-the log of training starts.
-
-Every trial has a stable key (``ptsweep.identity.trial_key``: ``[label-]sha1(resolved trial config minus
-bookkeeping keys such as out_dir, tracker, ray, sweep)[:10]``) and a folder ``<study>/trials/<trial_key>/`` holding
-``trial.json`` (written at start: key, label, overrides, where and on which code it runs) and, once the trial is
-over, ``final.json`` (the ledger record: status ok | diverged | failed | early_stopped, error, val_loss and the other
-final metrics of ``train.run``; written atomically). A ledger entry means "finished, never run again".
-
-Ctrl-C: the first one creates ``<study>/.interrupted`` (:func:`interrupt_marker`); trials stopped while it exists
-record ``interrupted.json`` instead of a ledger record, so they run again (from their checkpoint) on resume.
-
-Every actual start of training appends one line ``<time> start <trial_key>`` to ``<study>/trial_starts.log``
-(tests count these to prove nothing is re-run).
+"""The trial ledger of a study folder: ``<study>/trials/<trial_key>/`` (key: ``identity.trial_key``) holds
+``trial.json`` (written at start) and, once the trial is over, ``final.json``, the ledger record (status ok |
+diverged | failed | early_stopped, error, the final metrics of ``train.run``). A ledger record means "finished, never
+run again". Trials stopped while ``<study>/.interrupted`` exists (the first Ctrl-C creates it) record
+``interrupted.json`` instead and run again on resume. Every start of training appends a line to
+``<study>/trial_starts.log``.
 """
 
 from __future__ import annotations
@@ -27,8 +19,6 @@ from ptsweep.metric_keys import LEDGER_KEYS
 from ptsweep.sweeps.fields import finite_or_inf
 
 STARTS_LOG = "trial_starts.log"
-INTERRUPT_MARKER = ".interrupted"
-"""Written into the study folder by the first Ctrl-C: a trial stopped while it exists was interrupted, not pruned."""
 
 
 def _now() -> str:
@@ -42,21 +32,18 @@ def trial_dir(study_dir: Path, key: str) -> Path:
 def read_ledger(study_dir: Path, key: str) -> dict | None:
     """The ledger record (``final.json``) of a finished trial, or None if it has not finished."""
     path = trial_dir(study_dir, key) / "final.json"
-    if not path.exists():
-        return None
     try:
         rec = read_json(path)
-    except (OSError, json.JSONDecodeError):
+    except (OSError, json.JSONDecodeError):  # none yet (FileNotFoundError) or unreadable
         return None
-    if not isinstance(rec, dict) or "status" not in rec:
-        return None
-    if rec.get("status") == "interrupted":  # train.run's record of a run stopped by Ctrl-C: not finished
+    # no status, or train.run's record of a run stopped by Ctrl-C: not finished
+    if not isinstance(rec, dict) or rec.get("status", "interrupted") == "interrupted":
         return None
     # train.run's tracker also writes final.json (without trial_key) just before the trainable's record: a record
     # without trial_key is the tracker's, i.e. the process died in between; it still means "finished". A trial
     # stopped by ASHA ends train.run with SystemExit/_EarlyStopped, which the tracker records as "failed": that is
     # an early stop, with the metrics of its last report.
-    if "trial_key" not in rec and rec.get("status") in ("failed", "interrupted", "early_stopped") and \
+    if "trial_key" not in rec and rec.get("status") in ("failed", "early_stopped") and \
             str(rec.get("error", "")).startswith(("SystemExit", "_EarlyStopped")):
         prog = path.parent / "progress.json"
         last = read_json(prog) if prog.exists() else {}
@@ -85,12 +72,9 @@ def record(study_dir: Path, key: str, label: str, overrides: Mapping[str, Any], 
 
 
 def interrupt_marker(study_dir: Path) -> Path:
-    """``<study>/.interrupted``: created by the first Ctrl-C (``ray_session.interrupt_guard``)."""
-    return Path(study_dir) / INTERRUPT_MARKER
-
-
-def was_interrupted(study_dir: Path) -> bool:
-    return interrupt_marker(study_dir).exists()
+    """``<study>/.interrupted``: created by the first Ctrl-C (``ray_session.interrupt_guard``); a trial stopped while
+    it exists was interrupted, not pruned."""
+    return Path(study_dir) / ".interrupted"
 
 
 def record_interrupt(study_dir: Path, key: str, last: Mapping[str, Any]) -> None:
@@ -106,6 +90,5 @@ def with_ledger_metrics(df, study_dir: Path, names=LEDGER_KEYS):
     df = df.copy()
     recs = [read_ledger(study_dir, k) or {} for k in df["trial_key"]]
     for name in names:
-        vals = [r.get(name) for r in recs]
-        df[name] = [float(v) if isinstance(v, (int, float)) and v is not None else math.nan for v in vals]
+        df[name] = [float(r[name]) if isinstance(r.get(name), (int, float)) else math.nan for r in recs]
     return df

@@ -1,7 +1,5 @@
-"""The Ray Tune searcher of ptsweep's searches (``optuna_store.make_searcher`` builds it on the persistent study):
-Ray's Searcher API over Optuna's ask-and-tell (told through ``optuna_store.tell_from_record``), so that Optuna learns
-each trial's real outcome from its ledger record (ok, diverged, failed, early-stopped, interrupted) instead of a
-COMPLETE with a partial loss. Imports Ray, so ``optuna_store`` imports it only when a search runs."""
+"""The Ray Tune searcher of the searches (built by ``optuna_store.make_searcher``; imports Ray, so imported only when
+a search runs)."""
 
 from __future__ import annotations
 
@@ -18,14 +16,10 @@ from ptsweep.sweeps.fields import FINAL_STATUSES, METRIC, MODE
 from ptsweep.sweeps.ray_session import INTERRUPT
 
 
-def _report_step(result: dict) -> int:
-    """The step an intermediate value is reported at: tokens trained (the ASHA time axis), else Tune's iteration."""
-    return int(result.get("tokens") or result.get("training_iteration") or 0)
-
-
 class LedgerSearcher(Searcher):
     """Ray's Searcher API over Optuna's ask-and-tell: ``suggest`` asks the study (queued trials first), every
-    result with the metric is an intermediate value, the trial's final record tells Optuna its outcome."""
+    result with the metric is an intermediate value, and Optuna learns each trial's real outcome from its final
+    record (ok, diverged, failed, early-stopped, interrupted), not a COMPLETE with a partial loss."""
 
     def __init__(self, study, distributions, tell: Callable) -> None:
         """``tell(study, trial, record, interrupted=...)``: how a finished trial's record becomes Optuna's outcome
@@ -48,7 +42,7 @@ class LedgerSearcher(Searcher):
         if trial is None or value is None or not math.isfinite(float(value)):
             return
         seen = self.reported_steps.setdefault(trial_id, set())
-        step = _report_step(result)
+        step = int(result.get("tokens") or result.get("training_iteration") or 0)  # ASHA's time axis, else Tune's
         if step not in seen:  # a trial resumed from its ledger record reports its last step again
             seen.add(step)
             trial.report(float(value), step)

@@ -1,48 +1,36 @@
 """Learning-rate (and information-weight) transfer study: does the optimum stay put across widths under muP (and move
-under SP)? Two stages, both real Ray Tune runs through ``sweeps.runner.run_trials`` (resumable, failures and
-divergences kept):
+under SP)? Two stages of ``runner.run_trials`` (plan: ``lr_transfer_plan``), narrowest widths first:
 
-    stage 1 "grid"   one seed (``seed``) over the whole grid; in ``sweep.lr_transfer`` (below, without the prefix):
-                     LR study      parametrizations x widths x geomspace(*grid_range, grid_points)
-                                   (SP: sp_grid_range when set)
-                     weight study  the first muP variant of parametrizations: weight_widths (default widths) x
-                                   weight_grid (the weight ``weight_key``) at the base LR ``weight_lr`` (0 = optim.lr);
-                                   its default-weight point is the LR study's run when that LR is on the LR grid
-    stage 2 "seeds"  seeds ``seed+1 .. seed+seeds-1`` at the ``refine_top`` best values of stage 1 per
-                     (study, parametrization, width) (0 = at every value)
+    stage 1 "grid"   one seed over every group's grid: LR study (parametrizations x widths x the LR grid), weight
+                     study (the first muP variant x weight_widths x weight_grid at LR ``weight_lr``), control
+    stage 2 "seeds"  seeds ``seed+1 .. seed+seeds-1`` at the ``refine_top`` best stage-1 values of each group
+                     (a pure function of stage 1's ledger, so a resumed study chooses the same trials)
 
-The trial plan lives in ``ptsweep.sweeps.lr_transfer_plan``. Stage 2's choice is a pure function of stage 1's ledger,
-so re-running the same command after an interruption finishes stage 1, chooses the same values and skips every
-finished trial of stage 2. Every trial uses the scaling paradigm ``sweep.lr_transfer.scaling`` and trains PT for the
-same token budget (``sweep.lr_transfer.tokens`` or ``train.tokens``) with the preset's schedule and warm-up. Within
-each stage the narrowest models are submitted first: a long study is read while it runs (the partial report below) and
-resumed across sittings, so the cheap widths come complete first.
+Analysis (``analysis.transfer_drift``): per (parametrization, width) the seed-averaged optimum, the values within 2
+paired SEs of it, a paired bootstrap over seeds, and the drift log2(x*(largest width) / x*(smallest width)) with a
+bootstrap interval; each optimum beside the unigram and no-context baselines and its context gain.
 
-Analysis (``ptsweep.analysis.transfer_drift``): per (parametrization, width) the optimum over the values that have all
-seeds (seed-averaged), the values within 2 paired SEs of it, a paired bootstrap over seeds, and the drift
-log2(x*(largest width) / x*(smallest width)) in factors of 2 with a bootstrap interval. Every run's final metrics
-(``val_loss`` ± ``val_loss_se``, ``unigram_loss``, ``gain_over_unigram`` ± SE, read from the ledger) go into the
-table; the summary puts each optimum next to the unigram baseline.
-
-Outputs in ``<out_dir>/<study or lr-transfer>/``: ``trials.csv/.parquet`` (every trial), ``optima.csv`` (one row per
-study/parametrization/width), ``summary.json``, ``lr_transfer.png`` (loss vs value, one curve per width, one panel per
-study and parametrization, the unigram baseline as a horizontal line); Ray state in ``ray/`` and the per-trial ledger
-in ``trials/``.
+Outputs in ``<out_dir>/<study or lr-transfer>/``: trials.csv/.parquet, optima.csv, summary.json, lr_transfer.png.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from ptsweep import metric_keys
 from ptsweep.analysis import basin, context_transfer
-from ptsweep.config import RunConfig
+from ptsweep.analysis import transfer_drift as td
+from ptsweep.config import RunConfig, compose, to_dict
+from ptsweep.identity import trial_key
 from ptsweep.io import write_json
-from ptsweep.sweeps.ledger import read_ledger
+from ptsweep.sweeps.ledger import with_ledger_metrics
 from ptsweep.sweeps.outputs import log_summary, save_table, study_path, sweep_tags
 from ptsweep.sweeps.ray_session import ray_session
 from ptsweep.sweeps.runner import run_trials
@@ -52,23 +40,11 @@ from ptsweep.sweeps.lr_transfer_plan import (LR_KEY, default_weight_rows, fill_b
 from ptsweep.sweeps.lr_transfer_report import STUDIES, markdown, optima_table, plot
 
 SWEEP = "lr-transfer"
-EXTRA_METRICS = metric_keys.LEDGER_KEYS
-"""Final metrics of ``train.run`` read from each trial's ledger record (not among sweeps.fields.TABLE_METRICS)."""
-
-
-def add_ledger_metrics(df, sdir: Path):
-    """Copy ``EXTRA_METRICS`` of each trial's ledger record into the table (NaN where missing)."""
-    df = df.copy()
-    recs = [read_ledger(sdir, k) or {} for k in df["trial_key"]]
-    for m in EXTRA_METRICS:
-        df[m] = [float(r[m]) if isinstance(r.get(m), (int, float)) else math.nan for r in recs]
-    return df
 
 
 def basin_and_cliff(curve: dict, unigram: float, rows, x_col: str) -> dict:
-    """The 2 % basin, the [eta*/2, 2 eta*] window and two cliffs of one group (``analysis.basin``): where the
-    seed-mean loss exceeds the unigram, and where the seed-mean [MASK] context gain is <= 0 (``rows``: the group's
-    runs)."""
+    """The 2 % basin, the [eta*/2, 2 eta*] window and two cliffs of one group's ``rows`` (``analysis.basin``): where
+    the seed-mean loss exceeds the unigram, and where the seed-mean [MASK] context gain is <= 0."""
     x, y = curve["x"], curve["mean"]
     out = {"basin": basin.basin(x, y), "window": basin.window(x, y), "cliff": basin.cliff(x, y, unigram)}
     if out["basin"] and "context_gain" in rows:
@@ -78,13 +54,8 @@ def basin_and_cliff(curve: dict, unigram: float, rows, x_col: str) -> dict:
 
 
 def analyse(df, cfg: RunConfig) -> dict:
-    """{"lr": drift result, "weight": drift result} (``transfer_drift.drift``) plus the unigram baseline, the gains
-    at each optimum (``transfer_drift.gains``) and the context-transfer checks on the LR study (``"criteria"``:
-    ``analysis.context_transfer.criteria``)."""
-    import pandas as pd
-
-    from ptsweep.analysis import transfer_drift as td
-
+    """A ``transfer_drift.drift`` result per study in ``STUDIES``, with the gains, basin and best run at each optimum,
+    the baselines, and the LR study's context-transfer checks (``"criteria"``: ``context_transfer.criteria``)."""
     out: dict = {}
     unigram = df["unigram_loss"].astype(float) if "unigram_loss" in df else None
     if unigram is not None and np.isfinite(unigram).any():
@@ -129,43 +100,33 @@ def analyse(df, cfg: RunConfig) -> dict:
 
 def run(cfg: RunConfig) -> Path:
     """Run (or resume) the two-stage study and write its tables, plot and summary; returns the study folder."""
-    import pandas as pd
-
     t0 = time.perf_counter()
     sdir = study_path(cfg, SWEEP)
     sdir.mkdir(parents=True, exist_ok=True)
     tags = sweep_tags(SWEEP, cfg.model)
     with ray_session(cfg.ray):
         t1, l1 = stage1_trials(cfg)
-        df1 = run_trials(cfg, t1, sdir, "grid", labels=l1, tags=tags)
-        df1 = fill_base(df1, cfg)
+        df1 = fill_base(run_trials(cfg, t1, sdir, "grid", labels=l1, tags=tags), cfg)
         t2, l2 = stage2_trials(cfg, df1)
         df2 = run_trials(cfg, t2, sdir, "seeds", labels=l2, tags=tags) if t2 else df1.iloc[:0]
     df1["stage"], df2["stage"] = 1, 2
     df = fill_base(pd.concat([df1, df2], ignore_index=True), cfg)
-    df = add_ledger_metrics(df, sdir)
+    df = with_ledger_metrics(df, sdir)
     save_table(df, sdir, "trials")
     result = analyse(df, cfg)
     opt = optima_table(result)
     if len(opt):
         opt.to_csv(sdir / "optima.csv", index=False)
     image = plot(df, result, cfg, sdir / "lr_transfer.png")
-    counts = df["status"].value_counts().to_dict()
     summary = {
         "study": sdir.name,
-        "unigram_loss": result.get("unigram_loss"),
-        "unigram_loss_se": result.get("unigram_loss_se"),
-        "unigram_loss_spread": result.get("unigram_loss_spread"),
-        "no_context_loss": result.get("no_context_loss"),
-        "lr": result.get("lr", {}),
-        "weight": result.get("weight", {}),
-        "control": result.get("control", {}),
-        "criteria": result.get("criteria", {}),
+        **{k: result.get(k) for k in ("unigram_loss", "unigram_loss_se", "unigram_loss_spread", "no_context_loss")},
+        **{k: result.get(k, {}) for k in (*STUDIES, "criteria")},
         "optima": opt.to_dict("records"),
         "settings": _settings(cfg),
         "n_trials": int(len(df)),
         "n_stage1": int(len(df1)), "n_stage2": int(len(df2)),
-        "status_counts": {str(k): int(v) for k, v in counts.items()},
+        "status_counts": {str(k): int(v) for k, v in df["status"].value_counts().items()},
         "images": {"lr_transfer": Path(image).name} if image else {},
         "wall_s": time.perf_counter() - t0,
     }
@@ -213,17 +174,10 @@ def _print_optima(result: dict) -> None:
         print(context_transfer.markdown(result["criteria"]))
 
 
-# --------------------------------------------------------------------------------------------------------------
-# Reading a study folder (finished or still running) and printing its tables
-# --------------------------------------------------------------------------------------------------------------
 def ledger_table(sdir: Path, cfg: RunConfig):
     """Every finished trial of a study folder that belongs to the study ``cfg`` describes (its trial keys), from the
     ledger records (``trials/*/final.json``): works while the study is still running (``trials.csv`` is only written
     when an invocation ends). Stage = 1 for seed ``cfg.seed``, else 2."""
-    import json
-
-    import pandas as pd
-
     rows = []
     for f in sorted(Path(sdir, "trials").glob("*/final.json")):
         try:
@@ -232,22 +186,17 @@ def ledger_table(sdir: Path, cfg: RunConfig):
             continue
         if "trial_key" not in rec:
             continue
-        row = {"trial_key": rec["trial_key"], "label": rec.get("label", ""), **rec.get("overrides", {})}
-        for m in ("val_loss", "status", "error", "steps", "wall_s", *EXTRA_METRICS):
-            row[m] = rec.get(m)
-        rows.append(row)
+        rows.append({"trial_key": rec["trial_key"], "label": rec.get("label", ""), **rec.get("overrides", {}),
+                     **{m: rec.get(m) for m in ("val_loss", "status", "error", "steps", "wall_s",
+                                                *metric_keys.LEDGER_KEYS)}})
     df = pd.DataFrame(rows)
     if df.empty:
         return df
     df["val_loss"] = pd.to_numeric(df["val_loss"], errors="coerce").fillna(math.inf)
-    for m in EXTRA_METRICS:
-        df[m] = pd.to_numeric(df[m], errors="coerce")
+    df[list(metric_keys.LEDGER_KEYS)] = df[list(metric_keys.LEDGER_KEYS)].apply(pd.to_numeric, errors="coerce")
     df["stage"] = np.where(df["seed"] == cfg.seed, 1, 2)
     df = fill_base(df, cfg)
     # only this configuration's trials (a folder may also hold records of another grid or model version)
-    from ptsweep.config import to_dict
-    from ptsweep.identity import trial_key
-
     base = to_dict(cfg)
     t1, l1 = stage1_trials(cfg)
     keys = {trial_key(base, ov, lab) for ov, lab in zip(t1, l1)}
@@ -259,10 +208,6 @@ def ledger_table(sdir: Path, cfg: RunConfig):
 def main(argv: list[str] | None = None) -> None:
     """``python -m ptsweep.sweeps.lr_transfer STUDY_DIR [overrides]``: analyse the finished trials of a study folder
     (also while it runs) and print the markdown tables; writes ``partial_optima.csv`` and ``partial_lr_transfer.png``."""
-    import sys
-
-    from ptsweep.config import compose
-
     argv = list(sys.argv[1:] if argv is None else argv)
     sdir, overrides = Path(argv[0]), argv[1:]
     cfg = compose(overrides)

@@ -1,7 +1,5 @@
-"""The lr-transfer study's trial plan (``ptsweep.sweeps.lr_transfer`` runs it): the LR and weight grids, the trials of
-stage 1 (every grid value, one seed) and of stage 2 (more seeds at the best values of stage 1, a pure function of
-stage 1's table, so a resumed study chooses the same trials), and which LR-study runs double as the weight study's
-point at the default weight."""
+"""The lr-transfer study's trial plan (``sweeps.lr_transfer`` runs it): the LR and weight grids, the trials of stages
+1 and 2, and which LR-study runs double as the weight study's point at the default weight."""
 
 from __future__ import annotations
 
@@ -98,17 +96,13 @@ def default_weight(cfg: RunConfig) -> float:
 
 def stage1_trials(cfg: RunConfig) -> tuple[list[dict], list[str]]:
     """Stage 1: every grid value of every group, seed ``cfg.seed``."""
-    trials, labels = [], []
-    for study, par, width, grid in _groups(cfg):
-        for x in grid:
-            ov, lab = _trial(cfg, study, par, width, x, cfg.seed)
-            trials.append(ov)
-            labels.append(lab)
-    return trials, labels
+    return _unzip(_trial(cfg, study, par, width, x, cfg.seed) for study, par, width, grid in _groups(cfg) for x in grid)
 
 
-def _x_col(cfg: RunConfig, study: str) -> str:
-    return cfg.sweep.lr_transfer.weight_key if study == "weight" else LR_KEY
+def _unzip(pairs) -> tuple[list[dict], list[str]]:
+    """(overrides of every trial, their labels) of (overrides, label) pairs."""
+    pairs = list(pairs)
+    return [ov for ov, _ in pairs], [lab for _, lab in pairs]
 
 
 def refine_values(cfg: RunConfig, df1) -> dict[tuple[str, str, int], list[float]]:
@@ -125,29 +119,24 @@ def refine_values(cfg: RunConfig, df1) -> dict[tuple[str, str, int], list[float]
         g = df1[df1["label"] == _label(cfg, study, par, width)]
         if study == "weight":
             g = pd.concat([g, default_weight_rows(df1[df1["model.width"] == width], cfg)], ignore_index=True)
-        xc = _x_col(cfg, study)
-        loss = g["val_loss"].astype(float).to_numpy()
-        xs = g[xc].astype(float).to_numpy()
-        ok = np.isfinite(loss)
-        order = sorted(zip(loss[ok], xs[ok]))
-        out[(study, par, width)] = sorted(float(x) for _, x in order[: cfg.sweep.lr_transfer.refine_top])
+        xc = cfg.sweep.lr_transfer.weight_key if study == "weight" else LR_KEY
+        g = pd.DataFrame({"loss": g["val_loss"].astype(float), "x": g[xc].astype(float)})
+        best = g[np.isfinite(g["loss"])].sort_values(["loss", "x"]).head(cfg.sweep.lr_transfer.refine_top)
+        out[(study, par, width)] = sorted(best["x"].tolist())
     return out
 
 
 def stage2_trials(cfg: RunConfig, df1) -> tuple[list[dict], list[str]]:
     """Stage 2: seeds ``seed+1 .. seed+lr_transfer.seeds-1`` at the values chosen by :func:`refine_values`."""
-    trials, labels = [], []
+    pairs = []
     values = refine_values(cfg, df1)
     for study, par, width, _ in _groups(cfg):
         xs = values[(study, par, width)]
         if study == "weight" and weight_lr(cfg) in values.get(("lr", par, width), []):
             xs = [x for x in xs if x != default_weight(cfg)]  # the LR study's seeds at weight_lr are these
-        for s in range(1, cfg.sweep.lr_transfer.seeds):
-            for x in xs:
-                ov, lab = _trial(cfg, study, par, width, x, cfg.seed + s)
-                trials.append(ov)
-                labels.append(lab)
-    return trials, labels
+        pairs += [_trial(cfg, study, par, width, x, cfg.seed + s)
+                  for s in range(1, cfg.sweep.lr_transfer.seeds) for x in xs]
+    return _unzip(pairs)
 
 
 def fill_base(df, cfg: RunConfig):
@@ -161,10 +150,9 @@ def fill_base(df, cfg: RunConfig):
 def default_weight_rows(df, cfg: RunConfig):
     """The LR study's runs that are the weight study's point at the default weight: the weight study's
     parametrization, at its widths, at LR ``weight_lr`` (their weight column filled by :func:`fill_base`)."""
-    widths = weight_widths(cfg)
-    lr = df[LR_KEY].astype(float) if LR_KEY in df else None
-    if lr is None:
+    if LR_KEY not in df:
         return df.iloc[:0]
     pick = (df["label"].str.startswith("lr-") & (df["model.parametrization"] == weight_parametrization(cfg))
-            & df["model.width"].isin(widths) & np.isclose(lr, weight_lr(cfg), rtol=1e-9, atol=0))
+            & df["model.width"].isin(weight_widths(cfg))
+            & np.isclose(df[LR_KEY].astype(float), weight_lr(cfg), rtol=1e-9, atol=0))
     return df[pick]

@@ -1,10 +1,7 @@
-"""Tables and figure of the lr-transfer study (``ptsweep.sweeps.lr_transfer``): the optima table, its markdown for the
-README, and loss vs hyperparameter per width. Pure functions of the analysis ``result`` (no Ray, no training).
-
-Every optimum is shown with its loss, the gain over the unigram baseline and the [MASK]-target ``context_gain``
-(``ptsweep.metrics``: > 2 SE = context learned); the figure draws the unigram and the no-context baselines as lines.
-Studies: "lr" (the base LR), "weight" (an information weight at a fixed LR), "control" (the LR study of the control
-model, e.g. PT without inference: what mean-field inference adds).
+"""Tables and figure of the lr-transfer study (``sweeps.lr_transfer``): the optima table, its markdown and loss vs
+hyperparameter per width, each optimum with its loss, gain over unigram and [MASK]-target ``context_gain``. Pure
+functions of the analysis ``result``. Studies: "lr", "weight" (an information weight at a fixed LR), "control" (the
+LR study of the control model, e.g. PT without inference).
 """
 
 from __future__ import annotations
@@ -13,6 +10,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from ptsweep.analysis import context_transfer
 from ptsweep.config import RunConfig
@@ -28,32 +26,33 @@ def _fmt(g: dict, key: str, sign: str = "") -> str:
     return f"{g.get(key, math.nan):{sign}.3f} ± {g.get(key + '_se', math.nan):.3f}"
 
 
+GAIN_COLUMNS = {"loss": "val_loss", "loss_se": "val_loss_se", "unigram": "unigram_loss", "gain": "gain_over_unigram",
+                "gain_se": "gain_over_unigram_se", "no_context": "no_context_loss", "context_gain": "context_gain",
+                "context_gain_se": "context_gain_se"}
+"""Column of the optima table -> the gain at the optimum (``transfer_drift.gains``) it shows."""
+
+
+def _optima(result: dict):
+    """(study, parametrization, width, per-width result) of every group with an optimum, in report order."""
+    for study in STUDIES:
+        for par, r in result.get(study, {}).get("by_parametrization", {}).items():
+            for w, o in r["per_width"].items():
+                if o.get("x_opt") is not None:
+                    yield study, par, w, o
+
+
 def optima_table(result: dict):
     """One row per (study, parametrization, width): optimum, its uncertainty and the gain over unigram."""
-    import pandas as pd
-
     rows = []
-    for study in STUDIES:
-        if study not in result:
-            continue
-        for par, r in result[study]["by_parametrization"].items():
-            for w, o in r["per_width"].items():
-                if o.get("x_opt") is None:
-                    continue
-                q = np.quantile(o["boot_log2"], [0.05, 0.95])
-                g = o.get("gains", {})
-                rows.append({"study": study, "x": result[study]["x_col"], "parametrization": par, "width": w,
-                             "x_opt": o["x_opt"], "vertex": 2 ** o["vertex_log2"] if o["vertex_log2"] is not None
-                             else math.nan, "n_seeds": o["n_seeds"], "at_edge": o["at_edge"],
-                             "plausible_lo": o["plausible"][0], "plausible_hi": o["plausible"][-1],
-                             "boot_q05": 2 ** q[0], "boot_q95": 2 ** q[1],
-                             "loss": g.get("val_loss", math.nan), "loss_se": g.get("val_loss_se", math.nan),
-                             "unigram": g.get("unigram_loss", math.nan),
-                             "gain": g.get("gain_over_unigram", math.nan),
-                             "gain_se": g.get("gain_over_unigram_se", math.nan),
-                             "no_context": g.get("no_context_loss", math.nan),
-                             "context_gain": g.get("context_gain", math.nan),
-                             "context_gain_se": g.get("context_gain_se", math.nan)})
+    for study, par, w, o in _optima(result):
+        q = np.quantile(o["boot_log2"], [0.05, 0.95])
+        g = o.get("gains", {})
+        rows.append({"study": study, "x": result[study]["x_col"], "parametrization": par, "width": w,
+                     "x_opt": o["x_opt"], "vertex": 2 ** o["vertex_log2"] if o["vertex_log2"] is not None
+                     else math.nan, "n_seeds": o["n_seeds"], "at_edge": o["at_edge"],
+                     "plausible_lo": o["plausible"][0], "plausible_hi": o["plausible"][-1],
+                     "boot_q05": 2 ** q[0], "boot_q95": 2 ** q[1],
+                     **{col: g.get(key, math.nan) for col, key in GAIN_COLUMNS.items()}})
     return pd.DataFrame(rows)
 
 
@@ -119,18 +118,16 @@ def basin_markdown(result: dict) -> list[str]:
     lines = ["| study | param. | width | optimum | within 2 % of best | basin (factors of 2) | rise at x*/2, 2x* "
              "| [x*/2, 2x*] within 2 % | breaks below, above (loss > unigram) | no context below, above (context gain "
              "<= 0) |", "|---|---|---|---|---|---|---|---|---|---|"]
-    for study in STUDIES:
-        for par, r in result.get(study, {}).get("by_parametrization", {}).items():
-            for w, o in r["per_width"].items():
-                b, win, cl, ccl = o.get("basin"), o.get("window", {}), o.get("cliff", {}), o.get("context_cliff", {})
-                if not b:
-                    continue
-                verdict = {True: "yes", False: "no", None: "not run"}[win.get("passed")]
-                lines.append(
-                    f"| {study} | {par} | {w} | {b['x_opt']:.3g} | {_grid_value(b['lo'], b['lo_is_edge'])} - "
-                    f"{_grid_value(b['hi'], b['hi_is_edge'])} | {b['width_log2']:.0f} | {_rise(win.get('rise_lo'))}, "
-                    f"{_rise(win.get('rise_hi'))} | {verdict} | {_grid_value(cl.get('below'))}, "
-                    f"{_grid_value(cl.get('above'))} | {_grid_value(ccl.get('below'))}, {_grid_value(ccl.get('above'))} |")
+    for study, par, w, o in _optima(result):
+        b, win, cl, ccl = o.get("basin"), o.get("window", {}), o.get("cliff", {}), o.get("context_cliff", {})
+        if not b:
+            continue
+        verdict = {True: "yes", False: "no", None: "not run"}[win.get("passed")]
+        lines.append(
+            f"| {study} | {par} | {w} | {b['x_opt']:.3g} | {_grid_value(b['lo'], b['lo_is_edge'])} - "
+            f"{_grid_value(b['hi'], b['hi_is_edge'])} | {b['width_log2']:.0f} | {_rise(win.get('rise_lo'))}, "
+            f"{_rise(win.get('rise_hi'))} | {verdict} | {_grid_value(cl.get('below'))}, "
+            f"{_grid_value(cl.get('above'))} | {_grid_value(ccl.get('below'))}, {_grid_value(ccl.get('above'))} |")
     return lines if len(lines) > 2 else []
 
 
@@ -144,28 +141,20 @@ def markdown(result: dict) -> str:
     lines.append("| study | param. | width | seeds | optimum | within 2 paired SE | bootstrap 90% | parabola vertex "
                  "| loss at optimum ± SE | gain over unigram ± SE | context gain ± SE | best run: loss, context gain ± SE |")
     lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for study in STUDIES:
-        if study not in result:
-            continue
+    for study, par, w, o in _optima(result):
         xc = result[study]["x_col"]
-        for par, r in result[study]["by_parametrization"].items():
-            for w, o in r["per_width"].items():
-                if o.get("x_opt") is None:
-                    continue
-                q = np.quantile(o["boot_log2"], [0.05, 0.95])
-                g, b = o.get("gains", {}), o.get("best_run", {})
-                vx = f"{2 ** o['vertex_log2']:.3g}" if o["vertex_log2"] is not None else "-"
-                name = f"{xc} (control)" if study == "control" else xc
-                lines.append(
-                    f"| {name} | {par} | {w} | {o['n_seeds']} | {o['x_opt']:.3g}{' (edge)' if o['at_edge'] else ''} "
-                    f"| {o['plausible'][0]:.3g} - {o['plausible'][-1]:.3g} | {2 ** q[0]:.3g} - {2 ** q[1]:.3g} | {vx} "
-                    f"| {_fmt(g, 'val_loss')} | {_fmt(g, 'gain_over_unigram', '+')} | {_fmt(g, 'context_gain', '+')} "
-                    f"| {b.get('val_loss', math.nan):.3f}, {_fmt(b, 'context_gain', '+')} |")
+        q = np.quantile(o["boot_log2"], [0.05, 0.95])
+        g, b = o.get("gains", {}), o.get("best_run", {})
+        vx = f"{2 ** o['vertex_log2']:.3g}" if o["vertex_log2"] is not None else "-"
+        name = f"{xc} (control)" if study == "control" else xc
+        lines.append(
+            f"| {name} | {par} | {w} | {o['n_seeds']} | {o['x_opt']:.3g}{' (edge)' if o['at_edge'] else ''} "
+            f"| {o['plausible'][0]:.3g} - {o['plausible'][-1]:.3g} | {2 ** q[0]:.3g} - {2 ** q[1]:.3g} | {vx} "
+            f"| {_fmt(g, 'val_loss')} | {_fmt(g, 'gain_over_unigram', '+')} | {_fmt(g, 'context_gain', '+')} "
+            f"| {b.get('val_loss', math.nan):.3f}, {_fmt(b, 'context_gain', '+')} |")
     lines += ["", *basin_markdown(result), ""]
     for study in STUDIES:
-        if study not in result:
-            continue
-        for par, r in result[study]["by_parametrization"].items():
+        for par, r in result.get(study, {}).get("by_parametrization", {}).items():
             q, pr = r["drift_boot_q"], r["drift_plausible_range"]
             what = result[study]["x_col"] + (" (control)" if study == "control" else "")
             lines.append(f"* drift of {what} ({par}), width {r['smallest_width']} -> "

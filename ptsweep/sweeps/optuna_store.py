@@ -1,34 +1,16 @@
-"""Persistent Optuna studies of the searches (``run_search``): a journal file in the study folder, driven by Ray Tune
-through Optuna's public ask-and-tell interface (``study.ask`` / ``study.tell`` / ``study.enqueue_trial``).
+"""Persistent Optuna studies of the searches (``run_search``): one study per search (named after its experiment:
+``search``, ``search-bert-w192`` ...) in ``<study_dir>/optuna.journal`` (``JournalStorage`` + ``JournalFileBackend``:
+many processes may append, it works on NFS), driven through Optuna's public ask-and-tell interface. How to open it,
+extend it and what is refused: README.md "Stop, resume, extend".
 
-``<study_dir>/optuna.journal`` (``optuna.storages.JournalStorage`` + ``JournalFileBackend``: many processes may append,
-it works on NFS) holds one Optuna study per search, named after the search's experiment (``search`` for tune-small,
-``search-bert-w192`` ...). Open it with::
-
-    import optuna
-    from optuna.storages import JournalStorage
-    from optuna.storages.journal import JournalFileBackend
-    study = optuna.load_study(study_name="search", storage=JournalStorage(JournalFileBackend("runs/tune-small/optuna.journal")))
-
-or ``optuna-dashboard runs/tune-small/optuna.journal``.
-
-- A study remembers what it searched (user attrs ``space``, ``fixed``, ``label``, ``base``: the result-relevant config):
-  re-running with another space or config is refused with one line naming what differs (use ``sweep.study=<new>``).
-- A re-run with a larger ``num_samples`` adds trials to the same study (only the missing ones are run).
-- Trial states: ran its budget -> COMPLETE (diverged: value inf); stopped by ASHA -> PRUNED (with its last
-  intermediate value); failed -> FAIL; interrupted (Ctrl-C, or the driver was killed) or refused (the worker found
-  edited source, ``code_version``) -> FAIL with user attr ``interrupted`` and its parameters are queued again
-  (``enqueue_trial``), so the next run continues it from its checkpoint. Interrupted trials do not count towards
-  ``num_samples``.
-- Trial keys (``identity.trial_key``): Optuna numbers trials per study; the ledger (``sweeps.ledger``) keys each run
-  by its result-relevant config. That is what this module adds to Optuna: a trial another search or sweep already
-  ran (same key, in the same study folder) is read from the ledger, not trained again, and a trial whose outcome
-  Optuna never heard (the driver was killed) gets it from the ledger on the next run (``search._reconcile``).
-- User attrs ``status``/``interrupted``/``error`` are written through the live ``optuna.Trial`` that the searcher
-  asked; a trial finished later by number (a killed driver's) carries its state only. An interrupted trial is the one
-  whose parameters were queued again: the queued copy has user attr ``requeued_from`` = its number.
-- TPE's random start-up trials are set from the budget: ``n_startup_trials = clip(num_samples // 3, 1, 10)``; the
-  sampler is seeded with ``seed + len(study.trials)`` so an extension never repeats an earlier random draw.
+- A study remembers what it searched (user attrs ``space``, ``fixed``, ``label``, ``base``, ``start``).
+- Trial states: ran its budget -> COMPLETE (diverged: value inf); stopped by ASHA -> PRUNED (its last intermediate
+  value); failed -> FAIL; interrupted or refused (edited source, ``code_version``) -> FAIL with user attr
+  ``interrupted``, its parameters queued again with user attr ``requeued_from`` = its number (not counted towards
+  ``num_samples``). User attrs are written only through the live ``optuna.Trial`` the searcher asked.
+- The ledger (``sweeps.ledger``) keys runs by their result-relevant config: a trial another search already ran is read
+  from it, and a trial whose outcome Optuna never heard gets it on the next run (``search._reconcile``).
+- TPE is seeded with ``seed + len(study.trials)``, so an extension never repeats an earlier random draw.
 """
 
 from __future__ import annotations
@@ -39,15 +21,15 @@ from typing import Any, Mapping
 
 from ptsweep.errors import SweepError
 from ptsweep.sweeps.code_version import REFUSED
+from ptsweep.sweeps.fields import finite_or_inf
 
-STUDY_FILE = "optuna.journal"
 STATUS_ATTR = "status"
 INTERRUPTED_ATTR = "interrupted"
 REQUEUED_ATTR = "requeued_from"
 
 
 def study_file(study_dir: Path) -> Path:
-    return Path(study_dir) / STUDY_FILE
+    return Path(study_dir) / "optuna.journal"
 
 
 def storage(study_dir: Path):
@@ -61,6 +43,7 @@ def storage(study_dir: Path):
 
 
 def n_startup(num_samples: int) -> int:
+    """TPE's random start-up trials of a budget: clip(num_samples // 3, 1, 10)."""
     return int(min(10, max(1, num_samples // 3)))
 
 
@@ -103,14 +86,10 @@ def counts(study) -> tuple[int, int]:
     from optuna.trial import TrialState
 
     interrupted = interrupted_numbers(study)
-    done = waiting = 0
-    for t in study.get_trials(deepcopy=False):
-        if t.state == TrialState.WAITING:
-            waiting += 1
-        elif t.state in (TrialState.COMPLETE, TrialState.PRUNED) or (
-                t.state == TrialState.FAIL and t.number not in interrupted):
-            done += 1
-    return done, waiting
+    trials = study.get_trials(deepcopy=False)
+    done = sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED)
+               or (t.state == TrialState.FAIL and t.number not in interrupted) for t in trials)
+    return done, sum(t.state == TrialState.WAITING for t in trials)
 
 
 def tell_from_record(study, trial, record: Mapping[str, Any] | None, interrupted: bool = False) -> None:
@@ -138,8 +117,8 @@ def tell_from_record(study, trial, record: Mapping[str, Any] | None, interrupted
         return
     if status in ("ok", "diverged"):
         note(STATUS_ATTR, status)
-        loss = _finite_or_nan(record.get("val_loss"))
-        study.tell(number, loss if status == "ok" and math.isfinite(loss) else math.inf, state=TrialState.COMPLETE)
+        study.tell(number, finite_or_inf(record.get("val_loss")) if status == "ok" else math.inf,
+                   state=TrialState.COMPLETE)
     elif status == "failed":
         note(STATUS_ATTR, "failed")
         note("error", str(record.get("error", ""))[:500])
@@ -147,13 +126,6 @@ def tell_from_record(study, trial, record: Mapping[str, Any] | None, interrupted
     else:  # early_stopped, or no final status: stopped by the scheduler (ASHA) before its budget
         note(STATUS_ATTR, "early_stopped")
         study.tell(number, state=TrialState.PRUNED)
-
-
-def _finite_or_nan(value: Any) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return math.nan
 
 
 def make_searcher(space: Mapping[str, tuple[float, float]], study_name: str, store, seed: int, num_samples: int,

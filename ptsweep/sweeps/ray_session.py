@@ -1,38 +1,16 @@
 """The Ray session of a sweep: token authentication always on, one-line errors, and Ctrl-C that stops cleanly.
 
-Security (measured on Ray 2.60, 2026-11): a local ``ray.init`` cannot be bound to the loopback interface. Ray turns
-``_node_ip_address="127.0.0.1"`` into the machine's routable address (``services.resolve_ip_for_localhost``); the GCS,
-the raylet and every worker listen on ``[::]`` and the runtime-env agent on the node address. What keeps other
-machines out is Ray's token authentication: with ``RAY_AUTH_MODE=token`` every gRPC server and the agents' HTTP
-servers refuse a request without the cluster token (a client with a wrong token gets "Failed to connect"; the agent
-answers HTTP 401). So ptsweep
+Security (measured on Ray 2.60): a local Ray cannot be bound to the loopback interface (its servers listen on every
+interface), so Ray's token authentication is what keeps other machines out. ptsweep never starts or joins Ray with
+``RAY_AUTH_MODE`` other than "token", makes ``~/.ray/auth_token`` owner-only (Ray writes it 0644) and starts the
+dashboard off. No Ray installed, an unreachable address (a TCP probe, then a connection from a child process with a
+deadline: an in-process ``ray.init`` waits without end on a port that is no Ray head), a missing token, or a Ray
+imported before token auth was on: one ``SweepError`` line each.
 
-- never starts or joins Ray with authentication disabled: a ``RAY_AUTH_MODE`` set to "disabled" is refused with one line;
-- sets ``RAY_AUTH_MODE=token`` (a local ``ray.init`` then generates ``~/.ray/auth_token``; Ray writes it 0644, ptsweep
-  makes it 0600 so other users of a shared machine cannot read it);
-- starts the dashboard off (``include_dashboard=False``) and asks for the loopback address anyway.
-
-Errors: no Ray installed, an unreachable ``RAY_ADDRESS`` / ``ray.address`` (a TCP probe with a 5 s timeout, then a
-connection from a child process with a 30 s deadline: an in-process ``ray.init`` waits without end on a port that is
-no Ray head), a missing token, or a Ray imported before token auth was on each give one ``SweepError`` line.
-
-Stopping (one line, the resume command, status 130 / 143, no native dumps):
-
-- Ctrl-C (``interrupt_guard``, during ``tuner.fit``): the first SIGINT asks Tune to stop (a ``Stopper`` whose
-  ``stop_all`` turns true): the running trials end, Ray saves the experiment, ``tuner.fit`` returns and the sweep
-  raises :class:`SweepInterrupted` (a KeyboardInterrupt: the CLI prints the command that resumes it, status 130). The
-  second SIGINT kills the local Ray and exits at once (status 130). Outside ``tuner.fit`` a SIGINT is Python's
-  KeyboardInterrupt (same line, same status).
-- SIGTERM (``install_sigterm_handler``, from the CLI's start and again after ``ray.init``, which installs its own
-  ``sys.exit`` handler): a supervisor (``kill``, ``timeout``, systemd, docker stop) wants the process gone within
-  seconds, so it never waits for Tune: one line with the resume command, every process this driver started (the
-  local Ray, trial workers) is killed, exit status 143. Finished trials are in the ledger; the trials that were
-  running have no record and run again on resume (from their checkpoint where one exists), and an Optuna trial left
-  RUNNING is re-queued (``search._reconcile``).
-- Ray's core installs absl's failure-signal handler in the driver and every worker; on SIGTERM it prints a stack
-  dump per process (screens of ``*** SIGTERM received`` when a terminal or supervisor signals the whole process
-  group). ``ray_session`` sets ``RAY_DISABLE_FAILURE_SIGNAL_HANDLER=1`` before Ray starts (a user who wants Ray's
-  native crash dumps back sets it to 0).
+Stopping (one line with the resume command, no native dumps): the first Ctrl-C during ``tuner.fit``
+(``interrupt_guard``) asks Tune to stop and the sweep raises ``SweepInterrupted`` (status 130); a second Ctrl-C, or a
+SIGTERM (``install_sigterm_handler``; status 143), kills every process this driver started and exits at once.
+``RAY_DISABLE_FAILURE_SIGNAL_HANDLER=1`` silences absl's stack dump per Ray process on SIGTERM (0: Ray's dumps).
 """
 
 from __future__ import annotations
@@ -46,6 +24,7 @@ import stat
 import subprocess
 import sys
 import threading
+import types
 from pathlib import Path
 
 from ptsweep.errors import SweepError
@@ -60,7 +39,6 @@ TOKEN_PATH = Path.home() / ".ray" / "auth_token"
 RESUME = {"command": "", "kept": "finished trials are kept"}
 """The command line that resumes the current command and what a stop keeps (set by the CLI; printed by every stop)."""
 
-EXIT_STATUS = {signal.SIGINT: 130, signal.SIGTERM: 143}
 SIGNAL_NAME = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
 
 
@@ -118,8 +96,7 @@ def _probe(address: str, timeout: float = 5.0) -> None:
     except OSError as e:
         raise SweepError(f"ray.address / RAY_ADDRESS={address}: no Ray head answers there ({type(e).__name__}: {e}); "
                          f"start one with `ray start --head` or unset RAY_ADDRESS for a local Ray") from None
-    # Something listens: connect to it as Ray would, in a child process with a deadline (in this process ray.init
-    # waits without end on a port that is not a Ray head, and prints a C++ retry line every 5 s)
+    # something listens: connect to it as Ray would, in a child process with a deadline (module docstring)
     code = "import ray; ray.init(address=%r, log_to_driver=False); print('ptsweep-probe: connected')" % address
     try:
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
@@ -157,18 +134,11 @@ def _init(address: str, ray_cfg) -> None:
 
 @contextlib.contextmanager
 def ray_session(ray_cfg):
-    """Connect to / start Ray for the duration of a sweep.
-
-    - Ray already initialised (e.g. a test fixture, or the demo chaining sweeps): reuse it, leave it running.
-    - ``ray.address`` or ``$RAY_ADDRESS`` set: join that cluster (its token in RAY_AUTH_TOKEN or ~/.ray/auth_token).
-    - Otherwise: a local Ray with token auth, no dashboard, ``num_cpus`` / ``object_store_memory`` from the config;
-      shut down on exit.
-    Ray's native failure-signal dumps are off (module docstring) and SIGTERM keeps ptsweep's handler.
-    """
-    # read by Ray's core worker when it starts (driver and workers inherit it): no absl stack dumps on SIGTERM
-    os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
-    # ... and a worker's child processes (a trial's wandb-core) are not killed as the worker exits, before its exit
-    # hooks ran: the trial's W&B run is finished by its tracker's exit hook (tracking.WandbTracker), not cut off
+    """Ray for the duration of a sweep: an initialised Ray is reused (left running); ``ray.address`` or
+    ``$RAY_ADDRESS`` is joined (its token in RAY_AUTH_TOKEN or ~/.ray/auth_token); else a local Ray with token auth,
+    no dashboard and the config's ``num_cpus`` / ``object_store_memory``, shut down on exit."""
+    os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")  # inherited by every worker
+    # a worker's children (a trial's wandb-core) live on until its exit hooks have finished the trial's W&B run
     os.environ.setdefault("RAY_kill_child_processes_on_worker_exit", "false")
     _require_token_auth()
     ray = import_ray()
@@ -181,8 +151,7 @@ def ray_session(ray_cfg):
     # Tune's own SIGINT handler would make fit() return partial results; interrupt_guard handles Ctrl-C instead.
     os.environ.setdefault("TUNE_DISABLE_SIGINT_HANDLER", "1")
     address = ray_cfg.address or os.environ.get("RAY_ADDRESS", "")
-    # Trial workers inherit the environment; the repo root on PYTHONPATH lets them import ptsweep even when it is
-    # not installed (local clusters and nodes of this machine; a remote node needs ptsweep installed).
+    # workers on this machine inherit the repo root on PYTHONPATH: they import ptsweep even when it is not installed
     root = str(Path(__file__).resolve().parents[2])
     if root not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
         os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
@@ -196,17 +165,8 @@ def ray_session(ray_cfg):
         ray.shutdown()
 
 
-# --------------------------------------------------------------------------------------------------------------
-# Ctrl-C
-# --------------------------------------------------------------------------------------------------------------
-class _Interrupt:
-    """State of the Ctrl-C handler during ``tuner.fit`` (read by the stopper and the searcher)."""
-
-    def __init__(self) -> None:
-        self.requested = False
-
-
-INTERRUPT = _Interrupt()
+INTERRUPT = types.SimpleNamespace(requested=False)
+"""State of the Ctrl-C handler during ``tuner.fit`` (read by the stopper and the searcher)."""
 
 
 def make_stopper():
@@ -240,23 +200,20 @@ def _descendants(pid: int) -> list[int]:
 
 def _hard_exit(signum: int = signal.SIGINT, detail: str = "second Ctrl-C: exiting now, running trials are lost") \
         -> None:
-    """Kill every process this driver started (its descendants: the local Ray, trial workers) and exit now with
-    128 + signum, after one line. A cluster joined with RAY_ADDRESS is not touched (its processes are not our
-    descendants). SIGKILL: the killed processes print nothing."""
+    """One line, then SIGKILL every descendant of this driver (the local Ray, trial workers; not a joined cluster)
+    and exit now with 128 + signum."""
     with contextlib.suppress(Exception):
         sys.stderr.write("\n" + stop_line(signum, detail) + "\n")
         sys.stderr.flush()
     for pid in _descendants(os.getpid()):  # collected first: killing the raylet re-parents its agents
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
-    os._exit(EXIT_STATUS.get(signum, 128 + int(signum)))
+    os._exit(128 + int(signum))
 
 
 def silence_worker_output() -> None:
-    """Send this trial worker's stdout and stderr to /dev/null (a worker whose trial was stopped by Ctrl-C). What
-    it would print from here on is teardown noise: Tune ends a stopped trial's actor without waiting for its thread,
-    so W&B's exit hook prints a ConnectionResetError traceback per running trial; the trial's own record is
-    ``interrupted.json``. Each trial runs in its own actor process, so no other trial's output is lost."""
+    """Send this trial worker's stdout and stderr to /dev/null (its trial was stopped by Ctrl-C): what follows is
+    teardown noise (W&B's exit hook's ConnectionResetError traceback). Each trial has its own actor process."""
     with contextlib.suppress(OSError, ValueError):
         sys.stdout.flush()
         sys.stderr.flush()
@@ -267,9 +224,8 @@ def silence_worker_output() -> None:
 
 
 def _drop_worker_exit_noise(hook_args) -> None:
-    """``sys.unraisablehook`` of a trial worker: Ray ends a finished trial's actor with SIGTERM, and its worker
-    handler raises ``SystemExit``; landing in a weakref callback it is "ignored" and printed as a traceback on the
-    driver's stderr after a trial that finished fine. Drop exactly that; print every other unraisable exception."""
+    """``sys.unraisablehook`` of a trial worker: drop the "ignored" ``SystemExit`` of the SIGTERM that ends a finished
+    trial's actor (a traceback on the driver's stderr otherwise); print every other unraisable exception."""
     if hook_args.exc_type is SystemExit:
         return
     sys.__unraisablehook__(hook_args)
@@ -285,20 +241,18 @@ def _on_sigterm(signum, frame) -> None:
 
 
 def install_sigterm_handler() -> None:
-    """SIGTERM -> one line with the resume command, the local Ray killed, exit 143 (module docstring). Main thread
-    only (elsewhere a no-op)."""
+    """SIGTERM -> one line with the resume command, the local Ray killed, exit 143. Main thread only."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _on_sigterm)
 
 
 @contextlib.contextmanager
-def interrupt_guard(name: str, marker: Path | None = None):
+def interrupt_guard(name: str, marker: Path):
     """Install the two-stage Ctrl-C handler around ``tuner.fit`` (main thread only; elsewhere a no-op). The first
     Ctrl-C also creates ``marker`` (the study's ``.interrupted`` file: trials stopped now record "interrupted")."""
     INTERRUPT.requested = False
-    if marker is not None:
-        with contextlib.suppress(OSError):
-            marker.unlink()
+    with contextlib.suppress(OSError):
+        marker.unlink()
     if threading.current_thread() is not threading.main_thread():
         yield INTERRUPT
         return
@@ -308,10 +262,9 @@ def interrupt_guard(name: str, marker: Path | None = None):
             _hard_exit()
         INTERRUPT.requested = True
         logging.getLogger("ray.tune").setLevel(logging.WARNING)  # no INFO lines about saved state after the stop line
-        if marker is not None:
-            with contextlib.suppress(OSError):
-                marker.parent.mkdir(parents=True, exist_ok=True)
-                marker.write_text("interrupted by Ctrl-C\n")
+        with contextlib.suppress(OSError):
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.write_text("interrupted by Ctrl-C\n")
         print(f"\n[{name}] Ctrl-C: stopping the sweep - running trials end and are recorded as interrupted "
               f"(press Ctrl-C again to exit at once)", file=sys.stderr, flush=True)
 

@@ -1,17 +1,9 @@
-"""Running trials on Ray Tune: a fixed list of trials (``run_trials``), and the pieces every Tune run of a sweep
-shares (the base config the trials start from, the one ``tune.Tuner`` (``make_tuner``) with Ray's storage and run
-config, one progress line per trial, and ``tuner.fit`` under the Ctrl-C guard). Optuna searches use the same pieces
-(``sweeps.search``).
+"""Running trials on Ray Tune: a fixed list of trials (``run_trials``; trials with a ledger record are never
+submitted), and what every Tune run of a sweep shares (also ``sweeps.search``): the trials' base config, the one
+``tune.Tuner`` (``make_tuner``), one progress line per trial, and ``tuner.fit`` under the Ctrl-C guard (``fit``).
 
-    with ray_session(cfg.ray):                         # local Ray with token auth (or RAY_ADDRESS / ray.address)
-        df = run_trials(cfg, [{"optim.lr": 1e-3}, ...], study_dir, "final", tags=[...])   # fixed list
-
-Resume: trials whose ledger record (``final.json``, ``sweeps.ledger``) exists are not submitted to Ray at all.
-
-Ctrl-C (``sweeps.ray_session.interrupt_guard``): the first one stops the Ray experiment; trials stopped then record
-``interrupted.json`` (no ledger record: they run again, from their checkpoint); ``SweepInterrupted`` tells the CLI to
-print the resume command. The second one kills the local Ray and exits. A trial refused for edited source
-(``code_version``) stops the sweep with one line.
+    with ray_session(cfg.ray):
+        df = run_trials(cfg, [{"optim.lr": 1e-3}, ...], study_dir, "final", tags=[...])
 """
 
 from __future__ import annotations
@@ -35,11 +27,10 @@ def prepare_base(cfg: RunConfig, study_dir: Path, group: str, tags: Sequence[str
     """Absolute paths (workers run elsewhere), per-trial threads, resumable trials, tracker group/tags."""
     from ptsweep.io import resolve_path
 
-    threads = max(1, int(cfg.ray.cpus_per_trial))
     return with_overrides(cfg, {
         "out_dir": str(Path(cfg.out_dir).resolve()),
         "data.cache_dir": str(resolve_path(cfg.data.cache_dir)),
-        "train.threads": threads,
+        "train.threads": max(1, int(cfg.ray.cpus_per_trial)),
         "train.progress": False,
         "tracker.group": group,
         "tracker.tags": list(tags),
@@ -70,8 +61,7 @@ def _progress_callback(name: str, total: int):
     class _Progress(Callback):
         """One line per finished trial (Ray's own progress table is off)."""
 
-        def __init__(self) -> None:
-            self.n = 0
+        n = 0  # trials finished so far
 
         def on_trial_complete(self, iteration, trials, trial, **info):
             self.n += 1
@@ -98,14 +88,11 @@ def ray_run_config(cfg: RunConfig, study_dir: Path, name: str, total: int):
 def make_tuner(trainable, cfg: RunConfig, study_dir: Path, experiment_name: str, total: int, *,
                param_space: Mapping[str, Any] | None = None, search_alg=None, scheduler=None, num_samples: int = 1):
     """The one ``tune.Tuner`` of the sweeps: ``total`` trials of ``trainable`` (a grid over ``param_space``, or
-    ``num_samples`` proposals of ``search_alg``), ``max_concurrent`` at a time, each on a fresh worker.
+    ``num_samples`` proposals of ``search_alg``), ``max_concurrent`` at a time.
 
-    Each invocation is a fresh Ray experiment ``<experiment_name>-<timestamp>``: resume goes through the ledger
-    (finished trials are never submitted again; an interrupted one continues from its checkpoint) and, for searches,
-    the persistent Optuna study, not through ``Tuner.restore``, which would replay the stopped experiment's own
-    trial list and could not take a larger ``num_samples`` or a trial another sweep already ran.
-    ``reuse_actors=False``: a trial ASHA stopped can keep its training thread past Ray's reset wait, and the trial
-    queued on that actor then errors ("Could not re-use actor"); a fresh worker costs seconds and loses nothing."""
+    Each invocation is a fresh experiment ``<experiment_name>-<timestamp>``: resume goes through the ledger and the
+    Optuna study, not ``Tuner.restore`` (which replays the stopped experiment's own trial list). ``reuse_actors=False``:
+    an actor whose trial ASHA stopped can keep its training thread, and the next trial on it errors."""
     import time
 
     from ray import tune
@@ -151,24 +138,14 @@ def short_dirname(trial) -> str:
     return f"trial_{trial.trial_id}"
 
 
-# --------------------------------------------------------------------------------------------------------------
-# Fixed list of trials
-# --------------------------------------------------------------------------------------------------------------
 def run_trials(cfg: RunConfig, trials: Sequence[Mapping[str, Any]], study_dir: Path, experiment_name: str, *,
                labels: Sequence[str] | None = None, tags: Sequence[str] = (), group: str | None = None) -> "pd.DataFrame":
-    """Run a fixed list of trials (each = ``cfg`` + dotted overrides) on Ray Tune; resumable.
+    """Run a fixed list of trials (each = ``cfg`` + dotted overrides, e.g. ``{"optim.lr": 3e-3, "seed": 1}``) on Ray
+    Tune; resumable: trials with a ledger entry (``<study_dir>/trials``) are not run again.
 
-    Args:
-        cfg: the composed base RunConfig (its ``ray`` section sets resources and concurrency).
-        trials: one dict of dotted overrides per trial, e.g. ``{"optim.lr": 3e-3, "seed": 1}``.
-        study_dir: ``runs/<study>`` (ledger in ``<study_dir>/trials``, Ray state in ``<study_dir>/ray``).
-        experiment_name: Ray experiment name (a timestamp is appended: ``make_tuner``).
-        labels: optional readable prefix of each trial key (e.g. "base-s1", "p007").
-        tags: W&B tags of every trial (``model=``/``width=`` tags are set per trial from its own config);
-            group: W&B group (default: the study folder name).
-
-    Trials with a ledger entry are not run again. Returns one row per trial, in input order: trial_key, label,
-    the override columns (dotted), then ``TABLE_METRICS`` (val_loss = inf for failed/diverged runs)."""
+    ``labels``: optional readable prefix of each trial key (e.g. "base-s1"); ``tags`` / ``group``: W&B tags of every
+    trial and its group (default: the study folder name). Returns one row per trial, in input order: trial_key,
+    label, the override columns (dotted), then ``TABLE_METRICS`` (val_loss = inf for failed/diverged runs)."""
     import pandas as pd
 
     study_dir = Path(study_dir).resolve()
@@ -196,9 +173,7 @@ def run_trials(cfg: RunConfig, trials: Sequence[Mapping[str, Any]], study_dir: P
         tuner = make_tuner(trainable, cfg, study_dir, experiment_name, len(pending),
                            param_space={TRIAL_FIELD: tune.grid_search(pending)})
         grid = fit(tuner, study_dir, experiment_name)
-        for r in grid:
-            if r.error is not None and r.config:
-                errors[r.config.get(TRIAL_FIELD, "")] = one_line(r.error)
+        errors = {r.config.get(TRIAL_FIELD, ""): one_line(r.error) for r in grid if r.error is not None and r.config}
 
     rows = []
     for k in keys:

@@ -1,13 +1,9 @@
-"""Optuna-driven search: Optuna (TPE, persistent journal study) proposes trials, Ray Tune runs them.
+"""Optuna-driven search: Optuna (TPE, the persistent journal study of ``sweeps.optuna_store``) proposes trials, Ray
+Tune runs them with the trainable and ledger of fixed lists. A re-run asks only for the trials missing to reach
+``num_samples``, re-queues interrupted ones, and refuses another search space with one line.
 
     with ray_session(cfg.ray):
         df = run_search(cfg, {"optim.lr": (1e-4, 1e-2)}, study_dir, "search", num_samples=8, seed=0)
-
-The study lives in ``<study>/optuna.journal`` (``sweeps.optuna_store``: the study file and the state mapping); a
-re-run asks Optuna only for the trials missing to reach ``num_samples`` (a larger ``num_samples`` extends the same
-study), re-queues trials that were interrupted, and refuses another search space with one line. Trials are run by
-the same trainable as fixed lists (``sweeps.trainable``) and recorded in the same ledger (``sweeps.ledger``).
-No other sweeps module imports this one back.
 """
 
 from __future__ import annotations
@@ -22,6 +18,7 @@ from ptsweep.config import RunConfig, to_dict, with_overrides
 from ptsweep.errors import SweepError, SweepInterrupted
 from ptsweep.identity import trial_config, trial_key
 from ptsweep.io import jsonable, read_json
+from ptsweep.sweeps import optuna_store
 from ptsweep.sweeps.fields import TABLE_METRICS, finite_or_inf
 from ptsweep.sweeps.ledger import read_ledger, trial_dir
 from ptsweep.sweeps.runner import fit, make_tuner, prepare_base, warm_data
@@ -41,26 +38,17 @@ def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_d
                num_samples: int, seed: int = 0, fixed: Mapping[str, Any] | None = None, label: str = "",
                asha: Mapping[str, float] | None = None, tags: Sequence[str] = (),
                group: str | None = None, start: Mapping[str, float] | None = None) -> "pd.DataFrame":
-    """Optuna TPE (seeded) proposes trials over ``space`` until the persistent study holds ``num_samples`` of them;
-    Ray Tune runs them; resumable and extensible (``sweeps.optuna_store``).
-
-    Args:
-        space: dotted key -> (low, high), each sampled log-uniformly (the Optuna param name IS the dotted key).
-        fixed: overrides applied to every trial (e.g. ``{"model.name": "bert", "model.width": 192}``).
-        label: prefix of the trial keys (e.g. "bert-w192") - lets several searches share one study folder.
-        asha: ``{"grace_frac": 0.25, "reduction": 3}`` -> ASHA on val_loss with time = tokens (None or reduction <= 1:
-            no early stopping, every trial runs its full budget).
-        experiment_name: the Optuna study name inside ``<study_dir>/optuna.journal`` (and the Ray experiment prefix).
-        start: a point of ``space`` run first (``study.enqueue_trial`` when the study is new), e.g. the config's
-            own values: the search cannot end above it. Part of the study's signature.
+    """Optuna TPE (seeded) proposes trials over ``space`` (dotted key -> (low, high), log-uniform) until the study
+    ``experiment_name`` holds ``num_samples`` of them; Ray Tune runs them (ASHA per ``asha``, e.g. ``{"grace_frac":
+    0.25, "reduction": 3}``: :func:`_scheduler`). ``fixed``: overrides of every trial; ``label``: prefix of the trial
+    keys (searches sharing one study folder); ``start``: a point of ``space`` run first in a new study (the search
+    cannot end above it). ``fixed``, ``label`` and ``start`` are part of the study's signature.
 
     Returns one row per trial of the study (in Optuna's order): trial_id (the Optuna trial number), trial_key, the
     dotted params, then ``TABLE_METRICS`` (status "early_stopped" for trials ASHA stopped, with their last reported
-    val_loss). ``df.attrs["search"]`` describes the sampler (TPE start-up trials, whether it was a random search) and
-    ``not_run``: trials of ``num_samples`` without a result (said on stderr; a re-run runs them)."""
+    val_loss). ``df.attrs["search"]``: the sampler (:func:`_sampler_note`) and ``not_run`` (trials of
+    ``num_samples`` without a result; a re-run runs them)."""
     import pandas as pd
-
-    from ptsweep.sweeps import optuna_store
 
     study_dir = Path(study_dir).resolve()
     fixed = dict(fixed or {})
@@ -99,10 +87,8 @@ def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_d
 
 def _tune_remaining(cfg: RunConfig, base_cfg: RunConfig, trial_cfg0: RunConfig, ident: tuple, remaining: int, *,
                     store, asha, space, seed: int, num_samples: int, n_trials: int) -> None:
-    """Ray Tune runs the ``remaining`` trials Optuna proposes (ASHA per ``asha``). On a stop or a sweep error the
-    running trials are recorded as interrupted (queued again) before the error propagates. ``ident``: the study's
-    (folder, name, signature, base config, fixed overrides, label)."""
-    from ptsweep.sweeps import optuna_store
+    """Ray Tune runs the ``remaining`` trials Optuna proposes; on a stop or a sweep error the running trials are
+    queued again before the error propagates. ``ident``: the arguments of :func:`_reopen`."""
     from ptsweep.train import num_steps
 
     study_dir, experiment_name, _, base, fixed, label = ident
@@ -119,11 +105,8 @@ def _tune_remaining(cfg: RunConfig, base_cfg: RunConfig, trial_cfg0: RunConfig, 
         raise
 
 
-def _reopen(study_dir: Path, experiment_name: str, signature: dict, base: dict, fixed: Mapping[str, Any],
-            label: str):
+def _reopen(study_dir: Path, experiment_name: str, signature: dict, base: dict, fixed: Mapping[str, Any], label: str):
     """A fresh view of the study's journal, with the trials a driver left RUNNING reconciled (:func:`_reconcile`)."""
-    from ptsweep.sweeps import optuna_store
-
     study = optuna_store.open_study(study_dir, experiment_name, signature)[0]
     _reconcile(study, study_dir, base, fixed, label, signature["space"])
     return study
@@ -134,7 +117,8 @@ def _signature(space: Mapping[str, tuple[float, float]], fixed: dict, label: str
     """What makes a study the same study (``optuna_store.open_study`` refuses another one): the space, the fixed
     overrides, the label, the trial-relevant base config and the start point (checked to lie in the space)."""
     signature = {"space": {k: [float(lo), float(hi)] for k, (lo, hi) in space.items()},
-                 "fixed": json.loads(json.dumps(jsonable(fixed))), "label": label, "base": _result_config(base)}
+                 "fixed": json.loads(json.dumps(jsonable(fixed))), "label": label,
+                 "base": json.loads(json.dumps(jsonable(trial_config(base))))}
     if start:
         _check_start(start, space)
         signature["start"] = start
@@ -157,8 +141,6 @@ def _scheduler(asha: Mapping[str, float] | None, budget: float):
 def _sampler_note(study_dir: Path, experiment_name: str, num_samples: int, seed: int, n_trials: int,
                   not_run: int) -> dict:
     """``df.attrs["search"]`` of :func:`run_search`: the study, the sampler and how many trials were random."""
-    from ptsweep.sweeps import optuna_store
-
     k = optuna_store.n_startup(num_samples)
     return {"study_file": str(optuna_store.study_file(study_dir)), "study_name": experiment_name,
             "sampler": f"TPE(n_startup_trials={k}, seed={seed}+trials so far)", "n_startup_trials": k,
@@ -186,14 +168,7 @@ def _check_start(start: Mapping[str, float], space: Mapping[str, tuple[float, fl
 def not_run_count(study, num_samples: int) -> int:
     """Trials of the budget the study does not hold a result for: proposed but never trained (Ray errored them
     before they started, e.g. a lost worker; ``_reconcile`` queued them again) or never proposed."""
-    from ptsweep.sweeps import optuna_store
-
     return max(0, int(num_samples) - optuna_store.counts(study)[0])
-
-
-def _result_config(base: Mapping[str, Any]) -> dict:
-    """The flat config minus keys that do not change results (``identity.trial_config``), JSON-normalised."""
-    return json.loads(json.dumps(jsonable(trial_config(base))))
 
 
 def _reconcile(study, study_dir: Path, base: dict, fixed: Mapping[str, Any], label: str,
@@ -202,8 +177,6 @@ def _reconcile(study, study_dir: Path, base: dict, fixed: Mapping[str, Any], lab
     recorded as interrupted and queued again. A trial killed before all of ``space`` was sampled never trained: its
     partial params would name another trial's key (the base config's, with none), so it is queued, never matched."""
     from optuna.trial import TrialState
-
-    from ptsweep.sweeps import optuna_store
 
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         sampled = set(space) <= set(t.params)
@@ -214,8 +187,6 @@ def _reconcile(study, study_dir: Path, base: dict, fixed: Mapping[str, Any], lab
 def _search_rows(study, study_dir: Path, base: dict, fixed: Mapping[str, Any], label: str,
                  space: Mapping[str, Any]) -> list[dict]:
     from optuna.trial import TrialState
-
-    from ptsweep.sweeps import optuna_store
 
     rows = []
     interrupted = optuna_store.interrupted_numbers(study)

@@ -1,17 +1,8 @@
-"""The Ray Tune function trainable: one ``train.run`` per trial inside a Ray worker, its resources, and how a trial
-ends (ledger record, early stop, interrupt, refusal).
-
-Each trial's config is the base RunConfig plus dotted overrides (``config.with_overrides``); the trainable calls
-``train.run`` with a tracker from ``cfg.tracker`` (one W&B run per trial, group = study, tags), so every trial also
-lands in the local results table ``<out_dir>/results.jsonl``. It checks the ledger first and, when the trial
-already finished (killed after ``final.json``), reports the recorded metrics instead of training again. A trial
-started again after being killed mid-run (no ledger record) resumes from its own last checkpoint
-(``train.checkpoint_every_s``; ``train.resume`` is set when one exists).
-
-Failures never kill a sweep: an exception inside a trial (bad override, OOM, ...) is caught here and recorded as
-status "failed" with its one-line error and val_loss = inf; a diverged run (``train.run`` returns diverged) is
-recorded as status "diverged" with val_loss = inf. A worker that finds other ptsweep source than the driver
-(``code_version``) reports status "refused" and writes no record.
+"""The Ray Tune function trainable: one ``train.run`` of base config + dotted overrides per trial (one tracker run
+each), its resources, and how a trial ends. A trial with a ledger record reports it instead of training; one killed
+mid-run resumes from its own checkpoint. Failures never kill a sweep: an exception is recorded as status "failed"
+(one-line error), a diverged run as "diverged" (both val_loss = inf); a worker that finds other ptsweep source than
+the driver (``code_version``) reports status "refused" and writes no record.
 """
 
 from __future__ import annotations
@@ -37,21 +28,18 @@ from ptsweep.sweeps.ray_session import quiet_worker_exit, silence_worker_output
 def _report_subset(m: Mapping[str, Any]) -> dict:
     out = {"val_loss": finite_or_inf(m.get("val_loss")), "tokens": float(m.get("tokens", 0) or 0),
            "steps": int(m.get("step", m.get("steps", 0)) or 0)}
-    for k in ("status", "error", "trial_key", "train_loss", "best_val_loss"):
-        if k in m:
-            v = m[k]
-            out[k] = finite_or_inf(v) if k in ("train_loss", "best_val_loss") else str(v)
-    for k in ("val_loss_se", "unigram_loss", "gain_over_unigram", "gain_over_unigram_se", "no_context_loss",
-              "context_gain", "context_gain_se", "test_loss", "test_loss_se", "test_context_gain",
-              "test_context_gain_se"):  # every loss with its noise and its baselines (NaN stays NaN: not estimated)
-        if isinstance(m.get(k), (int, float)):
-            out[k] = float(m[k])
+    out.update({k: str(m[k]) for k in ("status", "error", "trial_key") if k in m})
+    out.update({k: finite_or_inf(m[k]) for k in ("train_loss", "best_val_loss") if k in m})
+    # every loss with its noise and its baselines (NaN stays NaN: not estimated)
+    out.update({k: float(m[k]) for k in ("val_loss_se", "unigram_loss", "gain_over_unigram", "gain_over_unigram_se",
+                                         "no_context_loss", "context_gain", "context_gain_se", "test_loss",
+                                         "test_loss_se", "test_context_gain", "test_context_gain_se")
+                if isinstance(m.get(k), (int, float))})
     return out
 
 
 class _EarlyStopped(Exception):
-    """Raised inside a trial once Tune has stopped it (ASHA): ends train.run at its next evaluation (train.run
-    records the run with this ``status``)."""
+    """Raised inside a trial once Tune has stopped it (ASHA); train.run records the run with this ``status``."""
 
     status = "early_stopped"
 
@@ -67,11 +55,10 @@ def _node_id() -> str:
 
 
 def _trainable(config: dict, *, base: dict, fixed: dict, planned: dict, search_label: str, study_dir: str,
-               threads: int, source: str = "") -> None:
-    """Ray Tune function trainable: one ``train.run`` of base + overrides; never raises for a failed run. When
-    ptsweep's source on disk is not the driver's ``source`` fingerprint (``code_version``) it reports status
-    "refused" without training or a ledger record: the trial runs again on the next invocation."""
-    import torch
+               source: str = "") -> None:
+    """Ray Tune function trainable: one ``train.run`` of base + overrides (its threads: ``train.threads``, set by
+    ``runner.prepare_base``); never raises for a failed run. Source on disk other than the driver's ``source``
+    fingerprint: status "refused", no training, no ledger record."""
     from ray import tune
 
     from ptsweep import train
@@ -90,11 +77,8 @@ def _trainable(config: dict, *, base: dict, fixed: dict, planned: dict, search_l
         tune.report(_report_subset({"status": REFUSED, "error": str(e), "val_loss": math.inf, "trial_key": key}))
         return
     trial = _Trial(study, key, label, overrides, source_sha)
-    trial.tdir.mkdir(parents=True, exist_ok=True)
     ledger.record_start(study, key, label, overrides, pid=os.getpid(), node_id=_node_id(), host=os.uname().nodename,
                         source_sha=source_sha, git_commit=git_commit())
-    if threads > 0:
-        torch.set_num_threads(threads)
     metrics = trial.run(base)
     if metrics is None:  # interrupted or stopped by the scheduler: already recorded as such
         return
@@ -116,8 +100,7 @@ def _trial_identity(config: dict, base: dict, fixed: dict, planned: dict, search
 
 
 class _Trial:
-    """One started trial inside its worker: trains, reports progress to Tune, and maps how training ended (done,
-    diverged, failed, stopped by the scheduler, interrupted) to what the ledger records."""
+    """One started trial inside its worker: trains, reports progress to Tune, and records how training ended."""
 
     def __init__(self, study: Path, key: str, label: str, overrides: dict, source_sha: str):
         self.study, self.key, self.label, self.overrides, self.source_sha = study, key, label, overrides, source_sha
@@ -125,7 +108,7 @@ class _Trial:
         self.last: dict = {}  # the last metrics reported: the record of a trial stopped mid-run
 
     def interrupted(self) -> bool:
-        return ledger.was_interrupted(self.study)
+        return ledger.interrupt_marker(self.study).exists()
 
     def record_interrupt(self) -> None:
         """Ctrl-C: not a ledger record (the trial runs again, from its checkpoint, on resume); the worker goes quiet."""
@@ -133,8 +116,7 @@ class _Trial:
         silence_worker_output()
 
     def record_stop(self) -> None:
-        """A trial Tune stopped: interrupted by Ctrl-C (runs again on resume) or early-stopped by the scheduler
-        (recorded with its last reported metrics)."""
+        """A trial Tune stopped: interrupted by Ctrl-C, or early-stopped (recorded with its last reported metrics)."""
         if self.interrupted():
             self.record_interrupt()
             return
@@ -144,8 +126,8 @@ class _Trial:
 
     def report(self, m: dict) -> None:
         """``train.run``'s report_fn: record ``m`` and report it to Tune. Tune stops a trial (ASHA; every trial on
-        Ctrl-C) by ending ``tune.report`` with SystemExit, turned here into the status the run records; a trial
-        stopped before its first report has no Tune session left, and only the study's Ctrl-C marker tells it."""
+        Ctrl-C) by ending ``tune.report`` with SystemExit, turned here into the status the run records (the study's
+        Ctrl-C marker tells the two apart)."""
         from ray import tune
 
         if self.interrupted():
@@ -207,8 +189,7 @@ def trainable_with_resources(cfg: RunConfig, base: dict, fixed: dict, study_dir:
     from ray import tune
 
     fn = tune.with_parameters(_trainable, base=base, fixed=dict(fixed), planned=dict(planned or {}),
-                              search_label=search_label, study_dir=str(study_dir),
-                              threads=max(1, int(cfg.ray.cpus_per_trial)), source=driver_source())
+                              search_label=search_label, study_dir=str(study_dir), source=driver_source())
     return tune.with_resources(fn, {"cpu": cfg.ray.cpus_per_trial, "gpu": cfg.ray.gpus_per_trial})
 
 

@@ -36,8 +36,7 @@ def _close(a, b, tol=1e-5):
 @pytest.mark.parametrize("parametrization", ["mup", "sp"])
 @pytest.mark.parametrize("scaling", ["channels", "rank"])
 @pytest.mark.parametrize("block", [1, 5, 64])
-@pytest.mark.parametrize("save_qv", [False, True])
-def test_messages_and_grads_match_dense(parametrization, scaling, block, save_qv):
+def test_messages_and_grads_match_dense(parametrization, scaling, block):
     """child/head messages and their gradients w.r.t. P^, U, V equal the dense z_messages (all classes, pads)."""
     torch.manual_seed(0)
     model = ProbabilisticTransformer(_cfg(parametrization=parametrization, scaling=scaling, width=64), V)
@@ -55,7 +54,7 @@ def test_messages_and_grads_match_dense(parametrization, scaling, block, save_qv
             k, c, _, r = model.U.shape
             child, head = pt_attention.blockwise_messages(
                 p_hat, weights, (k, c, r), mask, model.classes, model.cfg.w_attn * model.const.s_h,
-                model.cfg.mask_value, block=block, save_qv=save_qv)
+                model.cfg.mask_value, block=block)
         else:
             q, v = model.projections(p_hat, weights)
             q_h = torch.softmax(model.mask_logits(model.attention_logits(q, v), mask), -1)

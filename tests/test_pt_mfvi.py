@@ -15,9 +15,15 @@ import pytest
 import torch
 
 from ptsweep.config import PTConfig
-from ptsweep.models.pt import ProbabilisticTransformer, class_index, mirror_class
+from ptsweep.models.pt import ProbabilisticTransformer, class_index
 
 DISTS = (2, 3, 4)
+
+
+def mirror_class(k: int, dists: tuple[int, ...]) -> int:
+    """The class of the opposite direction with the same distance band."""
+    half = len(dists) + 1
+    return (k + half) % (2 * half)
 
 
 @pytest.fixture(autouse=True)

@@ -6,22 +6,17 @@ Architecture (the standard BERT-base-style MLM model, no pooler, no NSP):
     x = BertLayer_l(x, key_pad_mask)  for l = 1..n_layers               # post-LN, GELU, d_ff = 4d, HF ``BertLayer``
     logits = LN(GELU(dense(h))) @ word_emb^T * logit_scale + b_out   # HF BertPredictionHeadTransform + tied decoder
 
-The pieces shared with the Universal Transformer (:mod:`ptsweep.models.ut`) live in :class:`MLMBackbone`:
-embeddings, MLM head, the key-padding mask, the HF config, and the muP role declaration. :class:`BertMLM` only adds
-``n_layers`` unshared ``BertLayer`` s. Attention runs through HF's ``sdpa`` interface (fast on CPU and GPU).
+:class:`MLMBackbone` holds what the Universal Transformer (:mod:`ptsweep.models.ut`) shares: embeddings, MLM head,
+key-padding mask, HF config (attention through HF's ``sdpa``), muP roles. :class:`BertMLM` adds ``n_layers`` unshared
+``BertLayer`` s. Roles (:func:`declare_roles`): embeddings input, LayerNorm weights gain, biases bias, Linear weights
+hidden; the decoder is tied to the word embedding (one parameter, role input). Under SP (the default; baselines are
+tuned per scale in SP) ``sp_init`` re-applies HF's init: weights N(0, 0.02^2), biases 0, LayerNorm gains 1.
 
-muP roles (``ptsweep.parametrization``), declared in :func:`declare_roles` by module type right after construction:
-word/position/token-type embeddings -> input; LayerNorm weights -> gain; every bias (Linear, LayerNorm, decoder
-bias) -> bias; every Linear weight inside the layers and the head transform -> hidden. The decoder is *tied* to the
-word embedding (one parameter, role input). Under SP (the default; baselines are tuned per scale in SP) each
-parameter's ``sp_init`` re-applies Hugging Face's BERT init: weights N(0, 0.02^2), biases 0, LayerNorm gains 1.
-
-``parametrization="mup"`` exists only for the coordinate check. It changes, besides the role-based init/LR:
-  * attention scores are scaled by 1/head_dim instead of 1/sqrt(head_dim) (HF passes ``BertSelfAttention.scaling``
-    to the attention function, so we overwrite that attribute; SP keeps HF's value untouched);
-  * the tied decoder's logits are multiplied by 1/d (the muP readout multiplier for a shared embedding/readout, as
-    in ``mup.MuSharedReadout``): with an N(0, 1) table this gives the same O(1/sqrt(d)) logits at init as an untied
-    output layer with N(0, 1/d^2) init. In SP the multiplier is exactly 1.
+``parametrization="mup"`` exists only for the coordinate check. Besides the role-based init/LR it scales attention
+scores by 1/head_dim instead of 1/sqrt(head_dim) (overwriting ``BertSelfAttention.scaling``, which HF passes to the
+attention function), and multiplies the tied decoder's logits by 1/d (muP's readout multiplier for a shared
+embedding/readout, as ``mup.MuSharedReadout``: with an N(0, 1) table, the O(1/sqrt(d)) logits of an untied output
+layer with N(0, 1/d^2) init); SP leaves both as HF has them.
 """
 
 from __future__ import annotations
@@ -34,51 +29,36 @@ from transformers.models.bert.modeling_bert import (BertEmbeddings, BertLayer, B
                                                     BertSelfAttention)
 
 from ptsweep.config import BertConfig
+from ptsweep.models.sizing import TYPE_VOCAB_SIZE, default_heads
 from ptsweep.parametrization import Role, declare, init_parameters
 
 HF_INIT_STD = 0.02
 """Hugging Face BERT's ``initializer_range``: std of every weight matrix and embedding table under SP."""
-TYPE_VOCAB_SIZE = 2
-"""Token-type (segment) table rows, as in BERT; only row 0 is ever used (single-segment MLM)."""
 
 
-# ------------------------------------------------------------------------------------------------------------------
-# SP init functions (Hugging Face's BERT init, applied per parameter)
-# ------------------------------------------------------------------------------------------------------------------
 def _sp_normal(p: torch.Tensor) -> None:
+    """Hugging Face's BERT init of a weight matrix or embedding table."""
     nn.init.normal_(p, 0.0, HF_INIT_STD)
 
 
-def _sp_zeros(p: torch.Tensor) -> None:
-    nn.init.zeros_(p)
-
-
-def _sp_ones(p: torch.Tensor) -> None:
-    nn.init.ones_(p)
-
-
 def declare_roles(module: nn.Module) -> None:
-    """Declare the muP role and SP init of every Linear / LayerNorm / Embedding parameter inside ``module``.
-
-    Linear weight -> hidden, Embedding weight -> input, LayerNorm weight -> gain, any bias -> bias. Parameters that are
-    not owned by one of these module types must be declared by the caller (``init_parameters`` raises otherwise)."""
+    """Declare the muP role and SP init of every Linear (hidden) / Embedding (input) / LayerNorm (gain) weight and
+    bias (bias) inside ``module``; the caller declares any other parameter (``init_parameters`` raises otherwise)."""
     for m in module.modules():
         if isinstance(m, nn.Linear):
             declare(m.weight, Role.HIDDEN, _sp_normal)
         elif isinstance(m, nn.Embedding):
             declare(m.weight, Role.INPUT, _sp_normal)
         elif isinstance(m, nn.LayerNorm):
-            declare(m.weight, Role.GAIN, _sp_ones)
+            declare(m.weight, Role.GAIN, nn.init.ones_)
         else:
             continue
         if getattr(m, "bias", None) is not None:
-            declare(m.bias, Role.BIAS, _sp_zeros)
+            declare(m.bias, Role.BIAS, nn.init.zeros_)
 
 
 def hf_config(cfg: BertConfig, vocab_size: int) -> HFBertConfig:
     """The Hugging Face config of one of our baselines (post-LN BERT layer, GELU, d_ff = 4d, sdpa attention)."""
-    from ptsweep.models.sizing import default_heads
-
     d = cfg.width
     return HFBertConfig(
         vocab_size=vocab_size, hidden_size=d, num_hidden_layers=cfg.n_layers,
@@ -90,14 +70,9 @@ def hf_config(cfg: BertConfig, vocab_size: int) -> HFBertConfig:
     )
 
 
-# ------------------------------------------------------------------------------------------------------------------
-# Shared backbone: embeddings + MLM head (+ roles/init); subclasses add the layer stack in ``_layers``
-# ------------------------------------------------------------------------------------------------------------------
 class MLMBackbone(nn.Module):
-    """Embeddings, key-padding mask, MLM head and muP bookkeeping shared by :class:`BertMLM` and the UT.
-
-    Subclasses create their Transformer layers in ``__init__`` *before* calling :meth:`_finish_init`, and implement
-    :meth:`_layers_forward`."""
+    """Embeddings, key-padding mask, MLM head and muP bookkeeping shared by :class:`BertMLM` and the UT. Subclasses
+    create their layers in ``__init__`` before calling :meth:`_finish_init`, and implement :meth:`_layers_forward`."""
 
     def __init__(self, cfg: BertConfig, vocab_size: int, max_len: int) -> None:
         super().__init__()
@@ -116,7 +91,7 @@ class MLMBackbone(nn.Module):
     def _finish_init(self) -> None:
         """Declare every role, apply the muP attention scale, and initialise (torch's global RNG)."""
         declare_roles(self)
-        declare(self.decoder_bias, Role.BIAS, _sp_zeros)
+        declare(self.decoder_bias, Role.BIAS, nn.init.zeros_)
         if self.parametrization == "mup":
             for m in self.modules():
                 if isinstance(m, BertSelfAttention):

@@ -17,11 +17,9 @@ One iteration t (async order, spec §6.3: H and G from the same Q_z, then Z):
 
 The constants (a_Z, a_G, s_H, s_G) switch between SP (original PT: 1, 1, N, N) and muP ([S] + spec §6.2:
 N, M, 1/r, M/N). Distance classes k(i,j) (spec §4): for offset d = j - i, cut points (2, 3, 4) give classes
-{1},{2},{3},{>=4} per direction, K = 8; the diagonal belongs to no class. The dense path (``pt_dense``) evaluates
-bounded classes as banded (diagonal) products and only unbounded classes densely: memory per iteration
-O(B*C*L*L). The blockwise path (``model.attention_impl``, ``pt_attention``) computes steps 2-4 and the two ternary
-messages row block by row block and recomputes them in backward: memory linear in L (no dropout/damping/step size
-on H there).
+{1},{2},{3},{>=4} per direction, K = 8; the diagonal belongs to no class. Steps 2-4 and the ternary messages run
+dense, O(B*C*L*L) memory (``pt_dense``), or (``model.attention_impl``) blockwise, memory linear in L
+(``pt_attention``), or on fused kernels (``pt_fused``); the last two without dropout, damping or step size on H.
 
 Options beyond the plain update (all off by default): damping beta (mix logits), step size alpha (mix
 distributions), dropout on H/G probabilities and on Z logits (spec §3.2). The MLM head is
@@ -43,9 +41,6 @@ from ptsweep.models.pt_constants import MFVIConstants
 from ptsweep.parametrization import Role, declare, init_parameters
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Shape, distance classes, size and cost
-# ----------------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class DistanceClass:
     """One relative-distance class: offsets d = j - i with sign ``direction`` and lo <= |d| < hi (hi=None: no bound)."""
@@ -57,9 +52,7 @@ class DistanceClass:
     @property
     def offsets(self) -> list[int] | None:
         """Signed offsets of a bounded class; None for an unbounded (dense) class."""
-        if self.hi is None:
-            return None
-        return [self.direction * d for d in range(self.lo, self.hi)]
+        return None if self.hi is None else [self.direction * d for d in range(self.lo, self.hi)]
 
     def contains(self, offset: torch.Tensor) -> torch.Tensor:
         """Boolean mask of ``offset`` (any shape) falling into this class."""
@@ -85,12 +78,6 @@ def class_index(length: int, dists: tuple[int, ...]) -> torch.Tensor:
     return kappa
 
 
-def mirror_class(k: int, dists: tuple[int, ...]) -> int:
-    """The class of the opposite direction with the same distance band (used to test reversal symmetry)."""
-    half = len(dists) + 1
-    return (k + half) % (2 * half)
-
-
 def pt_param_count(cfg: PTConfig, vocab_size: int) -> dict[str, int]:
     """P(N) = 2VN + V + N + 2KCrN + MN (spec §9): S and W_out; b_out; gamma; U and V; B.
 
@@ -113,15 +100,18 @@ def pt_flops_per_token(cfg: PTConfig, vocab_size: int, seq_len: int, mask_prob: 
     return 3.0 * 2.0 * forward_macs
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# The model
-# ----------------------------------------------------------------------------------------------------------------
 def _softmax(x: torch.Tensor) -> torch.Tensor:
     """softmax over the last axis; in float32 for half-precision inputs (spec §12.1), else in x's own dtype (so
     float64 stays float64)."""
     if x.dtype in (torch.float16, torch.bfloat16):
         return torch.softmax(x.float(), dim=-1).to(x.dtype)
     return torch.softmax(x, dim=-1)
+
+
+def _mix(prev: torch.Tensor | None, new: torch.Tensor, w_prev: float, w_new: float) -> torch.Tensor:
+    """w_prev * prev + w_new * new (damping of logits, step size of distributions, spec §3.2); ``new`` when there is
+    no ``prev`` yet or w_prev = 0."""
+    return new if prev is None or w_prev == 0 else w_prev * prev + w_new * new
 
 
 def _sp_normal(std: float):
@@ -164,22 +154,19 @@ class ProbabilisticTransformer(nn.Module):
         init_parameters(self, n, cfg.parametrization)
 
     # ------------------------------------------------------------------ single updates (pure in their inputs)
-    def features(self, q_z: torch.Tensor) -> torch.Tensor:
+    def features(self, q_z: torch.Tensor, scale: float | None = None) -> torch.Tensor:
         """P^ = a_Z * Q_z - center * sum(Q_z): distributions used as features ([S] eq. 7: Q_z <- N Q_z under muP).
         (B, L, N). With center = 1 ('mup'): N Q_z - 1 on real tokens, 0 on pads (zeroed Q_z); this is the CRF with
         double-centred factors T~ = P T P (P = I - 11^T/N), the same for B, since (Q - 1/N)^T T (Q' - 1/N) =
-        Q^T T~ Q' for distributions Q, Q' (coord-check README)."""
-        p_hat = self.const.a_z * q_z
+        Q^T T~ Q' for distributions Q, Q' (coord-check README). ``scale``: another multiplier than a_Z."""
+        p_hat = (self.const.a_z if scale is None else scale) * q_z
         if self.const.center:
             p_hat = p_hat - self.const.center * q_z.sum(-1, keepdim=True)
         return p_hat
 
     def topic_features(self, q_g: torch.Tensor) -> torch.Tensor:
         """G^ = a_G * Q_g - center * sum(Q_g) (B, L, M): the topic distribution as a feature (M Q_g under muP)."""
-        g_hat = self.const.a_g * q_g
-        if self.const.center:
-            g_hat = g_hat - self.const.center * q_g.sum(-1, keepdim=True)
-        return g_hat
+        return self.features(q_g, self.const.a_g)
 
     def flat_weights(self, layout_order: bool = False) -> dict[str, torch.Tensor]:
         """U, V laid out for flat matmuls, built once per forward (not per MFVI iteration): ``q`` / ``v`` (N, K*C*r)
@@ -200,20 +187,14 @@ class ProbabilisticTransformer(nn.Module):
         return out
 
     def projections(self, p_hat: torch.Tensor, weights: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """q = U^T P^, v = V^T P^ for every class and channel: each (B, K, C, L, r).
-
-        Two flat (B*L, N) x (N, K*C*r) matmuls (a batched einsum over (k, c) is 3-5x slower on CPU); q, v are
-        permuted views of their (B, L, K, C, r) outputs. ``weights``: ``flat_weights()`` of this forward (built
+        """q = U^T P^, v = V^T P^ for every class and channel: each (B, K, C, L, r), permuted views of two flat
+        (B*L, N) x (N, K*C*r) matmuls (a batched einsum is 3-5x slower on CPU). ``weights``: ``flat_weights()`` (built
         here when None)."""
         bsz, length, n = p_hat.shape
         k, c, _, r = self.U.shape
         weights = weights or self.flat_weights()
         flat = p_hat.reshape(bsz * length, n)
         return tuple((flat @ weights[key]).view(bsz, length, k, c, r).permute(0, 2, 3, 1, 4) for key in ("q", "v"))
-
-    def _pair_scores(self, q: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        """F[b,c,i,j] = <q_i^{k(i,j),c}, v_j^{k(i,j),c}> (B, C, L, L); 0 on the diagonal (``pt_dense``)."""
-        return pt_dense.pair_scores(q, v, self._layout(q.shape[-2], q.device))
 
     def _layout(self, length: int, device) -> pt_dense.DenseLayout:
         return pt_dense.dense_layout(tuple(self.classes), length, torch.device(device))
@@ -225,8 +206,9 @@ class ProbabilisticTransformer(nn.Module):
         return (mask[:, :, None] & mask[:, None, :] & ~eye)[:, None]
 
     def attention_logits(self, q: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        """A = w_attn * s_H * F (B, C, L, L), before masking (the ternary message to H, spec §6.3 step 3)."""
-        return (self.cfg.w_attn * self.const.s_h) * self._pair_scores(q, v)
+        """A = w_attn * s_H * F (B, C, L, L), before masking (the ternary message to H, spec §6.3 step 3), with
+        F[b,c,i,j] = <q_i^{k(i,j),c}, v_j^{k(i,j),c}>, 0 on the diagonal (``pt_dense.pair_scores``)."""
+        return (self.cfg.w_attn * self.const.s_h) * pt_dense.pair_scores(q, v, self._layout(q.shape[-2], q.device))
 
     def mask_logits(self, logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Forbid j = i and any pair with a pad, with a large finite negative (never -inf: spec §12.1)."""
@@ -242,30 +224,24 @@ class ProbabilisticTransformer(nn.Module):
                    fused: bool = False) -> dict[str, torch.Tensor]:
         """The four messages into Z (each (B, L, N), unweighted; spec §6.3 step 6):
         unary S_w; child side sum_c,j Q_h[c,i,j] U_{k(i,j),c} v_j; head side sum_c,j Q_h[c,j,i] V_{k(j,i),c} q_j;
-        topic B^T G^_i. ``q_h=None``: the blockwise path (``pt_attention``, memory linear in L; plain softmax only:
-        no damping, step size or dropout on H) computes q, v from ``p_hat`` and Q_h block by block (q, v unused,
-        may be None); with ``fused`` the fused-kernel path (``pt_fused``; a batch without pads) does. ``weights``:
-        ``flat_weights()`` of this forward; ``unary``: ``unary_message()`` of this forward (it does not change across
-        iterations; computed here when None)."""
+        topic B^T G^_i. ``q_h=None``: the blockwise path (``pt_attention``), or with ``fused`` the fused-kernel path
+        (``pt_fused``; a batch without pads), computes q, v and Q_h from ``p_hat`` (q, v unused, may be None).
+        ``weights``: ``flat_weights()``, ``unary``: ``unary_message()`` of this forward (computed here when None)."""
         weights = weights or self.flat_weights(layout_order=q_h is None and not fused)
         unary = self.unary_message(input_ids, mask) if unary is None else unary    # (B, L, N)
         topic = g_hat @ self.B                                                       # (B, L, N)
-        if q_h is None:
-            if p_hat is None:
-                raise ValueError("z_messages: q_h=None (blockwise path) needs p_hat")
-            k, c, _, r = self.U.shape
-            if fused:
-                child, head = pt_fused.fused_messages(p_hat, weights, (k, c, r), self.classes,
-                                                      self.cfg.w_attn * self.const.s_h)
-                return {"unary": unary, "child": child, "head": head, "topic": topic}
+        k, c, n, r = self.U.shape
+        scale = self.cfg.w_attn * self.const.s_h
+        if q_h is None and fused:
+            child, head = pt_fused.fused_messages(p_hat, weights, (k, c, r), self.classes, scale)
+        elif q_h is None:
             child, head = pt_attention.blockwise_messages(p_hat, weights, (k, c, r), mask.bool(), self.classes,
-                                                          self.cfg.w_attn * self.const.s_h, self.cfg.mask_value)
-            return {"unary": unary, "child": child, "head": head, "topic": topic}
-        bsz, length = q.shape[0], q.shape[3]
-        ctx_child, ctx_head = pt_dense.contexts(q_h, q, v, self._layout(length, q.device))  # (B*L, K*C*r) each
-        n = self.U.shape[2]
-        child = (ctx_child @ weights["child"]).view(bsz, length, n)                 # (B, L, N)
-        head = (ctx_head @ weights["head"]).view(bsz, length, n)
+                                                          scale, self.cfg.mask_value)
+        else:
+            bsz, length = q.shape[0], q.shape[3]
+            ctx_child, ctx_head = pt_dense.contexts(q_h, q, v, self._layout(length, q.device))  # (B*L, K*C*r) each
+            child = (ctx_child @ weights["child"]).view(bsz, length, n)                 # (B, L, N)
+            head = (ctx_head @ weights["head"]).view(bsz, length, n)
         return {"unary": unary, "child": child, "head": head, "topic": topic}
 
     def unary_message(self, input_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -294,49 +270,32 @@ class ProbabilisticTransformer(nn.Module):
         mask = attention_mask.bool()
         maskf = mask[..., None].to(self.unary.dtype)
         logits = self.initial_logits(input_ids, maskf)       # l^(0) = S_w (B, L, N)
-        attn_prev = topic_prev = None                        # damping memory (initial H/G logits: constant -> 0)
-        pz_prev = ph_prev = pg_prev = None                   # step-size memory
+        attn = topic = None                                  # damping memory (initial H/G logits: constant -> 0)
+        q_z = q_h = q_g = None                               # step-size memory
         fused_asked = trace is None and c.use_fused(input_ids.device.type)
         fused = fused_asked and pt_fused.applicable(mask)    # a batch with pads: the blockwise path, the same math
         blockwise = fused_asked or (trace is None and c.use_blockwise(input_ids.device.type))
         weights = self.flat_weights(blockwise and not fused)  # once per forward, shared by all iterations
         unary = self.unary_message(input_ids, mask)          # likewise (one embedding gather and scatter per step)
-        for t in range(c.n_iters):
+        for _ in range(c.n_iters):
             # 1. normalise Z (fp32 softmax for half precision only), optional step size, zero the pads
-            q_z = _softmax(logits)
-            if pz_prev is not None and c.stepsize_z < 1.0:
-                q_z = (1 - c.stepsize_z) * pz_prev + c.stepsize_z * q_z
-            q_z = q_z * maskf
-            pz_prev = q_z
+            q_z = _mix(q_z, _softmax(logits), 1 - c.stepsize_z, c.stepsize_z) * maskf
             p_hat = self.features(q_z)
             # blockwise: q, v and Q_h are computed (and recomputed for backward) inside z_messages, block by block
             q, v = (None, None) if blockwise else self.projections(p_hat, weights)
             # 2-4. H: attention logits, damping, masks, softmax over heads j, step size, dropout
-            attn = None if blockwise else self.attention_logits(q, v)
-            if attn_prev is not None and c.damping_h > 0:
-                attn = c.damping_h * attn_prev + (1 - c.damping_h) * attn
-            attn_prev = attn
-            q_h = None if blockwise else _softmax(self.mask_logits(attn, mask))
-            if ph_prev is not None and c.stepsize_h < 1.0:
-                q_h = (1 - c.stepsize_h) * ph_prev + c.stepsize_h * q_h
-            if q_h is not None:
+            if not blockwise:
+                attn = _mix(attn, self.attention_logits(q, v), c.damping_h, 1 - c.damping_h)
+                q_h = _mix(q_h, _softmax(self.mask_logits(attn, mask)), 1 - c.stepsize_h, c.stepsize_h)
                 q_h = F.dropout(q_h, c.dropout, self.training)
-            ph_prev = q_h
             # 5. G: topic logits from the same Q_z
-            topic = self.topic_logits(p_hat)
-            if topic_prev is not None and c.damping_h > 0:
-                topic = c.damping_h * topic_prev + (1 - c.damping_h) * topic
-            topic_prev = topic
-            q_g = _softmax(topic)
-            if pg_prev is not None and c.stepsize_h < 1.0:
-                q_g = (1 - c.stepsize_h) * pg_prev + c.stepsize_h * q_g
+            topic = _mix(topic, self.topic_logits(p_hat), c.damping_h, 1 - c.damping_h)
+            q_g = _mix(q_g, _softmax(topic), 1 - c.stepsize_h, c.stepsize_h)
             q_g = F.dropout(q_g, c.dropout, self.training)
-            pg_prev = q_g
             # 6. Z: weighted messages, damping, dropout on the logits
             msgs = self.z_messages(input_ids, mask, q, v, q_h, self.topic_features(q_g), weights, p_hat=p_hat,
                                    unary=unary, fused=fused)
-            new = self.combine_z(msgs)
-            logits = new if c.z_damping == 0 else c.z_damping * logits + (1 - c.z_damping) * new
+            logits = _mix(logits, self.combine_z(msgs), c.z_damping, 1 - c.z_damping)
             logits = F.dropout(logits, c.dropout, self.training)
             if trace is not None:
                 trace.append({"q_z": q_z, "q_h": q_h, "q_g": q_g, "p_hat": p_hat, "q": q, "v": v,

@@ -1,9 +1,8 @@
 """PT's head-selection softmax and ternary Z messages with memory linear in L (``model.attention_impl=blockwise``).
 
-The dense reference (``ProbabilisticTransformer.attention_logits`` / ``mask_logits`` / ``z_messages``) keeps the
-(B, C, L, L) scores, masks, softmax and per-class restrictions of every MFVI iteration for backward: O(L^2) per
-sequence. Here the same quantities (spec §6.3 steps 2-4 and 6) are computed for blocks of ``block`` child rows i
-against all heads j, so each block holds complete rows and its row softmax is exact in one pass:
+The dense path (``pt_dense``) keeps O(L^2) tensors per sequence and iteration for backward. Here the same quantities
+(spec §6.3 steps 2-4 and 6) are computed for blocks of ``block`` child rows i against all heads j, so each block
+holds complete rows and its row softmax is exact in one pass:
 
     q, v         = P^ W_qv                                    (B, K, C, L, r), classes in layout order (far, near)
     S[i, j]      = sum_k 1[k(i,j)=k] <q_i^{k,c}, v_j^{k,c}>   far (unbounded) classes: (b x L) products; near
@@ -13,15 +12,10 @@ against all heads j, so each block holds complete rows and its row softmax is ex
     head[j, k]  += sum_{i in block} R[i,j] 1[k(i,j)=k] q_i^k   (transposed attention, accumulated over blocks)
     msg_child    = ctx_child (B*L, K*C*r) @ W_child (K*C*r, N);  msg_head likewise with W_head
 
-One ``torch.autograd.Function`` covers projection -> messages. It saves P^ (B, L, N) (and q, v if ``save_qv``);
+One ``torch.autograd.Function`` covers projection -> messages. It saves P^ (B, L, N);
 backward recomputes q, v and then each row block under autograd (``torch.autograd.grad`` on the block's small
 graph), so what is kept per sequence and iteration is O(L * N) and the transients are O(b * L * C) per block.
-
-The weights come in the "layout order" of classes (far classes first, then near ones; ``ClassLayout.order``) so
-that far and near parts are plain slices; ``ProbabilisticTransformer.flat_weights(layout_order=True)`` builds them.
-
-Not supported here (they need the dense Q_h): dropout, damping and step size on H; ``PTConfig.validate`` rejects
-``attention_impl=blockwise`` together with them (``attention_impl=auto`` is the dense path).
+Classes come in ``layout_order`` (far, then near), so that far and near parts are plain slices.
 """
 
 from __future__ import annotations
@@ -145,7 +139,7 @@ class _BlockwiseMessages(torch.autograd.Function):
     """(P^, W_qv, W_child, W_head) -> (msg_child, msg_head), each (B, L, N); module docstring."""
 
     @staticmethod
-    def forward(ctx, p_hat, w_qv, w_child, w_head, mask, layout, shape, scale, mask_value, block, save_qv):
+    def forward(ctx, p_hat, w_qv, w_child, w_head, mask, layout, shape, scale, mask_value, block):
         bsz, length, n = p_hat.shape
         w, nf = layout.width, layout.n_far
         qv = _project(p_hat, w_qv, shape)
@@ -162,18 +156,17 @@ class _BlockwiseMessages(torch.autograd.Function):
             ctx_h[:, :nf] += h_far
             ctx_h[:, nf:, :, lo:hi] += h_near[..., a: a + hi - lo, :]
         out_h = (_flat(ctx_h) @ w_h).view(bsz, length, n)
-        ctx.save_for_backward(p_hat, w_qv, w_child, w_head, mask, qv if save_qv else None)
+        ctx.save_for_backward(p_hat, w_qv, w_child, w_head, mask)
         ctx.args = (layout, shape, scale, mask_value, block)
         return out_c, out_h
 
     @staticmethod
     def backward(ctx, g_c, g_h):
-        p_hat, w_qv, w_child, w_head, mask, qv = ctx.saved_tensors
+        p_hat, w_qv, w_child, w_head, mask = ctx.saved_tensors
         layout, shape, scale, mask_value, block = ctx.args
         bsz, length, n = p_hat.shape
         w, nf = layout.width, layout.n_far
-        if qv is None:
-            qv = _project(p_hat, w_qv, shape)                                        # recomputed (B, L, K, C, 2r)
+        qv = _project(p_hat, w_qv, shape)                                            # recomputed (B, L, K, C, 2r)
         q, v = _split(qv)
         k_, c_ = q.shape[1], q.shape[2]
         dt = q.dtype
@@ -211,20 +204,19 @@ class _BlockwiseMessages(torch.autograd.Function):
         g_p = (g_flat @ w_qv.to(dt).t()).view_as(p_hat)
         g_wqv = p_hat.reshape(bsz * length, n).t() @ g_flat
         return (g_p.to(p_hat.dtype), g_wqv.to(w_qv.dtype), gw_c.to(w_child.dtype), gw_h.to(w_head.dtype),
-                None, None, None, None, None, None, None)
+                None, None, None, None, None, None)
 
 
 def blockwise_messages(p_hat: torch.Tensor, weights: dict, shape: tuple[int, int, int], mask: torch.Tensor,
-                       classes, scale: float, mask_value: float, block: int = BLOCK_ROWS,
-                       save_qv: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+                       classes, scale: float, mask_value: float, block: int = BLOCK_ROWS
+                       ) -> tuple[torch.Tensor, torch.Tensor]:
     """Child- and head-side Z messages (B, L, N) from P^ (B, L, N) without the (L x L) tensors.
 
     weights: ``ProbabilisticTransformer.flat_weights(layout_order=True)`` (qv (N, K*C*2r), child / head (K*C*r, N),
     classes in ``layout_order``); shape: (K, C, r); mask: (B, L) bool, True on real tokens (pairs with a pad and
-    j = i get ``mask_value``, as ``mask_logits``); scale = w_attn * s_H; classes: the model's DistanceClass list;
-    save_qv: keep q, v for backward instead of recomputing them (faster, 2*K*C*r floats more per token)."""
+    j = i get ``mask_value``, as ``mask_logits``); scale = w_attn * s_H; classes: the model's DistanceClass list."""
     if block < 1:
         raise ValueError(f"block must be >= 1, got {block}")
     layout = ClassLayout(classes, p_hat.shape[1], p_hat.device)
     return _BlockwiseMessages.apply(p_hat, weights["qv"], weights["child"], weights["head"], mask, layout,
-                                    tuple(shape), float(scale), float(mask_value), block, save_qv)
+                                    tuple(shape), float(scale), float(mask_value), block)

@@ -9,9 +9,8 @@ The quantities are those of spec §6.3 steps 3 and 6, for distance classes k(i, 
 Unbounded ("far") classes are one (L x L) product each, kept where the pair is in the class. Bounded ("near")
 classes are evaluated per signed offset d on shifted slices (S[i, i+d] is an elementwise product of q rows and v
 rows d apart) and moved between the (L, 2w+1) band layout and the (L, L) layout by a pad-and-reshape skew
-(``skew`` / ``unskew``), not by index tensors. The per-class views of q, v come from one ``unbind`` (backward: one
-stack) and the contexts are assembled with one ``stack`` in the (B, L, K, C, r) layout of the flat back-projection
-weights: no zero-filled buffers, scatters or per-class index_add copies in forward or backward.
+(``skew`` / ``unskew``), not by index tensors. Per-class views come from one ``unbind`` and the contexts are one
+``stack`` in the layout of the flat back-projection weights (no zero-filled buffers or scatters).
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ their LSE output is not differentiable and the CPU backward returns no gradient 
 
 Only batches without pads and with L >= 2 (``applicable``); the model sends the others, the same math, to the
 blockwise path (``pt_attention``). Half-precision q, v are upcast to float32 for the kernels (as the reference's
-float32 softmax). Not supported (they need the dense Q_h): dropout, damping and step size on H.
+float32 softmax).
 """
 
 from __future__ import annotations
@@ -64,15 +64,6 @@ def fused_layout(classes: tuple) -> FusedLayout:
     far = tuple((k, c.direction, c.lo) for k, c in enumerate(classes) if c.offsets is None)
     near = tuple((k, d) for k, c in enumerate(classes) if c.offsets is not None for d in c.offsets)
     return FusedLayout(far, near)
-
-
-def _frame(direction: int, lo: int, length: int) -> tuple[slice, slice, bool]:
-    """Query rows i, key rows j of a far class with n = L - D pairs of rows, and whether its child call runs on
-    flipped sequences (right class: j >= i + D is anti-causal on the slices q[:n], v[D:])."""
-    n = length - lo
-    if direction < 0:  # left: j <= i - D, queries q[D:], keys v[:n], causal
-        return slice(lo, length), slice(0, n), False
-    return slice(0, n), slice(lo, length), True
 
 
 def _place(x: torch.Tensor, rows: slice, length: int, fill: float = 0.0) -> torch.Tensor:
@@ -114,8 +105,15 @@ def _near(qs, vs, layout: FusedLayout, scale: float) -> list:
 
 
 def _far(layout: FusedLayout, length: int) -> list:
-    """(k, query rows, key rows, flip) for each far class with at least one pair at length L."""
-    return [(k, *_frame(direction, lo, length)) for k, direction, lo in layout.far if lo < length]
+    """(k, query rows i, key rows j, flip) for each far class with at least one pair at length L: left (j <= i - D)
+    queries q[D:], keys v[:L-D], causal; right (j >= i + D) q[:L-D], v[D:], anti-causal (``flip``)."""
+    out = []
+    for k, direction, lo in layout.far:
+        if lo < length:
+            left = direction < 0
+            rows = (slice(lo, length), slice(0, length - lo)) if left else (slice(0, length - lo), slice(lo, length))
+            out.append((k, *rows, not left))
+    return out
 
 
 def _add(parts: list, k: int, x: torch.Tensor) -> None:
@@ -177,7 +175,8 @@ def _backward(qs, vs, gcs, ghs, lse, layout: FusedLayout, scale: float):
     near_r = []
     for k, _, rows, partners, logits in near:
         r_d = (logits - lse[:, :, rows]).exp()                                        # (B, C, m)
-        g_r = (gcs[k][:, :, rows] * vs[k][:, :, partners]).sum(-1) + (qs[k][:, :, rows] * ghs[k][:, :, partners]).sum(-1)
+        g_r = ((gcs[k][:, :, rows] * vs[k][:, :, partners]).sum(-1)
+               + (qs[k][:, :, rows] * ghs[k][:, :, partners]).sum(-1))
         dsum[:, :, rows] += r_d * g_r
         near_r.append((r_d, g_r))
         r_d = r_d[..., None]

@@ -9,10 +9,8 @@ L = n_layers). Derived from Hugging Face's BERT modules as used in :mod:`ptsweep
 
     P_BERT = (V + P + 2) d + 2 d + L (12 d^2 + 13 d) + d^2 + 3 d + V
     P_UT   = (V + P + 2) d + 2 d + (12 d^2 + 13 d) + L d (timestep table) + d^2 + 3 d + V
-    P_PT   = 2 V N + V + N + 2 K C r N + M N                (``ptsweep.models.pt.pt_param_count``)
 
-"non_embedding" removes the lookup tables: for BERT/UT the word, position and token-type tables ((V + P + 2) d);
-for PT the terms of S, W_out and b_out (2 V N + V).
+"non_embedding" removes the word, position and token-type tables ((V + P + 2) d); PT: ``models.pt.pt_param_count``.
 
 FLOPs per token (training = forward + backward = 3 x forward; a matmul of m x k by k x n counts 2 m k n):
 
@@ -23,32 +21,9 @@ keys (no padding assumed); the MLM head (transform + decoder) runs only at the m
 the same FLOPs as BERT with the same d and L (weights are shared, compute is not). Excluded (all O(d) or O(S) per
 token): embedding lookups and sums, LayerNorm, GELU, softmax, biases, residual adds, dropout, the loss.
 
-Head rule (:func:`default_heads`): head_dim = the smallest divisor of d that is >= min(64, d); heads = d / head_dim.
-So multiples of 64 get head dim 64 (BERT's), d < 64 gets one head, and e.g. d = 360 gets 5 heads of 72.
-
-Fixed-depth width matching (:func:`match_width`, used by the benchmarks): d ranges over the multiples of 8
-(WIDTH_STEP); the d whose total parameter count is closest to PT's is chosen (ties -> smaller d), and it must lie
-within 5% (MATCH_TOLERANCE) or ValueError.
-
-Baseline families for the scaling comparison (:func:`match_shape`; README "Baseline shapes"). Depth and width grow
-together, with BERT's head dim 64:
-
-    BERT  d = 64 h (h heads of 64), n_layers L with h <= L <= 2h, i.e. aspect ratio d / L in [32, 64]: the band of
-          the BERT family (mini 256/4, medium 512/8, base 768/12: 64; large 1024/24: 43). Kaplan et al. 2020
-          (Fig. 5) measure the loss within a few % over aspect ratios 20-200 at fixed non-embedding size, so the
-          band costs BERT nothing. The shape is the candidate whose matched count is closest to PT's in log
-          (ties -> fewer layers).
-    UT    n_layers (steps) = the L of the BERT matched at the same scale, d = 64 h closest to the count with those
-          steps. A UT is wider than 64 x its steps by design: all its parameters sit in one shared layer, so at
-          matched parameters it must be wider than the BERT of the same depth (ALBERT's shared-layer models run
-          d / L = 64-341). Giving it BERT's aspect ratio instead would take 134 steps at PT's largest paper scale.
-          Under match=flops the UT gets the BERT's shape exactly (same FLOPs formula).
-
-The matched count (``sweep.match``): "total" ([S]), "non_embedding", or "flops" (training FLOPs per token; the
-token budget is the same for every model, so this is matched training compute). The match is the closest rule
-shape, not exact: ``match_ratio`` reports count / PT's count; beyond MAX_MISMATCH the match is refused
-(ValueError). Toy vocabularies at toy widths (the demo: V = 8192, d <= 256) leave 64-wide steps coarse against V d,
-so the demo's ratios reach 1.35; the paper preset's stay within 1.07 (README table).
+Head rule: :func:`default_heads`. Fixed-depth width matching (benchmarks): :func:`match_width`. The baseline
+families of the scaling comparison and their matched count (``sweep.match``: total | non_embedding | flops):
+:func:`match_shape`, README "Baseline shapes"; beyond MAX_MISMATCH the match is refused (ValueError).
 """
 
 from __future__ import annotations
@@ -70,8 +45,15 @@ MAX_HEADS = 256
 MAX_MISMATCH = 0.5
 """Largest allowed |log(count / PT's count)| of a rule shape, as a ratio - 1 (beyond: ValueError)."""
 MATCH_KEYS = ("total", "non_embedding", "flops")
+SCHEMAS = {"bert": BertConfig, "ut": UTConfig}
+"""The baseline config of each kind."""
 TYPE_VOCAB_SIZE = 2
-"""Token-type rows of BERT's embedding (mirrors ``ptsweep.models.bert.TYPE_VOCAB_SIZE``)."""
+"""Token-type (segment) table rows, as in BERT; only row 0 is ever used (single-segment MLM)."""
+
+
+def _check_kind(kind: str) -> None:
+    if kind not in SCHEMAS:
+        raise ValueError(f"kind must be 'bert' or 'ut', got {kind!r}")
 
 
 def default_heads(d: int) -> int:
@@ -126,9 +108,7 @@ def flops_per_token(model_cfg, vocab_size: int, seq_len: int, mask_prob: float =
 def match_width_to_count(kind: str, target: int, vocab_size: int, n_layers: int = 4,
                          max_positions: int = 512) -> BertConfig | UTConfig:
     """The BERT/UT config (width a multiple of WIDTH_STEP) whose total count is closest to ``target`` (within 5%)."""
-    schemas = {"bert": BertConfig, "ut": UTConfig}
-    if kind not in schemas:
-        raise ValueError(f"kind must be 'bert' or 'ut', got {kind!r}")
+    _check_kind(kind)
     shared = kind == "ut"
     best_d, best_err = None, float("inf")
     for d in range(WIDTH_STEP, MAX_WIDTH + 1, WIDTH_STEP):
@@ -141,7 +121,7 @@ def match_width_to_count(kind: str, target: int, vocab_size: int, n_layers: int 
     if best_d is None or best_err > MATCH_TOLERANCE:
         raise ValueError(f"no {kind} width (multiple of {WIDTH_STEP}) matches {target} parameters within "
                          f"{MATCH_TOLERANCE:.0%} (closest: d={best_d}, off by {best_err:.1%})")
-    cfg = schemas[kind](width=best_d, n_layers=n_layers, n_heads=0, max_positions=max_positions)
+    cfg = SCHEMAS[kind](width=best_d, n_layers=n_layers, n_heads=0, max_positions=max_positions)
     cfg.validate()
     return cfg
 
@@ -172,14 +152,6 @@ def describe(model_cfg, vocab_size: int, seq_len: int, mask_prob: float = 0.15) 
     return out
 
 
-# ------------------------------------------------------------------------------------------------------------------
-# Baseline families with standard shapes (module docstring): BERT d = 64h, h <= L <= 2h; UT with BERT's depth
-# ------------------------------------------------------------------------------------------------------------------
-def _shape_cfg(kind: str, d: int, n_layers: int, max_positions: int) -> BertConfig | UTConfig:
-    cls = {"bert": BertConfig, "ut": UTConfig}[kind]
-    return cls(width=d, n_layers=n_layers, n_heads=d // HEAD_DIM, max_positions=max_positions)
-
-
 def measure(model_cfg, match: str, vocab_size: int, seq_len: int, mask_prob: float = 0.15) -> float:
     """The count a baseline is matched by: total or non-embedding parameters, or training FLOPs per token."""
     if match not in MATCH_KEYS:
@@ -194,7 +166,7 @@ def _closest(kind: str, shapes, target: float, match: str, vocab_size: int, seq_
     """The config among ``shapes`` ((d, L) pairs, in order of preference for ties) closest to ``target`` in log."""
     best, best_err = None, math.inf
     for d, n_layers in shapes:
-        cfg = _shape_cfg(kind, d, n_layers, max_positions)
+        cfg = SCHEMAS[kind](width=d, n_layers=n_layers, n_heads=d // HEAD_DIM, max_positions=max_positions)
         err = abs(math.log(measure(cfg, match, vocab_size, seq_len, mask_prob) / target))
         if err < best_err - 1e-12:
             best, best_err = cfg, err
@@ -208,8 +180,7 @@ def _closest(kind: str, shapes, target: float, match: str, vocab_size: int, seq_
 def match_shape(kind: str, pt_cfg: PTConfig, vocab_size: int, seq_len: int, mask_prob: float = 0.15,
                 match: str = "total", max_positions: int = 512) -> BertConfig | UTConfig:
     """The BERT / UT of the sizing rule (module docstring) whose ``match`` count is closest to ``pt_cfg``'s."""
-    if kind not in ("bert", "ut"):
-        raise ValueError(f"kind must be 'bert' or 'ut', got {kind!r}")
+    _check_kind(kind)
     target = measure(pt_cfg, match, vocab_size, seq_len, mask_prob)
     args = (target, match, vocab_size, seq_len, mask_prob, max_positions)
     bert_shapes = ((HEAD_DIM * h, n) for h in range(1, MAX_HEADS + 1) for n in range(h, 2 * h + 1))

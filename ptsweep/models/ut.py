@@ -6,8 +6,7 @@
 
 ``e_t`` is a learned timestep embedding (table n_layers x d, role input, SP init N(0, 0.02^2)) added before every
 step, as in Dehghani et al.; unlike their UT, position embeddings are added only once (as BERT does) and there is no
-ACT (a fixed number of steps). Embeddings, head, roles and init are shared with BERT via
-:class:`ptsweep.models.bert.MLMBackbone`.
+ACT (a fixed number of steps).
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 import torch
+from tqdm import tqdm
 
 from ptsweep import data as data_mod
 from ptsweep import metrics
@@ -27,17 +28,13 @@ from ptsweep.train.step import (accumulate_gradients, evaluate, final_evaluation
 
 def run(cfg: RunConfig, tracker, run_dir: Path | None = None,
         report_fn: Callable[[dict], None] | None = None) -> dict:
-    """Train ``cfg`` and return the final metrics (``ptsweep.train``'s docstring). ``tracker``: a
-    ``ptsweep.tracking.Tracker`` (start/log/finish are called here). ``report_fn(metrics)`` is called after every
-    evaluation (Ray Tune).
-
-    An exception (from the loop or from ``report_fn``) is recorded with ``tracker.finish`` and re-raised: status
-    "failed", "interrupted" (KeyboardInterrupt / SystemExit) or the exception's own ``status`` string attribute (a
-    sweep's early-stop exception can carry ``status = "early_stopped"``)."""
+    """Train ``cfg`` and return the final metrics (``ptsweep.train``'s docstring); ``tracker.start/log/finish`` are
+    called here, ``report_fn(metrics)`` after every evaluation (Ray Tune). An exception (from the loop or from
+    ``report_fn``) is recorded with ``tracker.finish`` and re-raised: status "failed", "interrupted"
+    (KeyboardInterrupt / SystemExit) or the exception's own ``status`` string (e.g. "early_stopped")."""
     t_start = time.perf_counter()
     default_dir = run_dir is None
-    run_dir = Path(run_dir) if run_dir is not None else default_run_dir(cfg)
-    run_dir = run_dir.resolve()
+    run_dir = (default_run_dir(cfg) if default_dir else Path(run_dir)).resolve()
     check_resume(cfg, run_dir, default_dir)  # before anything is written or recorded
     run_dir.mkdir(parents=True, exist_ok=True)
     save_config_dir(run_dir, cfg)
@@ -64,9 +61,6 @@ def _train(cfg: RunConfig, tracker, run_dir: Path, report_fn, t_start: float) ->
     return _final_metrics(r, end, report_fn)
 
 
-# --------------------------------------------------------------------------------------------------------------
-# Set-up: what every step shares
-# --------------------------------------------------------------------------------------------------------------
 @dataclass
 class _Run:
     """One run's model, optimizer, data and counters (``state``: step, history, losses; what a checkpoint keeps)."""
@@ -129,9 +123,7 @@ def _setup(cfg: RunConfig, tracker, run_dir: Path, t_start: float) -> _Run:
     if tc.compile:
         model.encode = torch.compile(model.encode)  # the heavy part; the head is one matmul
 
-    val = data_mod.val_batches(corpus, cfg.data, tc.batch_size)
-    if tc.eval_batches:
-        val = val[: tc.eval_batches]
+    val = data_mod.val_batches(corpus, cfg.data, tc.batch_size)[: tc.eval_batches or None]
     baseline = metrics.NoContextBaseline.of(corpus, cfg.data)
     counts = param_count(cfg.model, V)
     static = {
@@ -148,9 +140,6 @@ def _setup(cfg: RunConfig, tracker, run_dir: Path, t_start: float) -> _Run:
                 steps=num_steps(cfg), tokens_per_step=tc.batch_size * cfg.data.seq_len, wall_before=state["wall_s"])
 
 
-# --------------------------------------------------------------------------------------------------------------
-# The step loop
-# --------------------------------------------------------------------------------------------------------------
 @dataclass
 class _LoopEnd:
     """Where the step loop ended."""
@@ -178,13 +167,8 @@ def _step_loop(r: _Run, report_fn) -> _LoopEnd:
     t_train = 0.0
     last_ckpt = time.perf_counter()
     reported = -1
-    bar = None
-    if tc.progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=r.steps, initial=start_step, desc=r.run_dir.name, unit="step", dynamic_ncols=True,
-                   file=sys.stderr, leave=False)
-    try:
+    with tqdm(total=r.steps, initial=start_step, desc=r.run_dir.name, unit="step", dynamic_ncols=True,
+              file=sys.stderr, leave=False, disable=not tc.progress) as bar:
         while step < r.steps and not diverged:
             t0 = time.perf_counter()
             loss, grad_norm, factor = _optimizer_step(r, step)
@@ -207,17 +191,13 @@ def _step_loop(r: _Run, report_fn) -> _LoopEnd:
                 diverged = _evaluate_and_report(r, step, report_fn)
                 if report_fn is not None:
                     reported = step
-            if bar is not None:
-                bar.update(1)
+            bar.update(1)
             if tc.stop_after_steps and step - start_step >= tc.stop_after_steps and step < r.steps:
                 stopped = True
                 break
             if tc.checkpoint_every_s > 0 and time.perf_counter() - last_ckpt >= tc.checkpoint_every_s:
                 r.checkpoint()
                 last_ckpt = time.perf_counter()
-    finally:
-        if bar is not None:
-            bar.close()
     return _LoopEnd(step, start_step, t_train, diverged, stopped, reported)
 
 
@@ -249,8 +229,7 @@ def _log_training(r: _Run, step: int, train_loss: float, tps: float, factor: flo
     for g in r.optimizer.param_groups:
         row[f"lr/{g.get('role', 'group')}"] = g["lr"]
     r.log(row, step)
-    if bar is not None:
-        bar.set_postfix(loss=f"{train_loss:.3f}", tok_s=f"{tps:,.0f}")
+    bar.set_postfix(loss=f"{train_loss:.3f}", tok_s=f"{tps:,.0f}")
 
 
 def _evaluate_and_report(r: _Run, step: int, report_fn) -> bool:
@@ -264,9 +243,6 @@ def _evaluate_and_report(r: _Run, step: int, report_fn) -> bool:
     return diverged
 
 
-# --------------------------------------------------------------------------------------------------------------
-# Final metrics
-# --------------------------------------------------------------------------------------------------------------
 def _final_metrics(r: _Run, end: _LoopEnd, report_fn) -> dict:
     """Status (ok | diverged | stopped), the last checkpoint (not for a diverged run), the final evaluation of a
     finished run (``final_evaluation``) and the final metrics dict."""

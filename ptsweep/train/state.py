@@ -1,9 +1,7 @@
 """A run's state outside the model math: device and precision, RNG, checkpoints and the resume check, run folders.
 
-Run folders: ``<out_dir>/train/<run_name or model-w<width>-s<seed>>-<config hash>`` (``ptsweep.identity``).
-Checkpoints (``<run_dir>/checkpoint.pt``): model, optimizer, the loop's counters and history (``state``), the RNG
-states (torch CPU and CUDA, numpy, random) and the composed config; always written via a temporary file +
-``os.replace``. ``train.resume=true`` refuses a checkpoint written under another config (:func:`check_resume`).
+Checkpoints (``<run_dir>/checkpoint.pt``): model, optimizer, the loop's ``state``, the RNG states (torch CPU and
+CUDA, numpy, random) and the composed config, written via a temporary file + ``os.replace``.
 """
 
 from __future__ import annotations
@@ -28,16 +26,13 @@ from ptsweep.tracking import OVERRIDES_ENV
 CHECKPOINT = "checkpoint.pt"
 
 
-# --------------------------------------------------------------------------------------------------------------
-# Run folders and the resume check
-# --------------------------------------------------------------------------------------------------------------
 def run_label(cfg: RunConfig) -> str:
     return cfg.run_name or f"{cfg.model.name}-w{cfg.model.width}-s{cfg.seed}"
 
 
 def default_run_dir(cfg: RunConfig) -> Path:
-    """<out_dir>/train/<run_name or model-w<width>-s<seed>>-<config hash>: runs that differ in any result-relevant
-    key (e.g. only optim.lr) never share a folder."""
+    """<out_dir>/train/<run_name or model-w<width>-s<seed>>-<config hash> (``ptsweep.identity``): runs that differ in
+    any result-relevant key (e.g. only optim.lr) never share a folder."""
     return Path(cfg.out_dir) / "train" / f"{run_label(cfg)}-{config_hash(cfg)}"
 
 
@@ -87,9 +82,6 @@ def save_config_dir(run_dir: Path, cfg: RunConfig) -> None:
     (d / "overrides.yaml").write_text(yaml.safe_dump([str(o) for o in overrides], sort_keys=False))
 
 
-# --------------------------------------------------------------------------------------------------------------
-# Device, precision, RNG
-# --------------------------------------------------------------------------------------------------------------
 def resolve_device(spec: str) -> torch.device:
     """'auto' -> cuda if available else cpu. On the CPU, also flush denormal floats to zero: PT's saturated MFVI
     softmaxes produce denormal probabilities and gradients, which made CPU matmuls ~4x slower (bench/, 2026-11)."""
@@ -127,9 +119,6 @@ def set_rng_state(state: dict) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-# --------------------------------------------------------------------------------------------------------------
-# Checkpoints
-# --------------------------------------------------------------------------------------------------------------
 def save_checkpoint(path: Path, payload: dict) -> None:
     """torch.save to a temporary file in the same folder, then os.replace (atomic on POSIX)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -157,12 +146,9 @@ def initial_state(cfg: RunConfig, run_dir: Path, model, optimizer, tracker, devi
         set_rng_state(ckpt["rng"])
         # the tracker starts a fresh local history file: restore what was kept (W&B resumes its own run by id,
         # so nothing is replayed there)
-        restore = getattr(tracker, "restore_history", None)
+        replay = getattr(tracker, "restore_history", tracker.log)
         for row in state["history"]:
-            if restore is not None:
-                restore({k: v for k, v in row.items() if k != "step"}, row["step"])
-            else:
-                tracker.log({k: v for k, v in row.items() if k != "step"}, row["step"])
+            replay({k: v for k, v in row.items() if k != "step"}, row["step"])
     elif cfg.train.resume:
         print(f"train.resume: no checkpoint in {run_dir}, starting from step 0", file=sys.stderr)
     return state

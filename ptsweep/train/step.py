@@ -22,9 +22,6 @@ from ptsweep.models import IGNORE_INDEX, mlm_logits, mlm_loss
 from ptsweep.train.state import autocast_context
 
 
-# --------------------------------------------------------------------------------------------------------------
-# Schedule
-# --------------------------------------------------------------------------------------------------------------
 def num_steps(cfg: RunConfig) -> int:
     """ceil(train.tokens / (batch_size * seq_len))."""
     return max(1, math.ceil(cfg.train.tokens / (cfg.train.batch_size * cfg.data.seq_len)))
@@ -43,9 +40,6 @@ def lr_factor(step: int, total: int, warmup_frac: float, schedule: str, min_frac
     return 1.0 - (1.0 - min_frac) * progress  # linear
 
 
-# --------------------------------------------------------------------------------------------------------------
-# Micro-batches and gradient accumulation
-# --------------------------------------------------------------------------------------------------------------
 def to_device(batch: dict, device: torch.device) -> dict:
     return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
 
@@ -123,9 +117,6 @@ def resolve_micro_batch(setting, model, batch: dict, device: torch.device, preci
     return largest_fitting(bsz, fits)
 
 
-# --------------------------------------------------------------------------------------------------------------
-# Evaluation
-# --------------------------------------------------------------------------------------------------------------
 @torch.no_grad()
 def evaluate(model, batches: list[dict], device: torch.device, precision: str,
              baseline: metrics.NoContextBaseline | None = None) -> dict[str, float]:
@@ -158,10 +149,9 @@ def evaluate(model, batches: list[dict], device: torch.device, precision: str,
 
 
 def final_evaluation(model, corpus, cfg: RunConfig, device, baseline, state: dict, n_eval_batches: int) -> dict:
-    """After a finished run: (1) when ``train.eval_batches`` capped the in-loop evaluations, the validation metrics
-    again on every validation block (the loop's cheaper subset only served ASHA / curves); (2) the held-out TEST
-    split (``data.max_test_blocks``), which no search ever looks at: test_loss (+ _se), test_unigram_loss (+ _se),
-    test_gain_over_unigram (+ _se), test_tokens, test_blocks. Returns the metrics to merge into the final ones."""
+    """After a finished run, the metrics to merge into the final ones: the validation metrics on every block when
+    ``train.eval_batches`` capped the in-loop ones, and those of the held-out TEST split (``data.max_test_blocks``;
+    no search looks at it) prefixed test_ (test_loss, test_loss_se, test_unigram_loss, ...)."""
     tc = cfg.train
     out: dict = {}
     full = data_mod.val_batches(corpus, cfg.data, tc.batch_size)

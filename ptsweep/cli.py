@@ -1,18 +1,8 @@
 """Command line: ``python -m ptsweep <command> [hydra overrides]``: subcommands -> ``config.compose`` -> dispatch.
 
-Configs are composed by :func:`ptsweep.config.compose` from ``conf/`` (``config.yaml`` + groups;
-``preset=smoke|demo|paper`` applies a ``# @package _global_`` override file) and validated into a
-:class:`ptsweep.config.RunConfig`.
-
-Errors a user can fix (a bad override, an unknown key, an impossible value, a missing corpus, a missing sweep
-module) print ONE line ``error: <message naming the key>`` to stderr and exit with status 2; ``--debug`` shows the
-traceback instead.
-
-Commands:
-    size             shape, parameter counts and FLOPs/token of a model (no data loading)
-    train            one training run; prints the final metrics and the run folder
-    plan             per sweep trial: params, FLOPs/token, predicted memory, micro-batch, GPU-hours (planner)
-    tune-small ...   the sweeps, each ``ptsweep.sweeps.<module>.run(cfg) -> Path`` (dispatched by the SWEEPS table)
+Commands: size, train, plan (:mod:`ptsweep.planner`) and the sweeps of the :data:`SWEEPS` table. Errors a user can
+fix (a bad override, an unknown key, an impossible value, a missing corpus, a missing sweep module) print ONE line
+``error: <message naming the key>`` to stderr and exit with status 2; ``--debug`` shows the traceback instead.
 """
 
 from __future__ import annotations
@@ -21,12 +11,14 @@ import argparse
 import importlib
 import json
 import math
+import os
+import shlex
 import signal
 import sys
 import threading
 
-from ptsweep.config import RunConfig, compose
-from ptsweep.errors import ConfigError
+from ptsweep.config import RunConfig, compose, to_dict
+from ptsweep.errors import ConfigError, DataError, TrackerError
 
 # command -> (module exposing ``run(cfg: RunConfig) -> Path``, one-line help). Explicit table, imported lazily.
 SWEEPS: dict[str, tuple[str, str]] = {
@@ -49,24 +41,10 @@ def _one_line(msg: str) -> str:
     return "; ".join(parts) if parts else "unknown error"
 
 
-def _user_errors() -> tuple[type[BaseException], ...]:
-    """Exception types that are the user's to fix (printed as one line). Optional modules are looked up lazily."""
-    errors: list[type[BaseException]] = [CLIError, ConfigError]
-    try:
-        from ptsweep.errors import DataError
-
-        errors.append(DataError)
-    except ImportError:
-        pass
-    from ptsweep.errors import TrackerError
-
-    errors.append(TrackerError)
-    return tuple(errors)
+USER_ERRORS = (CLIError, ConfigError, DataError, TrackerError)
+"""Exception types that are the user's to fix (printed as one line)."""
 
 
-# --------------------------------------------------------------------------------------------------------------
-# Commands
-# --------------------------------------------------------------------------------------------------------------
 def _fmt_count(n: float) -> str:
     for unit, scale in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
         if abs(n) >= scale:
@@ -132,32 +110,27 @@ def _summary(metrics: dict) -> str:
     return json.dumps({k: fmt(v) for k, v in metrics.items() if k not in ("history", "run_dir")}, default=str)
 
 
-def cmd_plan(cfg: RunConfig, sweeps: list[str], gpu_mem: float, peak_tflops: float, mfu: float) -> int:
-    """Print the run plan of the sweeps (ptsweep.planner): per trial shape memory, micro-batch and GPU-hours."""
+def cmd_plan(args) -> int:
+    """Print the run plan (ptsweep.planner) of the sweeps that ``sweep=<name>[,<name>]`` tokens and --sweep select
+    (other tokens stay Hydra overrides): per trial shape memory, micro-batch and GPU-hours."""
     from ptsweep import planner
-
-    rows = planner.plan(cfg, sweeps, gpu_mem, peak_tflops, mfu)
-    print(planner.format_plan(rows, cfg, gpu_mem, peak_tflops, mfu))
-    return 0
-
-
-def _plan_sweeps(args) -> tuple[list[str], list[str]]:
-    """``sweep=<name>[,<name>]`` tokens and --sweep select planned sweeps; other tokens stay Hydra overrides."""
-    from ptsweep.planner import SWEEPS as PLAN_SWEEPS
 
     names, rest = [], []
     for tok in args.overrides:
         key, _, value = tok.partition("=")
-        if key == "sweep" and value and all(v in PLAN_SWEEPS for v in value.split(",")):
+        if key == "sweep" and value and all(v in planner.SWEEPS for v in value.split(",")):
             names += value.split(",")
         else:
             rest.append(tok)
     if args.sweep:
         names += args.sweep.split(",")
-    bad = [n for n in names if n not in PLAN_SWEEPS]
+    bad = [n for n in names if n not in planner.SWEEPS]
     if bad:
-        raise CLIError(f"sweep: unknown sweep {bad[0]!r} (choose from {', '.join(PLAN_SWEEPS)})")
-    return names or list(PLAN_SWEEPS), rest
+        raise CLIError(f"sweep: unknown sweep {bad[0]!r} (choose from {', '.join(planner.SWEEPS)})")
+    cfg = compose(rest)
+    rows = planner.plan(cfg, names or list(planner.SWEEPS), args.gpu_mem, args.peak_tflops, args.mfu)
+    print(planner.format_plan(rows, cfg, args.gpu_mem, args.peak_tflops, args.mfu))
+    return 0
 
 
 def cmd_train(cfg: RunConfig) -> int:
@@ -165,11 +138,10 @@ def cmd_train(cfg: RunConfig) -> int:
     from ptsweep import train
     from ptsweep.tracking import make_tracker
 
-    tracker = make_tracker(cfg.tracker)
-    metrics = train.run(cfg, tracker)
-    print(_summary(metrics))
     from ptsweep.metrics import format_loss
 
+    metrics = train.run(cfg, make_tracker(cfg.tracker))
+    print(_summary(metrics))
     stale = metrics.get("status") == "stopped" and metrics.get("val_step", metrics.get("steps")) != metrics.get("steps")
     when = f" (last evaluation, at step {metrics['val_step']} of {metrics['steps']})" if stale else ""
     print(f"validation{when}: {format_loss(metrics)}")
@@ -193,9 +165,6 @@ def cmd_sweep(command: str, cfg: RunConfig) -> int:
     return 0
 
 
-# --------------------------------------------------------------------------------------------------------------
-# Entry point
-# --------------------------------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m ptsweep",
@@ -230,8 +199,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _resume_command(argv: list[str] | None) -> str:
     """The command line that repeats (and so resumes) this one."""
-    import shlex
-
     return " ".join(shlex.quote(a) for a in ["python", "-m", "ptsweep", *(argv if argv is not None else sys.argv[1:])])
 
 
@@ -255,18 +222,13 @@ def _dispatch(args, stop_line) -> int:
     """Run the parsed command; user errors -> one line, status 2; Ctrl-C -> the stop line, status 130."""
     try:
         if args.command == "plan":
-            sweeps, overrides = _plan_sweeps(args)
-            return cmd_plan(compose(overrides), sweeps, args.gpu_mem, args.peak_tflops, args.mfu)
+            return cmd_plan(args)
         cfg = compose(args.overrides)
         if args.cfg:
             import yaml
 
-            from ptsweep.config import to_dict
-
             print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="")
             return 0
-        import os
-
         from ptsweep.tracking import OVERRIDES_ENV
 
         os.environ[OVERRIDES_ENV] = json.dumps(list(args.overrides))  # saved as .hydra/overrides.yaml by each run
@@ -275,7 +237,7 @@ def _dispatch(args, stop_line) -> int:
         if args.command == "train":
             return cmd_train(cfg)
         return cmd_sweep(args.command, cfg)
-    except _user_errors() as e:
+    except USER_ERRORS as e:
         if args.debug:
             raise
         print(f"error: {_one_line(str(e))}", file=sys.stderr)

@@ -1,24 +1,15 @@
 """Run and trial identity: which config keys change a result, and the hashes that name run folders and trials.
 
-Every identity ptsweep computes starts from :func:`result_config`: the flat config (dotted keys) minus the
-result-neutral keys below (where outputs go, trackers, Ray, sweep settings, progress, threads, checkpointing,
-device). Two configs that differ only there compute the same numbers and get the same identity:
+Every identity starts from :func:`result_config`: the flat config (dotted keys) minus the result-neutral keys
+(outputs, trackers, Ray, sweep settings, progress, threads, checkpointing, device), so two configs that differ only
+there share it. :func:`config_hash` (8 hex digits) names a run folder ``<out_dir>/train/<label>-<hash>`` and is the
+resume check; :func:`trial_key` (``[label-]`` + 10 hex digits) names a sweep trial's ledger folder
+``<study>/trials/<key>/`` and, through :func:`trial_config`, the base config an Optuna study was created for.
 
-- :func:`config_hash` (8 hex digits) names a training run's folder ``<out_dir>/train/<label>-<hash>``; the resume
-  check compares :func:`result_config` of the checkpoint with the current one;
-- :func:`trial_key` (``[label-]`` + 10 hex digits) names a sweep trial, its ledger folder
-  ``<study>/trials/<key>/`` and, through :func:`trial_config`, the base config an Optuna study was created for.
-
-A key added to the schema after results were recorded is hashed only where it changes the computation from the one
-before it (:data:`LEGACY_EQUIVALENT`), so the ledgers of earlier studies keep their keys.
-
-An unset key whose value in effect depends on another key (``model.damping_z``: None means the parametrization's
-default) is hashed as that value, so a run with the default and one that sets the same value explicitly share an
-identity, and a change of a default never lets an old result stand for a new computation.
-
-The two digests write floats differently: ``config_hash`` by repr at the top level only (a list of floats stays
-JSON numbers), trial keys also inside lists. Both forms are kept as they were: run folders and the trial ledgers of
-studies started earlier are found by these exact values.
+A key added to the schema after results were recorded is hashed only where it changes the computation
+(:data:`LEGACY_EQUIVALENT`); an unset key whose value in effect depends on another (``model.damping_z``) is hashed
+as that value. The two digests write floats differently (``config_hash`` by repr at the top level only, trial keys
+also inside lists); both are kept as they were, since existing run folders and ledgers are found by these values.
 """
 
 from __future__ import annotations

@@ -25,9 +25,6 @@ def resolve_path(p: str | os.PathLike[str]) -> Path:
     return path if path.is_absolute() else repo_root() / path
 
 
-# --------------------------------------------------------------------------------------------------------------
-# JSON and atomic writes (records, ledgers and tables of runs and sweeps)
-# --------------------------------------------------------------------------------------------------------------
 def jsonable(v: Any) -> Any:
     """Plain JSON types: tensors / numpy scalars -> Python numbers, Paths -> str, tuples -> lists."""
     if isinstance(v, Mapping):

@@ -1,28 +1,24 @@
-"""Validation metrics with their noise, next to the trivial baseline every loss must be read against.
+"""Validation metrics with their noise, next to the trivial baselines every loss must be read against.
 
-- **Masked-token cross-entropy** (spec §5) averaged over all scored tokens of the fixed-mask validation set, with its
-  standard error. Tokens of one block are correlated (same text, same context), so the error is the cluster-robust
-  one of a ratio estimator over blocks b with loss sum S_b and n_b scored tokens (N = sum n_b, m = S / N):
+- **Masked-token cross-entropy** (spec §5) over all scored tokens of the fixed-mask validation set, with the
+  cluster-robust SE of a ratio estimator over blocks b (tokens of one block are correlated) with loss sum S_b and
+  n_b scored tokens (N = sum n_b, m = S / N):
 
       SE(m)^2 = B / (B - 1) * sum_b (S_b - m n_b)^2 / N^2
 
-  (it reduces to s / sqrt(N) when every block holds one token).
 - **Unigram baseline**: the cross-entropy of the training-set token frequencies (add-one smoothed over the
-  non-special vocabulary) on the same masked tokens. A model that does not beat it has learned no context.
-- **Gain over unigram**: the paired per-token difference model - unigram with its clustered SE (paired, so it is far
-  more precise than the two losses' errors suggest).
-- **No-context baseline** (:class:`NoContextBaseline`): the best predictor that sees only the target's own input token.
-  Under BERT's corruption (a target t shows [MASK] with p_m, a uniform random regular token with p_r, itself with
-  p_u = 1 - p_m - p_r; R regular tokens, unigram prior p), Bayes gives
+  non-special vocabulary) on the same tokens; ``gain_over_unigram`` = unigram - model, paired (far more precise
+  than the two losses' errors suggest).
+- **No-context baseline** (:class:`NoContextBaseline`): the Bayes predictor that sees only the target's own input
+  token. Under BERT's corruption (a target shows [MASK] with p_m, a uniform random regular token with p_r, itself
+  with p_u = 1 - p_m - p_r; R regular tokens, unigram prior p):
 
       P(t | [MASK]) = p(t),     P(t | x) = p(t) (p_u 1[t = x] + p_r / R) / (p_u p(x) + p_r / R)   (x visible)
 
-  so on the 20 % of targets that show a token it beats the unigram without any context (0.57 nats on the
-  lr_study validation set). ``gain_over_no_context`` = no-context - model on all targets.
-- **Context gain**: on the targets whose input is [MASK] - the only ones no context-free predictor can beat the
-  unigram on - ``context_gain`` = unigram - model (paired, clustered SE), with ``mask_loss`` and
-  ``mask_unigram_loss`` on the same targets. A model has **learned context** when ``context_gain`` > 2 SE
-  (:func:`learned_context`).
+  ``gain_over_no_context`` = no-context - model on all targets.
+- **Context gain**: on the targets whose input is [MASK] (where no context-free predictor beats the unigram),
+  ``context_gain`` = unigram - model (paired), with ``mask_loss`` and ``mask_unigram_loss`` on the same targets.
+  A model has **learned context** when ``context_gain`` > 2 SE (:func:`learned_context`).
 """
 
 from __future__ import annotations
@@ -35,7 +31,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ptsweep.metric_keys import CONTEXT_KEYS, EVAL_KEYS, LEDGER_KEYS, learned_context  # noqa: F401 (re-exported)
+from ptsweep.metric_keys import CONTEXT_KEYS, learned_context
 
 UNIGRAM_FILE = "unigram_counts.npy"
 
@@ -146,8 +142,6 @@ class NoContextBaseline:
 def token_losses(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Per-token cross-entropy (n,) of ``logits`` (n, V) in fp32."""
     return F.cross_entropy(logits.float(), targets, reduction="none")
-
-
 
 
 def summarize(model_losses: torch.Tensor, unigram_losses: torch.Tensor, block: torch.Tensor,

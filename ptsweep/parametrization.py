@@ -15,10 +15,9 @@ rule set; `build_optimizer` makes one AdamW group per (role, multiplier) and the
 N is the model width (dim_z). "Output LR eta/N" follows [S] Table 2 (App. C's multiplier 1 is wrong without a 1/N
 forward multiplier; spec §8).
 
-Three muP variants share these rules: 'mup_paper' uses the table literally; 'mup' and 'mup_sp' multiply the init
-std and the LR of some tensors by base-shape constants declared with the parameter (``mup_init_mult``,
-``mup_lr_mult``: same exponent of N, a different constant; see ``models.pt_constants.MFVIConstants``). 'mup_sp' picks
-them so that at the base width every tensor's init and AdamW update equal SP's.
+'mup_paper' uses the table literally; 'mup' and 'mup_sp' multiply the init std and the LR of some tensors by
+base-shape constants declared with the parameter (``mup_init_mult``, ``mup_lr_mult``: same exponent of N;
+``models.pt_constants.MFVIConstants``), 'mup_sp' so that at the base width every init and AdamW update is SP's.
 """
 
 from __future__ import annotations
@@ -115,28 +114,19 @@ def init_parameters(module: nn.Module, width: int, parametrization: str,
 
 
 def param_groups(module: nn.Module, width: int, parametrization: str, weight_decay: float = 0.0) -> list[dict]:
-    """One optimizer group per (role, declared LR constant), each carrying ``lr_mult`` = the role's multiplier x the
-    constant under muP (SP: 1) and ``role`` for logging.
-
-    Weight decay applies to matrices (input/hidden/output) but not to gains and biases."""
+    """One optimizer group per (role, declared LR constant), in :class:`Role` order, each carrying ``lr_mult`` = the
+    role's multiplier x the constant under muP (SP: 1) and ``role`` for logging. Weight decay applies to matrices
+    (input/hidden/output) but not to gains and biases."""
     mup = is_mup(parametrization)
     by_key: dict[tuple[Role, float], list[nn.Parameter]] = {}
     for p in module.parameters():
         if p.requires_grad:
             const = getattr(p, _MUP_LR_ATTR, 1.0) if mup else 1.0
             by_key.setdefault((role_of(p), const), []).append(p)
-    groups = []
-    for role in Role:
-        for (r, const), params in by_key.items():
-            if r is not role:
-                continue
-            groups.append({
-                "params": params,
-                "role": role.value,
-                "lr_mult": lr_multiplier(role, width, parametrization) * const,
-                "weight_decay": 0.0 if role in (Role.GAIN, Role.BIAS) else weight_decay,
-            })
-    return groups
+    order = list(Role)
+    return [{"params": params, "role": role.value, "lr_mult": lr_multiplier(role, width, parametrization) * const,
+             "weight_decay": 0.0 if role in (Role.GAIN, Role.BIAS) else weight_decay}
+            for (role, const), params in sorted(by_key.items(), key=lambda kv: order.index(kv[0][0]))]
 
 
 def build_optimizer(module: nn.Module, width: int, parametrization: str, lr: float,

@@ -8,28 +8,21 @@ Trials per sweep (the same enumeration as the sweep modules; early stopping igno
                       sweep.baseline.samples (0 = sweep.num_samples) search runs at baseline.search_frac * tokens
                       + sweep.seeds final runs; per PT scaling and scale: sweep.seeds runs
 
-Memory model of one training step (``activation_bytes``; elements x ``bytes_per_element``, 4 = fp32, a bound for
-bf16 autocast, which stores most activations in 2 bytes):
+Activations of one sequence (``activation_bytes``; elements x ``bytes_per_element``, 4 = fp32, a bound for bf16):
 
-    PT, blockwise attention (spec §6.3 loop, per token and MFVI iteration, saved for backward):
-        softmax(Z logits) N + P^ N + softmax(topic logits) M + G^ M              = 2N + 2M
-      + MLM head at the labelled fraction f: RMSNorm input/output 2N + logits and log-softmax 2V
-      + backward working set of one iteration (pt_attention backward): recomputed qv, its gradient, the head-side
-        context and its gradient ~ 6 K C r per token, plus one row block's (B, C, b, L) tensors ~ 8 C b L / L
-    PT, dense attention (``attention_impl`` dense or auto, the default on every device): blockwise's saved tensors
-      + per token and iteration the q / v projections and messages, 5.5 K C r, and the (C, L) rows of the score and
-        H-probability tensors, 4 C L (fitted to saved-tensor counts at widths 128-1536, L 32-128: slopes 5.51 K C r
-        and 4.01-4.13 C L); backward working set: one iteration's share of these
-    BERT / UT (per layer; Korthikanti et al. 2022 without dropout masks): 17 d + 2.5 a L per token (a = heads)
+    PT blockwise, saved per token and MFVI iteration: softmax(Z logits), P^ (N each), softmax(topic logits), G^
+      (M each) = 2N + 2M; MLM head at the labelled fraction f: 2N + 2V; backward working set (pt_attention
+      backward): ~ 6 K C r per token plus one row block's (B, C, b, L) tensors ~ 8 C b L / L
+    PT dense (``attention_impl`` dense or auto): blockwise's + 5.5 K C r + 4 C L per token and iteration (fitted to
+      saved-tensor counts at widths 128-1536, L 32-128); backward working set: one iteration's share of these
+    BERT / UT per layer (Korthikanti et al. 2022 without dropout masks): 17 d + 2.5 a L per token (a = heads)
 
-Static memory: 16 bytes per parameter (fp32 weights, gradients, AdamW moments), PT's flat U/V copies and their
-gradients (12 K C r N elements), plus ``OVERHEAD_GB`` for the CUDA context and allocator slack. The micro-batch is
-the largest even split of train.batch_size whose activations fit in ``gpu_mem * MEMORY_FRACTION`` next to it.
-
-Time: executed FLOPs / (peak x MFU); executed = the analytic training FLOPs (``models.sizing``) plus, on the
-blockwise path, PT's backward recomputation of q, v and the attention (2 (2 K C N r + 3 C L r) per token and
-iteration). Measured on an H200 (bf16, paper preset, dense PT): MFU 0.21 at width 1536 and 0.04 at width 256
-(bench/README.md, "GPU"), so the default 0.3 is optimistic for PT.
+Static memory: 16 bytes per parameter (fp32 weights, gradients, AdamW moments) + PT's flat U/V copies and their
+gradients (12 K C r N elements) + ``OVERHEAD_GB``. The micro-batch is the largest even split of train.batch_size
+whose activations fit in ``gpu_mem * MEMORY_FRACTION`` next to it. Time: executed FLOPs / (peak x MFU), executed =
+the analytic training FLOPs (``models.sizing``) + the blockwise path's backward recomputation of q, v and the
+attention, 2 (2 K C N r + 3 C L r) per token and iteration. Measured on an H200 (bf16, paper preset, dense PT): MFU
+0.21 at width 1536 and 0.04 at width 256 (bench/README.md, "GPU"), so the default 0.3 is optimistic for PT.
 """
 
 from __future__ import annotations
@@ -64,10 +57,6 @@ class TrialPlan:
     micro_batch: int
     gpu_hours: float
 
-    @property
-    def fits(self) -> bool:
-        return self.micro_batch >= 1
-
 
 def activation_bytes(model_cfg, vocab: int, seq_len: int, mask_prob: float = 0.15,
                      bytes_per_element: int = 4) -> dict[str, float]:
@@ -93,12 +82,9 @@ def activation_bytes(model_cfg, vocab: int, seq_len: int, mask_prob: float = 0.1
 
 def static_bytes(model_cfg, vocab: int) -> float:
     """Parameters + gradients + AdamW state (fp32) + PT's flat weight copies + fixed overhead."""
-    p = param_count(model_cfg, vocab)["total"]
-    extra = 0.0
-    if model_cfg.name == "pt":
-        m = model_cfg
-        extra = 12 * m.n_classes * m.channels * m.rank * m.width * 4
-    return 16.0 * p + extra + OVERHEAD_GB * 1e9
+    m = model_cfg
+    extra = 12 * m.n_classes * m.channels * m.rank * m.width * 4 if m.name == "pt" else 0.0
+    return 16.0 * param_count(m, vocab)["total"] + extra + OVERHEAD_GB * 1e9
 
 
 def executed_flops(model_cfg, vocab: int, seq_len: int, mask_prob: float) -> float:
@@ -128,7 +114,7 @@ def plan_trial(cfg: RunConfig, sweep: str, model_cfg, count: int, tokens: float,
     static = static_bytes(model_cfg, V)
     exec_fpt = executed_flops(model_cfg, V, L, f)
     return TrialPlan(sweep=sweep, model=model_cfg.name, width=model_cfg.width,
-                     scaling=getattr(model_cfg, "scaling", "") if model_cfg.name == "pt" else "", count=count,
+                     scaling=model_cfg.scaling if model_cfg.name == "pt" else "", count=count,
                      tokens=tokens, params=param_count(model_cfg, V)["total"],
                      flops_per_token=flops_per_token(model_cfg, V, L, f), exec_flops_per_token=exec_fpt,
                      act_per_seq_bytes=act, static_bytes=static,
@@ -192,7 +178,7 @@ def format_plan(rows: list[TrialPlan], cfg: RunConfig, gpu_mem_gb: float, peak_t
         part = [r for r in rows if r.sweep == name]
         runs = sum(r.count for r in part)
         out.append(f"{name}: {runs} runs, {sum(r.gpu_hours for r in part):,.1f} GPU-hours"
-                   + ("" if all(r.fits for r in part) else "  (some trials do not fit even one sequence)"))
+                   + ("" if all(r.micro_batch >= 1 for r in part) else "  (some trials do not fit even one sequence)"))
     out.append(f"total: {sum(r.gpu_hours for r in rows):,.1f} GPU-hours at {peak_tflops:g} TFLOP/s x MFU {mfu:g}; "
                "GFLOP/tok = executed training FLOPs (PT: incl. backward recomputation); act = predicted fp32 "
                "activation peak (bf16 autocast: about half); micro = rows per forward/backward")

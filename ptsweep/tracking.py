@@ -7,15 +7,9 @@ Every run, whatever the tracker mode, leaves under its run folder::
     <run_dir>/final.json      the final metrics (without the history)
 
 and appends ONE line to the results table ``<out_dir>/results.jsonl`` (``{"run_dir", "name", "group", "tags",
-"job_type", "finished_at", "config": {...}, "metrics": {...}}``). The line is written with a single ``os.write`` on an
-``O_APPEND`` descriptor, so concurrent runs (Ray trials) can share one table without locks. :func:`load_results`
-reads a table into a pandas DataFrame with one column per dotted config key (``model.width``, ``optim.lr``: the same
-names as the CLI overrides) plus the final metrics. Failed and diverged runs are kept (``status`` column).
-
-W&B (:class:`WandbTracker`): ``tracker.mode`` offline (default; files under ``<run_dir>/wandb/offline-run-*``, upload
-later with ``wandb sync``), online (needs ``WANDB_API_KEY`` in the environment; the key is never written anywhere by
-ptsweep) or disabled (W&B is not imported at all). Non-finite floats are written as JSON ``Infinity``/``NaN``, which
-Python's json module and pandas read back.
+"job_type", "finished_at", "config": {...}, "metrics": {...}}``) with a single ``O_APPEND`` write, so concurrent runs
+share one table without locks; failed and diverged runs are kept (``status``). Non-finite floats are written as JSON
+``Infinity``/``NaN``. W&B modes (offline, online, disabled): README, "Weights & Biases".
 """
 
 from __future__ import annotations
@@ -94,19 +88,15 @@ def _artifact_name(name: str) -> str:
 
 
 class LocalTracker(Tracker):
-    """Files under the run folder + one row per run in ``<out_dir>/results.jsonl`` (module docstring).
-
-    ``results_path`` overrides the table location (default: ``<config['out_dir']>/results.jsonl``). Rows are
-    written only for ``job_type="train"``."""
+    """Files under the run folder + one row per ``job_type="train"`` run in the results table (module docstring),
+    ``results_path`` or by default ``<config['out_dir']>/results.jsonl``."""
 
     def __init__(self, results_path: str | Path | None = None) -> None:
         self.results_path = Path(results_path) if results_path is not None else None
-        self.run_dir = None
         self._config: dict = {}
         self._meta: dict = {}
         self._finished = True
 
-    # -- interface ---------------------------------------------------------------------------------------------
     def start(self, run_dir: Path, config: dict, name: str = "", group: str = "", tags: Sequence[str] = (),
               job_type: str = "train") -> None:
         import yaml  # PyYAML (an omegaconf dependency); no Hydra here
@@ -154,7 +144,6 @@ class LocalTracker(Tracker):
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(path, dest)
 
-    # -- helpers -----------------------------------------------------------------------------------------------
     def _results_file(self) -> Path:
         if self.results_path is not None:
             return self.results_path
@@ -163,7 +152,7 @@ class LocalTracker(Tracker):
 
 
 class WandbTracker(LocalTracker):
-    """:class:`LocalTracker` + Weights & Biases (offline by default). ``wandb`` is imported in :meth:`start` only."""
+    """:class:`LocalTracker` + Weights & Biases. ``wandb`` is imported in :meth:`start` only."""
 
     def __init__(self, tracker_cfg: TrackerConfig, results_path: str | Path | None = None) -> None:
         super().__init__(results_path)
@@ -221,10 +210,9 @@ class WandbTracker(LocalTracker):
             wandb.teardown()  # a no-op when this process has no W&B service (any more)
 
     def _at_exit(self) -> None:
-        """Exit hook: the process ends while another thread may still be finishing this run - Ray ends an
-        ASHA-stopped trial's actor as soon as it has told the trial's thread to stop, and that thread then records
-        the stop (``finish``). Wait for that finish (at most FINISH_WAIT_S), then tear W&B down, before W&B's own
-        exit hooks find a half-finished run ("wandb: ERROR Problem finishing run" and tracebacks)."""
+        """Exit hook: another thread may still be finishing this run (Ray ends an ASHA-stopped trial's actor while
+        its thread records the stop); wait for that ``finish`` (at most FINISH_WAIT_S), then tear W&B down before
+        W&B's own exit hooks find a half-finished run."""
         self._finished_event.wait(FINISH_WAIT_S)
         self._teardown()
 
@@ -241,7 +229,6 @@ class WandbTracker(LocalTracker):
             import wandb
 
             self._run.log({name: wandb.Image(str(path)) for name, path in images.items()})
-
 
     def log_artifact(self, name: str, kind: str, paths: Sequence[str | Path]) -> None:
         if self._run is None:
@@ -265,11 +252,9 @@ def make_tracker(tracker_cfg: TrackerConfig, results_path: str | Path | None = N
 
 
 def load_results(path: str | Path):
-    """Read a results table (``<out_dir>`` or the ``results.jsonl`` file) into a pandas DataFrame.
-
-    One row per finished run: run_dir, name, group, tags, job_type, finished_at, one column per dotted config key
-    (``model.width``, ``optim.lr``, ...) and the final metrics (``val_loss``, ``status``, ...). Lines that do not
-    parse (a writer killed mid-line) are skipped. An empty or missing table gives an empty DataFrame."""
+    """Read a results table (``<out_dir>`` or the ``results.jsonl`` file) into a pandas DataFrame: one row per
+    finished run with its record fields, one column per dotted config key (``model.width``) and the final metrics.
+    Lines that do not parse are skipped; an empty or missing table gives an empty DataFrame."""
     import pandas as pd
 
     path = Path(path)
@@ -278,16 +263,13 @@ def load_results(path: str | Path):
     rows = []
     if path.exists():
         for line in path.read_text().splitlines():
-            if not line.strip():
-                continue
             try:
                 rec = json.loads(line)
-            except json.JSONDecodeError:
+            except json.JSONDecodeError:  # blank, or a writer killed mid-line
                 continue
             config = flatten(rec.pop("config", {}) or {})
             metrics = rec.pop("metrics", {}) or {}
-            row = {**rec, **{k: tuple(v) if isinstance(v, list) else v for k, v in config.items()}}
-            row.update(metrics)
+            row = {**rec, **{k: tuple(v) if isinstance(v, list) else v for k, v in config.items()}, **metrics}
             if isinstance(row.get("tags"), list):
                 row["tags"] = tuple(row["tags"])
             rows.append(row)

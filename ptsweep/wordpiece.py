@@ -1,8 +1,4 @@
-"""The deterministic BERT-style WordPiece trainer (the fallback tokenizer of :mod:`ptsweep.data`, step 3).
-
-Same texts and vocabulary size -> byte-identical ``tokenizer.json`` in any process (`tokenizers`' own
-trainer is not deterministic, see :func:`train_wordpiece`).
-"""
+"""The deterministic BERT-style WordPiece trainer (the fallback tokenizer of :mod:`ptsweep.data`, step 3)."""
 
 from __future__ import annotations
 
@@ -31,12 +27,10 @@ def train_wordpiece(texts: Iterable[str], vocab_size: int) -> Tokenizer:
     """A BERT-style lowercase WordPiece (as bert-base-uncased: BertNormalizer, BertPreTokenizer, ## prefixes),
     trained deterministically: same texts and vocab_size -> byte-identical tokenizer.json in any process.
 
-    ``tokenizers``' own WordPieceTrainer is not deterministic: it numbers the alphabet and breaks ties between merges
-    of equal count through Rust HashMaps with a per-process random seed (two builds of the same corpus differed in
-    ids and in ~0.5% of the tokens). Here the words are counted with the Rust normalizer/pre-tokenizer (deterministic)
-    and the BPE merges that WordPiece training performs are done in Python with fixed orders: alphabet by
-    (-count, char), merge = most frequent adjacent pair, ties broken by the pair's strings; a merged token drops the
-    right part's ``##``. Vocabulary = special tokens, characters, ``##`` characters, then merges in order."""
+    ``tokenizers``' own WordPieceTrainer breaks ties through Rust HashMaps with a per-process random seed (two builds
+    of one corpus differed in ids and ~0.5% of the tokens). Here the Rust normalizer/pre-tokenizer count the words
+    and the BPE merges run in Python in fixed orders. Vocabulary = special tokens, characters (by (-count, char)),
+    ``##`` characters, then the merges in order."""
     from tokenizers import models
 
     words = _count_words(texts)

@@ -1,12 +1,9 @@
 """Hydra composition: ``compose(["preset=smoke", "model.width=128"]) -> RunConfig`` from the YAML under ``conf/``.
 
 ``RunConfig`` is registered in Hydra's ConfigStore as ``run_schema``, the first entry of ``conf/config.yaml``'s
-defaults list: it declares every key and its default once, and types the groups data, optim, train, tracker, ray
-and sweep, so a group file holds only what differs from the schema (a preset or a named variant such as
-``data=shakespeare``) and any schema key can be overridden without a ``+``. The ``model`` section stays an open
-mapping during composition, since its schema depends on ``model.name`` (pt, bert, ut), and is checked against
-that schema once composed. Errors are one line naming the key (:class:`ConfigError`). The compose API neither
-changes the working directory nor creates ``outputs/``.
+defaults list, so a group file holds only what differs from the schema and any key can be overridden without a ``+``.
+``model`` stays an open mapping during composition (its schema depends on ``model.name``) and is checked once
+composed. The compose API neither changes the working directory nor creates ``outputs/``.
 """
 
 from __future__ import annotations
@@ -15,7 +12,7 @@ import functools
 import re
 from pathlib import Path
 
-from ptsweep.config.convert import config_error, instantiate, model_schema
+from ptsweep.config.convert import config_error, instantiate, model_schema, omegaconf_errors
 from ptsweep.config.run import RunConfig
 from ptsweep.errors import ConfigError
 
@@ -76,14 +73,11 @@ def _with_model_schema(node) -> RunConfig:
     """The validated RunConfig of Hydra's composed ``node``: every section is typed by the registered schema but the
     open ``model`` mapping, which is merged here onto the schema ``model.name`` names (errors name ``model.<key>``)."""
     from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
 
     values = node.model
-    try:
+    with omegaconf_errors():
         node.model = OmegaConf.structured(model_schema(values.get("name", "pt")))
         node.merge_with({"model": values})
-    except OmegaConfBaseException as e:
-        raise config_error(e) from None
     return instantiate(node)
 
 

@@ -1,13 +1,13 @@
 """dict <-> RunConfig: OmegaConf type-checks a mapping against the schemas; plain dicts and dotted keys back out.
 
-:func:`from_dict` merges a mapping (a checkpoint's ``config``, a trial's base config) onto
-``OmegaConf.structured(RunConfig)`` with the model schema that ``model.name`` names, instantiates the dataclasses
-and runs their value checks; :func:`with_overrides` does the same for a config and dotted-key overrides. OmegaConf rejects unknown keys and values of the wrong type; :func:`config_error` turns
-its exception into one line naming the dotted key (with "did you mean ..." for a near miss).
+:func:`from_dict` and :func:`with_overrides` merge onto ``OmegaConf.structured(RunConfig)`` with the model schema
+``model.name`` names, then run the value checks; :func:`config_error` turns OmegaConf's exceptions (unknown key,
+wrong type) into one line naming the dotted key (with "did you mean ..." for a near miss).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import enum
@@ -37,6 +37,17 @@ def config_error(exc: Exception) -> ConfigError:
     return ConfigError(f"{key}: {msg}")
 
 
+@contextlib.contextmanager
+def omegaconf_errors():
+    """Re-raise an OmegaConf exception inside the block as :func:`config_error`'s one-line ConfigError."""
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        yield
+    except OmegaConfBaseException as e:
+        raise config_error(e) from None
+
+
 def unknown_key(key: str, schema: Any) -> str:
     """``"<key>: renamed to <new key>"`` for a key of an earlier version (:data:`RENAMED_KEYS`), else ``"<key>:
     unknown config key (did you mean <near miss>?)"`` or the valid keys of ``schema``."""
@@ -53,12 +64,9 @@ def unknown_key(key: str, schema: Any) -> str:
 def instantiate(node) -> RunConfig:
     """The validated RunConfig of a typed OmegaConf node (its dataclasses built, their value checks run)."""
     from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
 
-    try:
+    with omegaconf_errors():
         cfg = OmegaConf.to_object(node)
-    except OmegaConfBaseException as e:
-        raise config_error(e) from None
     cfg.validate()
     return cfg
 
@@ -67,14 +75,10 @@ def from_dict(data) -> RunConfig:
     """Type-check and validate a mapping (plain dict or OmegaConf node) into a :class:`RunConfig`; keys it leaves
     out keep their schema defaults. The model section is checked against the schema ``model.name`` names."""
     from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
 
-    model = data.get("model") or {}
-    schema = model_schema(model.get("name", "pt"))
-    try:
+    schema = model_schema((data.get("model") or {}).get("name", "pt"))
+    with omegaconf_errors():
         node = OmegaConf.merge(OmegaConf.structured(RunConfig(model=schema())), data)
-    except OmegaConfBaseException as e:
-        raise config_error(e) from None
     return instantiate(node)
 
 
@@ -83,16 +87,13 @@ def with_overrides(cfg: RunConfig, overrides: dict[str, Any]) -> RunConfig:
 
     Changing ``model.name`` switches the model schema: the new model keeps only the model keys overridden here."""
     from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
 
-    try:
+    with omegaconf_errors():
         node = OmegaConf.structured(cfg)
         if "model.name" in overrides:
             node.model = OmegaConf.structured(model_schema(overrides["model.name"]))
         for key, value in overrides.items():
             OmegaConf.update(node, key, value, merge=False)
-    except OmegaConfBaseException as e:
-        raise config_error(e) from None
     return instantiate(node)
 
 

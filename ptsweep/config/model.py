@@ -1,16 +1,13 @@
 """Model schemas: PTConfig, BertConfig, UTConfig (``model.name`` picks one), each with its value checks.
 
-Every hyperparameter has exactly one name: its dotted path (``model.w_attn``) is also the Hydra override, the Optuna
-parameter name, the Ray ``param_space`` key, the W&B config key and the results column. Defaults follow
-``pt-mup-spec.md`` ("Decisions already taken"). OmegaConf types these dataclasses, so a field with a fixed set of
-values is a ``str`` checked in ``validate`` (``one_of``) rather than a ``Literal``.
+Defaults follow ``pt-mup-spec.md`` ("Decisions already taken"). A field with a fixed set of values is a ``str``
+checked in ``validate`` (``one_of``): OmegaConf does not support ``Literal``.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Union
 
 from ptsweep.config.checks import one_of, require
 
@@ -22,8 +19,7 @@ INFO_WEIGHTS = ("w_unary", "w_child", "w_head", "w_topic_z", "w_attn", "w_topic_
 TRANSFER_KEYS = ("optim.lr",) + tuple(f"model.{w}" for w in INFO_WEIGHTS)
 
 PARAMETRIZATIONS = ("mup", "mup_sp", "mup_paper", "sp")
-"""PT parametrizations (``model.parametrization``; also the values sweep.coord_check.parametrizations and
-sweep.lr_transfer.parametrizations may list)."""
+"""PT parametrizations (``model.parametrization``, ``sweep.*.parametrizations``)."""
 MUP_CONSTANTS = ("init_unary", "init_u", "init_v", "init_topic", "center_features", "lr_unary", "lr_ternary",
                  "lr_topic", "lr_output")
 """The base-shape constants that only 'mup' reads ('mup_sp' derives its own from SP at ``base_width``)."""
@@ -49,15 +45,11 @@ class PTConfig:
     """Width-scaling paradigm ([S] §2.2): 'channels' grows C with N (r fixed), 'rank' grows r with N (C fixed)."""
     parametrization: str = "mup_sp"
     """'mup_sp' (the default): the muP exponents of N with every base-shape constant chosen so that at N =
-    ``base_width`` (the tuning width) the model *is* SP (init, forward and AdamW updates; the base-shape convention
-    of the ``mup`` package, ``models.pt_constants.MFVIConstants.sp_anchored``) but for a cooler attention constant
-    (``attn_base_rank``), with Z damping 0.5 (``damping_z``). It learns as SP at the tuning width at short and long
-    budgets, and its eta* holds over width and budget; it fails the training-time coordinate check on the topic
-    path, whose posterior becomes one-hot, so the feature M Q_g grows as N^0.5 (experiments/lr-transfer/README.md).
-    'mup': the same exponents with the width-stable init and LR constants below (experiments/coord-check/README.md
-    derives them): it passes the coordinate check, but its topic posterior stays uniform and it falls behind SP as
-    training lengthens. 'mup_paper': [S]'s literal init (every constant 1), not width-stable at T >= 2 (kept to
-    reproduce the failure). 'sp': original PT (spec §6.3 table)."""
+    ``base_width`` (the tuning width) the model *is* SP (init, forward and AdamW updates;
+    ``models.pt_constants.MFVIConstants.sp_anchored``) but for a cooler attention constant (``attn_base_rank``), with
+    Z damping 0.5. 'mup': the same exponents with the width-stable constants below (experiments/coord-check/README.md
+    derives them). 'mup_paper': [S]'s literal init (every constant 1), not width-stable at T >= 2. 'sp': original PT
+    (spec §6.3 table). How each trains: experiments/lr-transfer/README.md."""
     base_width: int = 256
     """N0: the width at which the base shape (C0, r0) holds (and where 'mup_sp' equals SP: its tuning width)."""
     base_channels: int = 4
@@ -65,11 +57,9 @@ class PTConfig:
     base_rank: int = 64
     """r0: rank of each ternary factor at N0."""
     attn_base_rank: int = 8
-    """r_A, read by 'mup_sp' only (the others ignore it, so a sweep over parametrizations may set it): the rank at
-    which the attention-logit scale is SP's, s_H = r_A / r (muP's 1/r, [S] eq. 7, with SP's constant at rank r_A).
-    At r_A = ``base_rank`` 'mup_sp' is SP at the base width in every respect. A trained logit sums r aligned
-    products, so SP's constant at a large r0 runs hot: 8 (the rank paradigm's r0 at width 32) gives both paradigms
-    the same logit temperature (experiments/lr-transfer/README.md, "channels")."""
+    """r_A, read by 'mup_sp' only: the rank at which the attention-logit scale is SP's, s_H = r_A / r (muP's 1/r,
+    [S] eq. 7, with SP's constant at rank r_A); at r_A = ``base_rank`` 'mup_sp' is SP at the base width in every
+    respect. 8 gives both paradigms the same logit temperature (experiments/lr-transfer/README.md, "channels")."""
     topic_ratio: int = 4
     """M / N: number of topic labels per Z label (M = 4N by default)."""
     dists: tuple[int, ...] = (2, 3, 4)
@@ -79,34 +69,21 @@ class PTConfig:
     messages_off: tuple[str, ...] = ()
     """Message paths into Z switched off (controls; spec §6.3 step 6): any of 'child', 'head', 'topic'."""
     center_features: bool = True
-    """'mup' only: use N Q_z - 1 and M Q_g - 1 as features (a potential shift: the ternary and binary factors
-    double-centred, T~ = P T P; the CRF reading is kept). Removes the component shared by all tokens (U^T 1, B 1)
-    from q, v, the topic logits and the messages ('mup_paper' and 'sp': off)."""
+    """'mup' only: features N Q_z - 1 and M Q_g - 1 (a potential shift, T~ = P T P: the same CRF)."""
     init_unary: float = 0.125
-    """'mup' only: std of the unary S at init, a base-shape constant (input group, N^0; [S] Table 2 and 'mup_paper':
-    1). Keeps the spread of the Z logits, hence the tail of N*Q_z, small (coord-check README, derivation). At 0.125
-    Q_z starts near uniform, where the muP loop gain N*J is Theta(1), so U, V learn attention before Q_z sharpens
-    (at 0.5 Q_z sharpens within 50 steps and the width-32 model learns less context than SP; experiments/context)."""
+    """'mup' only: std of the unary S at init (input group, N^0; 'mup_paper': 1; experiments/context)."""
     init_u: float = 0.5
-    """'mup' only: U ~ N(0, init_u^2 / N) (hidden group; 'mup_paper': 1). The ternary round trip i -> j -> i
-    through the random init has gain ~ (init_u * init_v)^2 w_child w_head, while the coherent (p_hat-side) update of
-    q = U^T p_hat is driven by a gradient ~ init_u * init_v: 0.5 * 0.5 trades the two (coord-check README)."""
+    """'mup' only: U ~ N(0, init_u^2 / N) (hidden group; 'mup_paper': 1; coord-check README)."""
     init_v: float = 0.5
     """'mup' only: V ~ N(0, init_v^2 / N) (hidden group; 'mup_paper': 1)."""
     init_topic: float = 0.03
-    """'mup' only: B ~ N(0, init_topic^2 / N) (hidden group; 'mup_paper': 1). The topic round trip Z -> G -> Z feeds
-    each label's own N*Q_z back with gain (M/N)^2 * init_topic^2 * w_topic_g * w_topic_z (16 with 'mup_paper')."""
+    """'mup' only: B ~ N(0, init_topic^2 / N) (hidden group; 'mup_paper': 1)."""
     lr_unary: float = 1.0
-    """'mup' only: base-shape constant on the LR of S (input group: LR eta * lr_unary). Not tuned: it sets the
-    input:hidden LR ratio that none of the 7 transferred hyperparameters can change."""
+    """'mup' only: constant on the LR of S (input group: eta * lr_unary); sets the input:hidden LR ratio."""
     lr_ternary: float = 4.0
-    """'mup' only: constant on the LR of U, V (hidden group: eta * lr_ternary / N). 4 (experiments/context): at 1 the
-    attention stays uniform for a few hundred steps and the model learns almost no context; 4 lets it learn context,
-    with the muP damping of Z (``damping_z``) keeping Q_z soft at larger widths."""
+    """'mup' only: constant on the LR of U, V (hidden group: eta * lr_ternary / N; experiments/context)."""
     lr_topic: float = 0.15
-    """'mup' only: constant on the LR of B (hidden group: eta * lr_topic / N). 0.15 with ``init_topic`` 0.03 keeps
-    B's update small next to its init: at 1 with init 0.02 the topic path's update had an N^-1/2 part that failed the
-    training-time coordinate check (experiments/coord-check/topic-training.md)."""
+    """'mup' only: constant on the LR of B (hidden group: eta * lr_topic / N; coord-check/topic-training.md)."""
     lr_output: float = 1.0
     """'mup' only: constant on the LR of the decoder W_out (output group: eta * lr_output / N)."""
     w_unary: float = 1.0
@@ -124,11 +101,10 @@ class PTConfig:
     damping_h: float = 0.0
     """beta_H: damping of H and G logits (0 = none, spec §3.2 step 3)."""
     damping_z: float | None = None
-    """beta_Z: damping of Z logits (0 = none, spec §3.2 step 6; [PT] App. B.2: same CRF and fixed points, a slower
-    iteration). None = the parametrization's default (:attr:`z_damping`): 0.5 under the muP variants 'mup_sp' and
-    'mup' - under muP the Z update has a_Z = N, so a confident Q_z on k labels feeds itself back with gain ~N/k and
-    collapses to one-hot during training at larger widths (experiments/context, "Mechanism"); 0 under 'sp' (the
-    original PT) and 'mup_paper' ([S] literally). Run and trial identities hash the value in effect, not None."""
+    """beta_Z: damping of Z logits (0 = none, spec §3.2 step 6; [PT] App. B.2: same fixed points, slower iteration).
+    None = the parametrization's default (:attr:`z_damping`): 0.5 under 'mup_sp' and 'mup' (a_Z = N feeds a confident
+    Q_z back with gain ~N/k; experiments/context, "Mechanism"), 0 under 'sp' and 'mup_paper'. Run and trial
+    identities hash the value in effect, not None."""
     stepsize_h: float = 1.0
     """alpha_H: step size mixing new H/G distributions with the previous ones (1 = plain update)."""
     stepsize_z: float = 1.0
@@ -142,26 +118,21 @@ class PTConfig:
     mask_value: float = -1e9
     """Finite logit for forbidden heads (diagonal, pads); never -inf (spec §12.1)."""
     attention_impl: str = "auto"
-    """H softmax + ternary Z messages: 'dense' keeps (B,C,L,L) tensors (the reference); 'blockwise' recomputes
-    in backward, memory linear in L (models/pt_attention.py), and cannot apply dropout/damping/step size to Q_h;
-    'auto' = dense on every device: measured faster than blockwise on the CPU (~1.4x) and on an H200 in bf16 (2.0x at
-    width 256, 3.5x at width 1536; the paper preset's training steps 2.2x / 4.1x; bench/README.md), for about twice
-    blockwise's activation memory at L = 128 (set 'blockwise' for long sequences or when memory binds);
-    'fused' computes the same messages with torch's LSE-returning fused attention kernels (models/pt_fused.py; CPU
-    kernels only, memory linear in L, same restrictions as blockwise; batches with pads and other devices take the
-    blockwise path). Traces (inspect, coord-check) always use the dense path."""
+    """H softmax + ternary Z messages: 'dense' keeps (B,C,L,L) tensors (the reference); 'blockwise' recomputes in
+    backward, memory linear in L (models/pt_attention.py), no dropout/damping/step size on Q_h; 'auto' = dense, the
+    faster path on CPU and GPU for about twice blockwise's memory at L = 128 (bench/README.md); 'fused': torch's
+    fused attention kernels (models/pt_fused.py; CPU only, else blockwise; as blockwise's restrictions). Traces
+    (inspect, coord-check) always use the dense path."""
 
     def __post_init__(self) -> None:  # OmegaConf hands sequences over as lists; the schema's tuples stay tuples
         self.dists, self.messages_off = tuple(self.dists), tuple(self.messages_off)
 
     def use_blockwise(self, device_type: str) -> bool:
-        """Whether a training forward on ``device_type`` ('cpu', 'cuda', ...) takes the blockwise path ('auto' is
-        dense everywhere: the measured faster path, see ``attention_impl``)."""
+        """Whether a training forward on ``device_type`` takes the blockwise path ('auto' is dense everywhere)."""
         return self.attention_impl == "blockwise"
 
     def use_fused(self, device_type: str) -> bool:
-        """Whether a training forward on ``device_type`` takes the fused-kernel path (batches with pads, and devices
-        other than the CPU, take the blockwise path instead: ``models.pt_fused.applicable``)."""
+        """Whether a training forward asks for the fused-kernel path (``models.pt_fused.applicable`` decides)."""
         return self.attention_impl == "fused"
 
     def attention_note(self, device_type: str) -> str | None:
@@ -184,16 +155,12 @@ class PTConfig:
     @property
     def channels(self) -> int:
         """C at this width."""
-        if self.scaling == "channels":
-            return self.base_channels * self.width // self.base_width
-        return self.base_channels
+        return self.base_channels * self.width // self.base_width if self.scaling == "channels" else self.base_channels
 
     @property
     def rank(self) -> int:
         """r at this width."""
-        if self.scaling == "rank":
-            return self.base_rank * self.width // self.base_width
-        return self.base_rank
+        return self.base_rank * self.width // self.base_width if self.scaling == "rank" else self.base_rank
 
     @property
     def topics(self) -> int:
@@ -213,14 +180,11 @@ class PTConfig:
         require(self.width > 0, "model.width", f"must be positive, got {self.width}")
         require(self.base_width > 0 and self.base_channels > 0 and self.base_rank > 0, "model.base_width",
                  "base_width, base_channels and base_rank must be positive")
-        if self.scaling == "channels":
-            require((self.base_channels * self.width) % self.base_width == 0, "model.width",
-                     f"{self.width} gives a fractional channel count C = {self.base_channels}*{self.width}/"
-                     f"{self.base_width}; use a multiple of {self.base_width // math.gcd(self.base_width, self.base_channels)}")
-        else:
-            require((self.base_rank * self.width) % self.base_width == 0, "model.width",
-                     f"{self.width} gives a fractional rank r = {self.base_rank}*{self.width}/{self.base_width}; "
-                     f"use a multiple of {self.base_width // math.gcd(self.base_width, self.base_rank)}")
+        what, base = (("channel count C", self.base_channels) if self.scaling == "channels"
+                      else ("rank r", self.base_rank))
+        require((base * self.width) % self.base_width == 0, "model.width",
+                f"{self.width} gives a fractional {what} = {base}*{self.width}/{self.base_width}; "
+                f"use a multiple of {self.base_width // math.gcd(self.base_width, base)}")
         require(self.channels >= 1 and self.rank >= 1, "model.width", f"{self.width} gives C={self.channels}, r={self.rank}")
         require(self.topic_ratio >= 1, "model.topic_ratio", "must be >= 1")
         require(list(self.dists) == sorted(set(self.dists)) and all(d >= 2 for d in self.dists), "model.dists",
@@ -294,4 +258,3 @@ class UTConfig(BertConfig):
 
 MODEL_SCHEMAS: dict[str, type] = {"pt": PTConfig, "bert": BertConfig, "ut": UTConfig}
 """``model.name`` -> its schema."""
-ModelConfig = Union[PTConfig, BertConfig, UTConfig]

@@ -1,8 +1,5 @@
-"""Schemas of one run besides the model: data, optimiser, training loop, tracker, Ray resources, and RunConfig.
-
-Each field has a docstring; each schema's ``validate`` holds its value checks. RunConfig (what ``train.run``
-receives) gathers the sections; ``model`` is a PTConfig, BertConfig or UTConfig chosen by ``model.name``.
-"""
+"""Schemas of one run besides the model (data, optimiser, training loop, tracker, Ray) and RunConfig, which
+gathers them with the model schema ``model.name`` picks."""
 
 from __future__ import annotations
 
@@ -31,8 +28,7 @@ class DataConfig:
     hf_dataset: str = "JeanKaddour/minipile"
     """data=minipile: the HF dataset id."""
     tokenizer: str = "bert-base-uncased"
-    """HF tokenizer name or local path ('wordpiece' = always train the cached WordPiece of ``vocab_size``); if the
-    name is unreachable, fall back to training that WordPiece (see ``tokenizer_fallback``; logged, never silent)."""
+    """HF tokenizer name or local path; 'wordpiece' = always train the cached WordPiece of ``vocab_size``."""
     tokenizer_fallback: bool = True
     """Train a BERT-style lowercase WordPiece on the training split when ``tokenizer`` cannot be loaded."""
     vocab_size: int = 30522
@@ -46,8 +42,7 @@ class DataConfig:
     max_val_blocks: int = 512
     """Number of validation blocks (each with FIXED masks) used for evaluation."""
     max_test_blocks: int = 0
-    """Held-out TEST blocks (fixed masks) taken from the held-out text after the validation blocks (0 = no test
-    split). Searches choose on validation; every run also reports ``test_loss`` on these blocks at its end."""
+    """Held-out TEST blocks after the validation blocks (0 = none); every run reports ``test_loss`` on them."""
     mask_prob: float = 0.15
     """Fraction of tokens selected for MLM prediction."""
     mask_replace_prob: float = 0.8
@@ -90,12 +85,9 @@ class OptimConfig:
     grad_clip: float = 1.0
     """Global gradient-norm clip (0 = off)."""
     warmup_frac: float = 0.25
-    """Fraction of the token budget spent in linear warm-up. 0.25: PT's default ('mup_sp' with Z damping) holds its
-    eta* over width and budget with it (experiments/lr-transfer/README.md); BERT / UT search their own in
-    scaling-curves (``sweep.baseline.warmup_range``)."""
+    """Fraction of the token budget spent in linear warm-up (BERT / UT: searched, ``sweep.baseline.warmup_range``)."""
     schedule: str = "linear"
-    """Decay after warm-up ('linear' | 'cosine' | 'constant'), down to ``min_lr_frac`` of the peak at the end of the
-    budget."""
+    """Decay after warm-up ('linear' | 'cosine' | 'constant') to ``min_lr_frac`` of the peak at the budget's end."""
     min_lr_frac: float = 0.1
 
     def __post_init__(self) -> None:  # OmegaConf hands sequences over as lists; the schema's tuple stays a tuple
@@ -165,8 +157,7 @@ class TrackerConfig:
     """Where runs are recorded: always local files under ``out_dir``; W&B offline/online/disabled."""
 
     mode: str = "offline"
-    """W&B mode: 'offline' | 'online' | 'disabled'. 'online' needs WANDB_API_KEY in the environment (never written
-    to any file)."""
+    """W&B mode: 'offline' | 'online' (needs WANDB_API_KEY in the environment) | 'disabled'."""
     project: str = "ptsweep"
     entity: str = ""
     group: str = ""
@@ -198,7 +189,6 @@ class RayConfig:
     def validate(self) -> None:
         require(self.cpus_per_trial > 0, "ray.cpus_per_trial", "must be > 0")
         require(self.gpus_per_trial >= 0, "ray.gpus_per_trial", "must be >= 0")
-
 
 
 @dataclass

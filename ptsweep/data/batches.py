@@ -62,28 +62,25 @@ def train_batch(corpus: Corpus, cfg: DataConfig, step: int, batch_size: int, see
     return mask_tokens(blocks, corpus, cfg, np.random.default_rng([_TAG_MASK, seed, step]))
 
 
-def _fixed_mask_batches(corpus: Corpus, cfg: DataConfig, blocks: np.ndarray, tag: int, mkey: tuple,
-                        batch_size: int) -> list[dict[str, torch.Tensor]]:
-    """``blocks`` masked once with the rng seeded by (tag, ``cfg.val_mask_seed``), cut into batches of ``batch_size``
-    and memoised on the corpus under ``mkey``."""
+def _fixed_mask_batches(corpus: Corpus, cfg: DataConfig, split: str, batch_size: int) -> list[dict[str, torch.Tensor]]:
+    """The ``split`` blocks ('val' | 'test') masked once with the rng seeded by (the split's tag,
+    ``cfg.val_mask_seed``), cut into batches of ``batch_size`` and memoised on the corpus."""
+    mkey = (split, batch_size, cfg.val_mask_seed, cfg.mask_prob, cfg.mask_replace_prob, cfg.random_replace_prob)
     if mkey not in corpus._memo:
+        blocks, tag = (corpus.val, _TAG_VAL) if split == "val" else (corpus.test, _TAG_TEST)
         full = mask_tokens(np.asarray(blocks), corpus, cfg, np.random.default_rng([tag, cfg.val_mask_seed]))
-        n = blocks.shape[0]
-        corpus._memo[mkey] = [{k: v[i:i + batch_size] for k, v in full.items()} for i in range(0, n, batch_size)]
+        corpus._memo[mkey] = [{k: v[i:i + batch_size] for k, v in full.items()}
+                              for i in range(0, blocks.shape[0], batch_size)]
     return corpus._memo[mkey]
 
 
 def val_batches(corpus: Corpus, cfg: DataConfig, batch_size: int) -> list[dict[str, torch.Tensor]]:
     """All validation blocks with FIXED masks seeded only by ``cfg.val_mask_seed`` (the masks do not depend on
     ``batch_size``). Cached on the corpus; treat the tensors as read-only."""
-    mkey = (batch_size, cfg.val_mask_seed, cfg.mask_prob, cfg.mask_replace_prob, cfg.random_replace_prob)
-    return _fixed_mask_batches(corpus, cfg, corpus.val, _TAG_VAL, mkey, batch_size)
+    return _fixed_mask_batches(corpus, cfg, "val", batch_size)
 
 
 def test_batches(corpus: Corpus, cfg: DataConfig, batch_size: int) -> list[dict[str, torch.Tensor]]:
     """All TEST blocks with FIXED masks seeded by ``cfg.val_mask_seed`` (and a tag of their own); [] when the corpus
     has no test split. Cached on the corpus; treat the tensors as read-only."""
-    if int(corpus.test.shape[0]) == 0:
-        return []
-    mkey = ("test", batch_size, cfg.val_mask_seed, cfg.mask_prob, cfg.mask_replace_prob, cfg.random_replace_prob)
-    return _fixed_mask_batches(corpus, cfg, corpus.test, _TAG_TEST, mkey, batch_size)
+    return _fixed_mask_batches(corpus, cfg, "test", batch_size) if corpus.test.shape[0] else []

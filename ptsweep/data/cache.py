@@ -70,12 +70,7 @@ def _write_stream(path: Path, batches: Iterator[list[list[int]]], sep_id: int, m
 def split_test_blocks(held_out_blocks: int, max_val_blocks: int, max_test_blocks: int) -> int:
     """Blocks of the held-out split that become the TEST split: the ``max_test_blocks`` blocks right after the first
     ``max_val_blocks`` (validation keeps priority; fewer when the held-out text is short, 0 when none is left).
-
-    Validation blocks choose hyperparameters (tune-small, baseline LR searches, verify-transfer); test blocks are
-    never looked at by any search, so a loss on them is not biased by the selection. Both come from the same
-    held-out documents (never from training text) and carry fixed masks (:func:`test_batches`)."""
-    if max_test_blocks <= 0:
-        return 0
+    Searches choose on validation only, so a test loss is not biased by the selection."""
     return int(max(0, min(max_test_blocks, held_out_blocks - min(held_out_blocks, max_val_blocks))))
 
 
@@ -134,10 +129,6 @@ class Corpus:
     """True when the packed token arrays were loaded from the disk cache."""
     cache_path: str = ""
     _memo: dict = field(default_factory=dict, repr=False)
-
-    @property
-    def seq_len(self) -> int:
-        return int(self.train.shape[1])
 
     @functools.cached_property
     def regular_ids(self) -> np.ndarray:

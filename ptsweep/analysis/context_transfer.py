@@ -24,16 +24,14 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
+from ptsweep.analysis.transfer_drift import as_floats
+from ptsweep.analysis.verification import paired_contrasts
 from ptsweep.config.model import PARAMETRIZATIONS
 from ptsweep.metric_keys import seed_mean
 
 K_SE = 2.0
 MIN_CONTEXT_GAIN = 0.25
 MAX_DRIFT = 1.0
-
-
-def _as_floats(s: pd.Series) -> np.ndarray:
-    return pd.to_numeric(s, errors="coerce").astype(float).to_numpy()
 
 
 def best_context(g: pd.DataFrame, candidates: list[float], x_col: str = "optim.lr", seed_col: str = "seed") -> dict:
@@ -46,10 +44,10 @@ def best_context(g: pd.DataFrame, candidates: list[float], x_col: str = "optim.l
         return best
     for x in candidates:
         gx = g[np.isclose(g[x_col].astype(float), x)]
-        cg = _as_floats(gx["context_gain"])
+        cg = as_floats(gx["context_gain"])
         if not len(cg) or not np.isfinite(cg).all():
             continue
-        ses = _as_floats(gx["context_gain_se"]) if "context_gain_se" in gx else np.full(len(cg), math.nan)
+        ses = as_floats(gx["context_gain_se"]) if "context_gain_se" in gx else np.full(len(cg), math.nan)
         mean, se = seed_mean(cg, ses)
         if not best or mean > best["context_gain"]:
             best = {"x": float(x), "n_seeds": int(len(cg)), "context_gain": mean, "context_gain_se": se,
@@ -61,8 +59,6 @@ def paired_difference(a: dict[int, float], b: dict[int, float]) -> dict:
     """{"n", "diff", "se"}: a - b over the seeds both have, as the seed-blocked contrast of
     ``verification.paired_contrasts`` (for two groups: the mean of the per-seed differences and sd / sqrt(n); se NaN
     with one seed)."""
-    from ptsweep.analysis.verification import paired_contrasts
-
     seeds = sorted(set(a) & set(b))
     if not seeds or not all(math.isfinite(a[s]) and math.isfinite(b[s]) for s in seeds):
         return {"n": len(seeds), "diff": math.nan, "se": math.nan}
@@ -128,7 +124,7 @@ def _loss_vs_width(g: pd.DataFrame, r: dict, x_col: str, width_col: str, seed_co
         if o.get("x_opt") is None:
             continue
         gw = g[(g[width_col] == w) & np.isclose(g[x_col].astype(float), o["x_opt"])]
-        per_seed[int(w)] = {int(s): float(v) for s, v in zip(gw[seed_col], _as_floats(gw["val_loss"]))}
+        per_seed[int(w)] = {int(s): float(v) for s, v in zip(gw[seed_col], as_floats(gw["val_loss"]))}
     pairs = []
     for w1, w2 in combinations(sorted(per_seed), 2):
         p = paired_difference(per_seed[w2], per_seed[w1])

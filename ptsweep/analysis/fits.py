@@ -45,10 +45,9 @@ def fit_power_law(params: Sequence[float], losses: Sequence[float], with_const: 
     x, y, n_drop = _clean(params, losses)
     if x.size < 2 or np.unique(x).size < 2:
         raise ValueError(f"need >= 2 distinct positive finite points to fit a power law, got {x.size}")
-    lx, ly = np.log(x), np.log(y)
-    slope, intercept = np.polyfit(lx, ly, 1)
-    pure = {"form": "power_law", "a": float(np.exp(intercept)), "b": float(-slope), "c": 0.0,
-            "r2": _r2(ly, intercept + slope * lx), "n_points": int(x.size), "n_dropped": n_drop, "note": ""}
+    line = fit_loglog_slope(x, y)
+    pure = {"form": "power_law", "a": float(np.exp(line["intercept"])), "b": -line["slope"], "c": 0.0,
+            "r2": line["r2"], "n_points": int(x.size), "n_dropped": n_drop, "note": ""}
     if not with_const:
         return pure
     if x.size < 4:
@@ -58,7 +57,7 @@ def fit_power_law(params: Sequence[float], losses: Sequence[float], with_const: 
     from scipy.optimize import curve_fit  # local import keeps `import ptsweep.analysis` light
 
     # Fit in a well-conditioned unit: P / P0 with P0 the geometric mean, then a = a0 * P0^b.
-    p0 = float(np.exp(lx.mean()))
+    p0 = float(np.exp(np.log(x).mean()))
     xs = x / p0
     c_hi = float(y.min())
 
@@ -79,7 +78,7 @@ def fit_power_law(params: Sequence[float], losses: Sequence[float], with_const: 
         return pure
     yhat = f(xs, a0, b, c)
     note = "c at its lower bound 0: the data show no irreducible loss" if c <= 1e-9 * c_hi else ""
-    return {"form": "power_law_const", "a": float(a0 * p0**b), "b": b, "c": c, "r2": _r2(ly, np.log(yhat)),
+    return {"form": "power_law_const", "a": float(a0 * p0**b), "b": b, "c": c, "r2": _r2(np.log(y), np.log(yhat)),
             "n_points": int(x.size), "n_dropped": n_drop, "note": note}
 
 
@@ -114,8 +113,7 @@ def coord_slopes(df: pd.DataFrame, group_cols: Sequence[str] = ("parametrization
     groups = [c for c in group_cols if c in df.columns]
     d = df[np.isfinite(df[value_col].astype(float))]
     rows = []
-    for key, g in d.groupby(groups, sort=True) if groups else [((), d)]:
-        key = key if isinstance(key, tuple) else (key,)
+    for key, g in d.groupby(groups, sort=True) if groups else [((), d)]:  # key: a tuple (list of group columns)
         m = g.groupby(width_col)[value_col].mean()
         fit = fit_loglog_slope(m.index.to_numpy(dtype=float), m.to_numpy(dtype=float))
         rows.append({**dict(zip(groups, key)), **fit})
@@ -124,21 +122,6 @@ def coord_slopes(df: pd.DataFrame, group_cols: Sequence[str] = ("parametrization
 
 SATURATING_MIN_POINTS = 4
 F_TEST_ALPHA = 0.05
-
-
-def _group_means(x, y) -> tuple[np.ndarray, list[np.ndarray]]:
-    """Distinct x (ascending) and the finite positive y of each (seeds)."""
-    x, y, _ = _clean(x, y)
-    ux = np.unique(x)
-    return ux, [y[x == v] for v in ux]
-
-
-def _fit_pure_vec(lx: np.ndarray, ly: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Least squares log y = log a - b log x for every row of ly (B, K): (a (B,), b (B,))."""
-    xc = lx - lx.mean()
-    slope = (ly - ly.mean(axis=1, keepdims=True)) @ xc / float(xc @ xc)
-    intercept = ly.mean(axis=1) - slope * lx.mean()
-    return np.exp(intercept), -slope
 
 
 def fit_scaling_law(x: Sequence[float], y: Sequence[float], n_boot: int = 1000, level: float = 0.95,
@@ -166,7 +149,9 @@ def fit_scaling_law(x: Sequence[float], y: Sequence[float], n_boot: int = 1000, 
     with ``keep_curves`` also "curves": the (n_boot, len(grid)) bootstrap predictions on ``grid`` (a numpy array:
     pop it before writing JSON; ``analysis.framings`` differences two models' curves with it).
     """
-    ux, groups = _group_means(x, y)
+    x, y, _ = _clean(x, y)
+    ux = np.unique(x)
+    groups = [y[x == v] for v in ux]  # the finite positive losses (seeds) at each distinct x
     if ux.size < 2:
         raise ValueError(f"need >= 2 distinct x with a finite loss to fit a scaling law, got {ux.size}")
     fit, use_sat, notes = _choose_form(ux, np.array([g.mean() for g in groups]))
@@ -175,21 +160,15 @@ def fit_scaling_law(x: Sequence[float], y: Sequence[float], n_boot: int = 1000, 
     if (m < 2).any():
         notes.append(f"{int((m < 2).sum())} x with one seed: no resampling noise there")
     boot = _bootstrap(ux, groups, use_sat, grid, n_boot, level, seed)
-    lo_q, hi_q = 50 * (1 - level), 50 * (1 + level)
-
-    def ci(v):
-        return [float(np.percentile(v, lo_q)), float(np.percentile(v, hi_q))] if len(v) else [math.nan, math.nan]
-
-    curve = boot["curve"]
+    q = [50 * (1 - level), 50 * (1 + level)]  # percentiles of the interval at ``level``
+    lo, hi = np.percentile(boot["curve"], q, axis=0).tolist() if n_boot > 0 else ([], [])
     fit.update({
-        "n_points": int(ux.size), "n_runs": int(m.sum()), "seeds_per_point": m.tolist(),
-        "note": "; ".join(notes), "ci": {k: ci(boot[k]) for k in ("a", "b", "c")},
-        "band": {"x": grid.tolist(), "mid": predict(fit, grid).tolist(),
-                 "lo": (np.percentile(curve, lo_q, axis=0).tolist() if len(curve) else []),
-                 "hi": (np.percentile(curve, hi_q, axis=0).tolist() if len(curve) else [])},
+        "n_points": int(ux.size), "n_runs": int(m.sum()), "seeds_per_point": m.tolist(), "note": "; ".join(notes),
+        "ci": {k: np.percentile(boot[k], q).tolist() if n_boot > 0 else [math.nan, math.nan] for k in "abc"},
+        "band": {"x": grid.tolist(), "mid": predict(fit, grid).tolist(), "lo": lo, "hi": hi},
         "n_boot": int(n_boot), "level": float(level)})
     if keep_curves:
-        fit["curves"] = np.asarray(curve, dtype=float)
+        fit["curves"] = np.asarray(boot["curve"], dtype=float)
     return fit
 
 
@@ -217,9 +196,7 @@ def _choose_form(ux: np.ndarray, means: np.ndarray) -> tuple[dict, bool, list[st
         if not use_sat:
             notes.append(f"pure power law: c not identified (F = {f_stat:.3g} <= F(1, {dfr}) quantile "
                          f"{f_crit:.3g})")
-    fit = dict(sat if use_sat else pure)
-    fit.pop("note", None)
-    return fit, use_sat, notes
+    return {k: v for k, v in (sat if use_sat else pure).items() if k != "note"}, use_sat, notes
 
 
 def _bootstrap(ux: np.ndarray, groups: list[np.ndarray], use_sat: bool, grid: np.ndarray, n_boot: int,
@@ -241,9 +218,12 @@ def _bootstrap(ux: np.ndarray, groups: list[np.ndarray], use_sat: bool, grid: np
     ystar = np.maximum(ystar, 1e-12)
     if use_sat:
         fits = [fit_power_law(ux, row, with_const=True) for row in ystar]
-        return {"a": np.array([f["a"] for f in fits]), "b": np.array([f["b"] for f in fits]),
-                "c": np.array([f["c"] for f in fits]), "curve": np.array([predict(f, grid) for f in fits])}
-    a, b = _fit_pure_vec(np.log(ux), np.log(ystar))
+        return {**{k: np.array([f[k] for f in fits]) for k in "abc"},
+                "curve": np.array([predict(f, grid) for f in fits])}
+    lx, ly = np.log(ux), np.log(ystar)  # least squares log y = log a - b log x for every bootstrap row
+    xc = lx - lx.mean()
+    slope = (ly - ly.mean(axis=1, keepdims=True)) @ xc / float(xc @ xc)
+    a, b = np.exp(ly.mean(axis=1) - slope * lx.mean()), -slope
     return {"a": a, "b": b, "c": np.zeros_like(a), "curve": a[:, None] * grid[None, :] ** (-b[:, None])}
 
 

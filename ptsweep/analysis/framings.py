@@ -1,8 +1,7 @@
 """Three framings of "PT beats a baseline": equal total parameters ([S] §3.2, Figure 2), equal non-embedding
 parameters, equal training compute (rules: README "Three framings of "PT beats BERT"").
 
-The sizing rule (``models.sizing.match_shape``, ``sweep.match``) matches at most one count by construction, so every
-framing compares the models on one axis x through their fitted curves (``analysis.fits.fit_scaling_law``):
+Every framing compares the models on one axis x through their fitted curves (``analysis.fits.fit_scaling_law``):
 
     x  = params (total) | non_embedding_params | train_flops (= flops_per_token x tokens; same tokens for every model)
     L_m(x) = a_m x^-b_m [+ c_m]                   fitted to model m's runs (seed replicates) on that axis
@@ -125,14 +124,14 @@ def framings(runs, pt_series: Sequence[str], baselines: Sequence[str], n_boot: i
     ``runs``: the scaling-curves runs table (columns series, scale, loss and the FRAMINGS columns); ``learned``
     (``learned_cells``): every comparison passes ``context_gate`` (None: no gate)."""
     out: dict = {}
+    finite = runs[np.isfinite(runs["loss"].astype(float))]
     for name, col in FRAMINGS.items():
         res = {}
         for pts in pt_series:
-            a = runs[(runs["series"] == pts) & np.isfinite(runs["loss"].astype(float))]
+            a = finite[finite["series"] == pts]
             at = a.groupby("scale")[col].first().astype(float)  # PT's own x at each of its scales
             for base in baselines:
-                b = runs[(runs["series"] == base) & np.isfinite(runs["loss"].astype(float))]
-                key = f"{pts}-{base}"
+                b = finite[finite["series"] == base]
                 try:
                     rows = compare_at(a[col], a["loss"], b[col], b["loss"], at.to_numpy(), n_boot, level, seed)
                     per = {str(int(s)): r for s, r in zip(at.index, rows)}
@@ -141,7 +140,7 @@ def framings(runs, pt_series: Sequence[str], baselines: Sequence[str], n_boot: i
                            for s, x in at.items()}
                 if learned is not None:
                     per = context_gate(per, (pts, base), learned)
-                res[key] = {"axis": col, "per_scale": per, **every_scale(per)}
+                res[f"{pts}-{base}"] = {"axis": col, "per_scale": per, **every_scale(per)}
         out[name] = res
     return out
 
@@ -193,16 +192,14 @@ def report_lines(summary: Mapping) -> list[str]:
     """Markdown lines: tuning trials per model, then the three framings with intervals and the every-scale statement
     per framing (for scaling-curves' report.md and the demo report)."""
     out = ["Tuning effort (trials per model and scale; PT is tuned once at its base width and transferred):", ""]
-    for model, t in summary.get("tuning_trials", {}).items():
-        out.append(f"- {model}: {t['description']}")
+    out += [f"- {model}: {t['description']}" for model, t in summary.get("tuning_trials", {}).items()]
     m = summary.get("match", "total")
     out += ["", f"Baselines are sized by the rule in README \"Baseline shapes\", matched to PT by **{m}** "
                 f"(`sweep.match`). Each framing compares the fitted curves at PT's own x (negative = PT lower), "
                 f"{int(100 * summary.get('framing_level', 0.95))} % bootstrap interval; \"extrapolated\" = PT's x lies "
                 f"outside the baseline's measured range (no verdict).", ""]
     for name, res in summary.get("framings", {}).items():
-        out.append(f"**{LABELS.get(name, name)}** (x = {FRAMINGS.get(name, '?')}):")
-        out.append("")
+        out += [f"**{LABELS.get(name, name)}** (x = {FRAMINGS.get(name, '?')}):", ""]
         for pair, r in res.items():
             cells = [f"N={s}: no fit" if "error" in d
                      else f"N={s}: {d['diff']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}] {decision_text(d)}"

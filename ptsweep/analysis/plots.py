@@ -41,8 +41,7 @@ def new_figure(nrows: int = 1, ncols: int = 1, size: tuple[float, float] | None 
 
     fig = Figure(figsize=size or (6.0 * ncols, 4.5 * nrows), layout=layout)
     FigureCanvasAgg(fig)
-    axes = fig.subplots(nrows, ncols, squeeze=False)
-    return fig, axes
+    return fig, fig.subplots(nrows, ncols, squeeze=False)
 
 
 def save_figure(fig, path) -> Path:
@@ -70,8 +69,7 @@ def _log_ticks(ax, x: str = "eng", y: bool = True) -> None:
 
 def _base_mean(table: pd.DataFrame) -> float:
     """The base point's mean loss (``table.attrs`` of :func:`~ptsweep.analysis.verification.rank_table`)."""
-    mean = table.attrs.get("base_mean")
-    return float(table.loc[table["is_base"], "loss"].iloc[0]) if mean is None else float(mean)
+    return float(table.attrs.get("base_mean", table.loc[table["is_base"], "loss"].iloc[0]))
 
 
 def _draw_noise_band(ax, table: pd.DataFrame) -> None:
@@ -89,8 +87,7 @@ def plot_distance_vs_increase(table: pd.DataFrame, path, title: str | None = Non
     ``table`` is :func:`~ptsweep.analysis.verification.rank_table`'s output (band: ``table.attrs``). Failed
     (non-finite) points cannot be drawn and are counted in the legend.
     """
-    fig, axes = new_figure()
-    ax = axes[0, 0]
+    fig, [[ax]] = new_figure()
     pts = table[~table["is_base"] & ~table["failed"]]
     n_failed = int((~table["is_base"] & table["failed"]).sum())
     _draw_noise_band(ax, table)
@@ -102,17 +99,15 @@ def plot_distance_vs_increase(table: pd.DataFrame, path, title: str | None = Non
     else:
         ax.scatter(pts["distance"], 100 * pts["rel_increase"], s=18, color="tab:blue", label=label)
     ax.scatter([0.0], [0.0], marker="*", s=220, color="red", zorder=5, label="base S (mean of seeds)")
-    ax.set_xlabel(r"distance $D(S', S)$ (relative, Euclidean)")
-    ax.set_ylabel("eval-loss increase vs base (%)")
-    ax.set_title(title or "Distance vs evaluation-loss increase")
+    ax.set(xlabel=r"distance $D(S', S)$ (relative, Euclidean)", ylabel="eval-loss increase vs base (%)",
+           title=title or "Distance vs evaluation-loss increase")
     ax.legend(loc="best", fontsize=8)
     return save_figure(fig, path)
 
 
 def plot_rank_curve(table: pd.DataFrame, path, title: str | None = None):
     """[S] Figure 1(b): losses sorted ascending, relative increase (%) vs rank (1 = best); base as a red star."""
-    fig, axes = new_figure()
-    ax = axes[0, 0]
+    fig, [[ax]] = new_figure()
     ok = table[~table["failed"]]
     base = table[table["is_base"]]
     _draw_noise_band(ax, table)
@@ -123,9 +118,8 @@ def plot_rank_curve(table: pd.DataFrame, path, title: str | None = None):
     if n_failed:
         ax.text(0.98, 0.02, f"{n_failed} failed run(s) ranked last, not drawn", transform=ax.transAxes,
                 ha="right", va="bottom", fontsize=8)
-    ax.set_xlabel("rank (1 = lowest eval loss)")
-    ax.set_ylabel("eval-loss increase vs base (%)")
-    ax.set_title(title or "Rank vs evaluation-loss increase")
+    ax.set(xlabel="rank (1 = lowest eval loss)", ylabel="eval-loss increase vs base (%)",
+           title=title or "Rank vs evaluation-loss increase")
     ax.legend(loc="upper left", fontsize=8)
     return save_figure(fig, path)
 
@@ -168,6 +162,8 @@ def _loglog_by_model(ax, df, xcol, ycol, model_col, models, fits, fit_kw, xlabel
     loss / loss_lo / loss_hi at ``xcol``; without one, +-1 sd over the seeds), the fitted law and its bootstrap band
     (``fit["band"]``, from :func:`~ptsweep.analysis.fits.fit_scaling_law`)."""
     colors = {"pt": "tab:red", "bert": "tab:blue", "ut": "tab:green"}
+    if summary is not None:
+        summary = summary.sort_values(xcol) if {model_col, xcol, "loss", "loss_lo", "loss_hi"} <= set(summary) else None
     for i, m in enumerate(models):
         g = _finite(df[df[model_col] == m], [xcol, ycol]).sort_values(xcol)
         if g.empty:
@@ -178,15 +174,11 @@ def _loglog_by_model(ax, df, xcol, ycol, model_col, models, fits, fit_kw, xlabel
         n_seeds = int(grouped.size().max())
         ax.scatter(g[xcol], g[ycol], color=color, s=10, alpha=0.45, zorder=3,
                    label=f"{label}: runs ({n_seeds} seed(s) per size)" if n_seeds > 1 else label)
-        srow = None
-        if summary is not None and {model_col, xcol, "loss", "loss_lo", "loss_hi"} <= set(summary.columns):
-            srow = _finite(summary[summary[model_col] == m], [xcol, "loss"]).sort_values(xcol)
+        srow = None if summary is None else _finite(summary[summary[model_col] == m], [xcol, "loss"])
         if srow is not None and len(srow) and np.isfinite(srow["loss_lo"].astype(float)).any():
-            y = srow["loss"].astype(float).to_numpy()
-            lo, hi = (srow[c].astype(float).to_numpy() for c in ("loss_lo", "loss_hi"))
-            err = np.vstack([y - lo, hi - y])
-            ax.errorbar(srow[xcol], y, yerr=np.nan_to_num(err), fmt="o", ms=5, color=color, capsize=3, zorder=4,
-                        label="mean, 95 % t interval (pooled seed sd)")
+            y, lo, hi = (srow[c].astype(float).to_numpy() for c in ("loss", "loss_lo", "loss_hi"))
+            ax.errorbar(srow[xcol], y, yerr=np.nan_to_num(np.vstack([y - lo, hi - y])), fmt="o", ms=5, color=color,
+                        capsize=3, zorder=4, label="mean, 95 % t interval (pooled seed sd)")
         elif n_seeds > 1:
             mean, sd = grouped.mean(), grouped.std(ddof=1)
             ax.errorbar(mean.index, mean.to_numpy(), yerr=np.nan_to_num(sd.to_numpy()), fmt="o", ms=5, color=color,
@@ -205,15 +197,12 @@ def _loglog_by_model(ax, df, xcol, ycol, model_col, models, fits, fit_kw, xlabel
             if band.get("lo") and band.get("hi"):
                 ax.fill_between(band["x"], band["lo"], band["hi"], color=color, alpha=0.15, lw=0,
                                 label=f"{int(100 * fit.get('level', 0.95))} % bootstrap band over seeds")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    ax.set(xscale="log", yscale="log", xlabel=xlabel, ylabel=ylabel or "evaluation loss (MLM)")
     _log_ticks(ax, "eng", y=False)
     from matplotlib.ticker import FuncFormatter
 
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.3g}"))  # 6.6, not 6.6 x 10^0
     ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:.3g}"))
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel or "evaluation loss (MLM)")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
 
@@ -231,8 +220,7 @@ def plot_scaling(df: pd.DataFrame, path, pair: Sequence[str] = ("pt", "bert"), x
     """
     loss_col = loss_col or pick_column(df, *LOSS_COLS)
     model_col = model_col or pick_column(df, *MODEL_COLS)
-    fig, axes = new_figure(size=(7.0, 5.0))
-    ax = axes[0, 0]
+    fig, [[ax]] = new_figure(size=(7.0, 5.0))
     _loglog_by_model(ax, df, x, loss_col, model_col, list(pair), fits, {"with_const": with_const},
                      "non-embedding parameters" if x.startswith("non_emb") else "parameters", summary, ylabel)
     names = " vs ".join(MODEL_LABELS.get(m, m).split(" (")[0] for m in pair)
@@ -250,17 +238,17 @@ def plot_loss_vs_compute(df: pd.DataFrame, path, models: Sequence[str] | None = 
     d = df.copy()
     d["train_flops"] = d["flops_per_token"].astype(float) * d["tokens"].astype(float)
     models = list(models) if models is not None else sorted(d[model_col].dropna().unique().tolist())
-    fig, axes = new_figure(size=(7.0, 5.0))
-    ax = axes[0, 0]
+    fig, [[ax]] = new_figure(size=(7.0, 5.0))
     _loglog_by_model(ax, d, "train_flops", loss_col, model_col, models, fits, {},
                      "training FLOPs (flops/token x tokens)", None, ylabel)
     ax.set_title(title or "Evaluation loss vs training compute")
     return save_figure(fig, path)
 
 
-FRAMING_AXES = (("params", "total parameters", "total"), ("non_embedding_params", "non-embedding parameters",
-                                                             "non_embedding"),
+FRAMING_AXES = (("params", "total parameters", "total"),
+                ("non_embedding_params", "non-embedding parameters", "non_embedding"),
                 ("train_flops", "training FLOPs (flops/token x tokens)", "flops"))
+VERDICT_WORDS = {True: "yes", False: "no", None: "undecided"}
 
 
 def plot_framings(df: pd.DataFrame, path, fits: Mapping[str, Mapping[str, Mapping]],
@@ -274,10 +262,9 @@ def plot_framings(df: pd.DataFrame, path, fits: Mapping[str, Mapping[str, Mappin
     fig, axes = new_figure(1, 3, size=(18.0, 5.5))
     for ax, (xcol, xlabel, name) in zip(axes[0], FRAMING_AXES):
         _loglog_by_model(ax, df, xcol, loss_col, model_col, models, fits.get(xcol, {}), {}, xlabel, None, ylabel)
-        verdicts = {pair: r.get("every_scale") for pair, r in ((framings or {}).get(name) or {}).items()}
-        words = {True: "yes", False: "no", None: "undecided"}
+        verdicts = ((framings or {}).get(name) or {}).items()
         ax.set_title(f"{name}: PT beats at every scale? "
-                     + ", ".join(f"{p}: {words[v]}" for p, v in verdicts.items()), fontsize=9)
+                     + ", ".join(f"{p}: {VERDICT_WORDS[r.get('every_scale')]}" for p, r in verdicts), fontsize=9)
     return save_figure(fig, path)
 
 
@@ -287,10 +274,8 @@ def plot_coord_check(df: pd.DataFrame, path, title: str | None = None):
     ``df`` columns: quantity, width, step, value, parametrization (seeds averaged). One line per parametrization,
     labelled with its fitted log-log slope (:func:`~ptsweep.analysis.fits.coord_slopes`); muP should be flat.
     """
-    d = df[np.isfinite(df["value"].astype(float)) & (df["value"].astype(float) > 0)]
-    quantities = sorted(d["quantity"].unique().tolist())
-    steps = sorted(d["step"].unique().tolist())
-    pars = sorted(d["parametrization"].unique().tolist())
+    d = _finite(df, ["value"])
+    quantities, steps, pars = (sorted(d[c].unique().tolist()) for c in ("quantity", "step", "parametrization"))
     slopes = coord_slopes(d).set_index(["parametrization", "quantity", "step"])["slope"]
     height = 2.8 * len(quantities) + 1.1
     fig, axes = new_figure(len(quantities), len(steps), size=(3.2 * len(steps), height), layout=None)
@@ -307,8 +292,7 @@ def plot_coord_check(df: pd.DataFrame, path, title: str | None = None):
                 slope = float(slopes.get((par, q, s), float("nan")))
                 lab = f"{par} (slope {round(slope, 2) + 0.0:+.2f})"  # + 0.0: no "-0.00"
                 ax.plot(m.index, m.to_numpy(), "-o", ms=3, color=f"C{k}", label=lab)
-            ax.set_xscale("log")
-            ax.set_yscale("log")
+            ax.set(xscale="log", yscale="log")
             _log_ticks(ax, "pow2")
             ax.minorticks_off()  # hundreds of panels: minor tick marks were most of the drawing time
             ax.set_title(f"{q}, step {s}", fontsize=9)
@@ -335,13 +319,8 @@ def plot_lr_transfer(df: pd.DataFrame, path, lr_col: str | None = None, width_co
     lr_col = lr_col or pick_column(df, *LR_COLS)
     width_col = width_col or pick_column(df, *WIDTH_COLS)
     loss_col = loss_col or pick_column(df, *LOSS_COLS)
-    d = df.copy()
-    if param_col is None:
-        param_col = next((c for c in PARAM_COLS if c in d.columns), None)
-    if param_col is None:
-        param_col = "_parametrization"
-        d[param_col] = "all"
-    d = d[np.isfinite(d[loss_col].astype(float))]
+    param_col = param_col or next((c for c in PARAM_COLS if c in df.columns), "_parametrization")
+    d = df[np.isfinite(df[loss_col].astype(float))].assign(_parametrization="all")
     pars = sorted(d[param_col].unique().tolist())
     fig, axes = new_figure(1, max(len(pars), 1), size=(5.5 * max(len(pars), 1), 4.5))
     for j, par in enumerate(pars):
@@ -354,9 +333,8 @@ def plot_lr_transfer(df: pd.DataFrame, path, lr_col: str | None = None, width_co
             i = int(m.to_numpy().argmin())
             ax.scatter([m.index[i]], [m.iloc[i]], marker="*", s=150, color=color, edgecolor="k", zorder=5)
         ax.set_xscale("log", base=2)
-        ax.set_xlabel("base learning rate (log2 scale)")
-        ax.set_ylabel("validation loss")
-        ax.set_title({"mup": "muP", "sp": "SP"}.get(str(par), str(par)))
+        ax.set(xlabel="base learning rate (log2 scale)", ylabel="validation loss",
+               title={"mup": "muP", "sp": "SP"}.get(str(par), str(par)))
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8, title="star = optimum", title_fontsize=8)
     fig.suptitle(title or "Learning-rate transfer across widths")

@@ -21,8 +21,8 @@ H is 0 ("linear", 1 + d coefficients), diagonal ("diagonal", 1 + 2d) or symmetri
 minimum is found by exact coordinate descent (:func:`box_minimum`): exact for linear and diagonal surfaces, a local
 minimum no worse than both starts for an indefinite full H.
 
-Verdict on regret (tolerance tau, relative): pass if r_hi < tau, fail if r_lo > tau, inconclusive otherwise. A linear
-surface never fails: for a convex loss f(u) >= f(0) + g'u, so a plane over-states the regret; its r_lo is set to 0.
+Verdict (tolerance tau, relative): pass if r_hi < tau, fail if r_lo > tau, inconclusive otherwise. A plane over-states
+a convex loss's regret (f(u) >= f(0) + g'u): its r_lo is set to 0 (it never fails) and it gives no better fraction.
 """
 
 from __future__ import annotations
@@ -151,21 +151,19 @@ def _lack_of_fit(u_runs, y, seeds, rss, df) -> dict:
     _, point = np.unique(np.round(u_runs, 12), axis=0, return_inverse=True)
     point = point.ravel()
     saturated = fit_blocked(point[:, None] == np.arange(point.max() + 1), y, seeds)  # one mean per point
-    df_pe = saturated.df
+    df_pe, rss_pe = saturated.df, saturated.rss
     df_lof = df - df_pe
     if df_pe < 1 or df_lof < 1:
         return {"F": None, "p": None, "df": [df_lof, df_pe]}
-    rss_pe = saturated.rss
     F = ((rss - rss_pe) / df_lof) / (rss_pe / df_pe) if rss_pe > 0 else math.inf
     return {"F": float(F), "p": float(fdtrc(df_lof, df_pe, F)), "df": [int(df_lof), int(df_pe)]}
 
 
 def draws(fit: dict, n_draws: int, rng: np.random.Generator) -> np.ndarray:
     """Parametric-bootstrap coefficient draws (n_draws, p): beta_hat + sqrt(df / chi2_df) L z (multivariate t)."""
-    p = len(fit["beta"])
     w, V = np.linalg.eigh(fit["cov"])
     L = V * np.sqrt(np.clip(w, 0.0, None))  # (p, p), L L' = cov (robust to round-off)
-    z = rng.standard_normal((n_draws, p))
+    z = rng.standard_normal((n_draws, len(fit["beta"])))
     scale = np.sqrt(fit["df"] / rng.chisquare(fit["df"], n_draws))
     return fit["beta"] + (z @ L.T) * scale[:, None]
 
@@ -212,13 +210,12 @@ def regret_analysis(base: Mapping[str, float], points: Sequence[Mapping[str, flo
     frac = (f_change < 0).mean(axis=0)
     A = float(test_alpha)
     r_bc, (r_lo, r_hi) = basic_interval(R, A, 0.0, math.inf)
-    if fit["model"] == "linear":  # a plane over-states a convex loss's regret: 0 is the only lower bound it gives
-        r_lo = 0.0
+    linear = fit["model"] == "linear"  # a plane: lower bound 0, no better fraction (module docstring)
+    r_lo = 0.0 if linear else r_lo
     f_bc, f_ci = basic_interval(frac, A, 0.0, 1.0)
     t_quantile = t_ppf(1 - A / 2, fit["df"])
     axes = {k: _axis_row(fit, i, d, lo, hi, lbar, t_quantile, g[0, i], u_min[:, i], A) for i, k in enumerate(keys)}
     curves, pts = _axis_curves(fit, u_all, keys, lo, hi, lbar, t_quantile)
-    linear = fit["model"] == "linear"  # a plane through S has half the box below it whatever its slope
     return {
         "axis_curves": curves, "axis_points": pts,
         "model": fit["model"], "model_reason": fit["model_reason"], "n_runs": fit["n_runs"],
@@ -276,11 +273,9 @@ def _axis_row(fit: dict, i: int, d: int, lo: float, hi: float, lbar: float, t_qu
         cvec = (features(step * np.eye(d)[i], fit["model"]) - features(np.zeros(d), fit["model"]))[0]  # (R3)
         est, se = float(cvec @ fit["beta"]) / lbar, math.sqrt(float(cvec @ fit["cov"] @ cvec)) / lbar
         row[name] = {"rel_change": est, "se": se, "ci": [est - t_quantile * se, est + t_quantile * se]}
-    row["slope_log"] = float(slope)
-    row["slope_log_se"] = math.sqrt(float(fit["cov"][1 + i, 1 + i]))
-    row["min_factor"] = float(math.exp(u_min_i[0]))
-    row["min_factor_ci"] = [float(math.exp(np.quantile(u_min_i[1:], q))) for q in (A, 1 - A)]
-    return row
+    return {**row, "slope_log": float(slope), "slope_log_se": math.sqrt(float(fit["cov"][1 + i, 1 + i])),
+            "min_factor": float(math.exp(u_min_i[0])),
+            "min_factor_ci": [float(math.exp(np.quantile(u_min_i[1:], q))) for q in (A, 1 - A)]}
 
 
 def _axis_curves(fit: dict, u_all: np.ndarray, keys: list[str], lo: float, hi: float, lbar: float, tq: float,
@@ -289,23 +284,23 @@ def _axis_curves(fit: dict, u_all: np.ndarray, keys: list[str], lo: float, hi: f
     Student-t band over a grid of factors, and the points' partial residuals (seed-adjusted point mean - f(u_j) +
     f(u_ji e_i) - f(0)) / Lbar(S) at their factor on axis i (the base at factor 1)."""
     d, model, beta = len(keys), fit["model"], fit["beta"]
-    loc, inv = np.unique(np.round(u_all, 12), axis=0, return_inverse=True)
-    u_pts = np.array([u_all[inv == j][0] for j in range(len(loc))])  # (P, d)
-    means = np.array([fit["adjusted"][inv == j].mean() for j in range(len(loc))])
+    _, first, inv = np.unique(np.round(u_all, 12), axis=0, return_index=True, return_inverse=True)
+    u_pts = u_all[first]  # (P, d)
+    means = np.array([fit["adjusted"][inv == j].mean() for j in range(len(first))])
     resid = means - features(u_pts, model) @ beta  # (P,)
     t = np.log(np.linspace(math.exp(lo), math.exp(hi), n_grid))
-    curves, pts = {}, {}
+    curves, pts, f0 = {}, {}, features(np.zeros((1, d)), model)
     for i, k in enumerate(keys):
         ug = np.zeros((n_grid, d))
         ug[:, i] = t
-        C = features(ug, model) - features(np.zeros((1, d)), model)  # (n_grid, p): contrasts f(t e_i) - f(0)
+        C = features(ug, model) - f0  # (n_grid, p): contrasts f(t e_i) - f(0)
         est = C @ beta
         se = np.sqrt(np.einsum("gp,pq,gq->g", C, fit["cov"], C))
         curves[k] = {"factor": np.exp(t).tolist(), "rel_change": (est / lbar).tolist(),
                      "lo": ((est - tq * se) / lbar).tolist(), "hi": ((est + tq * se) / lbar).tolist()}
         ui = np.zeros_like(u_pts)
         ui[:, i] = u_pts[:, i]
-        part = resid + (features(ui, model) - features(np.zeros((1, d)), model)) @ beta
+        part = resid + (features(ui, model) - f0) @ beta
         pts[k] = {"factor": np.exp(u_pts[:, i]).tolist(), "rel_change": (part / lbar).tolist()}
     return curves, pts
 

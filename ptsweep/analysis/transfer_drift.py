@@ -36,8 +36,13 @@ FIT_WINDOW = 2
 LEVEL = 0.9
 
 
+def as_floats(s: pd.Series) -> np.ndarray:
+    """A column as floats, non-numbers as NaN."""
+    return pd.to_numeric(s, errors="coerce").astype(float).to_numpy()
+
+
 def _finite_loss(s: pd.Series) -> np.ndarray:
-    a = pd.to_numeric(s, errors="coerce").astype(float).to_numpy()
+    a = as_floats(s)
     return np.where(np.isfinite(a), a, np.inf)
 
 
@@ -47,10 +52,9 @@ def curve(g: pd.DataFrame, x_col: str, loss_col: str = "val_loss") -> pd.DataFra
     rows = []
     for x, gx in d.groupby(x_col, sort=True):
         v = gx["_loss"].to_numpy()
-        n = len(v)
         mean = float(v.mean()) if np.all(np.isfinite(v)) else math.inf
-        se = float(v.std(ddof=1) / math.sqrt(n)) if n > 1 and np.isfinite(mean) else math.nan
-        rows.append({"x": float(x), "n": int(n), "mean": mean, "se": se})
+        se = float(v.std(ddof=1) / math.sqrt(len(v))) if len(v) > 1 and np.isfinite(mean) else math.nan
+        rows.append({"x": float(x), "n": len(v), "mean": mean, "se": se})
     return pd.DataFrame(rows, columns=["x", "n", "mean", "se"])
 
 
@@ -82,11 +86,10 @@ def optimum(g: pd.DataFrame, x_col: str, loss_col: str = "val_loss", seed_col: s
     cand = c[(c["n"] == n_max) & np.isfinite(c["mean"])]
     if cand.empty:  # every multi-seed value has a diverged seed: fall back to every finite value
         cand = finite
-    best_i = int(cand["mean"].to_numpy().argmin())
-    x_opt = float(cand["x"].to_numpy()[best_i])
+    best = cand.iloc[int(cand["mean"].to_numpy().argmin())]
+    x_opt = float(best["x"])
     i_curve = int(np.flatnonzero(np.isclose(c["x"].to_numpy(), x_opt))[0])
-    out.update(x_opt=x_opt, loss_opt=float(cand["mean"].to_numpy()[best_i]),
-               loss_opt_se=float(cand["se"].to_numpy()[best_i]), n_seeds=n_max,
+    out.update(x_opt=x_opt, loss_opt=float(best["mean"]), loss_opt_se=float(best["se"]), n_seeds=n_max,
                candidates=[float(x) for x in cand["x"]],
                at_edge=bool(i_curve == 0 or i_curve == len(c) - 1),
                vertex_log2=_vertex_log2(c, i_curve))
@@ -95,10 +98,9 @@ def optimum(g: pd.DataFrame, x_col: str, loss_col: str = "val_loss", seed_col: s
     d = g.assign(_loss=_finite_loss(g[loss_col]))
     d = d[d[x_col].astype(float).isin(cand["x"].to_numpy())]
     piv = d.pivot_table(index=seed_col, columns=x_col, values="_loss", aggfunc="mean").dropna(axis=0)
-    xs = np.array([float(x) for x in piv.columns])
-    m = piv.to_numpy()
+    xs, m = piv.columns.to_numpy(dtype=float), piv.to_numpy()
     plausible = [x_opt]
-    if m.shape[0] >= 2 and len(xs) >= 1:
+    if m.shape[0] >= 2:
         with np.errstate(invalid="ignore"):  # a diverged seed: its column is not plausible
             diff = m - m[:, np.isclose(xs, x_opt)][:, :1]  # (seeds, candidates): paired by seed
             se = diff.std(axis=0, ddof=1) / math.sqrt(len(diff))
@@ -106,15 +108,12 @@ def optimum(g: pd.DataFrame, x_col: str, loss_col: str = "val_loss", seed_col: s
         idx = rng.integers(0, m.shape[0], size=(n_boot, m.shape[0]))
         boot_means = m[idx].mean(axis=1)  # (n_boot, n_candidates)
         wins = xs[np.argmin(boot_means, axis=1)]
-        out["boot_log2"] = np.log2(wins).tolist()
-        out["boot_freq"] = {float(x): float(np.mean(np.isclose(wins, x))) for x in xs}
+        out.update(boot_log2=np.log2(wins).tolist(),
+                   boot_freq={float(x): float(np.mean(np.isclose(wins, x))) for x in xs})
     else:
-        out["boot_log2"] = [math.log2(x_opt)]
-        out["boot_freq"] = {x_opt: 1.0}
+        out.update(boot_log2=[math.log2(x_opt)], boot_freq={x_opt: 1.0})
     plausible = sorted(plausible)
-    out["plausible"] = plausible
-    out["plausible_log2_range"] = [math.log2(plausible[0]), math.log2(plausible[-1])]
-    return out
+    return {**out, "plausible": plausible, "plausible_log2_range": [math.log2(plausible[0]), math.log2(plausible[-1])]}
 
 
 def fit_optimum(g: pd.DataFrame, x_col: str, x_opt: float, loss_col: str = "val_loss", seed_col: str = "seed",
@@ -124,8 +123,7 @@ def fit_optimum(g: pd.DataFrame, x_col: str, x_opt: float, loss_col: str = "val_
     ``window`` = finite grid values either side of ``x_opt`` (None = all). Raises ValueError (one line) with
     fewer than 3 distinct values or no residual df."""
     d = g.assign(_loss=_finite_loss(g[loss_col]), _x=g[x_col].astype(float))
-    ok = d.groupby("_x")["_loss"].transform(lambda v: bool(np.all(np.isfinite(v))))
-    d = d[ok.astype(bool)]
+    d = d[d.groupby("_x")["_loss"].transform(lambda v: bool(np.all(np.isfinite(v)))).astype(bool)]
     xs = np.array(sorted(d["_x"].unique()))
     if window is not None and len(xs):
         i = int(np.argmin(np.abs(np.log2(xs) - math.log2(x_opt))))
@@ -196,7 +194,7 @@ def drift(df: pd.DataFrame, x_col: str, width_col: str = "model.width", param_co
                     o["fit"] = {"t_opt": None, "ci_log2": None, "note": str(e)}
             per_width[w.item() if isinstance(w, np.generic) else w] = o
         widths = [w for w in sorted(per_width) if per_width[w].get("x_opt") is not None]
-        if len(widths) < 1:
+        if not widths:
             continue
         res: dict = {"per_width": per_width, "smallest_width": widths[0], "largest_width": widths[-1]}
         lo, hi = per_width[widths[0]], per_width[widths[-1]]
@@ -209,11 +207,9 @@ def drift(df: pd.DataFrame, x_col: str, width_col: str = "model.width", param_co
                                         hi["plausible_log2_range"][1] - lo["plausible_log2_range"][0]]
         res["drift_is_bound"] = bool(lo["at_edge"] or hi["at_edge"])
         f_lo, f_hi = lo.get("fit", {}), hi.get("fit", {})
-        if f_lo.get("t_opt") is not None and f_hi.get("t_opt") is not None:
-            res["drift_fit_log2"] = f_hi["t_opt"] - f_lo["t_opt"]
-            res["drift_fit_ci"] = drift_interval(f_lo, f_hi)
-        else:
-            res["drift_fit_log2"], res["drift_fit_ci"] = None, None
+        both = f_lo.get("t_opt") is not None and f_hi.get("t_opt") is not None
+        res["drift_fit_log2"] = f_hi["t_opt"] - f_lo["t_opt"] if both else None
+        res["drift_fit_ci"] = drift_interval(f_lo, f_hi) if both else None
         out[str(par)] = res
     return out
 
@@ -228,14 +224,11 @@ def gains(df: pd.DataFrame, x_col: str, x_value: float, loss_col: str = "val_los
                 "gain_over_no_context"):
         if col not in d:
             continue
-        v = pd.to_numeric(d[col], errors="coerce").astype(float).to_numpy()
-        se_col = f"{col}_se"
-        ses = (pd.to_numeric(d[se_col], errors="coerce").astype(float).to_numpy() if se_col in d
-               else np.full(len(v), math.nan))
-        finite = bool(np.isfinite(v).all())
+        v = as_floats(d[col])
+        ses = as_floats(d[f"{col}_se"]) if f"{col}_se" in d else np.full(len(v), math.nan)
         _, se = seed_mean(v, ses)              # sqrt(se_val^2 + sd^2 / n), one formula for every report
         out[col] = float(np.mean(v)) if len(v) else math.nan   # a diverged seed makes the mean inf (not dropped)
         out[f"{col}_seed_sd"] = float(np.std(v, ddof=1)) if len(v) > 1 else math.nan
         out[f"{col}_val_se"] = float(np.sqrt(np.nanmean(ses ** 2))) if np.isfinite(ses).any() else math.nan
-        out[f"{col}_se"] = se if finite else math.nan
+        out[f"{col}_se"] = se if np.isfinite(v).all() else math.nan
     return out

@@ -18,8 +18,7 @@ residual degrees of freedom, t_{df} Student quantiles, n = usable points, A = te
 4. "flat" if |delta_j| + t_{df}(1 - A / (2n)) se_j <= margin * base mean for all j (simultaneous TOST).
 5. "inconclusive" otherwise.
 
-Count of points beating the base: under equivalence the base's rank among the n + 1 means is uniform, so
-P(count >= c) = (n + 1 - c) / (n + 1) (``p_count``; not binomial: every comparison shares the base's noise).
+``p_count`` = P(count of points beating the base >= c) = (n + 1 - c) / (n + 1) under equivalence (README).
 """
 
 from __future__ import annotations
@@ -65,9 +64,7 @@ def noise_band(base_losses: Sequence[float], level: float = NOISE_LEVEL) -> floa
     unknown: the band is 0.
     """
     arr, _, std = _base_summary(base_losses)
-    if arr.size < 2:
-        return 0.0
-    return float(t_ppf(0.5 + level / 2.0, arr.size - 1) * std * math.sqrt(1.0 + 1.0 / arr.size))
+    return float(t_ppf(0.5 + level / 2, arr.size - 1) * std * math.sqrt(1.0 + 1.0 / arr.size)) if arr.size > 1 else 0.0
 
 
 def rank_table(perturbed: pd.DataFrame, base: Mapping[str, float], base_losses: Sequence[float],
@@ -96,25 +93,18 @@ def rank_table(perturbed: pd.DataFrame, base: Mapping[str, float], base_losses: 
     df["failed"] = ~np.isfinite(df["loss"].to_numpy())
     df["is_base"] = False
 
-    base_row = {c: np.nan for c in df.columns}
-    base_row.update(base_sub)
+    base_row = {c: np.nan for c in df.columns} | base_sub | {loss_col: base_mean}
     base_row.update(loss=base_mean, distance=0.0, failed=False, is_base=True)
-    if loss_col != "loss":
-        base_row[loss_col] = base_mean
-    df = pd.concat([df, pd.DataFrame([base_row])], ignore_index=True)
-    df["failed"] = df["failed"].astype(bool)
-    df["is_base"] = df["is_base"].astype(bool)
+    df = pd.concat([df, pd.DataFrame([base_row])], ignore_index=True).astype({"failed": bool, "is_base": bool})
 
-    rel = (df["loss"] - base_mean) / base_mean
-    df["rel_increase"] = np.where(df["failed"], np.inf, rel)
+    df["rel_increase"] = np.where(df["failed"], np.inf, (df["loss"] - base_mean) / base_mean)
     # sort: finite losses ascending, base before equal losses, failed last
     sort_loss = np.where(df["failed"], np.inf, df["loss"])
     order = np.lexsort((~df["is_base"].to_numpy(), sort_loss, df["failed"].to_numpy()))
     df = df.iloc[order].reset_index(drop=True)
     df["rank"] = np.arange(1, len(df) + 1)
 
-    df.attrs.update(base_mean=base_mean, base_std=base_std, n_seeds=int(arr.size),
-                    noise_band=noise_band(arr))
+    df.attrs.update(base_mean=base_mean, base_std=base_std, n_seeds=int(arr.size), noise_band=noise_band(arr))
     return df
 
 

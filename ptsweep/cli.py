@@ -18,6 +18,7 @@ import sys
 import threading
 
 from ptsweep.config import RunConfig, compose, to_dict
+from ptsweep.config.composition import one_line
 from ptsweep.errors import ConfigError, DataError, TrackerError
 
 # command -> (module exposing ``run(cfg: RunConfig) -> Path``, one-line help). Explicit table, imported lazily.
@@ -33,12 +34,6 @@ SWEEPS: dict[str, tuple[str, str]] = {
 
 class CLIError(Exception):
     """A user-fixable problem: reported as one line, exit status 2."""
-
-
-def _one_line(msg: str) -> str:
-    """Collapse a multi-line message into one line."""
-    parts = [p.strip() for p in str(msg).splitlines() if p.strip()]
-    return "; ".join(parts) if parts else "unknown error"
 
 
 USER_ERRORS = (CLIError, ConfigError, DataError, TrackerError)
@@ -136,9 +131,8 @@ def cmd_plan(args) -> int:
 def cmd_train(cfg: RunConfig) -> int:
     """Compose -> tracker -> ``train.run`` -> one-line summary + the run folder."""
     from ptsweep import train
-    from ptsweep.tracking import make_tracker
-
     from ptsweep.metrics import format_loss
+    from ptsweep.tracking import make_tracker
 
     metrics = train.run(cfg, make_tracker(cfg.tracker))
     print(_summary(metrics))
@@ -240,7 +234,7 @@ def _dispatch(args, stop_line) -> int:
     except USER_ERRORS as e:
         if args.debug:
             raise
-        print(f"error: {_one_line(str(e))}", file=sys.stderr)
+        print(f"error: {one_line(str(e))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # Ctrl-C (SweepInterrupted after a clean Tune stop, or Python's own anywhere else)
         print(stop_line(signal.SIGINT), file=sys.stderr, flush=True)

@@ -128,8 +128,6 @@ class NoContextBaseline:
         logp = self.unigram_logp.to(targets.device).double()
         lp_t = logp[targets]
         visible = inputs != self.mask_id
-        if not bool(visible.any()):
-            return -lp_t
         x = torch.where(visible, inputs, targets)  # any regular id where masked (unused there)
         base = self.p_random / self.n_regular
         same = (targets == x).double()
@@ -144,32 +142,29 @@ def token_losses(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.float(), targets, reduction="none")
 
 
+def _paired(out: dict, keys: tuple, model: torch.Tensor, ref: torch.Tensor, block: torch.Tensor) -> MeanSE:
+    """Mean and ``_se`` of model, ref, ref - model (paired) into ``out`` under ``keys`` (None: skip); the model's."""
+    stats = [clustered_mean_se(x, block) for x in (model, ref, ref.double() - model.double())]
+    for key, s in zip(keys, stats):
+        out.update({key: s.mean, f"{key}_se": s.se} if key else {})
+    return stats[0]
+
+
 def summarize(model_losses: torch.Tensor, unigram_losses: torch.Tensor, block: torch.Tensor,
               is_mask: torch.Tensor | None = None, no_context_losses: torch.Tensor | None = None) -> dict[str, float]:
     """The metrics dict of one evaluation: val_loss (+ _se), unigram_loss (+ _se), gain_over_unigram = unigram -
     model (+ _se, paired), val_tokens, val_blocks; with ``is_mask`` (n,) (targets whose input is [MASK]) and
     ``no_context_losses`` (n,) also ``CONTEXT_KEYS`` (NaN where absent)."""
-    model = clustered_mean_se(model_losses, block)
-    unigram = clustered_mean_se(unigram_losses, block)
-    gain = clustered_mean_se(unigram_losses.double() - model_losses.double(), block)
-    out = {"val_loss": model.mean, "val_loss_se": model.se, "unigram_loss": unigram.mean,
-           "unigram_loss_se": unigram.se, "gain_over_unigram": gain.mean, "gain_over_unigram_se": gain.se,
-           "val_tokens": model.n_tokens, "val_blocks": model.n_blocks}
-    out.update({k: math.nan for k in CONTEXT_KEYS})
-    out["mask_tokens"] = 0
+    out: dict = {}
+    model = _paired(out, ("val_loss", "unigram_loss", "gain_over_unigram"), model_losses, unigram_losses, block)
+    out.update(val_tokens=model.n_tokens, val_blocks=model.n_blocks)
+    out.update({k: 0 if k == "mask_tokens" else math.nan for k in CONTEXT_KEYS})
     if is_mask is not None:
         sel = is_mask.bool()
-        mask_model = clustered_mean_se(model_losses[sel], block[sel])
-        mask_unigram = clustered_mean_se(unigram_losses[sel], block[sel])
-        ctx = clustered_mean_se(unigram_losses[sel].double() - model_losses[sel].double(), block[sel])
-        out.update(mask_loss=mask_model.mean, mask_loss_se=mask_model.se, mask_unigram_loss=mask_unigram.mean,
-                   mask_unigram_loss_se=mask_unigram.se, context_gain=ctx.mean, context_gain_se=ctx.se,
-                   mask_tokens=mask_model.n_tokens)
+        out["mask_tokens"] = _paired(out, ("mask_loss", "mask_unigram_loss", "context_gain"), model_losses[sel],
+                                     unigram_losses[sel], block[sel]).n_tokens
     if no_context_losses is not None:
-        ref = clustered_mean_se(no_context_losses, block)
-        over = clustered_mean_se(no_context_losses.double() - model_losses.double(), block)
-        out.update(no_context_loss=ref.mean, no_context_loss_se=ref.se, gain_over_no_context=over.mean,
-                   gain_over_no_context_se=over.se)
+        _paired(out, (None, "no_context_loss", "gain_over_no_context"), model_losses, no_context_losses, block)
     return out
 
 

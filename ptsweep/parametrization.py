@@ -40,10 +40,8 @@ class Role(str, Enum):
     OUTPUT = "output"
 
 
-_ROLE_ATTR = "_ptsweep_role"
-_SP_INIT_ATTR = "_ptsweep_sp_init"
-_MUP_MULT_ATTR = "_ptsweep_mup_init_mult"
-_MUP_LR_ATTR = "_ptsweep_mup_lr_mult"
+_DECLARED_ATTR = "_ptsweep_declared"
+"""Where :func:`declare` keeps (role, sp_init, mup_init_mult, mup_lr_mult) on the parameter."""
 
 MUP_VARIANTS = ("mup_sp", "mup", "mup_paper")
 """Parametrizations that follow the muP init/LR table (they differ only in declared init multipliers)."""
@@ -63,19 +61,15 @@ def declare(param: nn.Parameter, role: Role, sp_init: Callable[[torch.Tensor], N
     """Tag ``param`` with its muP ``role``, the in-place init used under SP, and two base-shape constants: one
     multiplying the role's muP init std, one its muP LR (1 = [S] Table 2; same exponent of N, another constant).
     Returns the parameter."""
-    setattr(param, _ROLE_ATTR, Role(role))
-    setattr(param, _SP_INIT_ATTR, sp_init)
-    setattr(param, _MUP_MULT_ATTR, float(mup_init_mult))
-    setattr(param, _MUP_LR_ATTR, float(mup_lr_mult))
+    setattr(param, _DECLARED_ATTR, (Role(role), sp_init, float(mup_init_mult), float(mup_lr_mult)))
     return param
 
 
 def role_of(param: nn.Parameter) -> Role:
     """The role declared for ``param``; raises if it was never declared (every parameter must have one)."""
-    role = getattr(param, _ROLE_ATTR, None)
-    if role is None:
+    if not hasattr(param, _DECLARED_ATTR):
         raise ValueError(f"parameter of shape {tuple(param.shape)} has no declared muP role")
-    return role
+    return getattr(param, _DECLARED_ATTR)[0]
 
 
 def init_std(role: Role, width: int) -> float:
@@ -86,9 +80,7 @@ def init_std(role: Role, width: int) -> float:
 
 def lr_multiplier(role: Role, width: int, parametrization: str) -> float:
     """LR multiplier of a role: muP gives hidden and output eta/N, the rest eta ([S] Table 2); SP gives 1 to all."""
-    if not is_mup(parametrization):
-        return 1.0
-    return 1.0 / width if Role(role) in (Role.HIDDEN, Role.OUTPUT) else 1.0
+    return 1.0 / width if is_mup(parametrization) and Role(role) in (Role.HIDDEN, Role.OUTPUT) else 1.0
 
 
 @torch.no_grad()
@@ -99,8 +91,8 @@ def init_parameters(module: nn.Module, width: int, parametrization: str,
     mup = is_mup(parametrization)
     for name, p in module.named_parameters():
         role = role_of(p)
+        _, sp_init, init_mult, _ = getattr(p, _DECLARED_ATTR)
         if not mup:
-            sp_init = getattr(p, _SP_INIT_ATTR, None)
             if sp_init is None:
                 raise ValueError(f"{name}: no SP init declared")
             sp_init(p)
@@ -110,7 +102,7 @@ def init_parameters(module: nn.Module, width: int, parametrization: str,
         elif role is Role.BIAS:
             p.zero_()
         else:
-            p.normal_(0.0, init_std(role, width) * getattr(p, _MUP_MULT_ATTR, 1.0), generator=generator)
+            p.normal_(0.0, init_std(role, width) * init_mult, generator=generator)
 
 
 def param_groups(module: nn.Module, width: int, parametrization: str, weight_decay: float = 0.0) -> list[dict]:
@@ -121,21 +113,19 @@ def param_groups(module: nn.Module, width: int, parametrization: str, weight_dec
     by_key: dict[tuple[Role, float], list[nn.Parameter]] = {}
     for p in module.parameters():
         if p.requires_grad:
-            const = getattr(p, _MUP_LR_ATTR, 1.0) if mup else 1.0
-            by_key.setdefault((role_of(p), const), []).append(p)
-    order = list(Role)
+            role = role_of(p)
+            const = getattr(p, _DECLARED_ATTR)[3] if mup else 1.0
+            by_key.setdefault((role, const), []).append(p)
     return [{"params": params, "role": role.value, "lr_mult": lr_multiplier(role, width, parametrization) * const,
              "weight_decay": 0.0 if role in (Role.GAIN, Role.BIAS) else weight_decay}
-            for (role, const), params in sorted(by_key.items(), key=lambda kv: order.index(kv[0][0]))]
+            for (role, const), params in sorted(by_key.items(), key=lambda kv: list(Role).index(kv[0][0]))]
 
 
 def build_optimizer(module: nn.Module, width: int, parametrization: str, lr: float,
                     betas: Iterable[float] = (0.9, 0.98), eps: float = 1e-8,
                     weight_decay: float = 0.0) -> torch.optim.AdamW:
     """AdamW with one group per role; each group's LR is ``lr * lr_mult`` (see :func:`set_lr`)."""
-    groups = param_groups(module, width, parametrization, weight_decay)
-    for g in groups:
-        g["lr"] = lr * g["lr_mult"]
+    groups = [{**g, "lr": lr * g["lr_mult"]} for g in param_groups(module, width, parametrization, weight_decay)]
     return torch.optim.AdamW(groups, lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay)
 
 

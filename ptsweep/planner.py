@@ -133,31 +133,28 @@ def plan(cfg: RunConfig, sweeps=SWEEPS, gpu_mem_gb: float = 80.0, peak_tflops: f
          mfu: float = 0.3) -> list[TrialPlan]:
     """TrialPlans (one per distinct trial shape) of the named sweeps under ``cfg`` (module docstring)."""
     sweep_cfg, tokens = cfg.sweep, cfg.train.tokens
-    args = (gpu_mem_gb, peak_tflops * 1e12, mfu)
-    rows: list[TrialPlan] = []
+    trials: list[tuple] = []  # (sweep, model config, runs, tokens per run)
     for name in sweeps:
         if name not in SWEEPS:
             raise ValueError(f"sweep: unknown sweep {name!r} (choose from {', '.join(SWEEPS)})")
         if name == "tune-small":
-            rows.append(plan_trial(cfg, name, _pt(cfg, cfg.model.width), sweep_cfg.num_samples, tokens, *args))
+            trials.append((name, _pt(cfg, cfg.model.width), sweep_cfg.num_samples, tokens))
         elif name == "verify-transfer":
             n_run = max(n_required(sweep_cfg.alpha, sweep_cfg.p), sweep_cfg.n)
-            rows.append(plan_trial(cfg, name, _pt(cfg, sweep_cfg.width), sweep_cfg.seeds + n_run, tokens, *args))
+            trials.append((name, _pt(cfg, sweep_cfg.width), sweep_cfg.seeds + n_run, tokens))
         else:
             scalings = ["channels", "rank"] if sweep_cfg.scaling == "both" else [sweep_cfg.scaling]
+            search = (sweep_cfg.baseline.samples or sweep_cfg.num_samples,
+                      max(1.0, sweep_cfg.baseline.search_frac * tokens))
             for kind in (m for m in sweep_cfg.models if m != "pt"):
                 for s in sweep_cfg.scales:
                     mcfg = match_shape(kind, _pt(cfg, s, scalings[0]), cfg.data.vocab_size, cfg.data.seq_len,
                                        cfg.data.mask_prob, sweep_cfg.match)
-                    search = max(1.0, sweep_cfg.baseline.search_frac * tokens)
-                    rows.append(plan_trial(cfg, name, mcfg, sweep_cfg.baseline.samples or sweep_cfg.num_samples,
-                                           search, *args))
-                    rows.append(plan_trial(cfg, name, mcfg, sweep_cfg.seeds, tokens, *args))
+                    trials += [(name, mcfg, *search), (name, mcfg, sweep_cfg.seeds, tokens)]
             if "pt" in sweep_cfg.models:
-                for sc in scalings:
-                    for s in sweep_cfg.scales:
-                        rows.append(plan_trial(cfg, name, _pt(cfg, s, sc), sweep_cfg.seeds, tokens, *args))
-    return rows
+                trials += [(name, _pt(cfg, s, sc), sweep_cfg.seeds, tokens)
+                           for sc in scalings for s in sweep_cfg.scales]
+    return [plan_trial(cfg, *trial, gpu_mem_gb, peak_tflops * 1e12, mfu) for trial in trials]
 
 
 def format_plan(rows: list[TrialPlan], cfg: RunConfig, gpu_mem_gb: float, peak_tflops: float, mfu: float) -> str:

@@ -83,10 +83,6 @@ def wandb_run_id(run_dir: Path, job_type: str = "train") -> str:
     return hashlib.sha1(key.encode()).hexdigest()[:16]
 
 
-def _artifact_name(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")[:120] or "artifact"
-
-
 class LocalTracker(Tracker):
     """Files under the run folder + one row per ``job_type="train"`` run in the results table (module docstring),
     ``results_path`` or by default ``<config['out_dir']>/results.jsonl``."""
@@ -127,7 +123,9 @@ class LocalTracker(Tracker):
             return
         row = {"run_dir": str(self.run_dir), **self._meta,
                "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "config": self._config, "metrics": final}
-        append_line(self._results_file(), _dumps(row))
+        out_dir = self._config.get("out_dir")
+        results = self.results_path or (Path(out_dir) if out_dir else self.run_dir.parent) / RESULTS_FILE
+        append_line(results, _dumps(row))
 
     def log_table(self, name: str, df) -> None:
         if self.run_dir is not None:
@@ -143,12 +141,6 @@ class LocalTracker(Tracker):
                 dest = self.run_dir / "images" / f"{name}{path.suffix}"
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(path, dest)
-
-    def _results_file(self) -> Path:
-        if self.results_path is not None:
-            return self.results_path
-        out_dir = self._config.get("out_dir")
-        return (Path(out_dir) if out_dir else self.run_dir.parent) / RESULTS_FILE
 
 
 class WandbTracker(LocalTracker):
@@ -231,14 +223,13 @@ class WandbTracker(LocalTracker):
             self._run.log({name: wandb.Image(str(path)) for name, path in images.items()})
 
     def log_artifact(self, name: str, kind: str, paths: Sequence[str | Path]) -> None:
-        if self._run is None:
+        files = [Path(p) for p in paths if Path(p).is_file()]
+        if self._run is None or not files:
             return
         import wandb
 
-        files = [Path(p) for p in paths if Path(p).is_file()]
-        if not files:
-            return
-        art = wandb.Artifact(_artifact_name(name), type=kind)
+        safe_name = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")[:120] or "artifact"
+        art = wandb.Artifact(safe_name, type=kind)
         for f in files:
             art.add_file(str(f), name=f.name)
         self._run.log_artifact(art)
@@ -267,12 +258,9 @@ def load_results(path: str | Path):
                 rec = json.loads(line)
             except json.JSONDecodeError:  # blank, or a writer killed mid-line
                 continue
-            config = flatten(rec.pop("config", {}) or {})
             metrics = rec.pop("metrics", {}) or {}
-            row = {**rec, **{k: tuple(v) if isinstance(v, list) else v for k, v in config.items()}, **metrics}
-            if isinstance(row.get("tags"), list):
-                row["tags"] = tuple(row["tags"])
-            rows.append(row)
+            rec.update(flatten(rec.pop("config", {}) or {}))  # lists (tags, config lists) -> hashable tuples
+            rows.append({**{k: tuple(v) if isinstance(v, list) else v for k, v in rec.items()}, **metrics})
     df = pd.DataFrame(rows)
     for col in ("val_loss", "train_loss"):  # JSON null -> NaN; keep inf for diverged runs
         if col in df:

@@ -12,6 +12,5 @@ def require(cond: bool, key: str, msg: str) -> None:
 
 
 def one_of(value: object, choices: tuple, key: str) -> None:
-    """``value`` is one of ``choices``: the check of a field with a fixed set of string values (OmegaConf types such
-    a field as ``str``; a ``Literal`` annotation is not supported)."""
+    """``value`` is one of ``choices`` (a field with a fixed set of string values)."""
     require(value in choices, key, f"must be one of {list(choices)}, got {value!r}")

@@ -57,6 +57,7 @@ def compose(overrides: list[str]) -> RunConfig:
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import HydraException
+    from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
     register_schema()
@@ -66,15 +67,7 @@ def compose(overrides: list[str]) -> RunConfig:
             node = hydra_compose(config_name="config", overrides=list(overrides))
         except (HydraException, OmegaConfBaseException) as e:
             raise composition_error(e) from None
-    return _with_model_schema(node)
-
-
-def _with_model_schema(node) -> RunConfig:
-    """The validated RunConfig of Hydra's composed ``node``: every section is typed by the registered schema but the
-    open ``model`` mapping, which is merged here onto the schema ``model.name`` names (errors name ``model.<key>``)."""
-    from omegaconf import OmegaConf
-
-    values = node.model
+    values = node.model  # the open mapping, merged onto the schema model.name names (errors name model.<key>)
     with omegaconf_errors():
         node.model = OmegaConf.structured(model_schema(values.get("name", "pt")))
         node.merge_with({"model": values})
@@ -86,13 +79,17 @@ def composition_error(exc: Exception) -> ConfigError:
     group option that does not exist with the options there are, or Hydra's message on one line."""
     from omegaconf.errors import OmegaConfBaseException
 
-    if isinstance(exc, OmegaConfBaseException):
-        return config_error(exc)
-    if isinstance(exc.__cause__, OmegaConfBaseException):
-        return config_error(exc.__cause__)
+    for cause in (exc, exc.__cause__):
+        if isinstance(cause, OmegaConfBaseException):
+            return config_error(cause)
     msg = str(exc).split("Config search path:")[0]
     m = re.search(r"Could not find '([^'/]+)/([^']+)'", msg)
     if m and "Available options" in msg:
         options = [o.strip() for o in msg.split("Available options", 1)[1].splitlines()[1:] if o.strip()]
         return ConfigError(f"{m.group(1)}={m.group(2)}: no such config (choose from {', '.join(options)})")
-    return ConfigError("; ".join(p.strip() for p in msg.splitlines() if p.strip()) or "unknown error")
+    return ConfigError(one_line(msg))
+
+
+def one_line(msg: str) -> str:
+    """A multi-line message collapsed into one line ("unknown error" when blank)."""
+    return "; ".join(p.strip() for p in str(msg).splitlines() if p.strip()) or "unknown error"

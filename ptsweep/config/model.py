@@ -25,13 +25,11 @@ MUP_CONSTANTS = ("init_unary", "init_u", "init_v", "init_topic", "center_feature
 """The base-shape constants that only 'mup' reads ('mup_sp' derives its own from SP at ``base_width``)."""
 SCALINGS = ("channels", "rank")
 """Width-scaling paradigms of PT (``model.scaling``, ``sweep.lr_transfer.scaling``)."""
-DAMPED_PARAMETRIZATIONS = ("mup_sp", "mup")
-"""The parametrizations whose Z logits are damped (beta_Z = 0.5) when ``model.damping_z`` is unset."""
 
 
 def default_z_damping(parametrization: str) -> float:
-    """beta_Z of a parametrization when ``model.damping_z`` is None (see ``PTConfig.damping_z``)."""
-    return 0.5 if parametrization in DAMPED_PARAMETRIZATIONS else 0.0
+    """beta_Z of a parametrization when ``model.damping_z`` is None: 0.5 under 'mup_sp' and 'mup', else 0."""
+    return 0.5 if parametrization in ("mup_sp", "mup") else 0.0
 
 
 @dataclass

@@ -68,15 +68,12 @@ def prepare(cfg: DataConfig) -> Corpus:
             if not cached:
                 build_token_cache(folder, docs, tok, cfg, ids["[SEP]"])
     meta = json.loads((folder / "meta.json").read_text())
-    L = cfg.seq_len
-    train = np.memmap(folder / "train.bin", dtype=np.int32, mode="r", shape=(meta["train_blocks"], L))
-    val = np.memmap(folder / "val.bin", dtype=np.int32, mode="r", shape=(meta["val_blocks"], L))
-    n_test = int(meta.get("test_blocks", 0))
-    test = (np.memmap(folder / "test.bin", dtype=np.int32, mode="r", shape=(n_test, L)) if n_test
-            else np.zeros((0, L), dtype=np.int32))
+    shapes = {s: (int(meta.get(f"{s}_blocks", 0)), cfg.seq_len) for s in ("train", "val", "test")}
+    splits = {s: np.memmap(folder / f"{s}.bin", dtype=np.int32, mode="r", shape=shape) if shape[0]
+              else np.zeros(shape, dtype=np.int32) for s, shape in shapes.items()}  # no test split: empty
     return Corpus(tokenizer=tok, tokenizer_name=tok_name, vocab_size=tok.get_vocab_size(), pad_id=ids["[PAD]"],
                   mask_id=ids["[MASK]"], cls_id=ids["[CLS]"], sep_id=ids["[SEP]"],
-                  special_ids=tuple(sorted(set(ids.values()))), train=train, val=val, test=test, name=docs.name,
+                  special_ids=tuple(sorted(set(ids.values()))), **splits, name=docs.name,
                   tokenizer_cached=tok_cached, tokens_cached=cached, cache_path=str(folder))
 
 

@@ -1,5 +1,4 @@
-"""MLM masking and batches (step 5 of :mod:`ptsweep.data`): BERT corruption with an exact mask count per block,
-training batches as a pure function of (seed, step), validation and test batches with fixed masks."""
+"""MLM masking and batches (step 5 of :mod:`ptsweep.data`)."""
 
 from __future__ import annotations
 
@@ -46,12 +45,8 @@ def batch_indices(n_blocks: int, step: int, batch_size: int, seed: int) -> np.nd
     """Block indices of training batch ``step``: sample g = step * batch_size + i reads block
     perm_{seed, g // n_blocks}[g % n_blocks], so each epoch visits every block once (a batch may span two epochs)."""
     g = step * batch_size + np.arange(batch_size)  # (B,) global sample positions
-    epochs, pos = g // n_blocks, g % n_blocks
-    idx = np.empty(batch_size, dtype=np.int64)
-    for e in np.unique(epochs):
-        sel = epochs == e
-        idx[sel] = _epoch_order(seed, int(e), n_blocks)[pos[sel]]
-    return idx
+    return np.array([_epoch_order(seed, int(e), n_blocks)[p] for e, p in zip(g // n_blocks, g % n_blocks)],
+                    dtype=np.int64)
 
 
 def train_batch(corpus: Corpus, cfg: DataConfig, step: int, batch_size: int, seed: int) -> dict[str, torch.Tensor]:

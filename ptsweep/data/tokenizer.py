@@ -1,6 +1,5 @@
-"""The tokenizer of a corpus (step 3 of :mod:`ptsweep.data`): a hub id or local path, else (or with
-``tokenizer: wordpiece``) the deterministic WordPiece of :mod:`ptsweep.wordpiece` trained on the training split and
-cached under ``<cache_dir>/tokenizers/``."""
+"""The tokenizer of a corpus (step 3 of :mod:`ptsweep.data`); a trained WordPiece is cached under
+``<cache_dir>/tokenizers/``."""
 
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ from typing import Any, Iterator
 from tokenizers import Tokenizer
 
 from ptsweep.config import DataConfig
-from ptsweep.data.corpora import Documents, hf_offline, hub_reachable, iter_texts, load_documents
+from ptsweep.data.corpora import Documents, hf_offline, hub_reachable, iter_texts
 from ptsweep.data.keys import locked, sha_key
 from ptsweep.errors import DataError
 from ptsweep.io import resolve_path
@@ -47,7 +46,7 @@ def _load_named_tokenizer(name: str) -> Tokenizer:
     return Tokenizer.from_file(path)
 
 
-def load_tokenizer(cfg: DataConfig, docs: Documents | None = None) -> tuple[Tokenizer, str, bool]:
+def load_tokenizer(cfg: DataConfig, docs: Documents) -> tuple[Tokenizer, str, bool]:
     """(tokenizer, name actually used, loaded_from_cache); ``loaded_from_cache`` is False only when the fallback
     WordPiece was trained in this call (it is cached for the next)."""
     if cfg.tokenizer != "wordpiece":
@@ -66,8 +65,6 @@ def load_tokenizer(cfg: DataConfig, docs: Documents | None = None) -> tuple[Toke
             reason = "offline (HF_HUB_OFFLINE)" if hf_offline() else f"unreachable ({type(exc).__name__})"
             log.warning("tokenizer '%s' %s: FALLBACK to a WordPiece (vocab %d) trained on the %s training split",
                         cfg.tokenizer, reason, cfg.vocab_size, cfg.name)
-    if docs is None:
-        docs = load_documents(cfg)
     key = sha_key("wordpiece", docs.identity, cfg.vocab_size, SPECIAL_TOKENS, "bert-lowercase", TOKENIZER_TRAIN_CHARS,
                   "deterministic-bpe-v1")[:16]
     name = f"wordpiece-{cfg.vocab_size}-{docs.name}-{key[:8]}"

@@ -6,11 +6,9 @@ Architecture (the standard BERT-base-style MLM model, no pooler, no NSP):
     x = BertLayer_l(x, key_pad_mask)  for l = 1..n_layers               # post-LN, GELU, d_ff = 4d, HF ``BertLayer``
     logits = LN(GELU(dense(h))) @ word_emb^T * logit_scale + b_out   # HF BertPredictionHeadTransform + tied decoder
 
-:class:`MLMBackbone` holds what the Universal Transformer (:mod:`ptsweep.models.ut`) shares: embeddings, MLM head,
-key-padding mask, HF config (attention through HF's ``sdpa``), muP roles. :class:`BertMLM` adds ``n_layers`` unshared
-``BertLayer`` s. Roles (:func:`declare_roles`): embeddings input, LayerNorm weights gain, biases bias, Linear weights
-hidden; the decoder is tied to the word embedding (one parameter, role input). Under SP (the default; baselines are
-tuned per scale in SP) ``sp_init`` re-applies HF's init: weights N(0, 0.02^2), biases 0, LayerNorm gains 1.
+Roles: :func:`declare_roles`; the decoder is tied to the word embedding (one parameter, role input). Under SP (the
+default; baselines are tuned per scale in SP) ``sp_init`` re-applies HF's init: weights N(0, 0.02^2), biases 0,
+LayerNorm gains 1.
 
 ``parametrization="mup"`` exists only for the coordinate check. Besides the role-based init/LR it scales attention
 scores by 1/head_dim instead of 1/sqrt(head_dim) (overwriting ``BertSelfAttention.scaling``, which HF passes to the

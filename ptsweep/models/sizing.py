@@ -81,10 +81,8 @@ def param_count(model_cfg, vocab_size: int) -> dict[str, int]:
         from ptsweep.models.pt import pt_param_count
 
         return pt_param_count(model_cfg, vocab_size)
-    if isinstance(model_cfg, BertConfig):  # UTConfig is a BertConfig subclass
-        return _baseline_counts(model_cfg.width, model_cfg.n_layers, vocab_size, model_cfg.max_positions,
-                                shared=isinstance(model_cfg, UTConfig))
-    raise TypeError(f"no parameter count for config of type {type(model_cfg).__name__}")
+    return _baseline_counts(model_cfg.width, model_cfg.n_layers, vocab_size, model_cfg.max_positions,
+                            shared=isinstance(model_cfg, UTConfig))
 
 
 def baseline_forward_flops_per_token(cfg: BertConfig, vocab_size: int, seq_len: int,
@@ -100,9 +98,7 @@ def flops_per_token(model_cfg, vocab_size: int, seq_len: int, mask_prob: float =
         from ptsweep.models.pt import pt_flops_per_token
 
         return float(pt_flops_per_token(model_cfg, vocab_size, seq_len, mask_prob))
-    if isinstance(model_cfg, BertConfig):
-        return 3.0 * baseline_forward_flops_per_token(model_cfg, vocab_size, seq_len, mask_prob)
-    raise TypeError(f"no FLOP count for config of type {type(model_cfg).__name__}")
+    return 3.0 * baseline_forward_flops_per_token(model_cfg, vocab_size, seq_len, mask_prob)
 
 
 def match_width_to_count(kind: str, target: int, vocab_size: int, n_layers: int = 4,
@@ -139,13 +135,11 @@ def describe(model_cfg, vocab_size: int, seq_len: int, mask_prob: float = 0.15) 
         out.update(scaling=model_cfg.scaling, parametrization=model_cfg.parametrization,
                    channels=model_cfg.channels, rank=model_cfg.rank, topics=model_cfg.topics,
                    n_classes=model_cfg.n_classes, n_iters=model_cfg.n_iters)
-    elif isinstance(model_cfg, BertConfig):
+    else:  # BERT / UT (UTConfig is a BertConfig subclass)
         heads = model_cfg.n_heads or default_heads(model_cfg.width)
         out.update(parametrization=model_cfg.parametrization, n_layers=model_cfg.n_layers, n_heads=heads,
                    head_dim=model_cfg.width // heads, d_ff=4 * model_cfg.width,
                    max_positions=model_cfg.max_positions, shared_layer=isinstance(model_cfg, UTConfig))
-    else:
-        raise TypeError(f"cannot describe config of type {type(model_cfg).__name__}")
     counts = param_count(model_cfg, vocab_size)
     out.update(params=counts["total"], non_embedding_params=counts["non_embedding"],
                flops_per_token=flops_per_token(model_cfg, vocab_size, seq_len, mask_prob))
@@ -162,7 +156,7 @@ def measure(model_cfg, match: str, vocab_size: int, seq_len: int, mask_prob: flo
 
 
 def _closest(kind: str, shapes, target: float, match: str, vocab_size: int, seq_len: int, mask_prob: float,
-             max_positions: int) -> tuple[BertConfig | UTConfig, float]:
+             max_positions: int) -> BertConfig | UTConfig:
     """The config among ``shapes`` ((d, L) pairs, in order of preference for ties) closest to ``target`` in log."""
     best, best_err = None, math.inf
     for d, n_layers in shapes:
@@ -174,7 +168,7 @@ def _closest(kind: str, shapes, target: float, match: str, vocab_size: int, seq_
         raise ValueError(f"no {kind} shape of the sizing rule matches {match} = {target:.4g} within a factor "
                          f"{1 + MAX_MISMATCH:g} (closest: d={best and best.width}, L={best and best.n_layers}, "
                          f"ratio {math.exp(best_err):.3g})")
-    return best, math.exp(best_err)
+    return best
 
 
 def match_shape(kind: str, pt_cfg: PTConfig, vocab_size: int, seq_len: int, mask_prob: float = 0.15,
@@ -184,12 +178,10 @@ def match_shape(kind: str, pt_cfg: PTConfig, vocab_size: int, seq_len: int, mask
     target = measure(pt_cfg, match, vocab_size, seq_len, mask_prob)
     args = (target, match, vocab_size, seq_len, mask_prob, max_positions)
     bert_shapes = ((HEAD_DIM * h, n) for h in range(1, MAX_HEADS + 1) for n in range(h, 2 * h + 1))
-    bert, _ = _closest("bert", bert_shapes, *args)
+    bert = _closest("bert", bert_shapes, *args)
     if kind == "bert":
         return bert
-    steps = bert.n_layers
-    ut, _ = _closest("ut", ((HEAD_DIM * h, steps) for h in range(1, MAX_HEADS + 1)), *args)
-    return ut
+    return _closest("ut", ((HEAD_DIM * h, bert.n_layers) for h in range(1, MAX_HEADS + 1)), *args)
 
 
 def sizing_table(pt_cfg: PTConfig, scales, vocab_size: int, seq_len: int, mask_prob: float = 0.15,

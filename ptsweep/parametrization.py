@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from enum import Enum
+from typing import NamedTuple
 
 import torch
 from torch import nn
@@ -41,7 +42,17 @@ class Role(str, Enum):
 
 
 _DECLARED_ATTR = "_ptsweep_declared"
-"""Where :func:`declare` keeps (role, sp_init, mup_init_mult, mup_lr_mult) on the parameter."""
+"""The parameter attribute where :func:`declare` keeps its :class:`Declared`."""
+
+
+class Declared(NamedTuple):
+    """What :func:`declare` records on a parameter."""
+
+    role: Role
+    sp_init: Callable[[torch.Tensor], None] | None
+    mup_init_mult: float
+    mup_lr_mult: float
+
 
 MUP_VARIANTS = ("mup_sp", "mup", "mup_paper")
 """Parametrizations that follow the muP init/LR table (they differ only in declared init multipliers)."""
@@ -61,7 +72,7 @@ def declare(param: nn.Parameter, role: Role, sp_init: Callable[[torch.Tensor], N
     """Tag ``param`` with its muP ``role``, the in-place init used under SP, and two base-shape constants: one
     multiplying the role's muP init std, one its muP LR (1 = [S] Table 2; same exponent of N, another constant).
     Returns the parameter."""
-    setattr(param, _DECLARED_ATTR, (Role(role), sp_init, float(mup_init_mult), float(mup_lr_mult)))
+    setattr(param, _DECLARED_ATTR, Declared(Role(role), sp_init, float(mup_init_mult), float(mup_lr_mult)))
     return param
 
 
@@ -69,7 +80,7 @@ def role_of(param: nn.Parameter) -> Role:
     """The role declared for ``param``; raises if it was never declared (every parameter must have one)."""
     if not hasattr(param, _DECLARED_ATTR):
         raise ValueError(f"parameter of shape {tuple(param.shape)} has no declared muP role")
-    return getattr(param, _DECLARED_ATTR)[0]
+    return getattr(param, _DECLARED_ATTR).role
 
 
 def init_std(role: Role, width: int) -> float:
@@ -91,18 +102,18 @@ def init_parameters(module: nn.Module, width: int, parametrization: str,
     mup = is_mup(parametrization)
     for name, p in module.named_parameters():
         role = role_of(p)
-        _, sp_init, init_mult, _ = getattr(p, _DECLARED_ATTR)
+        declared = getattr(p, _DECLARED_ATTR)
         if not mup:
-            if sp_init is None:
+            if declared.sp_init is None:
                 raise ValueError(f"{name}: no SP init declared")
-            sp_init(p)
+            declared.sp_init(p)
             continue
         if role is Role.GAIN:
             p.fill_(1.0)
         elif role is Role.BIAS:
             p.zero_()
         else:
-            p.normal_(0.0, init_std(role, width) * init_mult, generator=generator)
+            p.normal_(0.0, init_std(role, width) * declared.mup_init_mult, generator=generator)
 
 
 def param_groups(module: nn.Module, width: int, parametrization: str, weight_decay: float = 0.0) -> list[dict]:
@@ -114,7 +125,7 @@ def param_groups(module: nn.Module, width: int, parametrization: str, weight_dec
     for p in module.parameters():
         if p.requires_grad:
             role = role_of(p)
-            const = getattr(p, _DECLARED_ATTR)[3] if mup else 1.0
+            const = getattr(p, _DECLARED_ATTR).mup_lr_mult if mup else 1.0
             by_key.setdefault((role, const), []).append(p)
     return [{"params": params, "role": role.value, "lr_mult": lr_multiplier(role, width, parametrization) * const,
              "weight_decay": 0.0 if role in (Role.GAIN, Role.BIAS) else weight_decay}

@@ -2,20 +2,17 @@
 ``coord_check``) for PT, BERT, UT; the method in full: experiments/coord-check/README.md, "Method".
 
 For each parametrization, width and seed of ``sweep.coord_check`` ('mup_sp' anchored at the smallest width: SP
-there) the model trains ``steps`` AdamW steps at the constant base LR ``lr`` (no warm-up, clipping or weight decay)
-on real MLM batches; at init and after each step every intermediate x (``quantity``, ``iteration``: PT per MFVI
+there), at init and after each training step, every intermediate x (``quantity``, ``iteration``: PT per MFVI
 iteration, BERT / UT per layer application, 0 = embedding / head) is measured on ONE fixed validation batch:
 
-    value = mean_i |x_t[i]|            the size of the activation (muP: Theta(1) in width)
-    delta = mean_i |x_t[i] - x_0[i]|   the size of its change since init (muP: Theta(1); SP: grows with width)
+    value = mean_i |x_t[i]|            (muP: Theta(1) in width)
+    delta = mean_i |x_t[i] - x_0[i]|   (muP: Theta(1); SP: grows with width)
 
-attn_logits and topic_logits enter only a softmax, so they are measured centred over its axis (a common shift has
-no effect on the model). Slopes: log(size) vs log(width) after averaging seeds (``analysis.fits.coord_slopes``).
-Verdict (muP only): every slope within [-tol, +tol]; :data:`DIAGNOSTICS` are reported only, and quantities muP makes
-vanish at init on purpose (:func:`exempt`) are checked one-sidedly (slope <= +tol). The sweep writing the files is
-:mod:`ptsweep.sweeps.coord_check`; tune-small calls :func:`check_at_init` on its tuned point.
+attn_logits and topic_logits enter only a softmax, so they are measured centred over its axis. Verdict (muP only):
+every slope of log(size) vs log(width) within [-tol, +tol]; :data:`DIAGNOSTICS` are reported only, and quantities
+muP makes vanish at init on purpose (:func:`exempt`) are checked one-sidedly (slope <= +tol). The sweep writing the
+files is :mod:`ptsweep.sweeps.coord_check`; tune-small calls :func:`check_at_init` on its tuned point.
 """
-
 from __future__ import annotations
 
 import math
@@ -140,10 +137,7 @@ def measure_run(cfg: RunConfig, corpus, steps: int, lr: float, batch_size: int, 
     measured = set(measure_steps) if measure_steps else set(range(steps + 1))
     model.train()
     for t in range(steps + 1):
-        if t > 0 and t not in measured and t != steps:
-            acts = {}
-        else:
-            acts = activations(model, probe)
+        acts = activations(model, probe) if t == 0 or t == steps or t in measured else {}
         for (name, it), x in acts.items():
             x = x.detach().float()
             ref.setdefault((name, it), x)
@@ -181,9 +175,7 @@ def collect(cfg: RunConfig, corpus=None, log=print) -> pd.DataFrame:
                 ov = {"model.width": int(width), "model.parametrization": par, "seed": cfg.seed + s, **shape}
                 run_cfg = with_overrides(cfg, {**ov, **(anchor if par == "mup_sp" else {})})
                 rows = measure_run(run_cfg, corpus, cc.steps, cc.lr, batch_size, cc.schedule, cc.measure_steps)
-                df = pd.DataFrame(rows)
-                df["parametrization"], df["width"], df["seed"] = par, int(width), cfg.seed + s
-                frames.append(df)
+                frames.append(pd.DataFrame(rows).assign(parametrization=par, width=int(width), seed=cfg.seed + s))
                 log(f"coord-check {cfg.model.name} {par} width {width} seed {cfg.seed + s}: "
                     f"{time.perf_counter() - t0:.1f}s")
     return pd.concat(frames, ignore_index=True)
@@ -202,13 +194,10 @@ def _smallest_width_anchor(cfg: RunConfig, shape: dict) -> dict:
 
 def slopes(coords: pd.DataFrame) -> pd.DataFrame:
     """Log-log slope vs width of value and delta per (parametrization, quantity, iteration, step); column ``stat``."""
-    out = []
-    for stat in ("value", "delta"):
-        d = coords if stat == "value" else coords[coords["step"] > 0]
-        s = coord_slopes(d, group_cols=GROUPS, value_col=stat)
-        s.insert(0, "stat", stat)
-        out.append(s)
-    return pd.concat(out, ignore_index=True)
+    parts = {"value": coords, "delta": coords[coords["step"] > 0]}
+    out = pd.concat({stat: coord_slopes(d, group_cols=GROUPS, value_col=stat) for stat, d in parts.items()},
+                    names=["stat", None])
+    return out.reset_index(level="stat").reset_index(drop=True)
 
 
 def exempt(model_name: str, scaling: str | None) -> set[str]:
@@ -254,8 +243,6 @@ def verdict(slope_table: pd.DataFrame, tolerance: float, model_name: str = "pt",
 def sp_summary(slope_table: pd.DataFrame) -> dict:
     """For comparison: SP's largest delta slope per quantity (max over iterations and steps)."""
     s = slope_table[(slope_table["parametrization"] == "sp") & (slope_table["stat"] == "delta")]
-    if s.empty:
-        return {}
     g = s.groupby("quantity")["slope"].max().sort_values(ascending=False)
     return {q: float(v) for q, v in g.items()}
 

@@ -98,7 +98,6 @@ def first_screen(trials: pd.DataFrame, ts: dict, vs: dict, ss: dict, models: pd.
     last = {k: sum(i.get(k, 0.0) for i in inv) for k in (inv[0] if inv else {})}  # summed over the invocations
     split = ", ".join(f"{k} {v / 60:.1f}" for k, v in last.items() if k != "total")
     vst = vs.get("settings", {})
-    base_loss = vs.get("base_loss_mean")
     return [
         "## Summary",
         "",
@@ -124,8 +123,8 @@ def first_screen(trials: pd.DataFrame, ts: dict, vs: dict, ss: dict, models: pd.
         f"{loss_line(b['val_loss'], b['unigram_loss'], b['no_context_loss'])} +- {num(b['val_loss_se'])}; "
         f"context gain {gain_text(b['context_gain'], b['context_gain_se'])}"
         + (f"; on test {gain_text(tuned['gain'].iloc[0], tuned['gain_se'].iloc[0])}." if len(tuned) else "."),
-        f"2. **Transfer to width {vst.get('width')}** (base test loss {num(base_loss)}): {transfer_line(vs)} "
-        f"(rules: section 2).",
+        f"2. **Transfer to width {vst.get('width')}** (base test loss {num(vs.get('base_loss_mean'))}): "
+        f"{transfer_line(vs)} (rules: section 2).",
         f"3. **PT vs baselines** (test loss, mean of {len(ss.get('seeds', []))} seeds; PT - baseline with a 95 % "
         f"interval; negative = PT better; no verdict where a model learned no context): {every_scale_line(ss)}",
         "",

@@ -1,9 +1,7 @@
 """The Ray session of a sweep: token authentication always on, one-line errors, and Ctrl-C that stops cleanly.
 
-Security (measured on Ray 2.60): a local Ray cannot be bound to the loopback interface (its servers listen on every
-interface), so Ray's token authentication is what keeps other machines out. ptsweep never starts or joins Ray with
-``RAY_AUTH_MODE`` other than "token", makes ``~/.ray/auth_token`` owner-only (Ray writes it 0644) and starts the
-dashboard off. No Ray installed, an unreachable address (a TCP probe, then a connection from a child process with a
+Security: ptsweep never starts or joins Ray with ``RAY_AUTH_MODE`` other than "token" (why: README, "On a Ray
+cluster"). No Ray installed, an unreachable address (a TCP probe, then a connection from a child process with a
 deadline: an in-process ``ray.init`` waits without end on a port that is no Ray head), a missing token, or a Ray
 imported before token auth was on: one ``SweepError`` line each.
 
@@ -39,12 +37,9 @@ TOKEN_PATH = Path.home() / ".ray" / "auth_token"
 RESUME = {"command": "", "kept": "finished trials are kept"}
 """The command line that resumes the current command and what a stop keeps (set by the CLI; printed by every stop)."""
 
-SIGNAL_NAME = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
-
-
 def stop_line(signum: int, detail: str = "") -> str:
     """The one line every stop prints: what stopped it and the command that resumes it."""
-    what = SIGNAL_NAME.get(signum, f"signal {signum}")
+    what = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}.get(signum, f"signal {signum}")
     line = f"stopped by {what}" + (f" ({detail})" if detail else "") + (f"; {RESUME['kept']}" if RESUME["kept"] else "")
     return line + (f" - resume with: {RESUME['command']}" if RESUME["command"] else "")
 
@@ -117,13 +112,10 @@ def _last_error_line(stderr: str) -> str:
 
 def _init(address: str, ray_cfg) -> None:
     ray = import_ray()
+    local = dict(num_cpus=ray_cfg.num_cpus or None, object_store_memory=ray_cfg.object_store_memory or None,
+                 include_dashboard=False, _node_ip_address="127.0.0.1")
     try:
-        if address:
-            ray.init(address=address, ignore_reinit_error=True, log_to_driver=True)
-        else:
-            ray.init(num_cpus=ray_cfg.num_cpus or None, object_store_memory=ray_cfg.object_store_memory or None,
-                     include_dashboard=False, _node_ip_address="127.0.0.1", ignore_reinit_error=True,
-                     log_to_driver=True)
+        ray.init(**(dict(address=address) if address else local), ignore_reinit_error=True, log_to_driver=True)
     except (ConnectionError, RuntimeError, ValueError) as e:
         hint = (" - this cluster uses token auth: put its token in RAY_AUTH_TOKEN (or ~/.ray/auth_token; "
                 "`ray get-auth-token` on the head prints it)") if "auth" in str(e).lower() or address else ""
@@ -135,8 +127,7 @@ def _init(address: str, ray_cfg) -> None:
 @contextlib.contextmanager
 def ray_session(ray_cfg):
     """Ray for the duration of a sweep: an initialised Ray is reused (left running); ``ray.address`` or
-    ``$RAY_ADDRESS`` is joined (its token in RAY_AUTH_TOKEN or ~/.ray/auth_token); else a local Ray with token auth,
-    no dashboard and the config's ``num_cpus`` / ``object_store_memory``, shut down on exit."""
+    ``$RAY_ADDRESS`` is joined; else a local Ray (README, "On a Ray cluster") is started and shut down on exit."""
     os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")  # inherited by every worker
     # a worker's children (a trial's wandb-core) live on until its exit hooks have finished the trial's W&B run
     os.environ.setdefault("RAY_kill_child_processes_on_worker_exit", "false")
@@ -223,27 +214,22 @@ def silence_worker_output() -> None:
         os.close(devnull)
 
 
-def _drop_worker_exit_noise(hook_args) -> None:
-    """``sys.unraisablehook`` of a trial worker: drop the "ignored" ``SystemExit`` of the SIGTERM that ends a finished
-    trial's actor (a traceback on the driver's stderr otherwise); print every other unraisable exception."""
-    if hook_args.exc_type is SystemExit:
-        return
-    sys.__unraisablehook__(hook_args)
-
-
 def quiet_worker_exit() -> None:
-    """Install :func:`_drop_worker_exit_noise` (called at the start of every trial, in its worker)."""
-    sys.unraisablehook = _drop_worker_exit_noise
+    """Set the ``sys.unraisablehook`` of a trial worker (at the start of every trial): drop the "ignored"
+    ``SystemExit`` of the SIGTERM that ends a finished trial's actor (a traceback on the driver's stderr otherwise);
+    print every other unraisable exception."""
+    def hook(hook_args) -> None:
+        if hook_args.exc_type is not SystemExit:
+            sys.__unraisablehook__(hook_args)
 
-
-def _on_sigterm(signum, frame) -> None:
-    _hard_exit(signal.SIGTERM, "running trials start again on resume, from their last checkpoint")
+    sys.unraisablehook = hook
 
 
 def install_sigterm_handler() -> None:
     """SIGTERM -> one line with the resume command, the local Ray killed, exit 143. Main thread only."""
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _on_sigterm)
+        signal.signal(signal.SIGTERM, lambda signum, frame: _hard_exit(
+            signal.SIGTERM, "running trials start again on resume, from their last checkpoint"))
 
 
 @contextlib.contextmanager

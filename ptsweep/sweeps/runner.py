@@ -76,19 +76,11 @@ def _progress_callback(name: str, total: int):
     return _Progress()
 
 
-def ray_run_config(cfg: RunConfig, study_dir: Path, name: str, total: int):
-    """Tune's run config of one invocation: storage, the Ctrl-C stopper, no retries, one progress line per trial."""
-    from ray import tune
-
-    return tune.RunConfig(name=name, storage_path=_storage(cfg, study_dir), verbose=0, stop=make_stopper(),
-                          failure_config=tune.FailureConfig(max_failures=0),
-                          callbacks=[_progress_callback(name, total)])
-
-
 def make_tuner(trainable, cfg: RunConfig, study_dir: Path, experiment_name: str, total: int, *,
                param_space: Mapping[str, Any] | None = None, search_alg=None, scheduler=None, num_samples: int = 1):
     """The one ``tune.Tuner`` of the sweeps: ``total`` trials of ``trainable`` (a grid over ``param_space``, or
-    ``num_samples`` proposals of ``search_alg``), ``max_concurrent`` at a time.
+    ``num_samples`` proposals of ``search_alg``), ``max_concurrent`` at a time; no retries, the Ctrl-C stopper, one
+    progress line per trial.
 
     Each invocation is a fresh experiment ``<experiment_name>-<timestamp>``: resume goes through the ledger and the
     Optuna study, not ``Tuner.restore`` (which replays the stopped experiment's own trial list). ``reuse_actors=False``:
@@ -98,13 +90,16 @@ def make_tuner(trainable, cfg: RunConfig, study_dir: Path, experiment_name: str,
     from ray import tune
 
     metric = dict(metric=METRIC, mode=MODE) if search_alg is not None or scheduler is not None else {}
+    name = f"{experiment_name}-{time.strftime('%Y%m%d-%H%M%S')}"
     return tune.Tuner(
         trainable,
         param_space=dict(param_space) if param_space is not None else None,
         tune_config=tune.TuneConfig(search_alg=search_alg, scheduler=scheduler, num_samples=num_samples, **metric,
                                     max_concurrent_trials=cfg.ray.max_concurrent or None, reuse_actors=False,
                                     trial_dirname_creator=short_dirname),
-        run_config=ray_run_config(cfg, study_dir, f"{experiment_name}-{time.strftime('%Y%m%d-%H%M%S')}", total),
+        run_config=tune.RunConfig(name=name, storage_path=_storage(cfg, study_dir), verbose=0, stop=make_stopper(),
+                                  failure_config=tune.FailureConfig(max_failures=0),
+                                  callbacks=[_progress_callback(name, total)]),
     )
 
 
@@ -160,9 +155,8 @@ def run_trials(cfg: RunConfig, trials: Sequence[Mapping[str, Any]], study_dir: P
         raise ValueError("two trials have identical configs (same trial key); give them different seeds or labels")
     planned = {k: {"overrides": dict(ov), "label": lab} for k, ov, lab in zip(keys, trials, labels)}
     pending = [k for k in keys if read_ledger(study_dir, k) is None]
-    n_done = len(keys) - len(pending)
-    print(f"[{study_dir.name}/{experiment_name}] {len(keys)} trials: {n_done} already finished (ledger), "
-          f"{len(pending)} to run", file=sys.stderr, flush=True)
+    print(f"[{study_dir.name}/{experiment_name}] {len(keys)} trials: {len(keys) - len(pending)} already finished "
+          f"(ledger), {len(pending)} to run", file=sys.stderr, flush=True)
 
     errors: dict[str, str] = {}
     if pending:

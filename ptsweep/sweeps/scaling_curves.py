@@ -38,7 +38,7 @@ from ptsweep.sweeps.ledger import with_ledger_metrics
 from ptsweep.sweeps.outputs import (open_study, print_transfer_mismatch, publish, require_pt, save_table, score,
                                     study_name, sweep_tags)
 from ptsweep.sweeps.ray_session import ray_session
-from ptsweep.sweeps.runner import run_trials
+from ptsweep.sweeps.runner import run_trials, warm_data
 from ptsweep.sweeps.transfer import read_transfer
 
 SWEEP = "scaling-curves"
@@ -60,11 +60,6 @@ def pt_finals(cfg: RunConfig, transferred: dict) -> list[tuple[str, dict]]:
     """(label, overrides) of PT's final runs: every paradigm x scale x seed at the transferred values."""
     return [(f"final-pt-{sc}-w{s}-s{i}", {**transferred, "model.width": s, "model.scaling": sc, "seed": cfg.seed + i})
             for sc in paradigms(cfg.sweep) for s in cfg.sweep.scales for i in range(cfg.sweep.seeds)]
-
-
-def series_name(model: str, scaling: str, scalings: list[str]) -> str:
-    """Plot/fit series: 'pt' (or 'pt-rank' for the second paradigm when both are run), 'bert', 'ut'."""
-    return model if model != "pt" or scaling == scalings[0] else f"pt-{scaling}"
 
 
 def _row_static(cfg: RunConfig, V: int) -> dict:
@@ -91,8 +86,6 @@ def run(cfg: RunConfig) -> Path:
     """Run (or resume) the comparison; write the tables, fits, plots and summary.json; return the study folder."""
     require_pt(cfg, "scaling-curves starts from the PT config (model=pt), got {name}")
     t0 = time.time()
-    from ptsweep import data as data_mod
-
     sweep_cfg = cfg.sweep
     scalings = paradigms(sweep_cfg)
     # provenance is checked against the first paradigm run (with "both": channels)
@@ -101,7 +94,7 @@ def run(cfg: RunConfig) -> Path:
     name, sdir = open_study(cfg, SWEEP)
     for s, sc in itertools.product(sweep_cfg.scales, scalings):  # fail fast, naming the key, on a width PT lacks
         with_overrides(cfg, {"model.width": s, "model.scaling": sc})
-    vocab = int(data_mod.prepare(cfg.data).vocab_size)
+    vocab = warm_data(cfg)
     baselines = [m for m in sweep_cfg.models if m in BASELINES]
     plan = _Plan(seeds=[cfg.seed + i for i in range(sweep_cfg.seeds)])
     with ray_session(cfg.ray):
@@ -116,7 +109,9 @@ def run(cfg: RunConfig) -> Path:
     save_table(runs, sdir, "runs")
     table, pooled = _cells(runs, plan.lr_info)
     save_table(table, sdir, "results")
-    lr_table = _save_searches(plan.searches, sdir)
+    lr_table = pd.concat(plan.searches, ignore_index=True) if plan.searches else pd.DataFrame()
+    if len(lr_table):  # every baseline search trial
+        save_table(lr_table.drop(columns=["good"], errors="ignore"), sdir, "lr_search")
 
     fits = _fits(runs, sweep_cfg, plan.notes)
     pt_series = sorted(x for x in runs["series"].unique() if x.startswith("pt"))
@@ -146,8 +141,7 @@ def run(cfg: RunConfig) -> Path:
 
 def _plan_baseline(cfg: RunConfig, plan: _Plan, kind: str, scale: int, pt_scaling: str, vocab: int,
                    sdir: Path) -> None:
-    """One baseline at one scale: the rule shape closest to PT's (sweep.match), its search on the validation split
-    (``baseline_tuning.tune``), then ``sweep.seeds`` final runs at the chosen values (or failed rows)."""
+    """One baseline at one scale (module docstring): its matched shape, its search, its final runs (or failed rows)."""
     sweep_cfg, data_cfg = cfg.sweep, cfg.data
     pt_cfg = with_overrides(cfg, {"model.width": scale, "model.scaling": pt_scaling})
     row = {"model": kind, "scaling": "", "scale": scale}
@@ -182,14 +176,6 @@ def _plan_baseline(cfg: RunConfig, plan: _Plan, kind: str, scale: int, pt_scalin
         plan.runs.append({**row, "seed": sd, "from": "final run", "pending": len(plan.finals)})
         plan.finals.append({**shape_overrides, **info["best"], "seed": sd})
         plan.labels.append(f"final-{kind}-w{scale}-s{i}")
-
-
-def _save_searches(searches: list[pd.DataFrame], sdir: Path) -> pd.DataFrame:
-    """Every baseline search trial in one table, saved as lr_search.parquet / .csv when there is any."""
-    lr_table = pd.concat(searches, ignore_index=True) if searches else pd.DataFrame()
-    if not lr_table.empty:
-        save_table(lr_table.drop(columns=["good"], errors="ignore"), sdir, "lr_search")
-    return lr_table
 
 
 def _edge_notes(kind: str, scale: int, info: dict) -> list[str]:
@@ -239,13 +225,11 @@ RUN_COLUMNS = ["series", "model", "scaling", "scale", "seed", "width", "params",
 def _runs_table(rows: list[dict], scalings: list[str], sdir: Path) -> tuple[pd.DataFrame, str]:
     """(one row per run with its ledger metrics and the scored ``loss``, the split scored): the held-out test split
     when every finished run has one, else validation."""
-    runs = pd.DataFrame(rows)
-    runs["series"] = [series_name(m, sc, scalings) for m, sc in zip(runs["model"], runs["scaling"])]
-    runs["val_loss"] = runs["val_loss"].astype(float)
-    runs["tokens"] = runs["tokens"].astype(float)
-    if "trial_key" not in runs.columns:
-        runs["trial_key"] = ""
-    runs["trial_key"] = runs["trial_key"].fillna("").astype(str)
+    runs = pd.DataFrame([{"trial_key": "", **r} for r in rows]).astype({"val_loss": float, "tokens": float})
+    # plot/fit series: 'pt' (or 'pt-rank' for the second paradigm when both are run), 'bert', 'ut'
+    runs["series"] = [m if m != "pt" or sc == scalings[0] else f"pt-{sc}"
+                      for m, sc in zip(runs["model"], runs["scaling"])]
+    runs["trial_key"] = runs["trial_key"].astype(str)
     runs = with_ledger_metrics(runs, sdir)
     split = score(runs)
     pre = "test_" if split == "test" else ""
@@ -253,7 +237,7 @@ def _runs_table(rows: list[dict], scalings: list[str], sdir: Path) -> tuple[pd.D
     runs["unigram"] = runs[f"{pre}unigram_loss"]
     runs["no_context"] = runs[f"{pre}no_context_loss"]
     runs["context_gain"], runs["context_gain_se"] = runs[f"{pre}context_gain"], runs[f"{pre}context_gain_se"]
-    runs["train_flops"] = runs["flops_per_token"].astype(float) * runs["tokens"].astype(float)
+    runs["train_flops"] = runs["flops_per_token"].astype(float) * runs["tokens"]
     runs = runs.sort_values(["series", "scale", "seed"]).reset_index(drop=True)
     return runs[[c for c in RUN_COLUMNS if c in runs.columns]], split
 

@@ -25,15 +25,6 @@ from ptsweep.sweeps.runner import fit, make_tuner, prepare_base, warm_data
 from ptsweep.sweeps.trainable import trainable_with_resources
 
 
-def _plan_line(tag: str, study_file: Path, done: int, num_samples: int, interrupted: int, fresh: bool) -> str:
-    """The search's first line: trials finished, to run, and which queued trials run first."""
-    remaining = num_samples - done
-    first = (", the config's own point first" if fresh and remaining > 0 else
-             f", {interrupted} interrupted trial(s) continue first" if interrupted and remaining > 0 else "")
-    return (f"{tag} optuna study {study_file}: {done} trials finished, {max(remaining, 0)} to run "
-            f"(num_samples={num_samples}){first}")
-
-
 def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_dir: Path, experiment_name: str, *,
                num_samples: int, seed: int = 0, fixed: Mapping[str, Any] | None = None, label: str = "",
                asha: Mapping[str, float] | None = None, tags: Sequence[str] = (),
@@ -67,8 +58,10 @@ def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_d
     done, waiting = optuna_store.counts(study)
     remaining = num_samples - done
     tag = f"[{study_dir.name}/{experiment_name}]"
-    print(_plan_line(tag, optuna_store.study_file(study_dir), done, num_samples, 0 if fresh else waiting, fresh),
-          file=sys.stderr, flush=True)
+    first = ("" if remaining <= 0 else ", the config's own point first" if fresh else
+             f", {waiting} interrupted trial(s) continue first" if waiting else "")
+    print(f"{tag} optuna study {optuna_store.study_file(study_dir)}: {done} trials finished, {max(remaining, 0)} to "
+          f"run (num_samples={num_samples}){first}", file=sys.stderr, flush=True)
     if remaining > 0:
         ident = (study_dir, experiment_name, signature, base, fixed, label)
         _tune_remaining(cfg, base_cfg, trial_cfg0, ident, remaining, store=store, asha=asha, space=space, seed=seed,
@@ -115,12 +108,17 @@ def _reopen(study_dir: Path, experiment_name: str, signature: dict, base: dict, 
 def _signature(space: Mapping[str, tuple[float, float]], fixed: dict, label: str, base: dict,
                start: dict[str, float]) -> dict:
     """What makes a study the same study (``optuna_store.open_study`` refuses another one): the space, the fixed
-    overrides, the label, the trial-relevant base config and the start point (checked to lie in the space)."""
+    overrides, the label, the trial-relevant base config and the start point (SweepError unless it gives every key
+    of the space a value inside its range)."""
     signature = {"space": {k: [float(lo), float(hi)] for k, (lo, hi) in space.items()},
                  "fixed": json.loads(json.dumps(jsonable(fixed))), "label": label,
                  "base": json.loads(json.dumps(jsonable(trial_config(base))))}
     if start:
-        _check_start(start, space)
+        if set(start) != set(space):
+            raise SweepError(f"search start point: keys {sorted(start)} differ from the space's {sorted(space)}")
+        if outside := outside_space(start, space):
+            raise SweepError(f"search start point outside the search space: {'; '.join(outside)} "
+                             f"(change the config's value or the sweep's range)")
         signature["start"] = start
     return signature
 
@@ -153,16 +151,6 @@ def outside_space(point: Mapping[str, float], space: Mapping[str, tuple[float, f
     """One "key=value not in [low, high]" per coordinate of ``point`` outside its range in ``space``."""
     return [f"{k}={point[k]:g} not in [{lo:g}, {hi:g}]" for k, (lo, hi) in space.items()
             if not lo <= float(point[k]) <= hi]
-
-
-def _check_start(start: Mapping[str, float], space: Mapping[str, tuple[float, float]]) -> None:
-    """SweepError unless ``start`` gives every key of ``space`` a value inside its range."""
-    if set(start) != set(space):
-        raise SweepError(f"search start point: keys {sorted(start)} differ from the space's {sorted(space)}")
-    outside = outside_space(start, space)
-    if outside:
-        raise SweepError(f"search start point outside the search space: {'; '.join(outside)} "
-                         f"(change the config's value or the sweep's range)")
 
 
 def not_run_count(study, num_samples: int) -> int:

@@ -56,9 +56,8 @@ def _node_id() -> str:
 
 def _trainable(config: dict, *, base: dict, fixed: dict, planned: dict, search_label: str, study_dir: str,
                source: str = "") -> None:
-    """Ray Tune function trainable: one ``train.run`` of base + overrides (its threads: ``train.threads``, set by
-    ``runner.prepare_base``); never raises for a failed run. Source on disk other than the driver's ``source``
-    fingerprint: status "refused", no training, no ledger record."""
+    """Ray Tune function trainable (module docstring): one ``train.run`` of base + overrides (its threads:
+    ``train.threads``, set by ``runner.prepare_base``); ``source``: the driver's source fingerprint."""
     from ray import tune
 
     from ptsweep import train

@@ -67,9 +67,8 @@ def optuna_plots(df, space: dict, study_dir: Path) -> tuple[dict[str, Path], lis
     study = optuna_study_from_table(df, space, study_name=study_dir.name)
     n_complete = sum(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials)
     images, notes = {}, []
-    plots = (("optuna_history", ovm.plot_optimization_history, 1),
-             ("optuna_importances", ovm.plot_param_importances, 2), ("optuna_slices", ovm.plot_slice, 1))
-    for name, fn, need in plots:
+    for name, fn, need in (("optuna_history", ovm.plot_optimization_history, 1),
+                           ("optuna_importances", ovm.plot_param_importances, 2), ("optuna_slices", ovm.plot_slice, 1)):
         if n_complete < need:
             notes.append(f"{name}.png skipped: {n_complete} completed trial(s), need {need}")
             continue

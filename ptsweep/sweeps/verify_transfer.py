@@ -54,15 +54,10 @@ def plan(cfg: RunConfig, transferred: dict[str, float]) -> tuple[list[dict], lis
     n_req = design.n_required(sweep_cfg.alpha, sweep_cfg.p)
     n_run = max(n_req, sweep_cfg.n)
     points = design.perturb(transferred, n_run, sweep_cfg.perturb, seed=sweep_cfg.search_seed)
-    trials, labels = [], []
-    for i in range(sweep_cfg.seeds):
-        trials.append({**transferred, "model.width": sweep_cfg.width, "seed": cfg.seed + i})
-        labels.append(f"base-s{i}")
-    for j, pt in enumerate(points):
-        for s in point_seeds(cfg, j):
-            trials.append({**pt, "model.width": sweep_cfg.width, "seed": s})
-            labels.append(f"p{j:03d}-s{s - cfg.seed}")
-    return trials, labels, n_req, n_run
+    runs = [(f"base-s{i}", transferred, cfg.seed + i) for i in range(sweep_cfg.seeds)]
+    runs += [(f"p{j:03d}-s{s - cfg.seed}", pt, s) for j, pt in enumerate(points) for s in point_seeds(cfg, j)]
+    trials = [{**values, "model.width": sweep_cfg.width, "seed": s} for _, values, s in runs]
+    return trials, [label for label, _, _ in runs], n_req, n_run
 
 
 def run(cfg: RunConfig) -> Path:
@@ -73,9 +68,9 @@ def run(cfg: RunConfig) -> Path:
     name, sdir = open_study(cfg, SWEEP)
     wcfg = with_overrides(cfg, {"model.width": cfg.sweep.width})  # a width PT cannot build fails here, key named
     trials, labels, n_req, n_run = plan(cfg, transferred)
-    tags = sweep_tags(SWEEP, wcfg.model)
     with ray_session(cfg.ray):
-        df = run_trials(cfg, trials, sdir, "runs", labels=labels, tags=tags, group=name.replace("/", "-"))
+        df = run_trials(cfg, trials, sdir, "runs", labels=labels, tags=sweep_tags(SWEEP, wcfg.model),
+                        group=name.replace("/", "-"))
     df = with_ledger_metrics(df.rename(columns={"label": "trial"}), sdir)
     save_table(df, sdir, "trials")
 
@@ -165,9 +160,8 @@ def _compare(cfg: RunConfig, df: pd.DataFrame, points: pd.DataFrame, transferred
                          "verdict": regret.regret_verdict(None, reason=str(e))}
     table = verification.rank_table(points.drop(columns=["losses", "seed"]), transferred, base_losses,
                                     keys=list(TRANSFER_KEYS), loss_col="loss")
-    table.loc[table["is_base"], "trial"] = f"base (mean of {len(base_losses)} seed(s))"
-    table.loc[table["is_base"], "status"] = "ok"
-    table.loc[table["is_base"], "val_loss"] = float(base_ok["val_loss"].mean())
+    table.loc[table["is_base"], ["trial", "status", "val_loss"]] = [f"base (mean of {len(base_losses)} seed(s))", "ok",
+                                                                   float(base_ok["val_loss"].mean())]
     table.attrs["noise_band"] = contrast["noise_band"]
     return table, contrast, regret_result, _figures(table, contrast, regret_result["regret"], split, sdir,
                                                     sweep_cfg.width)

@@ -18,6 +18,7 @@ import pandas as pd
 
 from .blocked_fit import t_ppf
 
+
 def _r2(y: np.ndarray, yhat: np.ndarray) -> float:
     ss_res = float(((y - yhat) ** 2).sum())
     ss_tot = float(((y - y.mean()) ** 2).sum())

@@ -1,9 +1,10 @@
 """The Ray session of a sweep: token authentication always on, one-line errors, and Ctrl-C that stops cleanly.
 
-Security: ptsweep never starts or joins Ray with ``RAY_AUTH_MODE`` other than "token" (why: README, "On a Ray
-cluster"). No Ray installed, an unreachable address (a TCP probe, then a connection from a child process with a
-deadline: an in-process ``ray.init`` waits without end on a port that is no Ray head), a missing token, or a Ray
-imported before token auth was on: one ``SweepError`` line each.
+Security: a local Ray's servers listen on every interface, so token auth is what keeps other machines out: ptsweep
+never starts or joins Ray with ``RAY_AUTH_MODE`` other than "token", makes ``~/.ray/auth_token`` owner-only and
+starts the dashboard off (README, "On a Ray cluster"). No Ray installed, an unreachable address (a TCP probe, then a
+connection from a child process with a deadline: an in-process ``ray.init`` waits without end on a port that is no
+Ray head), a missing token, or a Ray imported before token auth was on: one ``SweepError`` line each.
 
 Stopping (one line with the resume command, no native dumps): the first Ctrl-C during ``tuner.fit``
 (``interrupt_guard``) asks Tune to stop and the sweep raises ``SweepInterrupted`` (status 130); a second Ctrl-C, or a
@@ -36,6 +37,7 @@ TOKEN_PATH = Path.home() / ".ray" / "auth_token"
 
 RESUME = {"command": "", "kept": "finished trials are kept"}
 """The command line that resumes the current command and what a stop keeps (set by the CLI; printed by every stop)."""
+
 
 def stop_line(signum: int, detail: str = "") -> str:
     """The one line every stop prints: what stopped it and the command that resumes it."""

@@ -8,13 +8,27 @@ from pathlib import Path
 import pytest
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
-    # `make test` runs two workers on 2 cores: torch's default of one OpenMP thread per core in each would put 4
+    # `make test` runs three workers on 2 cores: torch's default of one OpenMP thread per core in each would put 6
     # spinning threads on 2 cores (measured: the coordinate-check tests 5-10x slower). One thread per worker, also
     # for the processes a test starts (Ray sets its trials' threads itself: ray.cpus_per_trial).
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ.setdefault("MKL_NUM_THREADS", "1")
 # Ray reads its auth mode when imported, and some tests import ray before a sweep starts it (as `make test` exports)
 os.environ.setdefault("RAY_AUTH_MODE", "token")
+
+
+LONGEST_MODULES = ("test_sweeps", "test_demo_signals", "test_coord_check", "test_ray_security", "test_cluster",
+                   "test_cli", "test_run_identity", "test_lr_transfer", "test_demo_console", "test_sweep_lifecycle",
+                   "test_code_version", "test_train")
+"""Test modules by their run time on 2 cores (``pytest --durations=0``), longest first."""
+
+
+def pytest_collection_modifyitems(config, items):
+    """The longest modules run first, whole (the other modules keep their order after them): `make test` hands each
+    module to one of its workers (``--dist loadfile``), so the workers finish together and a module's local Ray
+    starts once."""
+    rank = {name: i for i, name in enumerate(LONGEST_MODULES)}
+    items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +57,7 @@ def ray_local():
 
 
 def pytest_configure(config):
-    """Under `make test` two pytest-xdist workers may start their first local Ray at the same moment; each would
+    """Under `make test` several pytest-xdist workers may start their first local Ray at the same moment; each would
     generate ~/.ray/auth_token when it is missing, and the later write would replace the token the first cluster
     started with. The controller (not a worker) makes sure the token exists before any worker starts (Ray's own
     generator; owner-only, as ptsweep keeps it: ``ray_session.protect_token_file``). Auth stays on: nothing here

@@ -39,10 +39,10 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-# Three pytest workers (pytest-xdist), each given whole test modules, the longest first (tests/conftest.py): most
-# sweep tests wait on Ray, subprocesses and deadlines, so three keep 2 cores busy (same tree, 2 cores: 599 s with
-# two workers, 566 s with three). PYTEST_XDIST= runs one process.
-PYTEST_XDIST ?= -n 3 --dist loadfile
+# Three pytest workers (pytest-xdist), each given whole test modules in collection order, the longest first
+# (tests/conftest.py; xdist would otherwise reorder modules by test count and start the longest last): most sweep
+# tests wait on Ray, subprocesses and deadlines, so three keep 2 cores busy. PYTEST_XDIST= runs one process.
+PYTEST_XDIST ?= -n 3 --dist loadfile --no-loadscope-reorder
 
 test: setup
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 WANDB_MODE=disabled $(VPY) -m pytest -q $(PYTEST_XDIST) $(PYTEST_ARGS); rc=$$?; \

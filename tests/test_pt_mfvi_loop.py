@@ -131,10 +131,12 @@ def model_mfvi(model, ids, mask) -> torch.Tensor:
 
 @pytest.mark.parametrize("n_iters", [1, 2, 3])
 @pytest.mark.parametrize("scaling", ["channels", "rank"])
-@pytest.mark.parametrize("parametrization", ["mup", "mup_uncentred", "mup_paper", "sp"])
+@pytest.mark.parametrize("parametrization", ["mup", "mup_uncentred", "mup_damped_z", "mup_paper", "sp"])
 def test_whole_mfvi_loop_matches_energy_reference(parametrization, scaling, n_iters):
-    if parametrization == "mup_uncentred":
-        model = make("mup", scaling, n_iters, center_features=False)
+    variants = {"mup_uncentred": {"center_features": False},
+                "mup_damped_z": {"damping_z": 0.25}}  # beta_Z != 1/2: the two weights of the mix differ
+    if parametrization in variants:
+        model = make("mup", scaling, n_iters, **variants[parametrization])
     else:
         model = make(parametrization, scaling, n_iters)
     ids, mask = batch()

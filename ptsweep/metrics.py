@@ -24,6 +24,7 @@
 from __future__ import annotations
 
 import math
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,10 +78,11 @@ def unigram_counts(corpus) -> np.ndarray:
     step = 1 << 24
     for i in range(0, flat.shape[0], step):  # chunks keep memory flat on paper-size corpora
         counts += np.bincount(np.asarray(flat[i:i + step]), minlength=corpus.vocab_size)
-    if path is not None:
-        tmp = path.with_name(f".{path.name}.tmp.npy")
-        np.save(tmp, counts)
-        tmp.replace(path)
+    if path is not None:  # a temporary file of its own: concurrent trials may count at the same time
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        with open(fd, "wb") as f:
+            np.save(f, counts)
+        Path(tmp).replace(path)
     return counts
 
 

@@ -190,3 +190,25 @@ def test_run_reports_context_gain_and_no_context_baseline(corpus_cfg) -> None:
     assert all(k in m["history"][-1] for k in metrics.CONTEXT_KEYS)
     if "test_loss" in m:
         assert math.isfinite(m["test_context_gain"]) and math.isfinite(m["test_no_context_loss"])
+
+
+def test_unigram_counts_written_by_two_processes_at_once_both_succeed(tmp_path, monkeypatch):
+    """Two trials on a fresh token cache count at the same time: the one that finishes second must not find its
+    temporary file renamed away by the first (a demo trial failed that way). The second count runs inside the first's
+    write, between its save and its rename."""
+    from types import SimpleNamespace
+
+    corpus = SimpleNamespace(cache_path=str(tmp_path), vocab_size=5, train=np.array([[0, 1, 1], [4, 4, 4]]))
+    real_save, nested = np.save, {}
+
+    def save_then_let_another_process_finish(file, arr):
+        real_save(file, arr)
+        if not nested:
+            nested["started"] = True
+            nested["counts"] = metrics.unigram_counts(corpus)
+
+    monkeypatch.setattr(metrics.np, "save", save_then_let_another_process_finish)
+    counts = metrics.unigram_counts(corpus)
+    assert counts.tolist() == nested["counts"].tolist() == [1, 2, 0, 0, 3]
+    assert np.load(tmp_path / metrics.UNIGRAM_FILE).tolist() == [1, 2, 0, 0, 3]
+    assert [p.name for p in tmp_path.iterdir()] == [metrics.UNIGRAM_FILE]  # no temporary file left behind

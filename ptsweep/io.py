@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+import tempfile
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -56,11 +57,19 @@ def append_line(path: Path, line: str) -> None:
         os.close(fd)
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file + ``os.replace`` (never a half-written file)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
+def replace_atomically(path: Path, write: Callable[[Path], None]) -> None:
+    """``write`` a temporary file beside ``path``, then ``os.replace`` it onto ``path``: readers never see a
+    half-written file, and the temporary file is this call's own (``tempfile.mkstemp``), so processes or threads
+    writing the same ``path`` at once do not rename each other's file away."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    write(Path(tmp))
     os.replace(tmp, path)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` (:func:`replace_atomically`)."""
+    replace_atomically(path, lambda tmp: tmp.write_text(text))
 
 
 def write_json(path: Path, obj: Any) -> None:

@@ -24,7 +24,6 @@
 from __future__ import annotations
 
 import math
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +31,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ptsweep.io import replace_atomically
 from ptsweep.metric_keys import CONTEXT_KEYS, learned_context
 
 UNIGRAM_FILE = "unigram_counts.npy"
@@ -78,11 +78,12 @@ def unigram_counts(corpus) -> np.ndarray:
     step = 1 << 24
     for i in range(0, flat.shape[0], step):  # chunks keep memory flat on paper-size corpora
         counts += np.bincount(np.asarray(flat[i:i + step]), minlength=corpus.vocab_size)
-    if path is not None:  # a temporary file of its own: concurrent trials may count at the same time
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        with open(fd, "wb") as f:
-            np.save(f, counts)
-        Path(tmp).replace(path)
+    if path is not None:  # concurrent trials may count at the same time: each writes its own temporary file
+        def save(tmp: Path) -> None:
+            with tmp.open("wb") as f:  # a file object: given a name, np.save would add ".npy" to it
+                np.save(f, counts)
+
+        replace_atomically(path, save)
     return counts
 
 

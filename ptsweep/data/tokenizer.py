@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -15,7 +14,7 @@ from ptsweep.config import DataConfig
 from ptsweep.data.corpora import Documents, hf_offline, hub_reachable, iter_texts
 from ptsweep.data.keys import locked, sha_key
 from ptsweep.errors import DataError
-from ptsweep.io import resolve_path
+from ptsweep.io import replace_atomically, resolve_path
 from ptsweep.wordpiece import SPECIAL_TOKENS, train_wordpiece
 
 log = logging.getLogger(__package__)  # "ptsweep.data": one logger for the package
@@ -74,9 +73,7 @@ def load_tokenizer(cfg: DataConfig, docs: Documents) -> tuple[Tokenizer, str, bo
             return Tokenizer.from_file(str(path)), name, True
         t0 = time.time()
         tok = train_wordpiece(_capped_texts(docs.train, docs.text_field, TOKENIZER_TRAIN_CHARS), cfg.vocab_size)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tok.save(str(tmp))
-        os.replace(tmp, path)
+        replace_atomically(path, lambda tmp: tok.save(str(tmp)))
         log.info("trained %s in %.1fs -> %s", name, time.time() - t0, path)
     return tok, name, False
 

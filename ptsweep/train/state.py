@@ -21,6 +21,7 @@ import torch
 from ptsweep.config import RunConfig, to_dict
 from ptsweep.errors import ConfigError
 from ptsweep.identity import config_hash, result_config
+from ptsweep.io import replace_atomically
 from ptsweep.tracking import OVERRIDES_ENV
 
 CHECKPOINT = "checkpoint.pt"
@@ -120,10 +121,8 @@ def set_rng_state(state: dict) -> None:
 
 
 def save_checkpoint(path: Path, payload: dict) -> None:
-    """torch.save to a temporary file in the same folder, then os.replace (atomic on POSIX)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    torch.save(payload, tmp)
-    os.replace(tmp, path)
+    """torch.save, never a half-written file (:func:`ptsweep.io.replace_atomically`)."""
+    replace_atomically(path, lambda tmp: torch.save(payload, tmp))
 
 
 def write_checkpoint(run_dir: Path, cfg: RunConfig, model, optimizer, state: dict) -> None:

@@ -33,6 +33,13 @@ class Match(StrEnum):
     flops = "flops"
 
 
+class TransferSource(StrEnum):
+    """Where verify-transfer / scaling-curves take PT's 7 transferred values from."""
+
+    file = "file"
+    config = "config"
+
+
 class CoordSchedule(StrEnum):
     """coord-check: a constant LR without clipping, or the training run's warm-up, decay and clipping."""
 
@@ -54,9 +61,14 @@ class BaselineSearchConfig:
     """Fraction of the token budget used by each search trial."""
     lr_widen: int = 1
     """Times a search whose optimum is not bracketed is repeated on a range centred on it (0 = only flag it)."""
+    grid: list[float] = field(default_factory=list)
+    """LR grid instead of the Optuna search: one trial per value at search_frac of the budget, no early stopping,
+    warm-up fixed at optim.warmup_frac ([] = the search). For baselines that sit on a loss plateau before they learn,
+    where an early-stopping rule would judge them on the plateau."""
 
     def __post_init__(self) -> None:  # OmegaConf hands sequences over as lists; the schema's tuples stay tuples
         self.lr_range, self.warmup_range = tuple(self.lr_range), tuple(self.warmup_range)
+        self.grid = [float(v) for v in self.grid]
 
     def validate(self) -> None:
         require(self.samples >= 0, "sweep.baseline.samples", "must be >= 0 (0 = sweep.num_samples)")
@@ -65,6 +77,10 @@ class BaselineSearchConfig:
                 "must be 0 < low < high <= 0.5")
         require(0 < self.search_frac <= 1, "sweep.baseline.search_frac", "must be in (0, 1]")
         require(self.lr_widen >= 0, "sweep.baseline.lr_widen", "must be >= 0")
+        require(not self.grid or (len(self.grid) >= 3 and self.grid[0] > 0
+                                  and all(a < b for a, b in zip(self.grid, self.grid[1:]))),
+                "sweep.baseline.grid", f"must be [] or >= 3 increasing positive LRs (3 can bracket an optimum), "
+                f"got {self.grid}")
 
 
 @dataclass
@@ -203,6 +219,9 @@ class SweepConfig:
     # verify-transfer
     transfer_file: str = ""
     """verify-transfer / scaling-curves: path to transfer.yaml ('' = runs/<tune study>/transfer.yaml)."""
+    transfer_from: TransferSource = TransferSource.file
+    """verify-transfer / scaling-curves: where PT's 7 values come from: 'file' (transfer.yaml, tune-small's output)
+    or 'config' (the config's own values, untuned: e.g. optim.lr and model.w_* of a preset)."""
     width: int = 1536
     """verify-transfer: the width the transferred config is checked at."""
     alpha: float = 0.05

@@ -14,15 +14,19 @@ from pathlib import Path
 import pandas as pd
 
 from ptsweep.config import RunConfig
+from ptsweep.sweeps.fields import TABLE_METRICS
+from ptsweep.sweeps.runner import run_trials
 from ptsweep.sweeps.search import run_search
 
 WARMUP_MAX = 0.5
 """Upper end of any widened optim.warmup_frac range."""
 
 
-def search_space(cfg: RunConfig) -> dict[str, tuple[float, float]]:
-    """Dotted key -> (low, high) of the baseline search."""
+def search_space(cfg: RunConfig) -> dict[str, tuple[float, ...]]:
+    """Dotted key -> (low, high) of the baseline search; under sweep.baseline.grid, optim.lr -> the grid's values."""
     sweep_cfg = cfg.sweep
+    if sweep_cfg.baseline.grid:
+        return {"optim.lr": tuple(sweep_cfg.baseline.grid)}
     return {"optim.lr": tuple(float(v) for v in sweep_cfg.baseline.lr_range),
             "optim.warmup_frac": tuple(float(v) for v in sweep_cfg.baseline.warmup_range)}
 
@@ -33,8 +37,18 @@ def search_tokens(cfg: RunConfig) -> float:
 
 
 def budget(cfg: RunConfig) -> int:
-    """Trials per (baseline, scale) and search round: sweep.baseline.samples, 0 = sweep.num_samples (tune-small's)."""
-    return int(cfg.sweep.baseline.samples or cfg.sweep.num_samples)
+    """Trials per (baseline, scale) and search round: the grid's size, else sweep.baseline.samples (0 =
+    sweep.num_samples, tune-small's)."""
+    return len(cfg.sweep.baseline.grid) or int(cfg.sweep.baseline.samples or cfg.sweep.num_samples)
+
+
+def method(cfg: RunConfig) -> str:
+    """How each baseline is tuned, in words (the summary's and the report's)."""
+    if cfg.sweep.baseline.grid:
+        return (f"LR grid {', '.join(f'{v:g}' for v in cfg.sweep.baseline.grid)} at warm-up "
+                f"{cfg.optim.warmup_frac:g}, every trial at {cfg.sweep.baseline.search_frac:.0%} of the budget, "
+                f"no early stopping")
+    return f"{', '.join(search_space(cfg))} (TPE + ASHA)"
 
 
 def search_training_seed(cfg: RunConfig) -> int:
@@ -69,6 +83,8 @@ def tune(cfg: RunConfig, kind: str, scale: int, model_over: dict, sdir: Path, gr
     """The search of one (baseline, scale) with the edge rule: (every trial, info). info: best (key -> value), best_lr,
     edges, edge (the LR's), rounds, n_trials, not_run (trials of the budget Ray never trained: a re-run runs them)."""
     sweep_cfg = cfg.sweep
+    if sweep_cfg.baseline.grid:
+        return grid_search(cfg, kind, scale, model_over, sdir, group, tags)
     space = search_space(cfg)
     rng, dfs, rounds, not_run = dict(space), [], 0, 0
     while True:
@@ -98,23 +114,53 @@ def tune(cfg: RunConfig, kind: str, scale: int, model_over: dict, sdir: Path, gr
                   "rounds": rounds, "n_trials": int(len(allt)), "not_run": not_run}
 
 
+def grid_trials(cfg: RunConfig, model_over: dict) -> list[dict]:
+    """The overrides of one (baseline, scale)'s grid trials: the shape, the search budget and seed, each LR."""
+    fixed = {**model_over, "train.tokens": search_tokens(cfg), "seed": search_training_seed(cfg)}
+    return [{**fixed, "optim.lr": lr} for lr in cfg.sweep.baseline.grid]
+
+
+def grid_search(cfg: RunConfig, kind: str, scale: int, model_over: dict, sdir: Path, group: str,
+                tags: list[str]) -> tuple[pd.DataFrame, dict]:
+    """sweep.baseline.grid: one trial per LR (a fixed list with a ledger, FIFO: no trial is stopped early), at the
+    search seed and search_frac of the budget; the best by validation loss, its edge flagged as :func:`tune`'s."""
+    lrs = list(cfg.sweep.baseline.grid)
+    df = run_trials(cfg, grid_trials(cfg, model_over), sdir, f"search-{kind}-w{scale}-grid",
+                    labels=[f"hp-{kind}-w{scale}"] * len(lrs), tags=tags, group=group)
+    df = df.assign(trial_id=[str(i) for i in range(len(df))], **{"optim.warmup_frac": float(cfg.optim.warmup_frac)},
+                   search_round=0, **{"optim.lr_range": f"grid [{', '.join(f'{v:g}' for v in lrs)}]"})
+    df = df[["trial_id", "trial_key", "optim.lr", "optim.warmup_frac",
+             *[c for c in TABLE_METRICS if c in df.columns], "search_round", "optim.lr_range"]]
+    good = df[df["val_loss"].map(math.isfinite) & (df["status"] == "ok")]
+    info = {"best": {}, "best_lr": math.nan, "edges": {}, "edge": "", "rounds": 0, "n_trials": int(len(df)),
+            "not_run": 0}
+    if good.empty:
+        return df, info
+    best = good.loc[good["val_loss"].idxmin()]
+    edge = edges(good, ["optim.lr"])
+    values = {"optim.lr": float(best["optim.lr"]), "optim.warmup_frac": float(cfg.optim.warmup_frac)}
+    return df, {**info, "best": values, "best_lr": values["optim.lr"], "edges": edge, "edge": edge["optim.lr"]}
+
+
 def trial_counts(cfg: RunConfig, provenance: dict, lr_info: dict[str, dict], baselines) -> dict[str, dict]:
     """Tuning trials per model for the summary: PT's tune-small count (transfer.yaml) and each baseline's per scale."""
     sweep_cfg = cfg.sweep
     out: dict[str, dict] = {}
     if "pt" in sweep_cfg.models:
-        n = int(provenance.get("num_samples") or sweep_cfg.num_samples)
-        out["pt"] = {"total": n, "per_scale": {}, "description":
-                     f"{n} trials once (tune-small at width {provenance.get('width', cfg.model.width)}: optim.lr + "
-                     f"the 6 information weights, TPE + ASHA), transferred untuned to every scale"}
+        n = int(provenance.get("num_samples", sweep_cfg.num_samples))
+        out["pt"] = {"total": n, "per_scale": {}, "description": (
+            "0 trials: the config's own values (sweep.transfer_from=config), untuned at every scale"
+            if provenance.get("source") == "config" else
+            f"{n} trials once (tune-small at width {provenance.get('width', cfg.model.width)}: optim.lr + "
+            f"the 6 information weights, TPE + ASHA), transferred untuned to every scale")}
     for kind in baselines:
         searches = {str(s): lr_info[f"{kind}-w{s}"] for s in sweep_cfg.scales if f"{kind}-w{s}" in lr_info}
         per = {s: info["n_trials"] for s, info in searches.items()}
         total = sum(per.values())
         not_run = sum(int(info.get("not_run", 0)) for info in searches.values())
         out[kind] = {"total": total, "per_scale": per, "budget_per_search": budget(cfg), "description":
-                     f"{budget(cfg)} trials per scale and search round over {', '.join(search_space(cfg))} "
-                     f"(TPE + ASHA); per scale " + ", ".join(f"N={s}: {n}" for s, n in per.items())
+                     f"{budget(cfg)} trials per scale and search round: {method(cfg)}; per scale "
+                     + ", ".join(f"N={s}: {n}" for s, n in per.items())
                      + f"; total {total}" + (f" ({not_run} more never ran: re-run to run them)" if not_run else ""),
                      "not_run": not_run}
     return out

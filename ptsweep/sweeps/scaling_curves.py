@@ -98,6 +98,8 @@ def run(cfg: RunConfig) -> Path:
     baselines = [m for m in sweep_cfg.models if m in BASELINES]
     plan = _Plan(seeds=[cfg.seed + i for i in range(sweep_cfg.seeds)])
     with ray_session(cfg.ray):
+        if sweep_cfg.baseline.grid:  # fixed lists: every grid trial and PT run of a scale at once, smallest first
+            _run_independent(cfg, baselines, scalings[0], transferred, vocab, sdir)
         for kind in baselines:  # match width, LR search (validation split), seeds at the best LR
             for s in sweep_cfg.scales:
                 _plan_baseline(cfg, plan, kind, s, scalings[0], vocab, sdir)
@@ -176,6 +178,31 @@ def _plan_baseline(cfg: RunConfig, plan: _Plan, kind: str, scale: int, pt_scalin
         plan.runs.append({**row, "seed": sd, "from": "final run", "pending": len(plan.finals)})
         plan.finals.append({**shape_overrides, **info["best"], "seed": sd})
         plan.labels.append(f"final-{kind}-w{scale}-s{i}")
+
+
+def _run_independent(cfg: RunConfig, baselines: list[str], pt_scaling: str, transferred: dict, vocab: int,
+                     sdir: Path) -> None:
+    """Under sweep.baseline.grid, the trials that depend on no other's result (every baseline's grid trials and PT's
+    final runs) in one fixed list ordered by scale, so Ray keeps every slot busy and a scale finishes before the
+    next starts. The per-model steps that follow find them in the ledger."""
+    trials, labels = [], []
+    pt = pt_finals(cfg, transferred) if "pt" in cfg.sweep.models else []
+    for scale in cfg.sweep.scales:
+        for lab, over in pt:  # PT first: at these widths its runs are the longest of a scale
+            if over["model.width"] == scale:
+                trials.append(over)
+                labels.append(lab)
+        for kind in baselines:
+            pt_cfg = with_overrides(cfg, {"model.width": scale, "model.scaling": pt_scaling})
+            try:
+                mcfg = match_shape(kind, pt_cfg.model, vocab, cfg.data.seq_len, cfg.data.mask_prob, cfg.sweep.match)
+            except ValueError:
+                continue  # recorded as failed rows by _plan_baseline
+            for over in baseline_tuning.grid_trials(cfg, model_overrides(mcfg)):
+                trials.append(over)
+                labels.append(f"hp-{kind}-w{scale}")
+    run_trials(cfg, trials, sdir, "independent", labels=labels, tags=[f"sweep={SWEEP}"],
+               group=study_name(cfg, SWEEP).replace("/", "-"))
 
 
 def _edge_notes(kind: str, scale: int, info: dict) -> list[str]:

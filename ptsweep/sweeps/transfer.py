@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 from typing import Any, Mapping
 
-from ptsweep.config import TRANSFER_KEYS, RunConfig, to_dict
+from ptsweep.config import TRANSFER_KEYS, RunConfig, flatten, to_dict
 from ptsweep.errors import SweepError
 
 TUNE_STUDY = "tune-small"
@@ -23,11 +23,14 @@ def transfer_path(cfg: RunConfig) -> Path:
 
 
 def read_transfer(cfg: RunConfig) -> tuple[dict[str, float], dict, Path]:
-    """(the 7 transferred values by dotted key, provenance, path) from transfer.yaml; SweepError if missing or if it
+    """(the 7 transferred values by dotted key, provenance, path) from transfer.yaml, or the config's own values
+    under ``sweep.transfer_from=config`` (:func:`config_point`); SweepError if the file is missing or if it
     was tuned under other settings (:func:`check_transfer`; ``provenance["mismatch"]`` lists them when
     ``sweep.allow_transfer_mismatch`` lets the sweep proceed)."""
     import yaml
 
+    if cfg.sweep.transfer_from == "config":
+        return config_point(cfg)
     path = transfer_path(cfg)
     if not path.exists():
         raise SweepError(f"sweep.transfer_file: {path} not found - run `make tune-small` first "
@@ -40,6 +43,15 @@ def read_transfer(cfg: RunConfig) -> tuple[dict[str, float], dict, Path]:
     provenance = dict(doc.get("provenance", {}))
     provenance["mismatch"] = check_transfer(cfg, provenance, path)
     return {k: float(values[k]) for k in TRANSFER_KEYS}, provenance, path
+
+
+def config_point(cfg: RunConfig) -> tuple[dict[str, float], dict, None]:
+    """(the config's own 7 values, provenance, None) for ``sweep.transfer_from=config``: PT transferred untuned from
+    the values a preset sets, with no transfer.yaml (and so no settings to check: ``mismatch`` is empty)."""
+    flat = flatten(to_dict(cfg))
+    provenance = {"source": "config", "num_samples": 0, "width": int(cfg.model.width), "mismatch": {},
+                  "note": "the config's own values (sweep.transfer_from=config), not tuned by tune-small"}
+    return {k: float(flat[k]) for k in TRANSFER_KEYS}, provenance, None
 
 
 _MODEL_SKIP = {"width", *(k.split(".", 1)[1] for k in TRANSFER_KEYS if k.startswith("model."))}

@@ -28,6 +28,7 @@ import pandas as pd
 
 from ptsweep import metric_keys
 from ptsweep.analysis import fits as fits_mod
+from ptsweep.analysis import learning_curves
 from ptsweep.analysis import plots
 from ptsweep.analysis.verification import t_ppf
 from ptsweep.config import RunConfig, with_overrides
@@ -84,6 +85,7 @@ class _Plan:
 
 def run(cfg: RunConfig) -> Path:
     """Run (or resume) the comparison; write the tables, fits, plots and summary.json; return the study folder."""
+    from ptsweep.train import num_steps  # torch: not at import time of the driver module
     require_pt(cfg, "scaling-curves starts from the PT config (model=pt), got {name}")
     t0 = time.time()
     sweep_cfg = cfg.sweep
@@ -121,9 +123,13 @@ def run(cfg: RunConfig) -> Path:
     comp = framings_mod.comparisons(runs, table, pt_series, present, list(sweep_cfg.scales), pooled,
                                     sweep_cfg.bootstrap, sweep_cfg.search_seed)
     images = _figures(runs, table, pt_series, fits, comp["framings"], sdir, split, plan.notes)
+    curves = learning_curves.read_curves(runs, sdir)  # the in-loop evaluations of every reported run
+    save_table(curves, sdir, "learning_curves")
+    images.update(learning_curves.plot_all(curves, sdir))
     summary = {"study": name, "loss_split": split, "seeds": plan.seeds, "fits": fits["params"],
                "fits_non_embedding": fits["non_embedding_params"], "fits_flops": fits["train_flops"],
                "match": sweep_cfg.match, "framing_level": 0.95, **comp,
+               "budget_check": learning_curves.budget_check(curves, num_steps(cfg)),
                **_settings(cfg, plan, pooled, provenance, present, vocab),
                "transfer_file": str(tpath) if tpath else None, "transfer_provenance": provenance,
                "transfer_mismatch": provenance.get("mismatch", {}), "transferred": transferred,
@@ -356,7 +362,8 @@ def _settings(cfg: RunConfig, plan: _Plan, pooled: tuple[float, int], provenance
 
 def report_lines(table: pd.DataFrame, split: str, summary: dict) -> list[str]:
     """report.md's body (also printed): :func:`context_lines`, then ``framings.report_lines``."""
-    return [*context_lines(table, split), *framings_mod.report_lines(summary)]
+    budget = [learning_curves.budget_text(summary["budget_check"]), ""] if "budget_check" in summary else []
+    return [*context_lines(table, split), *budget, *framings_mod.report_lines(summary)]
 
 
 def context_lines(table: pd.DataFrame, split: str) -> list[str]:

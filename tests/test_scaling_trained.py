@@ -1,0 +1,116 @@
+"""scaling-curves at a trained budget: baselines tuned on an LR grid without early stopping, PT at the config's own
+point, the learning curves of every reported run and the budget check against the baselines' plateau.
+
+The Ray test runs the grid mode end to end at smoke size; the others check the pieces against hand-computed values.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from ptsweep.analysis import learning_curves as lc
+from ptsweep.config import TRANSFER_KEYS, compose, flatten, to_dict
+from ptsweep.errors import ConfigError
+from ptsweep.sweeps import baseline_tuning, ledger
+from ptsweep.sweeps.transfer import read_transfer
+
+GRID = [1e-3, 3e-3, 1e-2]
+
+
+def _curve(steps, gains, series="bert", scale=64, seed=0, key="k"):
+    return pd.DataFrame({"series": series, "scale": scale, "seed": seed, "trial_key": key, "step": steps,
+                         "tokens": [s * 1024.0 for s in steps], "context_gain": gains})
+
+
+def test_crossing_step_is_the_first_evaluation_at_or_above_the_threshold():
+    c = _curve([0, 10, 20, 30, 40], [-0.1, 0.4, 1.0, 0.9, 1.3])
+    assert lc.crossing_step(c, 1.0) == 20  # reached exactly at 20, the dip at 30 does not move it
+    assert lc.crossing_step(c, 1.2) == 40
+    assert math.isinf(lc.crossing_step(c, 2.0))
+
+
+def test_budget_check_takes_the_slowest_seed_of_the_slowest_baseline_and_ignores_pt():
+    curves = pd.concat([_curve([0, 10, 20, 30], [0, 0.2, 1.1, 1.5], seed=0),  # bert seed 0 crosses at 20
+                        _curve([0, 10, 20, 30], [0, 0.1, 0.5, 1.2], seed=1),  # bert seed 1 crosses at 30
+                        _curve([0, 10, 20, 30], [0, 1.1, 1.2, 1.3], series="ut"),  # ut crosses at 10
+                        _curve([0, 10, 20, 30], [0, 0.0, 0.0, 0.0], series="pt")])  # PT never: not a baseline
+    check = lc.budget_check(curves, budget_steps=45)
+    assert check["slowest"] == "bert at scale 64" and check["slowest_step"] == 30
+    assert check["crossings"]["bert at scale 64"] == [20, 30] and check["covered"] is True  # 45 = 1.5 x 30
+    assert lc.budget_check(curves, budget_steps=44)["covered"] is False
+    assert "1.50x" in lc.budget_text(check) and "covered" in lc.budget_text(check)
+    never = lc.budget_check(pd.concat([curves, _curve([0, 10], [0, 0.3], series="ut", scale=128)]), 45)
+    assert never["slowest"] == "ut at scale 128" and never["covered"] is False
+    assert "NOT COVERED" in lc.budget_text(never) and "never" in lc.budget_text(never)
+    assert lc.budget_check(curves[curves["series"] == "pt"], 45)["covered"] is None
+
+
+def test_read_curves_keeps_evaluations_and_the_last_copy_of_a_replayed_step(tmp_path):
+    hist = tmp_path / "trials" / "final-bert-w64-s0-x" / "history.jsonl"
+    hist.parent.mkdir(parents=True)
+    rows = [{"step": 0, "tokens": 0, "val_loss": 7.0, "context_gain": -1.0, "unigram_loss": 6.0},
+            {"step": 4, "tokens": 4096, "train_loss": 6.5},  # a training log row: not an evaluation
+            {"step": 8, "tokens": 8192, "val_loss": 6.4, "context_gain": -0.5, "unigram_loss": 6.0},
+            {"step": 8, "tokens": 8192, "val_loss": 6.3, "context_gain": -0.4, "unigram_loss": 6.0}]
+    hist.write_text("\n".join(json.dumps(r) for r in rows))
+    runs = pd.DataFrame({"series": ["bert", "pt"], "scale": [64, 64], "seed": [0, 0],
+                         "trial_key": ["final-bert-w64-s0-x", ""]})  # PT's run failed before training: no key
+    curves = lc.read_curves(runs, tmp_path)
+    assert list(curves["step"]) == [0, 8] and list(curves["val_loss"]) == [7.0, 6.3]
+    assert math.isnan(curves["no_context_loss"].iloc[0])  # absent in the history: NaN, never 0
+
+
+def test_grid_and_config_point_settings_validate():
+    cfg = compose(["preset=trained"])
+    assert cfg.sweep.baseline.grid == [1e-3, 2e-3, 4e-3] and baseline_tuning.budget(cfg) == 3
+    assert "no early stopping" in baseline_tuning.method(cfg)
+    values, provenance, path = read_transfer(cfg)  # no transfer.yaml needed: the preset's own 7 values
+    flat = flatten(to_dict(cfg))
+    assert path is None and values == {k: float(flat[k]) for k in TRANSFER_KEYS} and values["optim.lr"] == 0.02
+    assert provenance["source"] == "config" and provenance["num_samples"] == 0
+    for bad in ("[1e-3,2e-3]", "[2e-3,1e-3,4e-3]", "[0,1e-3,2e-3]"):
+        with pytest.raises(ConfigError, match="sweep.baseline.grid"):
+            compose(["preset=smoke", f"sweep.baseline.grid={bad}"])
+
+
+@pytest.mark.usefixtures("ray_local")
+def test_scaling_curves_grid_mode_learning_curves_and_budget(tmp_path):
+    from ptsweep.sweeps import scaling_curves
+
+    cfg = compose(["preset=smoke", "tracker=disabled", f"out_dir={tmp_path}", "sweep.transfer_from=config",
+                   f"sweep.baseline.grid=[{','.join(map(str, GRID))}]", "sweep.scales=[64]", "sweep.seeds=2",
+                   "sweep.models=[pt,bert]", "sweep.bootstrap=20", "optim.lr=0.015"])
+    sdir = scaling_curves.run(cfg)
+    lr = pd.read_csv(sdir / "lr_search.csv")
+    assert sorted(lr["optim.lr"]) == GRID and (lr["status"] == "ok").all()  # one trial per LR, none stopped early
+    assert (lr["steps"] == 16).all() and (lr["optim.warmup_frac"] == cfg.optim.warmup_frac).all()
+    runs = pd.read_csv(sdir / "runs.csv")
+    bert = runs[runs["model"] == "bert"]
+    best = lr.loc[lr["val_loss"].idxmin(), "optim.lr"]
+    assert len(bert) == 2 and (bert["best_lr"] == best).all()  # finals at the grid's best validation loss
+    for key in bert["trial_key"]:  # ... at fresh seeds (0, 1), not the grid's search seed 2
+        over = json.loads((sdir / "trials" / key / "trial.json").read_text())["overrides"]
+        assert over["optim.lr"] == best and over["seed"] in (0, 1)
+    pt = runs[runs["model"] == "pt"]
+    assert len(pt) == 2 and (pt["best_lr"] == 0.015).all()  # the config's own point, untuned
+    summary = json.loads((sdir / "summary.json").read_text())
+    assert summary["tuning_trials"]["pt"]["total"] == 0 and summary["transfer_file"] is None
+    # every grid trial and PT run started before any BERT final (they ran as one list)
+    starts = [line.split()[-1] for line in (sdir / ledger.STARTS_LOG).read_text().splitlines()]
+    first_final = min(i for i, k in enumerate(starts) if k.startswith("final-bert"))
+    assert all(i < first_final for i, k in enumerate(starts) if k.startswith(("hp-bert", "final-pt")))
+    curves = pd.read_csv(sdir / "learning_curves.csv")
+    assert set(curves["trial_key"]) == set(runs["trial_key"])  # every reported run, no search trial
+    assert sorted(set(curves["step"])) == [0, 8, 16]  # train.eval_every = 8 of 16 steps, plus init
+    assert curves[["val_loss", "context_gain", "unigram_loss", "no_context_loss"]].notna().all().all()
+    assert (sdir / "learning_curves_w64.png").read_bytes()[:4] == b"\x89PNG"
+    assert "learning_curves_w64.png" in summary["plots"]
+    check = summary["budget_check"]
+    assert check["budget_steps"] == 16 and check["slowest"] == "bert at scale 64"
+    assert "Budget check" in (sdir / "report.md").read_text()
+    assert Path(sdir / "learning_curves.parquet").exists()

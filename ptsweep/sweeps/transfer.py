@@ -17,6 +17,11 @@ TUNE_STUDY = "tune-small"
 """Default study name of tune-small: where verify-transfer / scaling-curves look for transfer.yaml."""
 
 
+def config_point(cfg: RunConfig) -> dict[str, float]:
+    """The config's own values of the 7 transferable keys (dotted key -> value; ``TRANSFER_KEYS`` order)."""
+    return {k: float(getattr(getattr(cfg, k.split(".")[0]), k.split(".")[1])) for k in TRANSFER_KEYS}
+
+
 def transfer_path(cfg: RunConfig) -> Path:
     """``sweep.transfer_file`` or ``<out_dir>/tune-small/transfer.yaml`` (absolute)."""
     return Path(cfg.sweep.transfer_file or Path(cfg.out_dir) / TUNE_STUDY / "transfer.yaml").resolve()

@@ -125,6 +125,7 @@ def bench_one(name: str, args: dict) -> dict:
             "cpu_s_median": cpu_s, "cpu_s_all": cpu_times, "tokens_per_cpu_s": B * L / cpu_s,
             "flops_per_token": fpt, "flops_per_s": fpt * tps,
             "peak_mem_mb": peak_mb, "mem_kind": mem_kind, "device": str(device),
+            "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor(),
             "threads": torch.get_num_threads()}
 
 

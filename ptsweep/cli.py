@@ -107,8 +107,9 @@ def _summary(metrics: dict) -> str:
 
 def cmd_plan(args) -> int:
     """Print the run plan (ptsweep.planner) of the sweeps that ``sweep=<name>[,<name>]`` tokens and --sweep select
-    (other tokens stay Hydra overrides): per trial shape memory, micro-batch and GPU-hours."""
-    from ptsweep import planner
+    (other tokens stay Hydra overrides): per group of runs memory, micro-batch and GPU-hours, timed by the bench
+    records of --bench-dir where they measure the shape (``bench_times``)."""
+    from ptsweep import bench_times, planner, plan_report
 
     names, rest = [], []
     for tok in args.overrides:
@@ -123,8 +124,19 @@ def cmd_plan(args) -> int:
     if bad:
         raise CLIError(f"sweep: unknown sweep {bad[0]!r} (choose from {', '.join(planner.SWEEPS)})")
     cfg = compose(rest)
-    rows = planner.plan(cfg, names or list(planner.SWEEPS), args.gpu_mem, args.peak_tflops, args.mfu)
-    print(planner.format_plan(rows, cfg, args.gpu_mem, args.peak_tflops, args.mfu))
+    try:
+        records, skipped = bench_times.load(args.bench_dir)
+        device = bench_times.choose_device(records, args.device)
+    except ValueError as e:
+        raise CLIError(str(e)) from e
+    hw = planner.Hardware(args.gpu_mem, args.peak_tflops, args.mfu, device, tuple(records))
+    note = (f"step times: measured on {device} where a record of {args.bench_dir} matches the shape "
+            f"({len([r for r in records if r.device == device])} records), else MFU {args.mfu:g}" if device else
+            f"step times: no GPU records in {args.bench_dir} (bench/bench_models.py --device cuda writes them): "
+            f"every line at MFU {args.mfu:g}") + (f"; {len(skipped)} other JSON file(s) there hold no step times"
+                                                  if skipped else "")
+    rows = planner.plan(cfg, names or list(planner.DEFAULT_SWEEPS), hw)
+    print(plan_report.format_plan(rows, cfg, hw, note))
     return 0
 
 
@@ -182,10 +194,14 @@ def build_parser() -> argparse.ArgumentParser:
     add("train", "one training run; prints final metrics and the run folder")
     plan = add("plan", "per sweep trial: params, FLOPs/token, predicted memory, micro-batch and GPU-hours")
     plan.add_argument("--sweep", default="", help="comma-separated sweeps (default: tune-small,verify-transfer,"
-                                                  "scaling-curves); also sweep=<name>")
+                                                  "scaling-curves; also lr-transfer, coord-check); also sweep=<name>")
     plan.add_argument("--gpu-mem", type=float, default=80.0, help="GPU memory in GB (default 80)")
     plan.add_argument("--peak-tflops", type=float, default=989.0, help="peak TFLOP/s (default: H100 SXM bf16 dense)")
     plan.add_argument("--mfu", type=float, default=0.3, help="assumed model FLOPs utilisation (default 0.3)")
+    plan.add_argument("--bench-dir", default="runs/bench", help="bench_models.py records (*.json, searched "
+                      "recursively) whose GPU step times replace the MFU estimate where the shape matches")
+    plan.add_argument("--device", default="", help="the GPU of the bench records to use, part of its name (e.g. "
+                      "H200; default: the only GPU the records have)")
     for name, (_, help_text) in SWEEPS.items():
         add(name, help_text)
     return parser

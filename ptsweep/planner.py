@@ -1,12 +1,8 @@
-"""Run planner (``python -m ptsweep plan``): per sweep trial, size, FLOPs, predicted memory, micro-batch, GPU-hours.
+"""Run planner (``python -m ptsweep plan``): each sweep's runs, their size, FLOPs, predicted memory, micro-batch and
+GPU-hours, by model and by stage.
 
-Trials per sweep (the same enumeration as the sweep modules; early stopping ignored, so an upper bound):
-
-    tune-small        sweep.num_samples PT runs at model.width, train.tokens each
-    verify-transfer   sweep.seeds + max(n_required(alpha, p), sweep.n) PT runs at sweep.width
-    scaling-curves    per baseline (bert, ut) and scale (shape: ``sizing.match_shape``, sweep.match):
-                      sweep.baseline.samples (0 = sweep.num_samples) search runs at baseline.search_frac * tokens
-                      + sweep.seeds final runs; per PT scaling and scale: sweep.seeds runs
+Runs: the sweep's own list (``planned_trials`` in its module, ``sweeps.trial_plan``: the functions its driver runs),
+grouped by (stage, shape, tokens). Early stopping (ASHA) is not modelled, so search stages are an upper bound.
 
 Activations of one sequence (``activation_bytes``; elements x ``bytes_per_element``, 4 = fp32, a bound for bf16):
 
@@ -18,44 +14,73 @@ Activations of one sequence (``activation_bytes``; elements x ``bytes_per_elemen
     BERT / UT per layer (Korthikanti et al. 2022 without dropout masks): 17 d + 2.5 a L per token (a = heads)
 
 Static memory: 16 bytes per parameter (fp32 weights, gradients, AdamW moments) + PT's flat U/V copies and their
-gradients (12 K C r N elements) + ``OVERHEAD_GB``. The micro-batch is the largest even split of train.batch_size
-whose activations fit in ``gpu_mem * MEMORY_FRACTION`` next to it. Time: executed FLOPs / (peak x MFU), executed =
-the analytic training FLOPs (``models.sizing``) + the blockwise path's backward recomputation of q, v and the
-attention, 2 (2 K C N r + 3 C L r) per token and iteration. Measured on an H200 (bf16, paper preset, dense PT): MFU
-0.21 at width 1536 and 0.04 at width 256 (bench/README.md, "GPU"), so the default 0.3 is optimistic for PT.
+gradients (12 K C r N elements) + ``OVERHEAD_GB``. ``micro_batch``: the largest even split of the batch whose
+activations fit in ``gpu_mem * MEMORY_FRACTION`` next to it; the run's own micro-batch follows
+``train.micro_batch_size`` (:func:`run_micro_batch`), and its peak is static + micro-batch x activations.
+
+Time of a run: tokens / the tokens/s measured on the GPU where a ``runs/bench`` record of the same shape exists
+(``bench_times``), else executed FLOPs / (peak x MFU), executed = the analytic training FLOPs (``models.sizing``) +
+the blockwise path's backward recomputation of q, v and the attention, 2 (2 K C N r + 3 C L r) per token and
+iteration. Measured on an H200 (bf16, paper preset, dense PT): MFU 0.21 at width 1536 and 0.04 at width 256
+(bench/README.md, "GPU"), so the default 0.3 is optimistic for PT. Each line of the plan says which it used.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Callable
 
-from ptsweep.analysis.design import n_required
-from ptsweep.config import PTConfig, RunConfig
+from ptsweep import bench_times
+from ptsweep.config import RunConfig
 from ptsweep.models.pt_attention import BLOCK_ROWS
-from ptsweep.models.sizing import flops_per_token, match_shape, param_count
+from ptsweep.models.sizing import flops_per_token, param_count
 
-SWEEPS = ("tune-small", "verify-transfer", "scaling-curves")
+SWEEPS = ("tune-small", "verify-transfer", "scaling-curves", "lr-transfer", "coord-check")
+DEFAULT_SWEEPS = SWEEPS[:3]
+"""What ``plan`` covers unless told: the paper's three sweeps (lr-transfer and coord-check are CPU studies)."""
 OVERHEAD_GB = 3.0
 MEMORY_FRACTION = 0.9
 
 
+@dataclass(frozen=True)
+class Hardware:
+    """What a plan assumes about the GPU: memory, peak FLOP/s x MFU, and the bench records that time runs instead."""
+
+    gpu_mem_gb: float = 80.0
+    peak_tflops: float = 989.0
+    mfu: float = 0.3
+    device: str = ""
+    """The GPU of ``records`` whose step times are used ('' = none: every run timed by MFU)."""
+    records: tuple = field(default=(), repr=False)
+    """``bench_times.Measurement`` records."""
+
+
 @dataclass
 class TrialPlan:
+    """One group of identical runs of a sweep: same stage, shape, tokens and batch."""
+
     sweep: str
+    stage: str
     model: str
     width: int
     scaling: str
     count: int
     tokens: float
+    batch: int
     params: int
     flops_per_token: float
     exec_flops_per_token: float
     act_per_seq_bytes: float
     static_bytes: float
     micro_batch: int
+    """Rows per forward/backward the run uses (:func:`run_micro_batch`; 0: not even one sequence fits)."""
+    fit_micro_batch: int
+    """The largest even split of the batch that fits (:func:`micro_batch`)."""
+    peak_bytes: float
     gpu_hours: float
+    time_source: str
+    """'MFU <x>' or 'measured <GPU> B=<batch>': where the GPU-hours come from."""
 
 
 def activation_bytes(model_cfg, vocab: int, seq_len: int, mask_prob: float = 0.15,
@@ -107,76 +132,66 @@ def micro_batch(batch: int, act_per_seq: float, static: float, gpu_mem_gb: float
     return 0
 
 
-def plan_trial(cfg: RunConfig, sweep: str, model_cfg, count: int, tokens: float, gpu_mem_gb: float,
-               peak_flops: float, mfu: float) -> TrialPlan:
+def run_micro_batch(setting, batch: int, fitting: int) -> int:
+    """Rows per forward/backward a run uses under ``train.micro_batch_size`` (as ``train.resolve_micro_batch``): an
+    integer n > 0 -> min(n, batch); 0 -> the whole batch; 'auto' -> the largest that fits (``fitting``, the
+    planner's estimate of what the probe finds)."""
+    if setting == "auto":
+        return fitting
+    return min(int(setting), batch) if int(setting) > 0 else batch
+
+
+def plan_trial(cfg: RunConfig, sweep: str, stage: str, model_cfg, count: int, tokens: float, batch: int,
+               hw: Hardware) -> TrialPlan:
+    """The memory, micro-batch and GPU-hours of ``count`` runs of one shape (module docstring)."""
     V, L, f = cfg.data.vocab_size, cfg.data.seq_len, cfg.data.mask_prob
     act = activation_bytes(model_cfg, V, L, f)["peak"]
     static = static_bytes(model_cfg, V)
-    exec_fpt = executed_flops(model_cfg, V, L, f)
-    return TrialPlan(sweep=sweep, model=model_cfg.name, width=model_cfg.width,
-                     scaling=model_cfg.scaling if model_cfg.name == "pt" else "", count=count,
-                     tokens=tokens, params=param_count(model_cfg, V)["total"],
-                     flops_per_token=flops_per_token(model_cfg, V, L, f), exec_flops_per_token=exec_fpt,
-                     act_per_seq_bytes=act, static_bytes=static,
-                     micro_batch=micro_batch(cfg.train.batch_size, act, static, gpu_mem_gb),
-                     gpu_hours=count * tokens * exec_fpt / (peak_flops * mfu) / 3600.0)
+    fpt, exec_fpt = flops_per_token(model_cfg, V, L, f), executed_flops(model_cfg, V, L, f)
+    fitting = micro_batch(batch, act, static, hw.gpu_mem_gb)
+    micro = run_micro_batch(cfg.train.micro_batch_size, batch, fitting)
+    hours, source = run_hours(model_cfg, tokens, fpt, exec_fpt, L, max(micro, 1), hw)
+    return TrialPlan(sweep=sweep, stage=stage, model=model_cfg.name, width=model_cfg.width,
+                     scaling=model_cfg.scaling if model_cfg.name == "pt" else "", count=count, tokens=tokens,
+                     batch=batch, params=param_count(model_cfg, V)["total"], flops_per_token=fpt,
+                     exec_flops_per_token=exec_fpt, act_per_seq_bytes=act, static_bytes=static, micro_batch=micro,
+                     fit_micro_batch=fitting, peak_bytes=static + micro * act, gpu_hours=count * hours,
+                     time_source=source)
 
 
-def _pt(cfg: RunConfig, width: int, scaling: str | None = None) -> PTConfig:
-    base = cfg.model if cfg.model.name == "pt" else PTConfig()
-    m = dataclasses.replace(base, width=width, **({"scaling": scaling} if scaling else {}))
-    m.validate()
-    return m
+def run_hours(model_cfg, tokens: float, fpt: float, exec_fpt: float, seq_len: int, micro: int,
+              hw: Hardware) -> tuple[float, str]:
+    """(GPU-hours of one run, where they come from): the measured tokens/s of ``hw.device`` where a bench record of
+    the shape exists (``bench_times.pick``), else executed FLOPs at ``hw.peak_tflops`` x ``hw.mfu``."""
+    rec = bench_times.pick(list(hw.records), hw.device, model_cfg, fpt, seq_len, micro) if hw.device else None
+    if rec is not None:
+        return tokens / rec.tokens_per_s / 3600.0, f"measured {rec.device} B={rec.batch}"
+    return tokens * exec_fpt / (hw.peak_tflops * 1e12 * hw.mfu) / 3600.0, f"MFU {hw.mfu:g}"
 
 
-def plan(cfg: RunConfig, sweeps=SWEEPS, gpu_mem_gb: float = 80.0, peak_tflops: float = 989.0,
-         mfu: float = 0.3) -> list[TrialPlan]:
-    """TrialPlans (one per distinct trial shape) of the named sweeps under ``cfg`` (module docstring)."""
-    sweep_cfg, tokens = cfg.sweep, cfg.train.tokens
-    trials: list[tuple] = []  # (sweep, model config, runs, tokens per run)
-    for name in sweeps:
-        if name not in SWEEPS:
-            raise ValueError(f"sweep: unknown sweep {name!r} (choose from {', '.join(SWEEPS)})")
-        if name == "tune-small":
-            trials.append((name, _pt(cfg, cfg.model.width), sweep_cfg.num_samples, tokens))
-        elif name == "verify-transfer":
-            n_run = max(n_required(sweep_cfg.alpha, sweep_cfg.p), sweep_cfg.n)
-            trials.append((name, _pt(cfg, sweep_cfg.width), sweep_cfg.seeds + n_run, tokens))
-        else:
-            scalings = ["channels", "rank"] if sweep_cfg.scaling == "both" else [sweep_cfg.scaling]
-            search = (sweep_cfg.baseline.samples or sweep_cfg.num_samples,
-                      max(1.0, sweep_cfg.baseline.search_frac * tokens))
-            for kind in (m for m in sweep_cfg.models if m != "pt"):
-                for s in sweep_cfg.scales:
-                    mcfg = match_shape(kind, _pt(cfg, s, scalings[0]), cfg.data.vocab_size, cfg.data.seq_len,
-                                       cfg.data.mask_prob, sweep_cfg.match)
-                    trials += [(name, mcfg, *search), (name, mcfg, sweep_cfg.seeds, tokens)]
-            if "pt" in sweep_cfg.models:
-                trials += [(name, _pt(cfg, s, sc), sweep_cfg.seeds, tokens)
-                           for sc in scalings for s in sweep_cfg.scales]
-    return [plan_trial(cfg, *trial, gpu_mem_gb, peak_tflops * 1e12, mfu) for trial in trials]
+def trial_lists() -> dict[str, Callable]:
+    """Sweep name -> its module's ``planned_trials`` (imported here: the sweeps load pandas and the analysis)."""
+    from ptsweep.sweeps import coord_check, lr_transfer_plan, scaling_curves, tune_small, verify_transfer
+
+    return {"tune-small": tune_small.planned_trials, "verify-transfer": verify_transfer.planned_trials,
+            "scaling-curves": scaling_curves.planned_trials, "lr-transfer": lr_transfer_plan.planned_trials,
+            "coord-check": coord_check.planned_trials}
 
 
-def format_plan(rows: list[TrialPlan], cfg: RunConfig, gpu_mem_gb: float, peak_tflops: float, mfu: float) -> str:
-    """A text table per sweep plus the GPU-hours of each sweep and the assumptions."""
-    B, L = cfg.train.batch_size, cfg.data.seq_len
-    out = [f"plan: preset={cfg.preset or '-'}  batch {B} x {L} tokens  V={cfg.data.vocab_size}  "
-           f"GPU memory {gpu_mem_gb:g} GB  assumed peak {peak_tflops:g} TFLOP/s (bf16 dense) x MFU {mfu:g}",
-           f"{'sweep':<16}{'model':<6}{'scaling':<9}{'width':>6}{'runs':>5}{'tokens':>9}{'params':>9}"
-           f"{'GFLOP/tok':>10}{'act MB/seq':>11}{'act GB/mb':>10}{'static GB':>10}{'micro':>6}{'GPU-h':>10}"]
-    for r in rows:
-        mb = r.micro_batch
-        out.append(f"{r.sweep:<16}{r.model:<6}{r.scaling or '-':<9}{r.width:>6}{r.count:>5}{r.tokens:>9.3g}"
-                   f"{r.params / 1e6:>8.1f}M{r.exec_flops_per_token / 1e9:>10.3f}{r.act_per_seq_bytes / 1e6:>11.1f}"
-                   f"{mb * r.act_per_seq_bytes / 1e9:>10.2f}{r.static_bytes / 1e9:>10.2f}"
-                   f"{mb if mb else 'OOM':>6}{r.gpu_hours:>10.1f}")
-    out.append("")
-    for name in dict.fromkeys(r.sweep for r in rows):
-        part = [r for r in rows if r.sweep == name]
-        runs = sum(r.count for r in part)
-        out.append(f"{name}: {runs} runs, {sum(r.gpu_hours for r in part):,.1f} GPU-hours"
-                   + ("" if all(r.micro_batch >= 1 for r in part) else "  (some trials do not fit even one sequence)"))
-    out.append(f"total: {sum(r.gpu_hours for r in rows):,.1f} GPU-hours at {peak_tflops:g} TFLOP/s x MFU {mfu:g}; "
-               "GFLOP/tok = executed training FLOPs (PT: incl. backward recomputation); act = predicted fp32 "
-               "activation peak (bf16 autocast: about half); micro = rows per forward/backward")
-    return "\n".join(out)
+def planned(cfg: RunConfig, sweeps=DEFAULT_SWEEPS) -> dict[str, list]:
+    """Sweep name -> its ``planned_trials(cfg)``; an unknown name is a one-line ValueError."""
+    lists = trial_lists()
+    unknown = [n for n in sweeps if n not in lists]
+    if unknown:
+        raise ValueError(f"sweep: unknown sweep {unknown[0]!r} (choose from {', '.join(SWEEPS)})")
+    return {name: lists[name](cfg) for name in sweeps}
+
+
+def plan(cfg: RunConfig, sweeps=DEFAULT_SWEEPS, hw: Hardware = Hardware()) -> list[TrialPlan]:
+    """TrialPlans of the named sweeps: their runs grouped by (sweep, stage, shape, tokens, batch), in run order."""
+    groups: dict[tuple, list] = {}
+    for name, trials in planned(cfg, sweeps).items():
+        for t in trials:
+            groups.setdefault((name, t.stage, repr(t.model), t.tokens, t.batch_size), []).append(t)
+    return [plan_trial(cfg, name, stage, ts[0].model, len(ts), tokens, batch, hw)
+            for (name, stage, _, tokens, batch), ts in groups.items()]

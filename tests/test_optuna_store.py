@@ -154,3 +154,56 @@ def test_one_tuner_construction_in_the_package() -> None:
     package = Path(optuna_store.__file__).parents[1]
     sites = [str(p.relative_to(package)) for p in package.rglob("*.py") for _ in re.findall(r"\bTuner\(", p.read_text())]
     assert sites == ["sweeps/runner.py"], sites  # runner.make_tuner
+
+
+def _concurrent_search(sampler, seed: int, rounds: int = 3, concurrent: int = 32) -> list[float]:
+    """Best-so-far true loss after each round of ``concurrent`` proposals asked before any is told (as Ray Tune asks
+    when 32 GPUs are free), on a cheap simulated objective of the 7 log-hyperparameters: a weighted quadratic bowl
+    in log space (optimum inside the box, weights 4 .. 0.25: a few keys matter most) + N(0, 0.05) noise. Returns
+    the noiseless loss of the trial with the best observed value, per round."""
+    import math
+
+    import numpy as np
+
+    keys = ["optim.lr", *(f"model.w{i}" for i in range(6))]
+    space = {k: (1e-3, 1e-1) if k == "optim.lr" else (0.25, 4.0) for k in keys}
+    dists = {k: optuna.distributions.FloatDistribution(lo, hi, log=True) for k, (lo, hi) in space.items()}
+    box = np.random.default_rng(123)  # the same optimum in every search
+    centre = {k: math.exp(box.uniform(0.8 * math.log(lo) + 0.2 * math.log(hi), 0.2 * math.log(lo) + 0.8 * math.log(hi)))
+              for k, (lo, hi) in space.items()}
+    weight = dict(zip(keys, [4.0, 2.0, 1.0, 1.0, 0.5, 0.5, 0.25]))
+    noise = np.random.default_rng(seed + 1000)
+    study = optuna.create_study(sampler=sampler, direction="minimize")
+    best_seen, best_true, curve = math.inf, math.inf, []
+    for _ in range(rounds):
+        asked = [study.ask(dists) for _ in range(concurrent)]  # all in flight before the first result
+        for trial in asked:
+            true = sum(weight[k] * math.log(trial.params[k] / centre[k]) ** 2 for k in keys)
+            seen = true + 0.05 * noise.standard_normal()
+            if seen < best_seen:
+                best_seen, best_true = seen, true
+            study.tell(trial, seen)
+        curve.append(best_true)
+    return curve
+
+
+def test_tpe_with_32_concurrent_proposals_beats_random_search() -> None:
+    """The searches' sampler (``optuna_store.sampler``: constant liar, multivariate), asked 32 trials per round
+    before any is told, against random search with the same budget: statistic = the mean over the TPE rounds (2 and
+    3; round 1 is random start-up for both) of the best-so-far true loss, paired by seed over 10 seeds (the first
+    round draws the same points for both). TPE must be lower on average with a paired t > 2.26 (two-sided 5 %, 9 df)
+    and in at least 8 of 10 seeds. Without the constant liar TPE also passes here (measured: mean gain 0.58 vs 0.63,
+    t 3.1 vs 3.4): this objective is smooth and the multivariate sampler's draws already spread a round."""
+    import warnings
+
+    import numpy as np
+
+    warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    seeds = range(10)
+    tpe = np.array([_concurrent_search(optuna_store.sampler(s, num_samples=96), s) for s in seeds])
+    rnd = np.array([_concurrent_search(optuna.samplers.RandomSampler(seed=s), s) for s in seeds])
+    assert np.allclose(tpe[:, 0], rnd[:, 0])  # round 1: TPE's random start-up draws the same points (pairing)
+    gain = (rnd - tpe)[:, 1:].mean(axis=1)  # > 0: TPE's best-so-far is lower
+    t = gain.mean() / (gain.std(ddof=1) / np.sqrt(len(gain)))
+    assert gain.mean() > 0 and t > 2.26 and (gain > 0).sum() >= 8, (gain.round(3), t)

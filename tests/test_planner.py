@@ -1,12 +1,22 @@
-"""The run planner: its PT memory model against measured saved-tensor bytes, micro-batch choice, paper plan."""
+"""The run planner: its PT memory model against measured saved-tensor bytes, micro-batch choice, the runs it counts
+against each sweep's own list, measured step times, the breakdown by model and stage, the baseline rule's saving."""
+
+import json
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 
-from ptsweep import planner
+from ptsweep import bench_times, planner, plan_report
+from ptsweep.analysis.design import n_required
 from ptsweep.cli import main
-from ptsweep.config import PTConfig, compose
+from ptsweep.config import PTConfig, compose, with_overrides
 from ptsweep.models import build_model, mlm_loss
+from ptsweep.sweeps import lr_transfer_plan, scaling_curves, verify_transfer
+from ptsweep.sweeps.transfer import config_point
+
+PRESETS = ("smoke", "demo", "lr_study", "paper", "coord_train")
 
 
 def _saved_bytes_per_seq(cfg, vocab, length, batches=(1, 3), frac=0.15):
@@ -52,20 +62,155 @@ def test_micro_batch_is_the_largest_even_split_that_fits():
     assert planner.micro_batch(256, 100 * gb, 10 * gb, 80) == 0            # not even one sequence
 
 
-def test_paper_plan_covers_three_sweeps_and_width_3072_fits_80gb(capsys):
-    cfg = compose(["preset=paper"])
-    rows = planner.plan(cfg, gpu_mem_gb=80.0)
-    assert {r.sweep for r in rows} == set(planner.SWEEPS)
-    big = [r for r in rows if r.model == "pt" and r.width == 3072]
-    assert big and all(r.micro_batch >= 1 for r in big)
-    assert all(r.static_bytes + r.micro_batch * r.act_per_seq_bytes <= 80e9 for r in big)
-    assert all(r.gpu_hours > 0 for r in rows)
-    # verify-transfer: 3 seeds of the base point + n_required(0.05, 0.05) = 59 perturbed points
-    assert sum(r.count for r in rows if r.sweep == "verify-transfer") == 3 + 59
-    assert main(["plan", "preset=paper", "sweep=verify-transfer", "--gpu-mem", "40"]) == 0
+def _formula_count(cfg, sweep: str) -> int:
+    """Runs of a sweep from its settings, written out independently of the planner and the sweep modules."""
+    sw = cfg.sweep
+    if sweep == "tune-small":
+        return sw.num_samples
+    if sweep == "verify-transfer":
+        return sw.seeds + max(n_required(sw.alpha, sw.p), sw.n) * (sw.perturbed_seeds or sw.seeds)
+    if sweep == "scaling-curves":
+        baselines = len([m for m in sw.models if m != "pt"])
+        paradigms = (2 if sw.scaling == "both" else 1) if "pt" in sw.models else 0
+        search = sw.baseline.samples or sw.num_samples
+        return len(sw.scales) * (baselines * (search + sw.seeds) + paradigms * sw.seeds)
+    if sweep == "coord-check":
+        cc = sw.coord_check
+        return len(cc.parametrizations) * len(cc.widths) * cc.seeds
+    return -1  # lr-transfer: stage 2 depends on stage 1 (checked against the driver's functions below)
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_planner_counts_each_sweeps_own_trial_list(preset):
+    cfg = compose([f"preset={preset}"])
+    lists = planner.planned(cfg, planner.SWEEPS)
+    rows = planner.plan(cfg, planner.SWEEPS)
+    for sweep, trials in lists.items():
+        counted = sum(r.count for r in rows if r.sweep == sweep)
+        assert counted == len(trials) > 0, (sweep, counted, len(trials))
+        assert {t.sweep for t in trials} == {sweep}
+        if _formula_count(cfg, sweep) >= 0:
+            assert counted == _formula_count(cfg, sweep), sweep
+    # the drivers' own functions: verify-transfer's plan, lr-transfer's stage 1, scaling-curves' PT finals
+    assert [t.label for t in lists["verify-transfer"]] == verify_transfer.plan(cfg, config_point(cfg))[1]
+    stage1 = [t for t in lists["lr-transfer"] if t.stage == "search"]
+    assert [t.label for t in stage1] == lr_transfer_plan.stage1_trials(cfg)[1]
+    pt_finals = [t.label for t in lists["scaling-curves"] if t.model_name == "pt"]
+    assert pt_finals == [label for label, _ in scaling_curves.pt_finals(cfg, {})]
+
+
+def test_paper_counts_written_out():
+    """Paper: verify-transfer 3 base seeds + 59 points x 2 paired seeds; scaling-curves 2 baselines x 7 scales x
+    (64 search + 3 finals) + PT 7 x 3; lr_study's lr-transfer by hand: stage 1 = 4 widths x (2 x 6 LRs + 6 control)
+    + 2 weight widths x 3 weights (the default weight's runs are the LR study's) = 78; stage 2 = 2 more seeds at the 2
+    best values of 14 groups (8 LR, 4 control, 2 weight), the weight groups' default value again the LR study's:
+    8 x 4 + 4 x 4 + 2 x 2 = 52."""
+    paper = {s: sum(r.count for r in rows) for s, rows in _by_sweep(planner.plan(compose(["preset=paper"]))).items()}
+    assert paper == {"tune-small": 64, "verify-transfer": 3 + 2 * 59, "scaling-curves": 2 * 7 * (64 + 3) + 7 * 3}
+    lr_study = planner.planned(compose(["preset=lr_study"]), ["lr-transfer"])["lr-transfer"]
+    assert (sum(t.stage == "search" for t in lr_study), sum(t.stage == "final" for t in lr_study)) == (78, 52)
+
+
+def _by_sweep(rows):
+    out = {}
+    for r in rows:
+        out.setdefault(r.sweep, []).append(r)
+    return out
+
+
+def test_make_plan_paper_prints_121_verify_runs_and_the_scaling_breakdown(capsys, tmp_path):
+    assert main(["plan", "preset=paper", "--bench-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "verify-transfer:" in out and "GPU-hours" in out and "tune-small:" not in out
-    assert "MFU 0.3" in out and "989" in out
+    assert "verify-transfer: 121 runs" in out and "no GPU records in" in out
+    assert "scaling-curves: 959 runs, 5,641.5 GPU-hours" in out
+    lines = {" ".join(line.split()[:2]): line for line in out.splitlines() if line.startswith("  ")}
+    assert lines["ut search"].split()[2:4] == ["448", "runs"] and lines["ut search"].endswith("87.1%")
+    assert lines["bert search"].split()[4] == "411.3"  # the issue's "BERT searches are 411 more"
+    assert "per-scale search, 5,641.5 GPU-hours" in out
+    assert "rule 'extrapolate': 64 TPE trials at scales 256, 512, 768" in out
+
+
+def test_breakdown_hours_are_runs_times_flops_over_peak_mfu():
+    """The UT search at scale 3072 (d = 4288), from the sizing module's FLOPs by hand: 64 x 1.4e9 tokens x executed
+    FLOPs/token / (989e12 x 0.3) seconds."""
+    cfg = compose(["preset=paper"])
+    rows = planner.plan(cfg, ["scaling-curves"])
+    ut = [r for r in rows if r.model == "ut" and r.width == 4288 and r.stage == "search"]
+    assert len(ut) == 1 and ut[0].count == 64 and ut[0].time_source == "MFU 0.3"
+    assert ut[0].gpu_hours == pytest.approx(64 * 1.4e9 * ut[0].exec_flops_per_token / (989e12 * 0.3) / 3600)
+    parts = plan_report.breakdown(rows)
+    assert sum(h for _, h in parts.values()) == pytest.approx(sum(r.gpu_hours for r in rows))
+    assert parts[("ut", "search")][0] == 7 * 64 and parts[("pt", "final")][0] == 7 * 3
+
+
+def test_extrapolate_rule_saves_the_large_scales_searches():
+    """Under 'extrapolate' (3 searched scales, 3 local LRs) each of the 4 larger scales of each baseline runs 3
+    search trials instead of 64: the saving is 61 search runs' hours per (baseline, large scale)."""
+    cfg = compose(["preset=paper"])
+    full = planner.plan(cfg, ["scaling-curves"])
+    cheap = planner.plan(with_overrides(cfg, {"sweep.baseline.rule": "extrapolate"}), ["scaling-curves"])
+    per_run = {(r.model, r.width): r.gpu_hours / r.count for r in full if r.stage == "search"}
+    large = [(r.model, r.width) for r in full if r.stage == "search"][3:7] + \
+        [(r.model, r.width) for r in full if r.stage == "search"][10:14]
+    saved = sum(r.gpu_hours for r in full) - sum(r.gpu_hours for r in cheap)
+    assert saved == pytest.approx(sum(61 * per_run[k] for k in large), rel=1e-9)
+    assert sum(r.count for r in cheap if r.stage == "search") == 2 * (3 * 64 + 4 * 3)
+
+
+def test_run_micro_batch_follows_the_setting():
+    assert planner.run_micro_batch(0, 256, 86) == 256  # the whole batch, fitting or not
+    assert planner.run_micro_batch(64, 256, 86) == 64 and planner.run_micro_batch(512, 256, 86) == 256
+    assert planner.run_micro_batch("auto", 256, 86) == 86
+    rows = planner.plan(compose(["preset=paper", "train.micro_batch_size=auto"]), ["scaling-curves"])
+    big = [r for r in rows if r.model == "pt" and r.width == 3072]
+    assert big[0].micro_batch == big[0].fit_micro_batch >= 1 and big[0].peak_bytes <= 80e9 * planner.MEMORY_FRACTION
+    rows0 = planner.plan(compose(["preset=paper"]), ["scaling-curves"])
+    big0 = [r for r in rows0 if r.model == "pt" and r.width == 3072][0]
+    assert big0.micro_batch == 256 and big0.peak_bytes > 80e9  # the paper preset's default: over the GPU
+    assert plan_report.row_line(big0, 80.0).split()[-4].endswith("!")
+
+
+def _bench_record(tmp_path: Path) -> Path:
+    """A real bench_models.py record (PT, width 128, smoke's shape, one CPU step) written by its own writer, then
+    marked as measured on a GPU with a round tokens/s."""
+    bench = Path(__file__).resolve().parents[1] / "bench"
+    sys.path.insert(0, str(bench))
+    try:
+        import bench_models
+        from bench_output import write_outputs
+    finally:
+        sys.path.remove(str(bench))
+    args = {"steps": 1, "warmup": 0, "device": "cpu", "width": 128, "vocab": 1000, "batch": 8, "seq_len": 32,
+            "layers": 4, "mask_prob": 0.15, "threads": 1, "pt_impl": "auto"}
+    cpu = bench_models.bench_one("pt", args)
+    out = tmp_path / "bench"
+    write_outputs(out / "cpu", "bench", {**args, "device": "cpu"}, [cpu], "cpu")
+    gpu = {**cpu, "device": "cuda:0", "device_name": "NVIDIA H200", "tokens_per_s": 1000.0}
+    write_outputs(out / "gpu", "bench", {**args, "device": "cuda:0"}, [gpu], "gpu")
+    (out / "memory.json").write_text(json.dumps({"meta": {}, "results": [{"model": "pt", "per_seq_mb": 1.0}]}))
+    return out
+
+
+def test_measured_step_times_replace_mfu_where_gpu_and_shape_match(tmp_path, capsys):
+    folder = _bench_record(tmp_path)
+    records, skipped = bench_times.load(folder)
+    assert [(r.device, r.model, r.width, r.batch) for r in records] == [("NVIDIA H200", "pt", 128, 8)]  # CPU: unused
+    assert skipped == ["cpu/bench.json", "memory.json"]
+    cfg = compose(["preset=smoke"])
+    hw = planner.Hardware(device=bench_times.choose_device(records, ""), records=tuple(records))
+    rows = {r.sweep: r for r in planner.plan(cfg, ["tune-small", "verify-transfer"], hw)}
+    tune, verify = rows["tune-small"], rows["verify-transfer"]  # PT width 64 (not measured) and width 128 (measured)
+    assert verify.time_source == "measured NVIDIA H200 B=8" and verify.width == 128
+    n_verify = cfg.sweep.seeds + max(n_required(cfg.sweep.alpha, cfg.sweep.p), cfg.sweep.n)
+    assert verify.gpu_hours == pytest.approx(n_verify * cfg.train.tokens / 1000.0 / 3600)
+    assert tune.time_source == "MFU 0.3" and tune.width == 64
+    other_shape = with_overrides(cfg, {"model.n_iters": 2})  # same width, other FLOPs per token: not this record
+    assert planner.plan(other_shape, ["verify-transfer"], hw)[0].time_source == "MFU 0.3"
+    assert main(["plan", "preset=smoke", "sweep=verify-transfer", "--bench-dir", str(folder), "--device", "h200"]) == 0
+    out = capsys.readouterr().out
+    assert "measured on NVIDIA H200" in out and "verify-transfer: 2 runs" in out and "measured NVIDIA H200 B=8" in out
+    assert main(["plan", "preset=smoke", "--bench-dir", str(folder), "--device", "A100"]) == 2
+    assert "--device 'A100': no GPU(s) of the bench records match" in capsys.readouterr().err
 
 
 def test_unknown_sweep_is_a_one_line_error(capsys):

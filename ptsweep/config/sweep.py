@@ -47,6 +47,13 @@ class CoordSchedule(StrEnum):
     train = "train"
 
 
+class BaselineRule(StrEnum):
+    """scaling-curves: how BERT's and UT's LR is chosen at each scale (``sweeps.baseline_rule``)."""
+
+    search = "search"
+    extrapolate = "extrapolate"
+
+
 @dataclass
 class BaselineSearchConfig:
     """scaling-curves: the Optuna search of BERT's and UT's optim.lr and optim.warmup_frac at each scale."""
@@ -65,6 +72,16 @@ class BaselineSearchConfig:
     """LR grid instead of the Optuna search: one trial per value at search_frac of the budget, no early stopping,
     warm-up fixed at optim.warmup_frac ([] = the search). For baselines that sit on a loss plateau before they learn,
     where an early-stopping rule would judge them on the plateau."""
+    rule: BaselineRule = BaselineRule.search
+    """'search': the search at every scale ([S] §3.2); 'extrapolate': the search at the ``search_scales`` smallest
+    scales, then each larger scale's LR from a power law fitted to them, checked by ``local_points`` runs around it
+    (``sweeps.baseline_rule``)."""
+    search_scales: int = 3
+    """rule 'extrapolate': how many of the smallest scales get the full search (>= 2: a power law has 2 parameters)."""
+    local_points: int = 3
+    """rule 'extrapolate': LR values run at each larger scale, centred on the extrapolated LR."""
+    local_factor: float = 2.0
+    """rule 'extrapolate': ratio of neighbouring local LR values."""
 
     def __post_init__(self) -> None:  # OmegaConf hands sequences over as lists; the schema's tuples stay tuples
         self.lr_range, self.warmup_range = tuple(self.lr_range), tuple(self.warmup_range)
@@ -81,6 +98,9 @@ class BaselineSearchConfig:
                                   and all(a < b for a, b in zip(self.grid, self.grid[1:]))),
                 "sweep.baseline.grid", f"must be [] or >= 3 increasing positive LRs (3 can bracket an optimum), "
                 f"got {self.grid}")
+        require(self.search_scales >= 2, "sweep.baseline.search_scales", "must be >= 2 (a power law has 2 parameters)")
+        require(self.local_points >= 1, "sweep.baseline.local_points", "must be >= 1")
+        require(self.local_factor > 1, "sweep.baseline.local_factor", "must be > 1")
 
 
 @dataclass

@@ -17,8 +17,11 @@ import pandas as pd
 from ptsweep.config import RunConfig, to_dict
 from ptsweep.io import write_json
 from ptsweep.parametrization import MUP_VARIANTS
-from ptsweep.sweeps.coords import checked_scaling, collect, slopes, sp_summary, verdict
+from ptsweep.sweeps.coords import checked_scaling, collect, run_overrides, slopes, sp_summary, verdict
 from ptsweep.sweeps.outputs import log_summary
+from ptsweep.sweeps.trial_plan import PlannedTrial, shape_cache
+
+SWEEP = "coord-check"
 
 
 def plot(coords: pd.DataFrame, folder: Path, model_name: str) -> list[Path]:
@@ -89,3 +92,14 @@ def run(cfg: RunConfig) -> Path:
     if cc.strict and result is not None and not result["pass"]:
         raise SystemExit(1)
     return folder
+
+
+def planned_trials(cfg: RunConfig) -> list[PlannedTrial]:
+    """Every measured run (``coords.run_overrides``; ``trial_plan``): coord_check.steps steps of
+    coord_check.batch_size sequences. The check runs in-process on the CPU."""
+    cc, model = cfg.sweep.coord_check, shape_cache(cfg)
+    batch = cc.batch_size or cfg.train.batch_size
+    return [PlannedTrial(SWEEP, "final", model({k: v for k, v in ov.items() if k != "seed"}),
+                         float(cc.steps * batch * cfg.data.seq_len), int(ov["seed"]), batch, int(ov["model.width"]),
+                         f"{ov['model.parametrization']}-w{ov['model.width']}-s{ov['seed']}")
+            for ov in run_overrides(cfg)]

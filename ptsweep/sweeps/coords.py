@@ -166,19 +166,25 @@ def collect(cfg: RunConfig, corpus=None, log=print) -> pd.DataFrame:
     corpus = corpus if corpus is not None else data_mod.prepare(cfg.data)
     batch_size = cc.batch_size or cfg.train.batch_size
     frames = []
+    for ov in run_overrides(cfg):
+        t0 = time.perf_counter()
+        par, width, seed = ov["model.parametrization"], ov["model.width"], ov["seed"]
+        rows = measure_run(with_overrides(cfg, ov), corpus, cc.steps, cc.lr, batch_size, cc.schedule,
+                           cc.measure_steps)
+        frames.append(pd.DataFrame(rows).assign(parametrization=par, width=width, seed=seed))
+        log(f"coord-check {cfg.model.name} {par} width {width} seed {seed}: {time.perf_counter() - t0:.1f}s")
+    return pd.concat(frames, ignore_index=True)
+
+
+def run_overrides(cfg: RunConfig) -> list[dict]:
+    """The overrides of every measured run, in :func:`collect`'s order: parametrization x width x seed ('mup_sp'
+    anchored at the smallest width)."""
+    cc = cfg.sweep.coord_check
     shape = {"model.scaling": cc.scaling} if cc.scaling and cfg.model.name == "pt" else {}
     anchor = _smallest_width_anchor(cfg, shape)
-    for par in cc.parametrizations:
-        for width in cc.widths:
-            for s in range(cc.seeds):
-                t0 = time.perf_counter()
-                ov = {"model.width": int(width), "model.parametrization": par, "seed": cfg.seed + s, **shape}
-                run_cfg = with_overrides(cfg, {**ov, **(anchor if par == "mup_sp" else {})})
-                rows = measure_run(run_cfg, corpus, cc.steps, cc.lr, batch_size, cc.schedule, cc.measure_steps)
-                frames.append(pd.DataFrame(rows).assign(parametrization=par, width=int(width), seed=cfg.seed + s))
-                log(f"coord-check {cfg.model.name} {par} width {width} seed {cfg.seed + s}: "
-                    f"{time.perf_counter() - t0:.1f}s")
-    return pd.concat(frames, ignore_index=True)
+    return [{"model.width": int(width), "model.parametrization": par, "seed": cfg.seed + s, **shape,
+             **(anchor if par == "mup_sp" else {})}
+            for par in cc.parametrizations for width in cc.widths for s in range(cc.seeds)]
 
 
 def checked_scaling(cfg: RunConfig) -> str | None:

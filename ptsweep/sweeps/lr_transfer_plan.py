@@ -7,8 +7,12 @@ import numpy as np
 
 from ptsweep.config import RunConfig, anchor_at
 from ptsweep.parametrization import MUP_VARIANTS
+from ptsweep.sweeps.trial_plan import PlannedTrial, shape_cache
 
 LR_KEY = "optim.lr"
+SWEEP = "lr-transfer"
+NOT_SHAPE = (LR_KEY, "seed", "train.tokens")
+"""Overrides of a trial that leave its model config as it is."""
 
 
 def weight_label(key: str) -> str:
@@ -49,12 +53,19 @@ def _label(cfg: RunConfig, study: str, par: str, width: int) -> str:
     return f"{prefix}-{par}-w{width}"
 
 
-def _trial(cfg: RunConfig, study: str, par: str, width: int, x: float, seed: int) -> tuple[dict, str]:
+def _anchor(cfg: RunConfig) -> dict:
+    """'mup_sp''s anchor: SP at the study's smallest width (its tuning width), muP beyond ({} without 'mup_sp')."""
+    lt = cfg.sweep.lr_transfer
+    return anchor_at(cfg, min(lt.widths), {"model.scaling": lt.scaling}) if "mup_sp" in lt.parametrizations else {}
+
+
+def _trial(cfg: RunConfig, study: str, par: str, width: int, x: float, seed: int, anchor: dict) -> tuple[dict, str]:
     """(overrides, label) of one trial; study "lr" varies optim.lr, "control" the same for the control model
-    (``sweep.lr_transfer.control`` overrides), "weight" varies sweep.lr_transfer.weight_key."""
+    (``sweep.lr_transfer.control`` overrides), "weight" varies sweep.lr_transfer.weight_key; ``anchor``:
+    :func:`_anchor` (composed once per stage: a config composition per trial took seconds per plan)."""
     ov = {**_common(cfg), "model.parametrization": par, "model.width": int(width), "seed": int(seed)}
-    if par == "mup_sp":  # SP at the study's smallest width (its tuning width), muP beyond
-        ov.update(anchor_at(cfg, min(cfg.sweep.lr_transfer.widths), {"model.scaling": cfg.sweep.lr_transfer.scaling}))
+    if par == "mup_sp":
+        ov.update(anchor)
     if study == "lr":
         ov[LR_KEY] = float(x)
     elif study == "control":
@@ -96,7 +107,9 @@ def default_weight(cfg: RunConfig) -> float:
 
 def stage1_trials(cfg: RunConfig) -> tuple[list[dict], list[str]]:
     """Stage 1: every grid value of every group, seed ``cfg.seed``."""
-    return _unzip(_trial(cfg, study, par, width, x, cfg.seed) for study, par, width, grid in _groups(cfg) for x in grid)
+    anchor = _anchor(cfg)
+    return _unzip(_trial(cfg, study, par, width, x, cfg.seed, anchor) for study, par, width, grid in _groups(cfg)
+                  for x in grid)
 
 
 def _unzip(pairs) -> tuple[list[dict], list[str]]:
@@ -128,13 +141,13 @@ def refine_values(cfg: RunConfig, df1) -> dict[tuple[str, str, int], list[float]
 
 def stage2_trials(cfg: RunConfig, df1) -> tuple[list[dict], list[str]]:
     """Stage 2: seeds ``seed+1 .. seed+lr_transfer.seeds-1`` at the values chosen by :func:`refine_values`."""
-    pairs = []
+    pairs, anchor = [], _anchor(cfg)
     values = refine_values(cfg, df1)
     for study, par, width, _ in _groups(cfg):
         xs = values[(study, par, width)]
         if study == "weight" and weight_lr(cfg) in values.get(("lr", par, width), []):
             xs = [x for x in xs if x != default_weight(cfg)]  # the LR study's seeds at weight_lr are these
-        pairs += [_trial(cfg, study, par, width, x, cfg.seed + s)
+        pairs += [_trial(cfg, study, par, width, x, cfg.seed + s, anchor)
                   for s in range(1, cfg.sweep.lr_transfer.seeds) for x in xs]
     return _unzip(pairs)
 
@@ -156,3 +169,22 @@ def default_weight_rows(df, cfg: RunConfig):
             & df["model.width"].isin(weight_widths(cfg))
             & np.isclose(df[LR_KEY].astype(float), weight_lr(cfg), rtol=1e-9, atol=0))
     return df[pick]
+
+
+def planned_trials(cfg: RunConfig) -> list[PlannedTrial]:
+    """Every run of both stages (``trial_plan``): stage 1 ("search") exactly; stage 2 ("final") as
+    :func:`stage2_trials` chooses it when every stage-1 trial finishes and the values nearest the config's own
+    (``weight_lr``, the default weight) are the best - its values depend on stage 1, its count only through
+    failed trials and the LR study's reuse of the default weight's runs."""
+    import pandas as pd
+
+    t1, l1 = stage1_trials(cfg)
+    key = cfg.sweep.lr_transfer.weight_key
+    df1 = fill_base(pd.DataFrame([{**ov, "label": lab} for ov, lab in zip(t1, l1)]), cfg)
+    df1["val_loss"] = [abs(np.log(r[key] / default_weight(cfg))) if not lab.startswith(("lr-", "ctrl-"))
+                       else abs(np.log(r[LR_KEY] / weight_lr(cfg))) for lab, (_, r) in zip(l1, df1.iterrows())]
+    t2, l2 = stage2_trials(cfg, df1)
+    model, tokens = shape_cache(cfg), trial_tokens(cfg)
+    return [PlannedTrial(SWEEP, stage, model({k: v for k, v in ov.items() if k not in NOT_SHAPE}), tokens,
+                         int(ov["seed"]), cfg.train.batch_size, int(ov["model.width"]), lab)
+            for stage, trials, labels in (("search", t1, l1), ("final", t2, l2)) for ov, lab in zip(trials, labels)]

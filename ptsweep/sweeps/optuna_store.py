@@ -10,7 +10,8 @@ extend it and what is refused: README.md "Stop, resume, extend".
   ``num_samples``). User attrs are written only through the live ``optuna.Trial`` the searcher asked.
 - The ledger (``sweeps.ledger``) keys runs by their result-relevant config: a trial another search already ran is read
   from it, and a trial whose outcome Optuna never heard gets it on the next run (``search._reconcile``).
-- TPE is seeded with ``seed + len(study.trials)``, so an extension never repeats an earlier random draw.
+- TPE (:func:`sampler`: constant liar, multivariate) is seeded with ``seed + len(study.trials)``, so an extension never
+  repeats an earlier random draw.
 """
 
 from __future__ import annotations
@@ -128,6 +129,18 @@ def tell_from_record(study, trial, record: Mapping[str, Any] | None, interrupted
         study.tell(number, state=TrialState.PRUNED)
 
 
+def sampler(seed: int, num_samples: int):
+    """The TPE sampler of every search, built for many trials in flight (Ray Tune asks for ``ray.max_concurrent`` or
+    as many as fit the cluster before any returns): ``constant_liar`` (trials still running count as bad points, so
+    the proposals of one round spread out instead of piling onto one optimum of the same posterior) and
+    ``multivariate`` (one joint density over the hyperparameters: LR and the information weights interact). Both are
+    Optuna 5's defaults; set here so that the searches do not change with another Optuna's defaults (4.x: off)."""
+    import optuna
+
+    return optuna.samplers.TPESampler(seed=seed, n_startup_trials=n_startup(num_samples), constant_liar=True,
+                                      multivariate=True)
+
+
 def make_searcher(space: Mapping[str, tuple[float, float]], study_name: str, store, seed: int, num_samples: int,
                   n_existing: int):
     """A Ray Tune searcher on the persistent study: TPE with its start-up trials from the budget, Optuna told the
@@ -138,7 +151,6 @@ def make_searcher(space: Mapping[str, tuple[float, float]], study_name: str, sto
 
     distributions = {k: optuna.distributions.FloatDistribution(float(lo), float(hi), log=True)
                      for k, (lo, hi) in space.items()}
-    sampler = optuna.samplers.TPESampler(seed=seed + n_existing, n_startup_trials=n_startup(num_samples))
-    study = optuna.create_study(study_name=study_name, storage=store, sampler=sampler, direction="minimize",
-                                load_if_exists=True)
+    study = optuna.create_study(study_name=study_name, storage=store, sampler=sampler(seed + n_existing, num_samples),
+                                direction="minimize", load_if_exists=True)
     return LedgerSearcher(study, distributions, tell_from_record)

@@ -34,15 +34,17 @@ from ptsweep.analysis.verification import t_ppf
 from ptsweep.config import RunConfig, with_overrides
 from ptsweep.analysis import framings as framings_mod
 from ptsweep.models.sizing import flops_per_token, match_shape, measure, param_count
-from ptsweep.sweeps import baseline_tuning
+from ptsweep.sweeps import baseline_rule, baseline_tuning
 from ptsweep.sweeps.ledger import with_ledger_metrics
 from ptsweep.sweeps.outputs import (open_study, print_transfer_mismatch, publish, require_pt, save_table, score,
                                     study_name, sweep_tags)
 from ptsweep.sweeps.ray_session import ray_session
 from ptsweep.sweeps.runner import run_trials, warm_data
 from ptsweep.sweeps.transfer import read_transfer
+from ptsweep.sweeps.trial_plan import PlannedTrial, shape_cache
 
 SWEEP = "scaling-curves"
+PT_ONLY = "scaling-curves starts from the PT config (model=pt), got {name}"
 BASELINES = ("bert", "ut")
 
 
@@ -86,7 +88,8 @@ class _Plan:
 def run(cfg: RunConfig) -> Path:
     """Run (or resume) the comparison; write the tables, fits, plots and summary.json; return the study folder."""
     from ptsweep.train import num_steps  # torch: not at import time of the driver module
-    require_pt(cfg, "scaling-curves starts from the PT config (model=pt), got {name}")
+    require_pt(cfg, PT_ONLY)
+    baseline_rule.require_runnable(cfg)
     t0 = time.time()
     sweep_cfg = cfg.sweep
     scalings = paradigms(sweep_cfg)
@@ -98,7 +101,7 @@ def run(cfg: RunConfig) -> Path:
         with_overrides(cfg, {"model.width": s, "model.scaling": sc})
     vocab = warm_data(cfg)
     baselines = [m for m in sweep_cfg.models if m in BASELINES]
-    plan = _Plan(seeds=[cfg.seed + i for i in range(sweep_cfg.seeds)])
+    plan = _Plan(seeds=final_seeds(cfg))
     with ray_session(cfg.ray):
         if sweep_cfg.baseline.grid:  # fixed lists: every grid trial and PT run of a scale at once, smallest first
             _run_independent(cfg, baselines, scalings[0], transferred, vocab, sdir)
@@ -376,3 +379,26 @@ def context_lines(table: pd.DataFrame, split: str) -> list[str]:
                      f"{r['unigram_loss']:.4f}, no-context {r.get('no_context_loss', math.nan):.4f}); "
                      f"{metric_keys.context_line(dict(r))}")
     return [*lines, ""]
+
+
+def final_seeds(cfg: RunConfig) -> list[int]:
+    """Seeds of every final run: cfg.seed + i, i < sweep.seeds."""
+    return [cfg.seed + i for i in range(cfg.sweep.seeds)]
+
+
+def planned_trials(cfg: RunConfig) -> list[PlannedTrial]:
+    """Every run of the sweep (``trial_plan``): per baseline and scale its search trials (``baseline_rule``) and a
+    final run per :func:`final_seeds` at the matched shape, then PT's :func:`pt_finals`."""
+    require_pt(cfg, PT_ONLY)
+    sweep_cfg, data, model = cfg.sweep, cfg.data, shape_cache(cfg)
+    tokens, batch = float(cfg.train.tokens), cfg.train.batch_size
+    out = []
+    for kind in (m for m in sweep_cfg.models if m in BASELINES):
+        for s in sweep_cfg.scales:
+            pt = model({"model.width": s, "model.scaling": paradigms(sweep_cfg)[0]})
+            mcfg = match_shape(kind, pt, data.vocab_size, data.seq_len, data.mask_prob, sweep_cfg.match)
+            out += baseline_rule.planned_search(cfg, SWEEP, kind, s, mcfg)
+            out += [PlannedTrial(SWEEP, "final", mcfg, tokens, sd, batch, s, f"final-{kind}-w{s}-s{i}")
+                    for i, sd in enumerate(final_seeds(cfg))]
+    return out + [PlannedTrial(SWEEP, "final", model({k: over[k] for k in ("model.width", "model.scaling")}), tokens,
+                               over["seed"], batch, over["model.width"], label) for label, over in pt_finals(cfg, {})]

@@ -141,7 +141,8 @@ def _sampler_note(study_dir: Path, experiment_name: str, num_samples: int, seed:
     """``df.attrs["search"]`` of :func:`run_search`: the study, the sampler and how many trials were random."""
     k = optuna_store.n_startup(num_samples)
     return {"study_file": str(optuna_store.study_file(study_dir)), "study_name": experiment_name,
-            "sampler": f"TPE(n_startup_trials={k}, seed={seed}+trials so far)", "n_startup_trials": k,
+            "sampler": f"TPE(n_startup_trials={k}, seed={seed}+trials so far, constant_liar, multivariate)",
+            "n_startup_trials": k,
             "random_search": n_trials <= k, "num_samples": int(num_samples), "not_run": not_run,
             "note": (f"random search: all {n_trials} trials are TPE's random start-up trials (n_startup_trials={k})"
                      if n_trials <= k else f"the first {k} trials are random start-up trials, the rest TPE")}

@@ -10,11 +10,16 @@ import math
 from pathlib import Path
 from typing import Any, Mapping
 
-from ptsweep.config import TRANSFER_KEYS, RunConfig, flatten, to_dict
+from ptsweep.config import TRANSFER_KEYS, RunConfig, to_dict
 from ptsweep.errors import SweepError
 
 TUNE_STUDY = "tune-small"
 """Default study name of tune-small: where verify-transfer / scaling-curves look for transfer.yaml."""
+
+
+def config_point(cfg: RunConfig) -> dict[str, float]:
+    """The config's own values of the 7 transferable keys (dotted key -> value; ``TRANSFER_KEYS`` order)."""
+    return {k: float(getattr(getattr(cfg, k.split(".")[0]), k.split(".")[1])) for k in TRANSFER_KEYS}
 
 
 def transfer_path(cfg: RunConfig) -> Path:
@@ -24,13 +29,13 @@ def transfer_path(cfg: RunConfig) -> Path:
 
 def read_transfer(cfg: RunConfig) -> tuple[dict[str, float], dict, Path]:
     """(the 7 transferred values by dotted key, provenance, path) from transfer.yaml, or the config's own values
-    under ``sweep.transfer_from=config`` (:func:`config_point`); SweepError if the file is missing or if it
+    under ``sweep.transfer_from=config`` (:func:`config_transfer`); SweepError if the file is missing or if it
     was tuned under other settings (:func:`check_transfer`; ``provenance["mismatch"]`` lists them when
     ``sweep.allow_transfer_mismatch`` lets the sweep proceed)."""
     import yaml
 
     if cfg.sweep.transfer_from == "config":
-        return config_point(cfg)
+        return config_transfer(cfg)
     path = transfer_path(cfg)
     if not path.exists():
         raise SweepError(f"sweep.transfer_file: {path} not found - run `make tune-small` first "
@@ -45,13 +50,12 @@ def read_transfer(cfg: RunConfig) -> tuple[dict[str, float], dict, Path]:
     return {k: float(values[k]) for k in TRANSFER_KEYS}, provenance, path
 
 
-def config_point(cfg: RunConfig) -> tuple[dict[str, float], dict, None]:
+def config_transfer(cfg: RunConfig) -> tuple[dict[str, float], dict, None]:
     """(the config's own 7 values, provenance, None) for ``sweep.transfer_from=config``: PT transferred untuned from
     the values a preset sets, with no transfer.yaml (and so no settings to check: ``mismatch`` is empty)."""
-    flat = flatten(to_dict(cfg))
     provenance = {"source": "config", "num_samples": 0, "width": int(cfg.model.width), "mismatch": {},
                   "note": "the config's own values (sweep.transfer_from=config), not tuned by tune-small"}
-    return {k: float(flat[k]) for k in TRANSFER_KEYS}, provenance, None
+    return config_point(cfg), provenance, None
 
 
 _MODEL_SKIP = {"width", *(k.split(".", 1)[1] for k in TRANSFER_KEYS if k.startswith("model."))}

@@ -30,9 +30,11 @@ from ptsweep.sweeps.fields import early_stopping_label
 from ptsweep.sweeps.outputs import optuna_study_from_table, open_study, publish, require_pt, save_table, sweep_tags
 from ptsweep.sweeps.ray_session import ray_session
 from ptsweep.sweeps.search import outside_space, run_search
-from ptsweep.sweeps.transfer import transfer_settings
+from ptsweep.sweeps.trial_plan import PlannedTrial
+from ptsweep.sweeps.transfer import config_point, transfer_settings
 
 SWEEP = "tune-small"
+PT_ONLY = "tune-small tunes PT's 7 hyperparameters, got model={name}"
 
 
 def search_space(cfg: RunConfig) -> dict[str, tuple[float, float]]:
@@ -46,13 +48,26 @@ def search_space(cfg: RunConfig) -> dict[str, tuple[float, float]]:
 def start_point(cfg: RunConfig) -> dict[str, float] | None:
     """The config's own values of the 7 keys: tune-small's first trial, so that the search cannot end above the
     defaults. None, said on stderr, when the point lies outside the search space (a narrowed range)."""
-    point = {"optim.lr": float(cfg.optim.lr), **{f"model.{w}": float(getattr(cfg.model, w)) for w in INFO_WEIGHTS}}
+    point = config_point(cfg)
     outside = outside_space(point, search_space(cfg))
     if outside:
         print(f"tune-small: the config's point is outside the search space ({'; '.join(outside)}): the first trial "
               f"is a random one, not the config's values", file=sys.stderr, flush=True)
         return None
     return point
+
+
+def budget(cfg: RunConfig) -> int:
+    """Trials of the search: sweep.num_samples, each PT at model.width with the whole train.tokens and seed cfg.seed
+    (interrupted trials run again but do not count)."""
+    return int(cfg.sweep.num_samples)
+
+
+def planned_trials(cfg: RunConfig) -> list[PlannedTrial]:
+    """The :func:`budget` search trials the driver asks Optuna for (``trial_plan``; ASHA may stop some early)."""
+    require_pt(cfg, PT_ONLY)
+    return [PlannedTrial(SWEEP, "search", cfg.model, float(cfg.train.tokens), int(cfg.seed), cfg.train.batch_size,
+                         int(cfg.model.width), f"search-{i}") for i in range(budget(cfg))]
 
 
 def optuna_plots(df, space: dict, study_dir: Path) -> tuple[dict[str, Path], list[str]]:
@@ -90,13 +105,13 @@ def optuna_plots(df, space: dict, study_dir: Path) -> tuple[dict[str, Path], lis
 
 def run(cfg: RunConfig) -> Path:
     """Run (or resume) the study; write transfer.yaml, the trials table, plots and summary.json; return its folder."""
-    require_pt(cfg, "tune-small tunes PT's 7 hyperparameters, got model={name}")
+    require_pt(cfg, PT_ONLY)
     t0 = time.time()
     name, sdir = open_study(cfg, SWEEP)
     space = search_space(cfg)
     sweep_cfg = cfg.sweep
     with ray_session(cfg.ray):
-        df = run_search(cfg, space, sdir, "search", num_samples=sweep_cfg.num_samples, seed=sweep_cfg.search_seed,
+        df = run_search(cfg, space, sdir, "search", num_samples=budget(cfg), seed=sweep_cfg.search_seed,
                         asha={"grace_frac": sweep_cfg.asha_grace_frac, "reduction": sweep_cfg.asha_reduction},
                         tags=sweep_tags(SWEEP, cfg.model), group=name.replace("/", "-"), start=start_point(cfg))
     save_table(df, sdir, "trials")

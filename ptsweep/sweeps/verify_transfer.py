@@ -35,9 +35,11 @@ from ptsweep.sweeps.outputs import (open_study, print_transfer_mismatch, publish
                                     sweep_tags)
 from ptsweep.sweeps.ray_session import ray_session
 from ptsweep.sweeps.runner import run_trials
-from ptsweep.sweeps.transfer import read_transfer
+from ptsweep.sweeps.trial_plan import PlannedTrial
+from ptsweep.sweeps.transfer import config_point, read_transfer
 
 SWEEP = "verify-transfer"
+PT_ONLY = "verify-transfer checks PT's transferred hyperparameters, got {name}"
 
 
 def point_seeds(cfg: RunConfig, j: int) -> list[int]:
@@ -60,9 +62,19 @@ def plan(cfg: RunConfig, transferred: dict[str, float]) -> tuple[list[dict], lis
     return trials, [label for label, _, _ in runs], n_req, n_run
 
 
+def planned_trials(cfg: RunConfig) -> list[PlannedTrial]:
+    """Every run of :func:`plan` (``trial_plan``), here around the config's own point: the runs' number, widths, seeds
+    and budgets do not depend on the transferred values."""
+    require_pt(cfg, PT_ONLY)
+    trials, labels, _, _ = plan(cfg, config_point(cfg))
+    model = with_overrides(cfg, {"model.width": cfg.sweep.width}).model  # every run's shape (plan's model.width)
+    return [PlannedTrial(SWEEP, "final", model, float(cfg.train.tokens), int(t["seed"]), cfg.train.batch_size,
+                         int(t["model.width"]), label) for t, label in zip(trials, labels)]
+
+
 def run(cfg: RunConfig) -> Path:
     """Run (or resume) the check; write the tables, summary.json and Figure 1 (a, b); return the study folder."""
-    require_pt(cfg, "verify-transfer checks PT's transferred hyperparameters, got {name}")
+    require_pt(cfg, PT_ONLY)
     t0 = time.time()
     transferred, provenance, tpath = read_transfer(cfg)
     name, sdir = open_study(cfg, SWEEP)

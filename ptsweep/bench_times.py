@@ -1,0 +1,107 @@
+"""Measured training speed for the run planner (``ptsweep.planner``): the records ``bench/bench_models.py`` writes to
+``runs/bench/**/*.json``, ``{"meta": {"batch", "seq_len", ...}, "results": [{"model", "shape", "width",
+"flops_per_token", "tokens_per_s", "device", "device_name"}, ...]}`` (``bench/bench_output.py``).
+
+A planned run uses a record of the same GPU (``device_name``, e.g. "NVIDIA H200"; records written before it existed
+name only "cuda"), model, width, analytic FLOPs per token (within 1 %: this fixes the shape, the vocabulary and the
+sequence length) and, for PT, attention path. Of several, the one whose batch is closest to the run's micro-batch
+(rows per forward/backward; tokens/s grows with it on a launch-bound GPU) wins. CPU records are never used.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+FLOPS_TOLERANCE = 0.01
+"""Relative difference of FLOPs per token within which a record measures the planned shape."""
+
+
+@dataclass(frozen=True)
+class Measurement:
+    device: str
+    model: str
+    width: int
+    path: str
+    """PT's attention path (dense | blockwise); '' for BERT and UT."""
+    flops_per_token: float
+    batch: int
+    seq_len: int
+    tokens_per_s: float
+    source: str
+    """The file it came from, relative to the folder read."""
+
+
+def pt_path(shape: str) -> str:
+    """The attention path bench_models.py wrote at the end of a PT shape ("... dense", "... blockwise (fused is
+    CPU-only)", "... fused")."""
+    return "blockwise" if "blockwise" in shape else shape.split()[-1] if shape.split() else ""
+
+
+def planned_path(model_cfg) -> str:
+    """The path a PT training step takes on a GPU (the fused kernels are CPU-only: blockwise there)."""
+    if model_cfg.name != "pt":
+        return ""
+    return "blockwise" if model_cfg.use_blockwise("cuda") else "dense"
+
+
+def load(folder: str | Path) -> tuple[list[Measurement], list[str]]:
+    """(every GPU step-time record under ``folder``, the names of the JSON files without such records). A file that
+    is not valid JSON is a one-line ValueError."""
+    folder = Path(folder)
+    records, skipped = [], []
+    for f in sorted(folder.rglob("*.json")) if folder.is_dir() else []:
+        try:
+            doc = json.loads(f.read_text())
+        except (OSError, json.JSONDecodeError) as e:
+            raise ValueError(f"bench record {f}: not readable JSON ({type(e).__name__}: {e})".splitlines()[0]) from e
+        found = _records(doc, str(f.relative_to(folder))) if isinstance(doc, dict) else []
+        records += found
+        if not found:
+            skipped.append(str(f.relative_to(folder)))
+    return records, skipped
+
+
+def _records(doc: dict, source: str) -> list[Measurement]:
+    """The GPU step-time records of one bench_models.py output (none for other benches' files)."""
+    meta, out = doc.get("meta") or {}, []
+    for r in doc.get("results") or []:
+        need = ("model", "width", "flops_per_token", "tokens_per_s", "device")
+        if not isinstance(r, dict) or any(k not in r for k in need) or not str(r["device"]).startswith("cuda"):
+            continue
+        if "batch" not in meta or "seq_len" not in meta:
+            continue
+        out.append(Measurement(device=str(r.get("device_name") or r["device"]), model=str(r["model"]),
+                               width=int(r["width"]), path=pt_path(str(r.get("shape", ""))) if r["model"] == "pt"
+                               else "", flops_per_token=float(r["flops_per_token"]), batch=int(meta["batch"]),
+                               seq_len=int(meta["seq_len"]), tokens_per_s=float(r["tokens_per_s"]), source=source))
+    return out
+
+
+def choose_device(records: list[Measurement], device: str) -> str:
+    """The GPU whose records the plan uses: ``device`` (a case-insensitive part of the name) when given, else the
+    only GPU the records have ('' when there are none). Several GPUs and no choice, or a choice no record has, is a
+    one-line ValueError."""
+    names = sorted({r.device for r in records})
+    if device:
+        hits = [n for n in names if device.lower() in n.lower()]
+        if len(hits) != 1:
+            raise ValueError(f"--device {device!r}: {'no' if not hits else 'several'} GPU(s) of the bench records "
+                             f"match (they have: {', '.join(names) or 'none'})")
+        return hits[0]
+    if len(names) > 1:
+        raise ValueError(f"the bench records measure several GPUs ({', '.join(names)}): choose one with --device")
+    return names[0] if names else ""
+
+
+def pick(records: list[Measurement], device: str, model_cfg, flops_per_token: float, seq_len: int,
+         micro_batch: int) -> Measurement | None:
+    """The record of ``device`` that measures this shape (module docstring), batch closest to ``micro_batch``."""
+    same = [r for r in records if r.device == device and r.model == model_cfg.name
+            and r.width == int(model_cfg.width) and r.path == planned_path(model_cfg) and r.seq_len == seq_len
+            and abs(r.flops_per_token - flops_per_token) <= FLOPS_TOLERANCE * flops_per_token]
+    if not same:
+        return None
+    return min(same, key=lambda r: (abs(math.log(r.batch / max(micro_batch, 1))), -r.batch))

@@ -1,0 +1,85 @@
+"""The text of ``python -m ptsweep plan``: a table of the planned run groups (``planner.plan``), each sweep's runs and
+GPU-hours by model and stage, and what the cheaper baseline rule (``sweeps.baseline_rule``) would save."""
+
+from __future__ import annotations
+
+from ptsweep import planner
+from ptsweep.config import RunConfig, with_overrides
+
+COLUMNS = (f"{'sweep':<16}{'stage':<7}{'model':<6}{'scaling':<9}{'width':>6}{'runs':>5}{'tokens':>9}{'params':>9}"
+           f"{'GFLOP/tok':>10}{'act MB/seq':>11}{'static GB':>10}{'micro':>6}{'peak GB':>9}{'GPU-h':>10}  time from")
+
+
+def row_line(r: planner.TrialPlan, gpu_mem_gb: float) -> str:
+    """One table line; the peak is marked '!' when it exceeds the GPU's memory."""
+    over = "!" if r.peak_bytes > gpu_mem_gb * 1e9 else " "
+    return (f"{r.sweep:<16}{r.stage:<7}{r.model:<6}{r.scaling or '-':<9}{r.width:>6}{r.count:>5}{r.tokens:>9.3g}"
+            f"{r.params / 1e6:>8.1f}M{r.exec_flops_per_token / 1e9:>10.3f}{r.act_per_seq_bytes / 1e6:>11.1f}"
+            f"{r.static_bytes / 1e9:>10.2f}{r.micro_batch if r.fit_micro_batch else 'OOM':>6}"
+            f"{r.peak_bytes / 1e9:>8.1f}{over}{r.gpu_hours:>10.1f}  {r.time_source}")
+
+
+def breakdown(rows: list[planner.TrialPlan]) -> dict[tuple[str, str], tuple[int, float]]:
+    """(model, stage) -> (runs, GPU-hours) of one sweep's rows, in first-seen order."""
+    out: dict[tuple[str, str], tuple[int, float]] = {}
+    for r in rows:
+        runs, hours = out.get((r.model, r.stage), (0, 0.0))
+        out[(r.model, r.stage)] = (runs + r.count, hours + r.gpu_hours)
+    return out
+
+
+def sweep_lines(name: str, rows: list[planner.TrialPlan]) -> list[str]:
+    """A sweep's total, then its runs and GPU-hours by model and stage with their share."""
+    total = sum(r.gpu_hours for r in rows)
+    sources = sorted({r.time_source for r in rows})
+    out = [f"{name}: {sum(r.count for r in rows)} runs, {total:,.1f} GPU-hours (time from: {'; '.join(sources)})"]
+    for (model, stage), (runs, hours) in breakdown(rows).items():
+        share = hours / total if total > 0 else 0.0
+        out.append(f"  {model:<5}{stage:<7}{runs:>6} runs {hours:>11,.1f} GPU-h {share:>7.1%}")
+    if name == "coord-check":
+        out.append("  (coord-check runs in-process on the CPU: its GPU-hours are nominal)")
+    if any(r.peak_bytes > r.static_bytes + r.fit_micro_batch * r.act_per_seq_bytes for r in rows):
+        fits = sorted({(r.model, r.width, r.fit_micro_batch) for r in rows if r.micro_batch > r.fit_micro_batch})
+        out.append("  ! peak over the GPU at the run's micro-batch (train.micro_batch_size): fits at "
+                   + ", ".join(f"{m} w{w}: {mb or 'none'}" for m, w, mb in fits))
+    return out
+
+
+def rule_lines(cfg: RunConfig, rows: list[planner.TrialPlan], hw: planner.Hardware) -> list[str]:
+    """scaling-curves' GPU-hours under both baseline rules and what 'extrapolate' saves (none without a baseline or
+    with no scale beyond sweep.baseline.search_scales)."""
+    from ptsweep.sweeps import baseline_rule
+
+    sweep_cfg = cfg.sweep
+    if not any(m != "pt" for m in sweep_cfg.models) or len(sweep_cfg.scales) <= sweep_cfg.baseline.search_scales:
+        return []
+    cfgs = {rule: cfg if sweep_cfg.baseline.rule == rule else with_overrides(cfg, {"sweep.baseline.rule": rule})
+            for rule in ("search", "extrapolate")}
+    hours = {rule: sum(r.gpu_hours for r in (rows if c is cfg else planner.plan(c, ["scaling-curves"], hw)))
+             for rule, c in cfgs.items()}
+    saved = hours["search"] - hours["extrapolate"]
+    share = saved / hours["search"] if hours["search"] else 0.0
+    return [f"  baseline LR (now sweep.baseline.rule={sweep_cfg.baseline.rule.value}):",
+            f"    per-scale search, {hours['search']:,.1f} GPU-hours: {baseline_rule.describe(cfgs['search'])}",
+            f"    cheaper, {hours['extrapolate']:,.1f} GPU-hours (saves {saved:,.1f}, {share:.1%}): "
+            f"{baseline_rule.describe(cfgs['extrapolate'])}"]
+
+
+def format_plan(rows: list[planner.TrialPlan], cfg: RunConfig, hw: planner.Hardware,
+                bench_note: str = "") -> str:
+    """The plan's table, each sweep's breakdown (scaling-curves with both baseline rules) and the assumptions."""
+    B, L = cfg.train.batch_size, cfg.data.seq_len
+    out = [f"plan: preset={cfg.preset or '-'}  batch {B} x {L} tokens  V={cfg.data.vocab_size}  GPU memory "
+           f"{hw.gpu_mem_gb:g} GB  peak {hw.peak_tflops:g} TFLOP/s (bf16 dense) x MFU {hw.mfu:g}  "
+           f"train.micro_batch_size={cfg.train.micro_batch_size}", *([bench_note] if bench_note else []),
+           COLUMNS, *(row_line(r, hw.gpu_mem_gb) for r in rows), ""]
+    for name in dict.fromkeys(r.sweep for r in rows):
+        part = [r for r in rows if r.sweep == name]
+        out += sweep_lines(name, part)
+        if name == "scaling-curves":
+            out += rule_lines(cfg, part, hw)
+    out.append(f"total: {sum(r.count for r in rows)} runs, {sum(r.gpu_hours for r in rows):,.1f} GPU-hours. "
+               "GFLOP/tok = executed training FLOPs (PT: incl. backward recomputation); act = predicted fp32 "
+               "activation peak per sequence (bf16 autocast: less); micro = rows per forward/backward the run uses; "
+               "peak = static + micro x act; search stages ignore early stopping (an upper bound)")
+    return "\n".join(out)

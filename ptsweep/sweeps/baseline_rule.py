@@ -1,0 +1,107 @@
+"""How scaling-curves chooses BERT's and UT's learning rate at each scale (``sweep.baseline.rule``), and the search
+trials that takes per (baseline, scale).
+
+- ``search`` ([S] §3.2): every scale gets its own search (``baseline_tuning``): ``budget`` TPE trials over optim.lr and
+  optim.warmup_frac, or, with a fixed ``sweep.baseline.grid`` of LRs, one trial per value.
+- ``extrapolate`` (cheaper; ours): that search at the ``sweep.baseline.search_scales`` smallest scales only. Their
+  best LRs are fitted by a power law in the baseline's non-embedding parameter count P,
+
+      eta*(P) = a P^(-b),   least squares of log eta* on log P   (``analysis.fits.fit_power_law``),
+
+  and each larger scale runs ``local_points`` LRs  eta_hat f^k,  k = -(n-1)/2 .. (n-1)/2  (eta_hat = a P^(-b) at its
+  P, f = ``local_factor``), at the warm-up of the largest searched scale; the best of them on validation is its LR.
+  A power law of the optimal LR in model size or compute is the rule of DeepSeek LLM (Bi et al. 2024, §3.1). Every
+  trial, searched or local, trains ``baseline_tuning.search_tokens``.
+
+Whether the rule costs loss against the full search is measured by experiments/baseline-rule (not run yet).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping, Sequence
+
+from ptsweep.analysis import fits
+from ptsweep.config import RunConfig
+from ptsweep.errors import SweepError
+from ptsweep.models.sizing import param_count
+from ptsweep.sweeps import baseline_tuning
+from ptsweep.sweeps.trial_plan import PlannedTrial
+
+
+def require_runnable(cfg: RunConfig) -> None:
+    """scaling-curves runs rule 'search' only so far: 'extrapolate' is planned (``python -m ptsweep plan``) and its LR
+    math is here, but the sweep does not run it yet - a one-line SweepError, never a silent full search."""
+    if cfg.sweep.baseline.rule != "search":
+        raise SweepError(f"sweep.baseline.rule={cfg.sweep.baseline.rule}: planned by `python -m ptsweep plan`, not run "
+                         f"by scaling-curves yet; use sweep.baseline.rule=search")
+
+
+def searched_scales(cfg: RunConfig) -> list[int]:
+    """The scales with a full search: all under rule 'search', the ``search_scales`` smallest under 'extrapolate'."""
+    scales = sorted(int(s) for s in cfg.sweep.scales)
+    return scales if cfg.sweep.baseline.rule == "search" else scales[: cfg.sweep.baseline.search_scales]
+
+
+def search_runs(cfg: RunConfig, scale: int) -> int:
+    """Search trials of one baseline at ``scale`` (first round; an unbracketed optimum may add
+    ``sweep.baseline.lr_widen`` rounds of the TPE budget)."""
+    if scale not in searched_scales(cfg):
+        return int(cfg.sweep.baseline.local_points)
+    return baseline_tuning.budget(cfg)
+
+
+def planned_search(cfg: RunConfig, sweep: str, kind: str, scale: int, model_cfg) -> list[PlannedTrial]:
+    """The search trials of baseline ``kind`` at ``scale`` (its matched shape ``model_cfg``) as planned runs."""
+    mode = "local" if scale not in searched_scales(cfg) else "grid" if cfg.sweep.baseline.grid else "hp"
+    return [PlannedTrial(sweep, "search", model_cfg, baseline_tuning.search_tokens(cfg),
+                         baseline_tuning.search_training_seed(cfg), cfg.train.batch_size, int(scale),
+                         f"{mode}-{kind}-w{scale}-{i}") for i in range(search_runs(cfg, scale))]
+
+
+def size(model_cfg, vocab: int) -> float:
+    """The rule's x: the baseline's non-embedding parameter count."""
+    return float(param_count(model_cfg, vocab)["non_embedding"])
+
+
+def fit_lr(sizes: Sequence[float], best_lrs: Sequence[float]) -> dict:
+    """Power law eta* = a P^(-b) through the searched scales' best LRs (``fits.fit_power_law``: "a", "b", "r2", ...);
+    a one-line ValueError with fewer than 2 distinct finite points."""
+    return fits.fit_power_law(sizes, best_lrs)
+
+
+def extrapolated_lr(fit: Mapping[str, float], size_: float) -> float:
+    """a P^(-b) at P = ``size_``."""
+    return float(fits.predict(fit, size_))
+
+
+def local_lrs(center: float, points: int, factor: float) -> list[float]:
+    """``points`` LRs center f^k, k = -(points-1)/2 .. (points-1)/2 (ascending; an even count: centred between
+    two)."""
+    if not (center > 0 and math.isfinite(center)):
+        raise ValueError(f"baseline rule: the extrapolated LR must be positive and finite, got {center}")
+    return [center * factor ** (k - (points - 1) / 2) for k in range(points)]
+
+
+def local_search(cfg: RunConfig, searched: Mapping[float, Mapping[str, float]], size_: float) -> dict:
+    """What a larger scale of size ``size_`` runs under rule 'extrapolate', from ``searched`` (size of each searched
+    scale -> its best values, ``baseline_tuning.tune``'s info["best"]): {"fit", "lr_hat", "lrs", "warmup_frac"
+    (of the largest searched scale)}."""
+    fit = fit_lr(list(searched), [float(v["optim.lr"]) for v in searched.values()])
+    lr_hat = extrapolated_lr(fit, size_)
+    b = cfg.sweep.baseline
+    return {"fit": fit, "lr_hat": lr_hat, "lrs": local_lrs(lr_hat, b.local_points, b.local_factor),
+            "warmup_frac": float(searched[max(searched)]["optim.warmup_frac"])}
+
+
+def describe(cfg: RunConfig) -> str:
+    """One line: the rule and which scales it searches."""
+    b, searched = cfg.sweep.baseline, searched_scales(cfg)
+    grid = cfg.sweep.baseline.grid
+    first = f"{len(grid)} grid LRs" if grid else f"{baseline_tuning.budget(cfg)} TPE trials"
+    if b.rule == "search":
+        return f"rule 'search': {first} per (baseline, scale) at every scale"
+    rest = [s for s in sorted(cfg.sweep.scales) if s not in searched]
+    return (f"rule 'extrapolate': {first} at scales {', '.join(map(str, searched))}; a power law of the best LR in "
+            f"non-embedding params, checked by {b.local_points} LRs x{b.local_factor:g} apart at "
+            f"{', '.join(map(str, rest)) or 'no other scale'}")

@@ -26,17 +26,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ptsweep import metric_keys
 from ptsweep.analysis import fits as fits_mod
 from ptsweep.analysis import learning_curves
 from ptsweep.analysis import plots
-from ptsweep.analysis.verification import t_ppf
 from ptsweep.config import RunConfig, with_overrides
 from ptsweep.analysis import framings as framings_mod
 from ptsweep.models.sizing import flops_per_token, match_shape, measure, param_count
-from ptsweep.sweeps import baseline_rule, baseline_tuning
-from ptsweep.sweeps.ledger import with_ledger_metrics
-from ptsweep.sweeps.outputs import (open_study, print_transfer_mismatch, publish, require_pt, save_table, score,
+from ptsweep.sweeps import baseline_rule, baseline_tuning, scaling_tables
+from ptsweep.sweeps.outputs import (open_study, print_transfer_mismatch, publish, require_pt, save_table,
                                     study_name, sweep_tags)
 from ptsweep.sweeps.ray_session import ray_session
 from ptsweep.sweeps.runner import run_trials, warm_data
@@ -112,9 +109,9 @@ def run(cfg: RunConfig) -> Path:
             _plan_pt(cfg, plan, transferred, vocab)
         if plan.finals:
             _run_finals(cfg, plan, sdir, name.replace("/", "-"))
-    runs, split = _runs_table(plan.runs, scalings, sdir)
+    runs, split = scaling_tables.runs_table(plan.runs, scalings, sdir)
     save_table(runs, sdir, "runs")
-    table, pooled = _cells(runs, plan.lr_info)
+    table, pooled = scaling_tables.cells(runs, plan.lr_info)
     save_table(table, sdir, "results")
     lr_table = pd.concat(plan.searches, ignore_index=True) if plan.searches else pd.DataFrame()
     if len(lr_table):  # every baseline search trial
@@ -143,8 +140,8 @@ def run(cfg: RunConfig) -> Path:
                                                                           else {})}, images,
             {"winners": {k: v["winner"] or "undecided" for k, v in comp["winners"].items()}},
             report=lambda s: "\n".join([f"# {name}: PT vs baselines, three framings", "",
-                                         *report_lines(table, split, s)]) + "\n")
-    print("\n".join(f"scaling-curves: {line}" for line in report_lines(table, split, summary) if line))
+                                         *scaling_tables.report_lines(table, split, s)]) + "\n")
+    print("\n".join(f"scaling-curves: {line}" for line in scaling_tables.report_lines(table, split, summary) if line))
     print_transfer_mismatch(SWEEP, summary)
     print("scaling-curves: winners per scale " + framings_mod.winners_text(comp["winners"]))
     return sdir
@@ -250,74 +247,6 @@ def _run_finals(cfg: RunConfig, plan: _Plan, sdir: Path, group: str) -> None:
                 row["params"] = int(r["params"])  # counted on the built model
 
 
-RUN_COLUMNS = ["series", "model", "scaling", "scale", "seed", "width", "params", "non_embedding_params",
-               "flops_per_token", "tokens", "train_flops", "loss", "loss_token_se", "val_loss", "val_loss_se",
-               "test_loss", "test_loss_se", "unigram", "no_context", "context_gain", "context_gain_se", "best_lr",
-               "best_warmup_frac", "n_layers", "n_heads", "match_ratio", "tuning_trials", "status", "error", "from",
-               "trial_key"]
-"""Columns of runs.parquet / .csv, in order (those present)."""
-
-
-def _runs_table(rows: list[dict], scalings: list[str], sdir: Path) -> tuple[pd.DataFrame, str]:
-    """(one row per run with its ledger metrics and the scored ``loss``, the split scored): the held-out test split
-    when every finished run has one, else validation."""
-    runs = pd.DataFrame([{"trial_key": "", **r} for r in rows]).astype({"val_loss": float, "tokens": float})
-    # plot/fit series: 'pt' (or 'pt-rank' for the second paradigm when both are run), 'bert', 'ut'
-    runs["series"] = [m if m != "pt" or sc == scalings[0] else f"pt-{sc}"
-                      for m, sc in zip(runs["model"], runs["scaling"])]
-    runs["trial_key"] = runs["trial_key"].astype(str)
-    runs = with_ledger_metrics(runs, sdir)
-    split = score(runs)
-    pre = "test_" if split == "test" else ""
-    runs["loss_token_se"] = runs[f"{split}_loss_se"]
-    runs["unigram"] = runs[f"{pre}unigram_loss"]
-    runs["no_context"] = runs[f"{pre}no_context_loss"]
-    runs["context_gain"], runs["context_gain_se"] = runs[f"{pre}context_gain"], runs[f"{pre}context_gain_se"]
-    runs["train_flops"] = runs["flops_per_token"].astype(float) * runs["tokens"]
-    runs = runs.sort_values(["series", "scale", "seed"]).reset_index(drop=True)
-    return runs[[c for c in RUN_COLUMNS if c in runs.columns]], split
-
-
-def _cells(runs: pd.DataFrame, lr_info: dict) -> tuple[pd.DataFrame, tuple[float, int]]:
-    """(one row per (series, scale): means over seeds with pooled-variance 95 % t intervals, (pooled variance, df))."""
-    cells = {key: g for key, g in runs.groupby(["series", "scale"])}
-    pooled_var, pooled_df = fits_mod.pooled_seed_variance([g["loss"].tolist() for g in cells.values()])
-    q = t_ppf(0.5 + 0.95 / 2, pooled_df) if pooled_df and pooled_df > 0 else math.nan  # 95 % t intervals
-    rows = [_cell_row(series, scale, g, q, pooled_var, lr_info) for (series, scale), g in cells.items()]
-    return pd.DataFrame(rows).sort_values(["series", "scale"]).reset_index(drop=True), (pooled_var, pooled_df)
-
-
-def _cell_row(series: str, scale, g: pd.DataFrame, q: float, pooled_var: float, lr_info: dict) -> dict:
-    fin = g[np.isfinite(g["loss"])]
-    first = g.iloc[0]
-    n = len(fin)
-    mean = float(fin["loss"].mean()) if n else math.inf
-    half = q * math.sqrt(pooled_var / n) if n and math.isfinite(pooled_var) else math.nan
-    statuses = sorted(set(g["status"].astype(str)))
-
-    def seed_mean(col: str, empty: float = math.nan) -> float:
-        return float(fin[col].mean()) if n else empty
-
-    return {
-        "model": first["model"], "scaling": first["scaling"], "series": series, "scale": int(scale),
-        **{k: first.get(k) for k in ("width", "params", "non_embedding_params", "flops_per_token")},
-        "tokens": seed_mean("tokens"),
-        "loss": mean, "loss_sd": float(fin["loss"].std(ddof=1)) if n > 1 else math.nan,
-        "loss_lo": mean - half, "loss_hi": mean + half, "loss_token_se": seed_mean("loss_token_se"),
-        "val_loss": seed_mean("val_loss", math.inf), "val_loss_se": seed_mean("val_loss_se"),
-        "test_loss": seed_mean("test_loss"), "test_loss_se": seed_mean("test_loss_se"),
-        "unigram_loss": seed_mean("unigram"), "no_context_loss": seed_mean("no_context"),
-        **dict(zip(("context_gain", "context_gain_se"),
-                   metric_keys.seed_mean(fin["context_gain"], fin["context_gain_se"]))),
-        "n_seeds": n,
-        **{k: first.get(k) for k in ("best_lr", "best_warmup_frac", "n_layers", "n_heads", "match_ratio",
-                                     "tuning_trials")},
-        "lr_edge": lr_info.get(f"{first['model']}-w{int(scale)}", {}).get("edge", ""),
-        "status": "ok" if statuses == ["ok"] else ",".join(statuses),
-        "error": "; ".join(e for e in g["error"].astype(str) if e and e != "nan"),
-    }
-
-
 def _fits(runs: pd.DataFrame, sweep_cfg, notes: list[str]) -> dict[str, dict]:
     """x column ("params", "non_embedding_params", "train_flops") -> series -> ``fits.fit_scaling_law`` of loss."""
     fits = {"params": {}, "non_embedding_params": {}, "train_flops": {}}
@@ -361,24 +290,6 @@ def _settings(cfg: RunConfig, plan: _Plan, pooled: tuple[float, int], provenance
             "lr_search": plan.lr_info, "vocab_size": vocab, "scales": list(sweep_cfg.scales),
             "models": list(sweep_cfg.models), "scaling": sweep_cfg.scaling, "tokens": cfg.train.tokens,
             "baseline_search_tokens": baseline_tuning.search_tokens(cfg)}
-
-
-def report_lines(table: pd.DataFrame, split: str, summary: dict) -> list[str]:
-    """report.md's body (also printed): :func:`context_lines`, then ``framings.report_lines``."""
-    budget = [learning_curves.budget_text(summary["budget_check"]), ""] if "budget_check" in summary else []
-    return [*context_lines(table, split), *budget, *framings_mod.report_lines(summary)]
-
-
-def context_lines(table: pd.DataFrame, split: str) -> list[str]:
-    """One line per (series, scale): loss next to the unigram and no-context baselines and the [MASK]-target
-    context gain (seed mean ± SE), marked when not learned."""
-    lines = [f"Losses on the {split} split with both context-free baselines; context gain = unigram - model on "
-             f"[MASK] targets (> 2 SE = learned):", ""]
-    for _, r in table.iterrows():
-        lines.append(f"- {r['series']} at scale {int(r['scale'])}: loss {r['loss']:.4f} (unigram "
-                     f"{r['unigram_loss']:.4f}, no-context {r.get('no_context_loss', math.nan):.4f}); "
-                     f"{metric_keys.context_line(dict(r))}")
-    return [*lines, ""]
 
 
 def final_seeds(cfg: RunConfig) -> list[int]:

@@ -3,7 +3,7 @@
 The rates asserted here are the ones docs/verdicts.md states next to the rule: the demo design
 (n = 8 perturbed points, m = 2 seeds, every point at both seeds, alpha = p = 0.2) at three noise levels (run-noise sd
 0.05 %, 0.2 %, 1 % of the loss; seed effect of the same size), three neighbourhoods (equal losses, base clearly best,
-base clearly worse: every point 1-5 % away). docs/verdicts.md's table comes from ``simulate_verdicts(..., n_sims=2000)``;
+base clearly worse: every point 1-5 % away). The docs' table comes from ``simulate_verdicts(..., n_sims=2000)``;
 here 250 simulations per cell keep the test fast, and the bounds leave 3 Monte-Carlo standard errors.
 """
 
@@ -80,7 +80,7 @@ def test_complete_design_contrast_is_mean_paired_difference():
     assert c["se"][0] == pytest.approx(c["sigma"] * math.sqrt(2 / 2))
 
 
-# ---- the rule's error rates (docs/verdicts.md table) ------------------------------------------------------------------
+# ---- the rule's error rates (docs/verdicts.md table) -------------------------------------------------------
 @pytest.mark.parametrize("noise", [0.0005, 0.002, 0.01])
 def test_equal_neighbourhood_rarely_passes_or_fails(noise):
     r = _rates("equal", noise)

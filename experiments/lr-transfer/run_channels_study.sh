@@ -8,7 +8,7 @@
 # the study of 2026-11-26 (c055a45) ran before model.attn_base_rank existed, so its ledger keys match).
 # Every call resumes from its ledger. Run it from a detached worktree, as run_long_study.sh says:
 #   PY=../main/.venv/bin/python setsid nohup bash experiments/lr-transfer/run_channels_study.sh > runs/channels.log 2>&1 &
-# The cooler attention of 2026-11-26 (4bbc5ac) (s_H = 8 / r, run as w_attn 0.125 before the default r_A = 8 existed; the same
+# The cooler attention of 4bbc5ac (s_H = 8 / r, run as w_attn 0.125 before the default r_A = 8 existed; the same
 # computation, A = w_attn s_H F, and the keys of its ledger):
 #   STUDY=lr-channels-cool-300 GRID='[0.01,0.04]' POINTS=3 EXTRA='model.w_attn=0.125 model.attn_base_rank=64' \
 #     PY=../main/.venv/bin/python setsid nohup bash experiments/lr-transfer/run_channels_study.sh > runs/cool.log 2>&1 &

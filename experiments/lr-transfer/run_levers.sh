@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Basin levers on mup_sp anchored at width 32, 1200 steps (experiments/lr-transfer/README.md, "2026-11-26, 6fb536b"): one
+# Basin levers on mup_sp anchored at width 32, 1200 steps (README.md here, log 2026-11-26): one
 # instrumented run per lever and LR (experiments/context/probe_training.py, which trains exactly as a sweep trial:
 # the same loss to the printed digit), into runs/levers/<name>.json. A finished probe is skipped, so re-running the
 # script continues where it stopped. Tables: lever_table.py runs/levers runs/lr-anchored --width 32 --seeds 0.

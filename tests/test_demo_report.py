@@ -185,14 +185,16 @@ def _demo_design_summary() -> dict:
 
 
 def _repeated_sentences(lines: list[str]) -> list[str]:
-    """Sentences (of prose lines, not table rows) that occur more than once, ignoring case and emphasis."""
+    """Sentences and clauses (split at full stops, semicolons and dashes; a "label: text" stays whole, so two notes on
+    different baselines differ) of prose lines, not table rows, that occur more than once, ignoring case and
+    emphasis."""
     import re
 
     seen, repeated = set(), []
     for line in lines:
         if line.lstrip().startswith("|"):
             continue
-        for part in re.split(r"(?<=[.;:])\s+|\s+-\s+", line.replace("**", "")):
+        for part in re.split(r"(?<=[.;])\)?\s+|\s+-\s+", line.replace("**", "")):
             key = " ".join(part.lower().strip(" .;:-").split())
             if len(key) >= 25:
                 (repeated.append(key) if key in seen else seen.add(key))
@@ -254,3 +256,15 @@ def test_the_repeated_sentence_check_sees_a_repetition():
     old_headline = (f"Instead: strict test of [S] §3.1 **{vs['strict']['verdict']}** - {vs['strict']['statement']}; "
                     f"contrast rule **{vs['contrast_verdict'].upper()}** - {vs['contrast_statement']}")
     assert _repeated_sentences([old_headline]) != []
+
+
+def test_the_edge_line_says_the_shared_clause_once():
+    """Several baselines at the edge of their search: each note names its own, and "the optimum may lie beyond",
+    which every note of scaling-curves ends with, is said once."""
+    from ptsweep.sweeps.demo_report import edge_lines
+
+    notes = [f"{m} w{w}: best optim.lr 0.001 is not bracketed (low edge of the searched values) after 0 widening(s); "
+             "the optimum may lie beyond" for m, w in (("bert", 32), ("ut", 32), ("ut", 64))]
+    line = edge_lines({"notes": notes})[0]
+    assert line.count("the optimum may lie beyond") == 1 and "(3;" in line and "ut w64: best optim.lr" in line
+    assert _repeated_sentences([line]) == []

@@ -79,7 +79,8 @@ BEYOND = "; the optimum may lie beyond"
 def edge_lines(ss: dict) -> list[str]:
     """The baselines' searched optima on the edge of their range (on the first screen, not only in section 3): the
     optimum may lie beyond, and a baseline's loss is then an upper bound of its tuned loss (said once)."""
-    edges = [n.removesuffix(BEYOND) for n in ss.get("notes", []) if "not bracketed" in n or "only one search trial" in n]
+    edges = [n.removesuffix(BEYOND) for n in ss.get("notes", [])
+             if "not bracketed" in n or "only one search trial" in n]
     return ([f"- **Baseline LR search at its edge** ({len(edges)}; the optimum may lie beyond, so the tuned baseline "
              "may be better than shown): " + "; ".join(edges) + ".", ""] if edges else [])
 

@@ -8,7 +8,7 @@ STAMP := $(VENV)/.ptsweep-installed
 PRESET ?= demo
 ARGS ?=
 # Ray keeps its token authentication on (never switch it off): a local `ray.init` generates
-# ~/.ray/auth_token; on a cluster every node and the driver share one token (README, "On a Ray cluster").
+# ~/.ray/auth_token; on a cluster every node and the driver share one token (README, "Running on a GPU cluster").
 export RAY_AUTH_MODE ?= token
 export RAY_USAGE_STATS_ENABLED ?= 0
 export TOKENIZERS_PARALLELISM ?= false

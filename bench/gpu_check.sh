@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU checks of issue 28, item 4, as one script for a lent machine (bench/README.md, "GPU"): bf16 step time and
+# The GPU checks as one script (bench/README.md, "GPU"): bf16 step time and
 # peak memory of PT (blockwise and dense), BERT and UT at widths 256 and 1536; per-sequence memory at width 1536;
 # the paper preset's first 50 training steps at widths 256 and 1536 (on the Shakespeare plays with a V = 30522
 # WordPiece: the machine reaches no hub) with train.micro_batch_size=auto. Each step has its own time limit, so one

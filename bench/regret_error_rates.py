@@ -1,6 +1,6 @@
 """Error rates of the verification verdicts and coverage of the regret intervals on simulated misplaced optima.
 
-Writes ``runs/regret_error_rates/{rates.json,table.md}`` (the README's "Verification verdict" table). Designs: demo
+Writes ``runs/regret_error_rates/{rates.json,table.md}`` (the table of docs/verdicts.md). Designs: demo
 (n = 8, m = 2, every point at both seeds, alpha = p = 0.2) and paper (n = 59, m = 3, each point at 2 seeds,
 alpha = p = 0.05); run noise and seed sd 0.2 % of the loss; curvatures measured in the lr-transfer study
 (``ptsweep.analysis.regret_sim.CURVATURE``); tolerance 0.4 %. Usage (~15 minutes on one core):

@@ -72,7 +72,8 @@ def cmd_size(cfg: RunConfig, vocab: int | None, table: bool = False) -> int:
 
 
 def _size_table(cfg: RunConfig, V: int) -> int:
-    """Markdown sizing table (README "Baseline shapes"): PT at sweep.scales, BERT / UT by models.sizing.match_shape."""
+    """Markdown sizing table (docs/baselines.md, "Baseline shapes"): PT at sweep.scales, BERT / UT by
+    models.sizing.match_shape."""
     from ptsweep.models.sizing import sizing_table
 
     if cfg.model.name != "pt":
@@ -157,8 +158,43 @@ def cmd_train(cfg: RunConfig) -> int:
     return 0 if metrics.get("status") in ("ok", "stopped") else 1
 
 
+def _widths(command: str, cfg: RunConfig) -> str:
+    """The width(s) ``command`` trains PT (or ``model.name``) at, in words."""
+    sw, m = cfg.sweep, cfg.model
+    others = " and ".join(x.upper() for x in sw.models if x != "pt")
+    scaling = f" ({m.scaling} scaling)" if m.name == "pt" else ""
+    return {"tune-small": f"{m.name.upper()} tuning width {m.width}{scaling}",
+            "verify-transfer": f"PT width {sw.width} (the transferred point is checked there)",
+            "scaling-curves": f"PT widths {sw.scales} ({sw.scaling} scaling)" + (f" beside {others}" if others else ""),
+            "coord-check": f"{m.name.upper()} widths {sw.coord_check.widths}",
+            "lr-transfer": f"PT widths {sw.lr_transfer.widths} ({sw.lr_transfer.scaling} scaling)",
+            "demo": f"PT widths {sw.scales} ({sw.scaling} scaling), tuned at {min(sw.scales)}"}[command]
+
+
+def _steps(command: str, cfg: RunConfig) -> int:
+    """Optimizer steps of each run of ``command`` (coord-check: the steps it measures)."""
+    if command == "coord-check":
+        return cfg.sweep.coord_check.steps
+    tokens = (cfg.sweep.lr_transfer.tokens if command == "lr-transfer" else 0) or cfg.train.tokens
+    return round(tokens / (cfg.train.batch_size * cfg.data.seq_len))
+
+
+def start_line(command: str, cfg: RunConfig) -> str:
+    """The first line every sweep prints: the preset, the data and the width(s), so that a typed width (``make
+    verify-transfer WIDTH=1536``) cannot silently run at toy scale; under the demo preset it says what that is and
+    how to get the paper's setting."""
+    d = cfg.data
+    line = (f"{command}: preset {cfg.preset}, data {d.name} (tokenizer {d.tokenizer}, V = {d.vocab_size}, blocks of "
+            f"{d.seq_len}), {_widths(command, cfg)}, {_steps(command, cfg)} steps per run")
+    if cfg.preset == "demo":
+        line += ("; the demo preset trains on the embedded Shakespeare plays at toy budget, not on [S]'s MiniPile "
+                 "(PRESET=paper with make, preset=paper with python -m ptsweep)")
+    return line
+
+
 def cmd_sweep(command: str, cfg: RunConfig) -> int:
-    """Import ``ptsweep.sweeps.<module>`` lazily and call its ``run(cfg) -> Path``."""
+    """Print :func:`start_line`, import ``ptsweep.sweeps.<module>`` lazily and call its ``run(cfg) -> Path``."""
+    print(start_line(command, cfg), flush=True)
     module_name, _ = SWEEPS[command]
     try:
         module = importlib.import_module(module_name)

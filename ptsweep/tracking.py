@@ -9,7 +9,7 @@ Every run, whatever the tracker mode, leaves under its run folder::
 and appends ONE line to the results table ``<out_dir>/results.jsonl`` (``{"run_dir", "name", "group", "tags",
 "job_type", "finished_at", "config": {...}, "metrics": {...}}``) with a single ``O_APPEND`` write, so concurrent runs
 share one table without locks; failed and diverged runs are kept (``status``). Non-finite floats are written as JSON
-``Infinity``/``NaN``. W&B modes (offline, online, disabled): README, "Weights & Biases".
+``Infinity``/``NaN``. W&B modes (offline, online, disabled): docs/running.md, "Weights & Biases".
 """
 
 from __future__ import annotations

@@ -201,3 +201,30 @@ def test_train_command_prints_summary_and_run_dir(tmp_path: Path) -> None:
                   "train.stop_after_steps=2")
     assert res.returncode == 0, res.stderr
     assert '"status": "stopped"' in res.stdout and "validation (last evaluation, at step 0 of 2): " in res.stdout
+
+
+SWEEP_NAMES = ("tune-small", "verify-transfer", "scaling-curves", "coord-check", "lr-transfer")
+
+
+@pytest.mark.parametrize("preset", ["demo", "paper"])
+def test_every_sweeps_start_line_names_preset_data_and_width(preset) -> None:
+    cfg = cli.compose([f"preset={preset}", "sweep.width=1536"])
+    widths = {"tune-small": str(cfg.model.width), "verify-transfer": "1536", "scaling-curves": str(cfg.sweep.scales),
+              "coord-check": str(cfg.sweep.coord_check.widths), "lr-transfer": str(cfg.sweep.lr_transfer.widths)}
+    for command in SWEEP_NAMES:
+        line = cli.start_line(command, cfg)
+        assert line.startswith(f"{command}: preset {preset}, data {cfg.data.name} ") and widths[command] in line, line
+        assert ("Shakespeare" in line and "PRESET=paper" in line) == (preset == "demo"), line
+    assert "tokenizer bert-base-uncased, V = 30522" in cli.start_line("tune-small", cli.compose(["preset=paper"]))
+
+
+def test_the_first_line_a_sweep_prints_is_its_start_line(tmp_path, capsys) -> None:
+    """`make verify-transfer WIDTH=1536` under the demo preset: before anything else (here: the error that no
+    transfer.yaml exists yet) the command says it runs the demo preset on Shakespeare and how to get the paper's."""
+    argv = ["verify-transfer", "preset=demo", "sweep.width=1536", f"out_dir={tmp_path}", "tracker=disabled"]
+    assert cli.main(argv) == 2
+    out, err = capsys.readouterr()
+    first = out.splitlines()[0]
+    assert first == cli.start_line("verify-transfer", cli.compose(argv[1:])), first
+    assert "preset demo, data shakespeare" in first and "PT width 1536" in first and "PRESET=paper" in first
+    assert err.startswith("error: ") and "transfer" in err  # the sweep itself ran after the line

@@ -21,7 +21,7 @@ from ptsweep.sweeps import coord_check as cc
 
 WIDTHS = [64, 128, 256]
 PAPER = {"sweep.coord_check.parametrizations": ["mup_paper"]}
-"""[S]'s literal init constants (all 1): not width-stable at the default T = 4 (README)."""
+"""[S]'s literal init constants (all 1): not width-stable at the default T = 4 (experiments/coord-check/README.md)."""
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +109,7 @@ def test_paper_literal_mup_saturates_mfvi_and_fails(base_cfg, corpus):
     """Documents [S]'s literal constants ('mup_paper', T = 4, all weights 1): the topic softmax is frozen at init, so
     msg_topic = B^T (M Q_g) grows like sqrt(N) already in iteration 1, and from iteration 2 on Q_z is nearly one-hot
     (p_hat_rms ~ sqrt(N)) and the attention logits grow like N. If this test starts failing, the model changed:
-    re-run `make coord-check ARGS="sweep.coord_check.parametrizations=[mup_paper]"` and update the README."""
+    re-run `make coord-check ARGS="sweep.coord_check.parametrizations=[mup_paper]"` and update its README."""
     cfg = with_overrides(base_cfg, {**PAPER, "sweep.coord_check.steps": 0})
     result, _, table = _check(cfg, corpus)
     assert not result["pass"]

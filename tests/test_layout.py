@@ -136,27 +136,64 @@ def test_no_function_is_longer_than_a_screen():
 
 HISTORY = re.compile(r"\bissues?[ -]?#?\d+|\bsessions?[ -]\d+|\bwork[ -]periods?\b", re.IGNORECASE)
 """A line that tells the project's past (by issue or session number, or by period of work) instead of explaining the
-code. The samples below are built from parts so that this file does not match its own pattern."""
+code or stating a result by date and commit. The samples below are built from parts so that this file does not match
+its own pattern."""
+HISTORY_SUFFIXES = {".py", ".yaml", ".yml", ".md", ".sh", ".ipynb"}
+"""Code, configs, Markdown, shell scripts and notebooks: every text a reader outside the project reads."""
+HISTORY_SKIP = {".git", ".venv", "runs", "__pycache__", ".pytest_cache", ".ipynb_checkpoints"}
+"""Folders that are not the project's text (outputs, environments, caches)."""
 HISTORY_PENDING: set[str] = set()
 """Files still holding such lines, owned by work in progress elsewhere; remove each once it is cleaned."""
 
 
-def test_no_line_narrates_history_by_issue_or_session():
+def _project_texts() -> list[Path]:
+    """Every file of the project (outside HISTORY_SKIP) with a suffix in HISTORY_SUFFIXES, plus the Makefile."""
+    found = [REPO / "Makefile"]
+    for path in sorted(REPO.rglob("*")):
+        parts = set(path.relative_to(REPO).parts)
+        if path.suffix in HISTORY_SUFFIXES and path.is_file() and not parts & HISTORY_SKIP and \
+                not any(p.endswith(".egg-info") for p in parts):
+            found.append(path)
+    return found
+
+
+def history_lines(paths: list[Path], root: Path = REPO) -> list[str]:
+    """``path:line: text`` (relative to ``root``) of each line of ``paths`` that HISTORY matches (a notebook is read
+    as its JSON text)."""
     found = []
-    for folder in ("ptsweep", "conf", "tests"):
-        for path in sorted((REPO / folder).rglob("*")):
-            rel = path.relative_to(REPO).as_posix()
-            if path.suffix not in {".py", ".yaml", ".yml"} or "__pycache__" in path.parts or rel in HISTORY_PENDING:
-                continue
-            found += [f"{rel}:{i}: {line.strip()}" for i, line in enumerate(path.read_text().splitlines(), 1)
-                      if HISTORY.search(line)]
-    assert not found, "explain the code instead (history belongs in experiments/*/README.md and git log):\n" + \
+    for path in paths:
+        rel = path.relative_to(root).as_posix()
+        if rel in HISTORY_PENDING:
+            continue
+        found += [f"{rel}:{i}: {line.strip()}" for i, line in enumerate(path.read_text().splitlines(), 1)
+                  if HISTORY.search(line)]
+    return found
+
+
+def test_no_line_narrates_history_by_issue_or_session():
+    paths = _project_texts()
+    rels = {p.relative_to(REPO).as_posix() for p in paths}
+    assert {"README.md", "ptsweep/cli.py", "conf/config.yaml", "experiments/demo/README.md"} <= rels
+    assert any(r.endswith(".sh") for r in rels) and any(r.endswith(".ipynb") for r in rels)
+    found = history_lines(paths)
+    assert not found, "state the present instead (results by date and commit; history belongs in git log):\n" + \
         "\n".join(found)
+
+
+def test_the_history_check_reads_markdown_shell_and_notebooks(tmp_path):
+    """A cited work-log entry in a Markdown file, a shell script or a notebook is found (the check is not blind to
+    the suffixes it claims to read)."""
+    entry = "Session" + " 17"
+    for name, text in (("a.md", f"## {entry}: results"), ("b.sh", f"# see {entry}"),
+                       ("c.ipynb", '{"cells": [{"source": ["' + entry + '"]}]}')):
+        (tmp_path / name).write_text("fine line\n" + text + "\n")
+    assert [f.split(":")[0] for f in history_lines(sorted(tmp_path.iterdir()), tmp_path)] == ["a.md", "b.sh", "c.ipynb"]
 
 
 def test_the_history_pattern_flags_numbers_not_words():
     issue, session, period = "Issue", "session", "work"
     assert HISTORY.search(f"fixed in {issue}-16's checks") and HISTORY.search(f"({session} 9: 37 %)")
-    assert HISTORY.search(f"before the {period} period")
+    assert HISTORY.search(f"before the {period} period") and HISTORY.search(f"{session}s 14-17")
+    assert HISTORY.search(f"see {issue.lower()} #29")
     assert not HISTORY.search("ray_session(cfg.ray)") and not HISTORY.search("a session-scoped fixture")
     assert not HISTORY.search("the issue this refuses") and not HISTORY.search("session_dir=/tmp/ray/session_2026")

@@ -2,7 +2,7 @@
 
 Known quadratics are recovered exactly without noise (coefficients, box minimum, regret, per-axis effects); the model
 rule and its one-line errors; the verdict thresholds; and the coverage of the regret interval and of the per-axis
-t intervals by simulation (small designs so that each test takes seconds; the README's table comes from
+t intervals by simulation (small designs so that each test takes seconds; docs/verdicts.md's table comes from
 ``bench/regret_error_rates.py`` with 400-1000 simulations per cell).
 """
 

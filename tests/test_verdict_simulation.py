@@ -1,9 +1,9 @@
 """The verification decision rule (ptsweep.analysis.verification.verdict) tested by simulation and closed forms.
 
-The rates asserted here are the ones the README states next to the rule ("Verification verdict"): the demo design
+The rates asserted here are the ones docs/verdicts.md states next to the rule: the demo design
 (n = 8 perturbed points, m = 2 seeds, every point at both seeds, alpha = p = 0.2) at three noise levels (run-noise sd
 0.05 %, 0.2 %, 1 % of the loss; seed effect of the same size), three neighbourhoods (equal losses, base clearly best,
-base clearly worse: every point 1-5 % away). The README's table comes from ``simulate_verdicts(..., n_sims=2000)``;
+base clearly worse: every point 1-5 % away). The docs' table comes from ``simulate_verdicts(..., n_sims=2000)``;
 here 250 simulations per cell keep the test fast, and the bounds leave 3 Monte-Carlo standard errors.
 """
 
@@ -80,17 +80,17 @@ def test_complete_design_contrast_is_mean_paired_difference():
     assert c["se"][0] == pytest.approx(c["sigma"] * math.sqrt(2 / 2))
 
 
-# ---- the rule's error rates (README table) ------------------------------------------------------------------
+# ---- the rule's error rates (docs/verdicts.md table) -------------------------------------------------------
 @pytest.mark.parametrize("noise", [0.0005, 0.002, 0.01])
 def test_equal_neighbourhood_rarely_passes_or_fails(noise):
     r = _rates("equal", noise)
     assert set(r) == set(OUTCOMES)
-    assert r["pass"] <= 0.05 + MC, r   # README: pass <= 5 % (test_alpha) when nothing differs
-    assert r["fail"] <= 0.05 + MC, r   # README: fail <= 5 % (Bonferroni at 2.5 % + mean test at 2.5 %)
+    assert r["pass"] <= 0.05 + MC, r   # docs/verdicts.md: pass <= 5 % (test_alpha) when nothing differs
+    assert r["fail"] <= 0.05 + MC, r   # docs/verdicts.md: fail <= 5 % (Bonferroni at 2.5 % + mean test at 2.5 %)
     if noise == 0.0005:
-        assert r["flat"] >= 0.85, r    # README: flat >= 85 % when the 1 % margin is wide next to the noise
+        assert r["flat"] >= 0.85, r    # docs/verdicts.md: flat >= 85 % when the 1 % margin is wide next to the noise
     if noise == 0.01:
-        assert r["inconclusive"] >= 0.85, r  # README: noise of 1 % cannot be told apart from a 1 % margin
+        assert r["inconclusive"] >= 0.85, r  # docs/verdicts.md: noise of 1 % cannot be told apart from a 1 % margin
 
 
 @pytest.mark.parametrize("noise", [0.0005, 0.002, 0.01])
@@ -109,7 +109,7 @@ def test_base_clearly_worse_fails_and_never_passes(noise):
 
 def test_pairing_is_what_gives_the_power():
     """Same runs, seed effect 10x the run noise: the paired analysis passes a clearly best base >= 95 % of the time;
-    analysed unpaired (seed effect left in the residual) it does not (README: 73 %)."""
+    analysed unpaired (seed effect left in the residual) it does not (docs/verdicts.md: 73 %)."""
     paired = _rates("base_best", 0.002, seed_sd=0.02)
     unpaired = _rates("base_best", 0.002, seed_sd=0.02, paired=False)
     assert paired["pass"] >= 0.95, paired

@@ -14,7 +14,7 @@ from ptsweep.sweeps.tune_small import search_space, start_point
 
 MEASURED_OPTIMA = {"w_unary": 2.0, "w_attn": 2.0, "w_head": 2.0, "w_child": 2.0, "w_topic_z": 1.0, "w_topic_g": 1.0}
 """The six weights' best grid values (0.5 / 1 / 2) of the default at 1200 steps, the larger of widths 32 and 128
-(experiments/lr-transfer/README.md, "The default where models are trained"): at width 128 w_unary, w_attn, w_head
+(experiments/lr-transfer/README.md, "Current result"): at width 128 w_unary, w_attn, w_head
 and w_child prefer 2, the grid's edge; w_topic_g's optimum is 1 at both widths (3 seeds), w_topic_z is flat."""
 
 

@@ -1,4 +1,4 @@
-"""Instrumented PT training (issue 16, "find why, white-box"): one run of ``ptsweep.train``'s loop with MFVI and
+"""Instrumented PT training ("find why, white-box"): one run of ``ptsweep.train``'s loop with MFVI and
 optimizer statistics recorded along the way, and the context metrics at the end.
 
 Every ``--every`` steps, on a fixed batch of validation blocks (eval mode, no dropout):

@@ -5,8 +5,8 @@
 # history.jsonl holds the in-loop [MASK]-target context gain on the 192 validation blocks every 2,400 steps, so a
 # run cut by its time limit still shows its curve; a finished run adds the test-split gain (final.json).
 #
-# From the repository root on a lent machine, with hydra-core / omegaconf wheels in .whl, antlr4 as .whl/site/antlr4
-# and the tokenised corpus in runs/cache (carry both; experiments/demo/README.md, "Session 20"):
+# From the repository root on a GPU machine, with hydra-core / omegaconf wheels in .whl, antlr4 as .whl/site/antlr4
+# and the tokenised corpus in runs/cache (carry both; experiments/demo/README.md, "Where the baselines start to learn"):
 #   bash experiments/demo/gpu_baselines.sh        # -> $OUT/log.txt, $OUT/runs.tgz
 #   SET=pt LIMIT_S=150 EVAL_EVERY=1200 bash experiments/demo/gpu_baselines.sh   # PT at widths 32 / 64 on the same schedule
 set -uo pipefail

@@ -1,4 +1,4 @@
-"""Transfer over training length (issue 27, item 2): eta* at each budget side by side per (parametrization, width),
+"""Transfer over training length: eta* at each budget side by side per (parametrization, width),
 and its drift between the shortest and the longest budget in factors of 2, with intervals.
 
 Reads the same runs as ``paired_gap.py`` (sweep trials and probes of the default model under the given folders) and

@@ -1,7 +1,7 @@
 """Levers and information weights against the default, per (parametrization, width, budget): one row per variant
 (the model fields and optimizer settings a run changed, ``paired_gap._variant``, plus the probe-only levers), one
 column per eta, each cell the seed-mean loss (seeds) and context gain, and each row's best eta with the loss at
-eta*/2 and 2 eta* in % above its best (the [eta*/2, 2 eta*] window of issue 27's basin target).
+eta*/2 and 2 eta* in % above its best (the [eta*/2, 2 eta*] window the basin target asks for).
 
     python experiments/lr-transfer/lever_table.py runs/levers ../study2/runs/lr-anchored --par mup_sp --width 32
 """

@@ -1,4 +1,4 @@
-"""Paired comparison of two parametrizations at each one's best LR, per width (issue 27: "muP - SP paired").
+"""Paired comparison of two parametrizations at each one's best LR, per width ("muP - SP paired").
 
 Reads every finished run under the given folders: sweep trials (``trials/*/final.json``) and instrumented probes
 (``*.json`` written by experiments/context/probe_training.py). Runs are grouped by (parametrization, width, eta,

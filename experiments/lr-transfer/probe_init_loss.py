@@ -1,6 +1,6 @@
 """Step-0 validation loss of the lr-study's seed-0 muP width-256 model, to every digit, and which ptsweep produced it.
 
-Used to trace the two width-256 trials that ran on a mutated model (README, "Two width-256 trials ..."): every
+Used to trace the two width-256 trials that ran on a mutated model (README.md, log entry "2026-11-22, c7ffb24"): every
 correct run gives 9.011966135905; the s_H = 1/sqrt(r) mutation gives 9.011962462479. To probe a modified copy of the
 package, run from outside the repository with ``PYTHONPATH=/path/to/copy`` (sys.path wins over the editable install).
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The 1200-step studies of mup_sp anchored at width 32 (experiments/lr-transfer/README.md, "Session 13"): the six
+# The 1200-step studies of mup_sp anchored at width 32 (README.md here, log 2026-11-26): the six
 # information weights one at a time (0.5 / 1 / 2 at LR 0.01, width 32, then width 128; the weight 1 run is the LR
 # study's) in runs/lr-anchored, and the LR grid 0.01 / 0.02 / 0.04 with 25 % warm-up at widths 32-128 in
 # runs/lr-warm25. Seed 0 (sweep.lr_transfer.seeds=1). Every call resumes from its ledger, so re-running the script continues

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The candidate default (mup_sp anchored at width 32, Z damping 0.5, 25 % warm-up; experiments/lr-transfer/README.md,
-# "Session 14") beyond its 1200-step LR study (run_damped_study.sh):
+# The candidate default (mup_sp anchored at width 32, Z damping 0.5, 25 % warm-up; README.md here, log
+# 2026-11-26) beyond its 1200-step LR study (run_damped_study.sh):
 #   1. 300 steps: the LR grid 0.005 .. 0.04 at widths 32-128, then seeds 1-2 at the best values (runs/lr-damped-300),
 #      for eta* over budget;
 #   2. 1200 steps: the six information weights one at a time (0.5 / 1 / 2 at eta 0.02, the candidate's eta* at every

@@ -5,10 +5,10 @@
 # (default 0.0025 .. 0.04, around the rank studies' eta* 0.02), one seed first, then seeds 1-2 at the two best values.
 # Variants (environment): STUDY (folder under runs/, default lr-channels-300), GRID ('[lo,hi]') and POINTS (its
 # points), EXTRA (more overrides; default model.attn_base_rank=64: SP's attention constant at the anchor's r0, as
-# session 16 ran before model.attn_base_rank existed, so its ledger keys match).
+# the study of 2026-11-26 (c055a45) ran before model.attn_base_rank existed, so its ledger keys match).
 # Every call resumes from its ledger. Run it from a detached worktree, as run_long_study.sh says:
 #   PY=../main/.venv/bin/python setsid nohup bash experiments/lr-transfer/run_channels_study.sh > runs/channels.log 2>&1 &
-# Session 17's cooler attention (s_H = 8 / r, run as w_attn 0.125 before the default r_A = 8 existed; the same
+# The cooler attention of 4bbc5ac (s_H = 8 / r, run as w_attn 0.125 before the default r_A = 8 existed; the same
 # computation, A = w_attn s_H F, and the keys of its ledger):
 #   STUDY=lr-channels-cool-300 GRID='[0.01,0.04]' POINTS=3 EXTRA='model.w_attn=0.125 model.attn_base_rank=64' \
 #     PY=../main/.venv/bin/python setsid nohup bash experiments/lr-transfer/run_channels_study.sh > runs/cool.log 2>&1 &

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# mup_sp with Z damping 0.5 and a 25 % warm-up (experiments/lr-transfer/README.md, "Session 14"): the LR grid
+# mup_sp with Z damping 0.5 and a 25 % warm-up (README.md here, log 2026-11-26): the LR grid
 # 0.01 .. 0.08 at widths 32-128 and 1200 steps, then seeds 1-2 at the two best values of each width, in
 # runs/lr-damped. Every call resumes from its ledger; run it from a detached worktree, as run_long_study.sh says:
 #   PY=../main/.venv/bin/python setsid nohup bash experiments/lr-transfer/run_damped_study.sh > runs/damped.log 2>&1 &

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Basin levers on mup_sp anchored at width 32, 1200 steps (experiments/lr-transfer/README.md, "Session 13"): one
+# Basin levers on mup_sp anchored at width 32, 1200 steps (README.md here, log 2026-11-26): one
 # instrumented run per lever and LR (experiments/context/probe_training.py, which trains exactly as a sweep trial:
 # the same loss to the printed digit), into runs/levers/<name>.json. A finished probe is skipped, so re-running the
 # script continues where it stopped. Tables: lever_table.py runs/levers runs/lr-anchored --width 32 --seeds 0.
@@ -27,7 +27,7 @@ done
 for s in 1 2; do for lr in 0.01 0.02; do probe warm25-lr$lr-s$s $BASE seed=$s optim.lr=$lr optim.warmup_frac=0.25; done; done
 probe wattn4-lr0.01 $BASE seed=0 optim.lr=0.01 model.w_attn=4.0     # the weight study's edges, extended
 probe wunary4-lr0.01 $BASE seed=0 optim.lr=0.01 model.w_unary=4.0
-# the old default 'mup' (its own anchor) with 25 % warm-up, beside its session-11 runs
+# the old default 'mup' (its own anchor) with 25 % warm-up, beside its 1200-step runs of 2026-11-25 (20dfa94)
 MUP="preset=lr_study model.parametrization=mup model.base_width=256 model.base_rank=64 model.width=32 model.scaling=rank train.tokens=1228800 train.threads=1 seed=0"
 probe mup-lr0.03125 $MUP optim.lr=0.03125
 for lr in 0.03125 0.0625; do probe mup-warm25-lr$lr $MUP optim.lr=$lr optim.warmup_frac=0.25; done

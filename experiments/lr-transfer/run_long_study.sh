@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The long-budget lr-transfer study (experiments/lr-transfer/README.md, "Long budget"): 1200 steps of 16 x 64 tokens
+# The long-budget lr-transfer study (experiments/lr-transfer/README.md, log 2026-11-25): 1200 steps of 16 x 64 tokens
 # (4x the 300-step study), muP and SP, the T = 0 control beside muP, widths 32 and 64 first, then 128. One study folder
 # (runs/lr-long); every phase re-submits the earlier phases' trials, which the ledger skips, so re-running this
 # script resumes where it stopped (a trial killed mid-run restarts from its last checkpoint). Trials are submitted

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SP beside the default at the long budget (1200 steps, 25 % warm-up, no Z damping: SP's own default) at widths 64
-# and 128 (experiments/lr-transfer/README.md, "The default where models are trained"; width 32's SP grid is in the
+# and 128 (experiments/lr-transfer/README.md, "Current result"; width 32's SP grid is in the
 # same section): the grid 0.0025 .. 0.04 (factor 2 apart), then seeds 1-2 at each width's best value, in runs/sp-long.
 # Resumable from its ledger like the other study scripts; run it from a detached worktree:
 #   git worktree add --detach ../study HEAD && cd ../study && mkdir -p runs && cp -r ../main/runs/cache runs/

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The candidate default (mup_sp anchored at width 32, 25 % warm-up; experiments/lr-transfer/README.md, "Session 14")
+# The candidate default (mup_sp anchored at width 32, 25 % warm-up; README.md here, log 2026-11-26)
 # at two budgets: 300 steps (runs/lr-warm25-300: the grid 0.005 .. 0.04 at widths 32-128, then seeds 1-2 at the two
 # best values of each width) and 1200 steps (runs/lr-warm25: seeds 1-2 at the two best of run_anchored_study.sh's
 # seed-0 grid). Every call resumes from its ledger; run it from a detached worktree, as run_long_study.sh says:

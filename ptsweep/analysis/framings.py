@@ -1,5 +1,5 @@
 """Three framings of "PT beats a baseline": equal total parameters ([S] §3.2, Figure 2), equal non-embedding
-parameters, equal training compute (rules: README "Three framings of "PT beats BERT"").
+parameters, equal training compute (rules: docs/verdicts.md, "Three framings").
 
 Every framing compares the models on one axis x through their fitted curves (``analysis.fits.fit_scaling_law``):
 
@@ -188,13 +188,14 @@ def winners_text(winners: dict) -> str:
     return ", ".join(f"{k}: {v['winner'] or v.get('reason', 'undecided')}" for k, v in winners.items())
 
 
-def report_lines(summary: Mapping) -> list[str]:
+def report_lines(summary: Mapping, as_run: bool = True) -> list[str]:
     """Markdown lines: tuning trials per model, then the three framings with intervals and the every-scale statement
-    per framing (for scaling-curves' report.md and the demo report)."""
+    per framing (for scaling-curves' report.md and the demo report), and with ``as_run`` the every-scale statements of
+    the runs as matched (the demo report's summary states those)."""
     out = ["Tuning effort (trials per model and scale; PT is tuned once at its base width and transferred):", ""]
     out += [f"- {model}: {t['description']}" for model, t in summary.get("tuning_trials", {}).items()]
     m = summary.get("match", "total")
-    out += ["", f"Baselines are sized by the rule in README \"Baseline shapes\", matched to PT by **{m}** "
+    out += ["", f"Baselines are sized by the rule in docs/baselines.md \"Baseline shapes\", matched to PT by **{m}** "
                 f"(`sweep.match`). Each framing compares the fitted curves at PT's own x (negative = PT lower), "
                 f"{int(100 * summary.get('framing_level', 0.95))} % bootstrap interval; \"extrapolated\" = PT's x lies "
                 f"outside the baseline's measured range (no verdict).", ""]
@@ -207,7 +208,7 @@ def report_lines(summary: Mapping) -> list[str]:
             out.append(f"- {pair}: " + "; ".join(cells)
                        + f". **At every scale: {verdict_text(r['every_scale'], r['per_scale'])}**" + _scales_against(r))
         out.append("")
-    if "statements" in summary:
+    if as_run and "statements" in summary:
         st = summary["statements"]
         out.append(f"As run (the runs matched by {m}, per-scale mean difference with a t interval, `differences`): PT "
                    f"beats BERT at every scale: {st.get('pt_beats_bert_at_every_scale', 'n/a')}; UT beats PT at every "

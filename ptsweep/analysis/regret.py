@@ -1,5 +1,5 @@
 """Regret of the transferred point S: a response surface fitted to the +-20 % verification study (rules and measured
-error rates: README "Verification verdict").
+error rates: docs/verdicts.md).
 
 Coordinates: u_i = ln(S'_i / S_i) for the d = 7 hyperparameters, so S is u = 0 and the sampling box
 [(1 - rel) S_i, (1 + rel) S_i] of [S] §3.1 / spec §10 is B = prod_i [ln(1 - rel), ln(1 + rel)].

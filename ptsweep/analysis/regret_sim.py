@@ -1,6 +1,6 @@
 """Simulated verification studies: outcome rates of the contrast verdict (:func:`simulate_verdicts`) and, around a
-misplaced optimum (:func:`simulate_bowl`), error rates of both verdicts and interval coverage (README "Verification
-verdict" has the measured tables).
+misplaced optimum (:func:`simulate_bowl`), error rates of both verdicts and interval coverage (measured tables:
+docs/verdicts.md).
 
 Truth (relative loss bowl in the log-coordinates u_i = ln(S'_i / S_i) of :mod:`ptsweep.analysis.regret`):
 

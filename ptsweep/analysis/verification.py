@@ -18,7 +18,7 @@ residual degrees of freedom, t_{df} Student quantiles, n = usable points, A = te
 4. "flat" if |delta_j| + t_{df}(1 - A / (2n)) se_j <= margin * base mean for all j (simultaneous TOST).
 5. "inconclusive" otherwise.
 
-``p_count`` = P(count of points beating the base >= c) = (n + 1 - c) / (n + 1) under equivalence (README).
+``p_count`` = P(count of points beating the base >= c) = (n + 1 - c) / (n + 1) under equivalence (docs/verdicts.md).
 """
 
 from __future__ import annotations

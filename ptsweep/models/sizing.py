@@ -23,7 +23,7 @@ token): embedding lookups and sums, LayerNorm, GELU, softmax, biases, residual a
 
 Head rule: :func:`default_heads`. Fixed-depth width matching (benchmarks): :func:`match_width`. The baseline
 families of the scaling comparison and their matched count (``sweep.match``: total | non_embedding | flops):
-:func:`match_shape`, README "Baseline shapes"; beyond MAX_MISMATCH the match is refused (ValueError).
+:func:`match_shape`, docs/baselines.md "Baseline shapes"; beyond MAX_MISMATCH the match is refused (ValueError).
 """
 
 from __future__ import annotations

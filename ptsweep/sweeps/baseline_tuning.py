@@ -2,8 +2,9 @@
 TPE + tune-small's ASHA (``sweeps.search.run_search``) over optim.lr (sweep.baseline.lr_range) and optim.warmup_frac
 (sweep.baseline.warmup_range), log-uniform, :func:`budget` trials per (baseline, scale) and round, with the edge rule
 (an unbracketed optimum is searched again on a recentred range, sweep.baseline.lr_widen times, then flagged). Search
-trials train at :func:`search_training_seed`, a seed no reported run uses. The rules and why: README, "Baseline
-tuning".
+trials train at :func:`search_training_seed`, a seed no reported run uses. Or, under sweep.baseline.grid, one
+trial per LR of a fixed grid at the full search budget with no early stopping (:func:`grid_search`): for baselines
+that sit on a loss plateau before they learn. The rules and why: docs/baselines.md, "Baseline tuning".
 """
 
 from __future__ import annotations

@@ -72,12 +72,17 @@ def scaling_table(models: pd.DataFrame, ss: dict) -> list[str]:
     return lines
 
 
+BEYOND = "; the optimum may lie beyond"
+"""The clause every edge note of scaling-curves ends with: said once in the summary's edge line."""
+
+
 def edge_lines(ss: dict) -> list[str]:
-    """The baselines' searched optima on the edge of their range (on the first screen, not only in
-    section 3): the optimum may lie beyond, and a baseline's loss is then an upper bound of its tuned loss."""
-    edges = [n for n in ss.get("notes", []) if "not bracketed" in n or "only one search trial" in n]
-    return ([f"- **Baseline LR search at its edge** ({len(edges)}; the tuned baseline may be better than shown): "
-             + "; ".join(edges) + ".", ""] if edges else [])
+    """The baselines' searched optima on the edge of their range (on the first screen, not only in section 3): the
+    optimum may lie beyond, and a baseline's loss is then an upper bound of its tuned loss (said once)."""
+    edges = [n.removesuffix(BEYOND) for n in ss.get("notes", [])
+             if "not bracketed" in n or "only one search trial" in n]
+    return ([f"- **Baseline LR search at its edge** ({len(edges)}; the optimum may lie beyond, so the tuned baseline "
+             "may be better than shown): " + "; ".join(edges) + ".", ""] if edges else [])
 
 
 def every_scale_line(ss: dict) -> str:
@@ -124,7 +129,7 @@ def first_screen(trials: pd.DataFrame, ts: dict, vs: dict, ss: dict, models: pd.
         f"context gain {gain_text(b['context_gain'], b['context_gain_se'])}"
         + (f"; on test {gain_text(tuned['gain'].iloc[0], tuned['gain_se'].iloc[0])}." if len(tuned) else "."),
         f"2. **Transfer to width {vst.get('width')}** (base test loss {num(vs.get('base_loss_mean'))}): "
-        f"{transfer_line(vs)} (rules: section 2).",
+        f"{transfer_summary(vs)} Details and rules: section 2.",
         f"3. **PT vs baselines** (test loss, mean of {len(ss.get('seeds', []))} seeds; PT - baseline with a 95 % "
         f"interval; negative = PT better; no verdict where a model learned no context): {every_scale_line(ss)}",
         "",
@@ -148,32 +153,44 @@ def regret_text(vs: dict) -> str:
     return f"regret {reg['regret_rel']:.2%} [{lo:.2%}, {hi:.2%}] of the loss ({reg.get('model', '?')} surface)"
 
 
-def transfer_line(vs: dict) -> str:
-    """The transfer result's first line (``verify_transfer.headline``: the regret verdict with its bound, or why n
-    points bound none and the strict and contrast results instead) and the contrast's numbers."""
-    from ptsweep.sweeps.verify_transfer import headline
+def transfer_summary(vs: dict) -> str:
+    """Summary item 2, one sentence per claim: the regret bound (or why n points give none), the strict test of [S]
+    and the contrast rule, each with the one count it rests on; their statements are in section 2 only."""
+    from ptsweep.sweeps.verify_transfer import missing_bound
 
-    reg = vs.get("regret") or {}
-    lead = (f"**{vs['verdict'].upper()}** (regret verdict): {regret_text(vs)}; contrast rule (secondary) "
-            f"{str(vs.get('contrast_verdict', 'n/a')).upper()}, strict test of [S] "
-            f"{(vs.get('strict') or {}).get('verdict', 'n/a')}"
-            if reg.get("model") not in (None, "linear") and "regret_rel" in reg else headline(vs))
-    return (f"{lead.rstrip('.')}. Neighbourhood - base = {num(vs.get('neighbourhood_delta'), 4, True)} +- "
-            f"{num(vs.get('neighbourhood_se'), 4)} (t = {num(vs.get('neighbourhood_t'), 2, True)}); "
-            f"{vs.get('n_better_paired', '?')} of {vs.get('n_valid', '?')} points beat the base, "
-            f"{vs.get('n_better_beyond_noise', '?')} beyond noise")
+    no_bound = missing_bound(vs)
+    first = (f"No regret bound: {no_bound}." if no_bound else
+             f"Regret verdict **{vs['verdict'].upper()}**: {regret_text(vs)}.")
+    strict = str((vs.get("strict") or {}).get("verdict", "n/a")).upper()
+    return (f"{first} Strict test of [S]: **{strict}** ({vs.get('n_better', '?')} of {vs.get('n_valid', '?')} "
+            f"points lower than the base). Contrast rule: **{str(vs.get('contrast_verdict', 'n/a')).upper()}** "
+            f"({vs.get('n_better_beyond_noise', '?')} lower beyond noise).")
+
+
+CONTRAST_RULE = (
+    "How the contrast rule decides: each perturbed point runs at the base's seeds (paired: same initialisation, data "
+    "order and masks), and point j's contrast delta_j = point - base is estimated in a seed-blocked linear model with "
+    "Student-t errors. FAIL if some point beats the base beyond the Bonferroni t band (or the neighbourhood is better "
+    "on average); PASS if n >= n_required, at most half of the points beat the base and the neighbourhood is worse on "
+    "average (one-sided t); FLAT if every point is within +-{margin:.0f} % of the base with its simultaneous interval; "
+    "INCONCLUSIVE otherwise (including no noise estimate). Measured error rates: docs/verdicts.md.")
+"""Section 2's one statement of the contrast rule (the README's docs/verdicts.md has its error rates)."""
 
 
 def verdict_section(vs: dict) -> list[str]:
-    """The verification verdict: the outcome, the numbers behind it, the strict test and the rule."""
+    """Section 2: the regret verdict's numbers, the strict test and the contrast rule with their statements, the
+    numbers behind the contrast rule, and the rule itself - each said once (the summary gives only the verdicts)."""
     st = vs.get("settings", {})
     split = st.get("loss_split", "val")
-    out = [f"**Outcome** (scored on the {split} split): {transfer_line(vs)}; regret verdict "
-           f"{vs['verdict'].upper()}: {regret_text(vs)}. "
-           f"Tolerance {vs.get('regret_tolerance', math.nan):.2%} of the loss (sweep.regret_tolerance): pass when the "
-           "regret's upper bound is below it, fail when its lower bound is above it; details in "
+    strict = vs.get("strict") or {}
+    out = [f"**Regret verdict {vs['verdict'].upper()}** ({split} split): {regret_text(vs)}; tolerance "
+           f"{vs.get('regret_tolerance', math.nan):.2%} of the loss (sweep.regret_tolerance): pass when the regret's "
+           "upper bound is below it, fail when its lower bound is above it. The surface, per hyperparameter: "
            "verify-transfer/report.md.", "",
-           f"Secondary, the paired contrast rule: **{str(vs.get('contrast_verdict', 'n/a')).upper()}**.", ""]
+           f"**Strict test of [S] §3.1** (n_required = {vs.get('n_required', '?')} at alpha = {st.get('alpha')}, "
+           f"p = {st.get('p')}): {strict.get('statement', 'n/a')}", "",
+           f"**Contrast rule {str(vs.get('contrast_verdict', 'n/a')).upper()}**: "
+           + ("; ".join(vs.get("reasons") or []) or vs.get("contrast_statement", "")).rstrip(".") + ".", ""]
     if "df" in vs:
         base = vs.get("base_losses", [])
         out += [
@@ -183,27 +200,14 @@ def verdict_section(vs: dict) -> list[str]:
             f"residual df = {vs['df']}, run-noise sd = {vs['sigma']:.4g}.",
             f"- Neighbourhood - base (average paired contrast): {vs['neighbourhood_delta']:+.4f} +- "
             f"{vs['neighbourhood_se']:.4f} (t = {vs['neighbourhood_t']:+.2f}).",
-            f"- {vs['n_better_paired']} of {vs['n_valid']} points beat the base (equivalence would give "
+            f"- {vs['n_better_paired']} of {vs['n_valid']} paired contrasts are negative (equivalence would give "
             f"{vs['count_expected_if_equivalent']:g} on average; P(>= {vs['n_better_paired']} | equivalence) = "
-            f"{vs['p_count']:.2f}); {vs['n_better_beyond_noise']} beat it and {vs['n_worse_beyond_noise']} are worse "
-            f"beyond the family-wise band (|t| > {vs['t_quantile']:.3g}, test_alpha = {vs['test_alpha']}).",
-            f"- Reasons: {'; '.join(vs.get('reasons', []))}.",
-            f"- Paper's strict test ([S] §3.1, n_required = {vs['n_required']} at alpha = {st.get('alpha')}, "
-            f"p = {st.get('p')}): **{vs['strict']['verdict']}** - {vs['strict']['statement']}",
+            f"{vs['p_count']:.2f}); beyond the family-wise band (|t| > {vs['t_quantile']:.3g}, test_alpha = "
+            f"{vs['test_alpha']}): {vs['n_better_beyond_noise']} lower, {vs['n_worse_beyond_noise']} higher.",
         ]
         if vs.get("transfer_mismatch"):
             out.append(f"- PROCEEDED DESPITE transfer.yaml mismatch: {vs['transfer_mismatch']}")
-    else:
-        out.append(f"- {vs.get('statement', '')}")
-    out += ["", "Contrast rule: each perturbed point runs at the base's seeds (paired: same initialisation, data order and "
-            "masks), and point j's contrast delta_j = point - base is estimated in a seed-blocked linear model with "
-            "Student-t errors. FAIL if some point beats the base beyond the Bonferroni t band (or the neighbourhood "
-            "is better on average); PASS if n >= n_required, at most half of the points beat the base and the "
-            "neighbourhood is worse on average (one-sided t); FLAT if every point is within +-"
-            f"{100 * vs.get('margin', 0.01):.0f} % of the base with its simultaneous interval; INCONCLUSIVE "
-            "otherwise (including no noise estimate). A base beaten by more than half of its neighbourhood is never "
-            "a pass. Measured error rates: README, \"Verification verdict\".", ""]
-    return out
+    return out + ["", CONTRAST_RULE.format(margin=100 * vs.get("margin", 0.01)), ""]
 
 
 def scaling_section(ss: dict, sres: pd.DataFrame, models: pd.DataFrame) -> list[str]:
@@ -234,12 +238,8 @@ def scaling_section(ss: dict, sres: pd.DataFrame, models: pd.DataFrame) -> list[
         for s, d in per.items():
             out.append(f"- {pair} at N = {s}: {d['diff']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}] -> "
                        f"{framings.decision_text(d)}")
-    out += ["", every_scale_line(ss), ""]
-    out += framings.report_lines(ss)  # tuning trials per model and the three framings
-    edges = [n for n in ss.get("notes", []) if "not bracketed" in n]
-    if edges:
-        out += ["", "Baseline LR edge flags: " + "; ".join(edges) + "."]
-    return out + [""]
+    out += [""] + framings.report_lines(ss, as_run=False)  # tuning trials per model and the three framings
+    return out + [""]  # the every-scale statements and the baselines' edge flags: the summary, once
 
 
 def write_report(root: Path, dirs: dict[str, Path], wall: dict, cfg) -> Path:

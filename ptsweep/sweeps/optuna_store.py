@@ -1,7 +1,7 @@
 """Persistent Optuna studies of the searches (``run_search``): one study per search (named after its experiment:
 ``search``, ``search-bert-w192`` ...) in ``<study_dir>/optuna.journal`` (``JournalStorage`` + ``JournalFileBackend``:
 many processes may append, it works on NFS), driven through Optuna's public ask-and-tell interface. How to open it,
-extend it and what is refused: README.md "Stop, resume, extend".
+extend it and what is refused: docs/running.md "Stop, resume, extend".
 
 - A study remembers what it searched (user attrs ``space``, ``fixed``, ``label``, ``base``, ``start``).
 - Trial states: ran its budget -> COMPLETE (diverged: value inf); stopped by ASHA -> PRUNED (its last intermediate

@@ -2,7 +2,7 @@
 
 Security: a local Ray's servers listen on every interface, so token auth is what keeps other machines out: ptsweep
 never starts or joins Ray with ``RAY_AUTH_MODE`` other than "token", makes ``~/.ray/auth_token`` owner-only and
-starts the dashboard off (README, "On a Ray cluster"). No Ray installed, an unreachable address (a TCP probe, then a
+starts the dashboard off (docs/running.md). No Ray installed, an unreachable address (a TCP probe, then a
 connection from a child process with a deadline: an in-process ``ray.init`` waits without end on a port that is no
 Ray head), a missing token, or a Ray imported before token auth was on: one ``SweepError`` line each.
 
@@ -129,7 +129,7 @@ def _init(address: str, ray_cfg) -> None:
 @contextlib.contextmanager
 def ray_session(ray_cfg):
     """Ray for the duration of a sweep: an initialised Ray is reused (left running); ``ray.address`` or
-    ``$RAY_ADDRESS`` is joined; else a local Ray (README, "On a Ray cluster") is started and shut down on exit."""
+    ``$RAY_ADDRESS`` is joined; else a local Ray (docs/running.md) is started and shut down on exit."""
     os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")  # inherited by every worker
     # a worker's children (a trial's wandb-core) live on until its exit hooks have finished the trial's W&B run
     os.environ.setdefault("RAY_kill_child_processes_on_worker_exit", "false")

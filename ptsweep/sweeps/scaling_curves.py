@@ -5,7 +5,7 @@ transfer.yaml, untuned. Each baseline of sweep.models gets, at each scale, the r
 (``models.sizing.match_shape``, sweep.match), its own search on the validation split (``baseline_tuning.tune``) and
 fresh runs at the chosen values. Every point runs at sweep.seeds seeds (seed = cfg.seed + i) and is scored on the
 held-out TEST split when the runs have one, else validation. The rules of the shapes, the tuning, the fits
-(``analysis.fits``) and the framings (``analysis.framings``): README, "Verification verdict and scaling fits".
+(``analysis.fits``) and the framings (``analysis.framings``): docs/verdicts.md, "Scaling fits".
 
 Outputs in ``<out_dir>/<study>/`` (study = sweep.study or "scaling-curves"): runs.parquet / .csv (one row per run,
 :data:`RUN_COLUMNS`), results.parquet / .csv (one row per series x scale, ``_cell_row``), lr_search.parquet / .csv
@@ -99,16 +99,7 @@ def run(cfg: RunConfig) -> Path:
     vocab = warm_data(cfg)
     baselines = [m for m in sweep_cfg.models if m in BASELINES]
     plan = _Plan(seeds=final_seeds(cfg))
-    with ray_session(cfg.ray):
-        if sweep_cfg.baseline.grid:  # fixed lists: every grid trial and PT run of a scale at once, smallest first
-            _run_independent(cfg, baselines, scalings[0], transferred, vocab, sdir)
-        for kind in baselines:  # match width, LR search (validation split), seeds at the best LR
-            for s in sweep_cfg.scales:
-                _plan_baseline(cfg, plan, kind, s, scalings[0], vocab, sdir)
-        if "pt" in sweep_cfg.models:  # PT at every scale with the transferred values, no tuning
-            _plan_pt(cfg, plan, transferred, vocab)
-        if plan.finals:
-            _run_finals(cfg, plan, sdir, name.replace("/", "-"))
+    _train(cfg, plan, baselines, scalings[0], transferred, vocab, sdir)
     runs, split = scaling_tables.runs_table(plan.runs, scalings, sdir)
     save_table(runs, sdir, "runs")
     table, pooled = scaling_tables.cells(runs, plan.lr_info)
@@ -145,6 +136,22 @@ def run(cfg: RunConfig) -> Path:
     print_transfer_mismatch(SWEEP, summary)
     print("scaling-curves: winners per scale " + framings_mod.winners_text(comp["winners"]))
     return sdir
+
+
+def _train(cfg: RunConfig, plan: _Plan, baselines: list[str], pt_scaling: str, transferred: dict, vocab: int,
+           sdir: Path) -> None:
+    """On Ray: each baseline's search and final runs, then PT's final runs (under sweep.baseline.grid, every trial
+    that waits on no other's result first, :func:`_run_independent`); fills ``plan``."""
+    with ray_session(cfg.ray):
+        if cfg.sweep.baseline.grid:  # fixed lists: every grid trial and PT run of a scale at once, smallest first
+            _run_independent(cfg, baselines, pt_scaling, transferred, vocab, sdir)
+        for kind in baselines:  # match width, LR search (validation split), seeds at the best LR
+            for s in cfg.sweep.scales:
+                _plan_baseline(cfg, plan, kind, s, pt_scaling, vocab, sdir)
+        if "pt" in cfg.sweep.models:  # PT at every scale with the transferred values, no tuning
+            _plan_pt(cfg, plan, transferred, vocab)
+        if plan.finals:
+            _run_finals(cfg, plan, sdir, study_name(cfg, SWEEP).replace("/", "-"))
 
 
 def _plan_baseline(cfg: RunConfig, plan: _Plan, kind: str, scale: int, pt_scaling: str, vocab: int,

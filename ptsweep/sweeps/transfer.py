@@ -1,6 +1,6 @@
 """transfer.yaml, the file tune-small writes and verify-transfer / scaling-curves read: where it is, reading it, and
 its provenance - the settings a transferred configuration was tuned under (:func:`transfer_settings`), and the check
-that the sweep reading it runs under the same ones (:func:`check_transfer`; README, "Provenance").
+that the sweep reading it runs under the same ones (:func:`check_transfer`; docs/running.md, "Provenance").
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ Runs, all at model.width = sweep.width with the same budget, no early stopping: 
 cfg.seed + i) and each S'_j at k = sweep.perturbed_seeds (0 = m) of the same seeds (:func:`point_seeds`), paired so
 that the seed effect cancels. Scored on the held-out TEST split when the runs have one (S was chosen on validation),
 else validation. The regret verdict (``analysis.regret``) leads, the contrast rule (``analysis.verification``) and
-[S]'s strict test are secondary: README, "Verification verdict and scaling fits".
+[S]'s strict test are secondary: docs/verdicts.md.
 
 Outputs in ``<out_dir>/<study>/`` (study = sweep.study or "verify-transfer"): results.parquet / .csv (the rank table
 per point, :data:`RESULT_COLUMNS`; the base row is the mean of its seeds), trials.parquet / .csv (every run),
@@ -210,23 +210,32 @@ def _summary(contrast: dict, regret_result: dict, df: pd.DataFrame, points: pd.D
             **_context(base_df, df, "test_" if split == "test" else "")}
 
 
-def headline(summary: dict) -> str:
-    """The transfer result's first line: the regret verdict when a curved surface bounds the regret; otherwise that
-    the n perturbed points cannot bound one (the diagonal surface has 1 + 2d coefficients: n >= 15 for d = 7) and
-    the strict and contrast results instead of a plane's extrapolated corner."""
+def missing_bound(summary: dict) -> str | None:
+    """Why the n perturbed points bound no regret, or None when a curved surface bounds it (the diagonal surface has
+    1 + 2d coefficients: n >= 15 for d = 7; a plane's box minimum is a corner no run measured)."""
     reg = summary.get("regret") or {}
     if reg.get("model") not in (None, "linear") and "regret_rel" in reg:
-        return summary["statement"]
+        return None
     p = regret.n_coefficients("diagonal", len(TRANSFER_KEYS))
-    strict = summary.get("strict") or {}
     why = ("a plane's corner would be an extrapolation, no run there" if reg.get("model") == "linear"
            else f"no surface: {reg.get('reason', 'not fitted')}")
-    return (f"NO REGRET BOUND: n = {summary.get('n_perturbed_run', '?')} perturbed points cannot bound a regret (the "
-            f"curved surface over the {len(TRANSFER_KEYS)} transferred values has {p} coefficients: n >= {p} "
-            f"perturbed points; {why}). Instead: strict test of [S] §3.1 **{strict.get('verdict', 'n/a')}** - "
-            f"{strict.get('statement', '').rstrip('.')}; "
-            f"contrast rule **{str(summary.get('contrast_verdict', 'n/a')).upper()}** "
-            f"- {summary.get('contrast_statement', '')}")
+    return (f"n = {summary.get('n_perturbed_run', '?')} perturbed points cannot bound a regret (the curved surface "
+            f"over the {len(TRANSFER_KEYS)} transferred values has {p} coefficients: n >= {p} perturbed points; "
+            f"{why})")
+
+
+def headline(summary: dict) -> str:
+    """The transfer result's first line: the regret verdict when a curved surface bounds the regret; otherwise why
+    the n perturbed points bound none, then the strict test's and the contrast rule's outcome, each said once (the
+    contrast statement repeats the strict test, so its reasons stand in for it)."""
+    no_bound = missing_bound(summary)
+    if no_bound is None:
+        return summary["statement"]
+    strict = summary.get("strict") or {}
+    strict_why = strict.get("statement", "").split(": ", 1)[-1].rstrip(".")  # without its "strict test FAILS" label
+    reasons = "; ".join(summary.get("reasons") or []) or summary.get("contrast_statement", "").rstrip(".")
+    return (f"NO REGRET BOUND: {no_bound}. Instead: strict test of [S] §3.1 **{strict.get('verdict', 'n/a')}** - "
+            f"{strict_why}; contrast rule **{str(summary.get('contrast_verdict', 'n/a')).upper()}** - {reasons}.")
 
 
 def _context(base_df: pd.DataFrame, df: pd.DataFrame, prefix: str) -> dict:

@@ -42,7 +42,7 @@ from ptsweep.sweeps.runner import run_trials, warm_data
 from ptsweep.sweeps.transfer import read_transfer
 
 SWEEP = "scaling-curves"
-BASELINES = ("bert", "ut")
+BASELINES = ("bert", "ut", "modernbert")
 
 
 def model_overrides(model_cfg) -> dict:

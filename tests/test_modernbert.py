@@ -321,3 +321,34 @@ def test_short_training_run_lowers_validation_loss(cache_dir: Path, tmp_path: Pa
     assert m["val_loss"] < 0.9 * m["val_loss_init"], (m["val_loss_init"], m["val_loss"])
     assert m["params"] == sizing.param_count(cfg.model, m["vocab_size"])["total"]  # the run trained this model
     assert m["flops_per_token"] == sizing.flops_per_token(cfg.model, m["vocab_size"], 64, cfg.data.mask_prob)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# scaling-curves (Ray, smoke size)
+# ------------------------------------------------------------------------------------------------------------------
+def test_scaling_curves_matches_searches_and_trains_modernbert(tmp_path: Path, ray_local, monkeypatch) -> None:
+    """sweep.models=[modernbert] at smoke scales 64 and 128: at 64 no rule shape is within a factor 1.5 of PT's
+    count (a failed row with the refusal); at 128 the matched shape is searched and trained as ModernBERT."""
+    import json
+
+    import pandas as pd
+
+    from ptsweep.sweeps import scaling_curves
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    cfg = compose(["preset=smoke", "tracker=disabled", f"out_dir={tmp_path}", "sweep.models=[modernbert]",
+                   "sweep.scales=[64,128]", "sweep.baseline.lr_widen=0"])
+    sdir = scaling_curves.run(cfg)
+    runs = pd.read_parquet(sdir / "runs.parquet").set_index("scale")
+    assert list(runs["model"]) == ["modernbert", "modernbert"]
+    assert runs.loc[64, "status"] == "failed" and "no modernbert shape" in runs.loc[64, "error"]
+    row = runs.loc[128]
+    assert row["status"] == "ok" and math.isfinite(row["test_loss"])
+    pt = with_overrides(cfg, {"model.width": 128}).model
+    vocab = cfg.data.vocab_size  # smoke's WordPiece: V = 1000
+    shape = sizing.match_shape("modernbert", pt, vocab, cfg.data.seq_len)
+    assert (row["width"], row["n_layers"], row["n_heads"]) == (shape.width, shape.n_layers, shape.n_heads)
+    assert row["params"] == sizing.param_count(shape, vocab)["total"]
+    trial = json.loads((sdir / "trials" / row["trial_key"] / "trial.json").read_text())
+    assert trial["overrides"]["model.name"] == "modernbert"
+    assert set(pd.read_parquet(sdir / "lr_search.parquet")["model"]) == {"modernbert"}

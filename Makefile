@@ -21,7 +21,7 @@ help:
 	@echo "make demo             toy-scale chain of the three sweeps on the embedded Shakespeare data -> runs/demo/report.md"
 	@echo "make tune-small       Optuna study of the 7 transferable HPs at width 256 (PRESET=$(PRESET))"
 	@echo "make verify-transfer  WIDTH=1536 [ALPHA= P= N= SEEDS=]: random-search check of the transferred config"
-	@echo "make scaling-curves   [SCALES=256,512 MODELS=pt,bert,ut SCALING=channels|rank|both]"
+	@echo "make scaling-curves   [SCALES=256,512 MODELS=pt,bert,ut[,modernbert] SCALING=channels|rank|both]"
 	@echo "make coord-check      MODEL=pt|bert|ut: muP coordinate check with verdict"
 	@echo "make lr-transfer      LR-transfer study (muP vs SP)"
 	@echo "make bench            PT vs BERT vs UT speed/memory at matched size -> runs/bench/"

@@ -49,7 +49,7 @@ def _fmt_count(n: float) -> str:
 
 def cmd_size(cfg: RunConfig, vocab: int | None, table: bool = False) -> int:
     """Print the model's shape, parameter counts and training FLOPs/token (no data loading); with ``table``, the
-    sizing table of every PT width in sweep.scales with the BERT / UT matched by sweep.match."""
+    sizing table of every PT width in sweep.scales with every baseline family matched by sweep.match."""
     from ptsweep.models.sizing import describe
 
     V = vocab or cfg.data.vocab_size
@@ -72,17 +72,18 @@ def cmd_size(cfg: RunConfig, vocab: int | None, table: bool = False) -> int:
 
 
 def _size_table(cfg: RunConfig, V: int) -> int:
-    """Markdown sizing table (docs/baselines.md, "Baseline shapes"): PT at sweep.scales, BERT / UT by
+    """Markdown sizing table (docs/baselines.md, "Baseline shapes"): PT at sweep.scales and every baseline family
+    (BERT, UT, ModernBERT; a reference of the matched shapes, whatever sweep.models runs) by
     models.sizing.match_shape."""
-    from ptsweep.models.sizing import sizing_table
+    from ptsweep.models.sizing import SCHEMAS, sizing_table
 
     if cfg.model.name != "pt":
         raise CLIError(f"model.name: size --table starts from the PT config (model=pt), got {cfg.model.name}")
     sweep_cfg, d = cfg.sweep, cfg.data
     rows = sizing_table(cfg.model, sweep_cfg.scales, V, d.seq_len, d.mask_prob, sweep_cfg.match,
-                        models=("pt", *[m for m in ("bert", "ut") if m in sweep_cfg.models]))
+                        models=("pt", *SCHEMAS))
     print(f"sizing table: V={V} seq_len={d.seq_len} mask_prob={d.mask_prob} PT scaling={cfg.model.scaling} "
-          f"match={sweep_cfg.match} (PT shape: N, C heads, T iterations; BERT/UT: d, heads of 64, layers/steps)")
+          f"match={sweep_cfg.match} (PT shape: N, C heads, T iterations; baselines: d, heads of 64, layers/steps)")
     print("| PT N | model | d | heads | layers | d/layers | params | non-emb. params | train FLOPs/token | "
           f"{sweep_cfg.match} / PT's |")
     print("|---|---|---|---|---|---|---|---|---|---|")

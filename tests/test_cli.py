@@ -159,12 +159,12 @@ def test_size_prints_baseline_shape(capsys) -> None:
     assert "heads=8" in out and "layers=4" in out and "params" in out and "FLOPs/token" in out
 
 
-def test_size_table_lists_pt_bert_ut_per_paper_scale(capsys) -> None:
+def test_size_table_lists_pt_and_every_baseline_per_paper_scale(capsys) -> None:
     assert cli.main(["size", "preset=paper", "--table"]) == 0
     out = capsys.readouterr().out
     rows = [line.split("|")[1:-1] for line in out.splitlines() if line.startswith("| ") and line[2].isdigit()]
     assert [(int(r[0]), r[1].strip()) for r in rows] == [(s, m) for s in (256, 512, 768, 1024, 1536, 2048, 3072)
-                                                           for m in ("PT", "BERT", "UT")]
+                                                           for m in ("PT", "BERT", "UT", "MODERNBERT")]
     bert_3072 = [r for r in rows if r[0].strip() == "3072" and r[1].strip() == "BERT"][0]
     assert [c.strip() for c in bert_3072[2:5]] == ["1088", "17", "24"]  # d, heads of 64, layers
     assert "non-emb. params" in out and "train FLOPs/token" in out and "match=total" in out

@@ -21,7 +21,8 @@ WIDTH_COLS = ("model.width", "width")
 PARAM_COLS = ("model.parametrization", "parametrization")
 LOSS_COLS = ("val_loss", "loss")
 MODEL_COLS = ("model.name", "model", "kind")
-MODEL_LABELS = {"pt": "PT (muP, zero-shot transfer)", "bert": "BERT (tuned per scale)", "ut": "Universal Transformer"}
+MODEL_LABELS = {"pt": "PT (muP, zero-shot transfer)", "bert": "BERT (tuned per scale)", "ut": "Universal Transformer",
+                "modernbert": "ModernBERT-style (tuned per scale)"}
 
 
 def pick_column(df: pd.DataFrame, *candidates: str) -> str:
@@ -161,7 +162,7 @@ def _loglog_by_model(ax, df, xcol, ycol, model_col, models, fits, fit_kw, xlabel
     """Per model: every run (seed) as a small dot, the mean at each x with its interval (``summary`` rows with
     loss / loss_lo / loss_hi at ``xcol``; without one, +-1 sd over the seeds), the fitted law and its bootstrap band
     (``fit["band"]``, from :func:`~ptsweep.analysis.fits.fit_scaling_law`)."""
-    colors = {"pt": "tab:red", "bert": "tab:blue", "ut": "tab:green"}
+    colors = {"pt": "tab:red", "bert": "tab:blue", "ut": "tab:green", "modernbert": "tab:purple"}
     if summary is not None:
         summary = summary.sort_values(xcol) if {model_col, xcol, "loss", "loss_lo", "loss_hi"} <= set(summary) else None
     for i, m in enumerate(models):

@@ -9,10 +9,12 @@ one-line message naming the dotted key.
 
 from ptsweep.config.composition import CONF_DIR, compose
 from ptsweep.config.convert import anchor_at, flatten, from_dict, schema_keys, to_dict, with_overrides
-from ptsweep.config.model import INFO_WEIGHTS, MODEL_SCHEMAS, TRANSFER_KEYS, BertConfig, PTConfig, UTConfig
+from ptsweep.config.model import (INFO_WEIGHTS, MODEL_SCHEMAS, TRANSFER_KEYS, BertConfig, ModernBertConfig, PTConfig,
+                                  UTConfig)
 from ptsweep.config.run import DataConfig, OptimConfig, RayConfig, RunConfig, TrackerConfig, TrainConfig
 from ptsweep.config.sweep import SweepConfig
 
-__all__ = ["CONF_DIR", "INFO_WEIGHTS", "MODEL_SCHEMAS", "TRANSFER_KEYS", "BertConfig", "DataConfig", "OptimConfig",
-           "PTConfig", "RayConfig", "RunConfig", "SweepConfig", "TrackerConfig", "TrainConfig", "UTConfig", "anchor_at",
-           "compose", "flatten", "from_dict", "schema_keys", "to_dict", "with_overrides"]
+__all__ = ["CONF_DIR", "INFO_WEIGHTS", "MODEL_SCHEMAS", "TRANSFER_KEYS", "BertConfig", "DataConfig",
+           "ModernBertConfig", "OptimConfig", "PTConfig", "RayConfig", "RunConfig", "SweepConfig", "TrackerConfig",
+           "TrainConfig", "UTConfig", "anchor_at", "compose", "flatten", "from_dict", "schema_keys", "to_dict",
+           "with_overrides"]

@@ -20,7 +20,7 @@ from ptsweep.errors import ConfigError
 
 
 def model_schema(name: Any) -> type:
-    """The model schema ``model.name`` selects (pt, bert, ut)."""
+    """The model schema ``model.name`` selects (pt, bert, ut, modernbert)."""
     if name not in MODEL_SCHEMAS:
         raise ConfigError(f"model.name: unknown model {name!r} (choose from {', '.join(MODEL_SCHEMAS)})")
     return MODEL_SCHEMAS[name]

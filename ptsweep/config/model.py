@@ -1,4 +1,5 @@
-"""Model schemas: PTConfig, BertConfig, UTConfig (``model.name`` picks one), each with its value checks.
+"""Model schemas: PTConfig, BertConfig, UTConfig, ModernBertConfig (``model.name`` picks one), each with its value
+checks.
 
 Defaults follow ``pt-mup-spec.md`` ("Decisions already taken"). A field with a fixed set of values is a ``str``
 checked in ``validate`` (``one_of``): OmegaConf does not support ``Literal``.
@@ -254,5 +255,54 @@ class UTConfig(BertConfig):
     name: str = "ut"
 
 
-MODEL_SCHEMAS: dict[str, type] = {"pt": PTConfig, "bert": BertConfig, "ut": UTConfig}
+@dataclass
+class ModernBertConfig:
+    """ModernBERT-style baseline (Hugging Face ModernBERT layers; ``models.modernbert``): rotary positions, pre-LN,
+    GeGLU MLP, no biases but the decoder's, global attention in every layer."""
+
+    name: str = "modernbert"
+    width: int = 256
+    """Hidden size d. For scaling runs the shape (width, n_layers, n_heads) comes from ``models.sizing.match_shape``."""
+    n_layers: int = 4
+    """Number of (unshared) pre-LN Transformer layers."""
+    n_heads: int = 0
+    """Attention heads; 0 = the sizing rule (``models.sizing.default_heads``)."""
+    d_ff: int = 0
+    """GeGLU inner width f (the MLP maps d -> 2f -> GELU(a) * b -> d); 0 = 3d/2, ModernBERT-base's ratio (1152 at
+    d = 768)."""
+    rope_theta: float = 10000.0
+    """Rotary base theta (ModernBERT: 10k in its local layers, 160k in its 8k-token global ones; blocks here are
+    short, so the local layers' value)."""
+    max_positions: int = 512
+    """Longest sequence the model accepts (rotary positions have no table; checked against data.seq_len)."""
+    dropout: float = 0.0
+    """Embedding, attention and MLP dropout (0 for one-epoch pre-training)."""
+    parametrization: str = "sp"
+    """Tuned per scale in SP, as the other baselines; no muP variant exists."""
+
+    @property
+    def ffn_width(self) -> int:
+        """f in effect: ``d_ff``, or 3d/2 when it is 0."""
+        return self.d_ff or 3 * self.width // 2
+
+    def validate(self) -> None:
+        one_of(self.parametrization, ("sp",), "model.parametrization")
+        require(self.width > 0, "model.width", f"must be positive, got {self.width}")
+        require(self.n_layers >= 1, "model.n_layers", "must be >= 1")
+        require(self.n_heads >= 0, "model.n_heads", "must be >= 0")
+        if self.n_heads:
+            require(self.width % self.n_heads == 0, "model.n_heads",
+                    f"{self.n_heads} does not divide width {self.width}")
+            require((self.width // self.n_heads) % 2 == 0, "model.n_heads",
+                    f"head dim {self.width // self.n_heads} is odd; rotary embeddings rotate pairs of coordinates")
+        require(self.d_ff >= 0, "model.d_ff", f"must be >= 0 (0 = 3 * width / 2), got {self.d_ff}")
+        require(self.d_ff > 0 or self.width % 2 == 0, "model.width",
+                f"{self.width} is odd: model.d_ff=0 means 3 * width / 2; set model.d_ff explicitly")
+        require(math.isfinite(self.rope_theta) and self.rope_theta > 1.0, "model.rope_theta",
+                f"must be > 1, got {self.rope_theta}")
+        require(0.0 <= self.dropout < 1.0, "model.dropout", "must be in [0, 1)")
+        require(self.max_positions >= 1, "model.max_positions", "must be >= 1")
+
+
+MODEL_SCHEMAS: dict[str, type] = {"pt": PTConfig, "bert": BertConfig, "ut": UTConfig, "modernbert": ModernBertConfig}
 """``model.name`` -> its schema."""

@@ -196,7 +196,7 @@ class RunConfig:
     """One training run: what ``train.run`` receives."""
 
     model: Any = field(default_factory=PTConfig)
-    """A PTConfig, BertConfig or UTConfig, chosen by ``model.name``."""
+    """A PTConfig, BertConfig, UTConfig or ModernBertConfig, chosen by ``model.name``."""
     data: DataConfig = field(default_factory=DataConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     train: TrainConfig = field(default_factory=TrainConfig)

@@ -1,4 +1,4 @@
-"""Model registry and the one MLM loss shared by PT, BERT and UT.
+"""Model registry and the one MLM loss shared by PT, BERT, UT and the ModernBERT-style baseline.
 
 Every model implements the same two-step interface, so that the MLM head is evaluated only at the positions that
 carry a label (15% of tokens; conventions.md §4: 3-5x faster steps on CPU):
@@ -15,13 +15,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ptsweep.config import BertConfig, PTConfig, UTConfig
+from ptsweep.config import BertConfig, ModernBertConfig, PTConfig, UTConfig
 
 IGNORE_INDEX = -100
 
 
 def build_model(model_cfg, vocab_size: int, max_len: int = 512) -> nn.Module:
-    """Build PT / BERT / UT from its config (explicit dispatch on the config type, no string lookups)."""
+    """Build PT / BERT / UT / ModernBERT from its config (explicit dispatch on the config type, no string lookups)."""
     if isinstance(model_cfg, PTConfig):
         from ptsweep.models.pt import ProbabilisticTransformer
 
@@ -34,6 +34,10 @@ def build_model(model_cfg, vocab_size: int, max_len: int = 512) -> nn.Module:
         from ptsweep.models.bert import BertMLM
 
         return BertMLM(model_cfg, vocab_size, max_len)
+    if isinstance(model_cfg, ModernBertConfig):
+        from ptsweep.models.modernbert import ModernBertMLM
+
+        return ModernBertMLM(model_cfg, vocab_size, max_len)
     raise TypeError(f"no model for config of type {type(model_cfg).__name__}")
 
 

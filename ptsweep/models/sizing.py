@@ -10,7 +10,17 @@ L = n_layers). Derived from Hugging Face's BERT modules as used in :mod:`ptsweep
     P_BERT = (V + P + 2) d + 2 d + L (12 d^2 + 13 d) + d^2 + 3 d + V
     P_UT   = (V + P + 2) d + 2 d + (12 d^2 + 13 d) + L d (timestep table) + d^2 + 3 d + V
 
-"non_embedding" removes the word, position and token-type tables ((V + P + 2) d); PT: ``models.pt.pt_param_count``.
+ModernBERT (:mod:`ptsweep.models.modernbert`; f = GeGLU inner width, 3d/2 by default; no biases, no position table):
+
+    embeddings  V d + d (embedding LN)
+    one layer   4 d^2 + 3 d f + 2 d   (Wqkv, Wo: 4 d^2; GeGLU Wi: 2 d f, Wo: d f; two LNs; the first layer has no
+                                       attention LN, as its input is the normed embedding: - d once)
+    final LN + MLM head   d + d^2 + d (dense + LN) + V (decoder bias)
+
+    P_MB = V d + L (4 d^2 + 3 d f + 2 d) + d^2 + 2 d + V
+
+"non_embedding" removes the word, position and token-type tables ((V + P + 2) d; ModernBERT: V d); PT:
+``models.pt.pt_param_count``.
 
 FLOPs per token (training = forward + backward = 3 x forward; a matmul of m x k by k x n counts 2 m k n):
 
@@ -20,6 +30,8 @@ FLOPs per token (training = forward + backward = 3 x forward; a matmul of m x k 
 keys (no padding assumed); the MLM head (transform + decoder) runs only at the masked fraction of positions. UT has
 the same FLOPs as BERT with the same d and L (weights are shared, compute is not). Excluded (all O(d) or O(S) per
 token): embedding lookups and sums, LayerNorm, GELU, softmax, biases, residual adds, dropout, the loss.
+ModernBERT: L (8 d^2 + 6 d f + 4 S d) + mask_prob (2 d^2 + 2 d V) (Wqkv + Wo: 8 d^2; GeGLU: 4 d f + 2 d f; the
+rotation of q and k and the gate's product are O(d) per token and excluded too).
 
 Head rule: :func:`default_heads`. Fixed-depth width matching (benchmarks): :func:`match_width`. The baseline
 families of the scaling comparison and their matched count (``sweep.match``: total | non_embedding | flops):
@@ -30,7 +42,7 @@ from __future__ import annotations
 
 import math
 
-from ptsweep.config import BertConfig, PTConfig, UTConfig
+from ptsweep.config import BertConfig, ModernBertConfig, PTConfig, UTConfig
 
 WIDTH_STEP = 8
 """Baseline widths considered by :func:`match_width`: the multiples of this step."""
@@ -45,7 +57,7 @@ MAX_HEADS = 256
 MAX_MISMATCH = 0.5
 """Largest allowed |log(count / PT's count)| of a rule shape, as a ratio - 1 (beyond: ValueError)."""
 MATCH_KEYS = ("total", "non_embedding", "flops")
-SCHEMAS = {"bert": BertConfig, "ut": UTConfig}
+SCHEMAS = {"bert": BertConfig, "ut": UTConfig, "modernbert": ModernBertConfig}
 """The baseline config of each kind."""
 TYPE_VOCAB_SIZE = 2
 """Token-type (segment) table rows, as in BERT; only row 0 is ever used (single-segment MLM)."""
@@ -53,7 +65,7 @@ TYPE_VOCAB_SIZE = 2
 
 def _check_kind(kind: str) -> None:
     if kind not in SCHEMAS:
-        raise ValueError(f"kind must be 'bert' or 'ut', got {kind!r}")
+        raise ValueError(f"kind must be one of {', '.join(SCHEMAS)}, got {kind!r}")
 
 
 def default_heads(d: int) -> int:
@@ -75,12 +87,22 @@ def _baseline_counts(d: int, n_layers: int, vocab_size: int, max_positions: int,
     return {"total": total, "non_embedding": total - embedding}
 
 
+def _modernbert_counts(d: int, n_layers: int, d_ff: int, vocab_size: int) -> dict[str, int]:
+    embedding = vocab_size * d  # the token table (tied to the decoder)
+    layers = n_layers * (4 * d * d + 3 * d * d_ff + 2 * d) - d  # the first layer has no attention LN
+    total = embedding + d + layers + d + d * d + d + vocab_size  # + embedding LN, final LN, head dense + LN, bias
+    return {"total": total, "non_embedding": total - embedding}
+
+
 def param_count(model_cfg, vocab_size: int) -> dict[str, int]:
-    """Closed-form ``{"total", "non_embedding"}`` parameter counts of a PT / BERT / UT config (module docstring)."""
+    """Closed-form ``{"total", "non_embedding"}`` parameter counts of a PT / BERT / UT / ModernBERT config (module
+    docstring)."""
     if isinstance(model_cfg, PTConfig):
         from ptsweep.models.pt import pt_param_count
 
         return pt_param_count(model_cfg, vocab_size)
+    if isinstance(model_cfg, ModernBertConfig):
+        return _modernbert_counts(model_cfg.width, model_cfg.n_layers, model_cfg.ffn_width, vocab_size)
     return _baseline_counts(model_cfg.width, model_cfg.n_layers, vocab_size, model_cfg.max_positions,
                             shared=isinstance(model_cfg, UTConfig))
 
@@ -92,23 +114,34 @@ def baseline_forward_flops_per_token(cfg: BertConfig, vocab_size: int, seq_len: 
     return float(n_layers * (24 * d * d + 4 * seq_len * d) + mask_prob * (2 * d * d + 2 * d * vocab_size))
 
 
+def modernbert_forward_flops_per_token(cfg: ModernBertConfig, vocab_size: int, seq_len: int,
+                                       mask_prob: float = 0.15) -> float:
+    """Analytic forward matmul FLOPs per input token of ModernBERT: L(8 d^2 + 6 d f + 4 S d) + mask_prob (2 d^2 +
+    2 d V)."""
+    d, f, n_layers = cfg.width, cfg.ffn_width, cfg.n_layers
+    return float(n_layers * (8 * d * d + 6 * d * f + 4 * seq_len * d) + mask_prob * (2 * d * d + 2 * d * vocab_size))
+
+
 def flops_per_token(model_cfg, vocab_size: int, seq_len: int, mask_prob: float = 0.15) -> float:
     """Training (forward + backward = 3 x forward) FLOPs per input token; PT delegates to ``pt_flops_per_token``."""
     if isinstance(model_cfg, PTConfig):
         from ptsweep.models.pt import pt_flops_per_token
 
         return float(pt_flops_per_token(model_cfg, vocab_size, seq_len, mask_prob))
+    if isinstance(model_cfg, ModernBertConfig):
+        return 3.0 * modernbert_forward_flops_per_token(model_cfg, vocab_size, seq_len, mask_prob)
     return 3.0 * baseline_forward_flops_per_token(model_cfg, vocab_size, seq_len, mask_prob)
 
 
 def match_width_to_count(kind: str, target: int, vocab_size: int, n_layers: int = 4,
-                         max_positions: int = 512) -> BertConfig | UTConfig:
-    """The BERT/UT config (width a multiple of WIDTH_STEP) whose total count is closest to ``target`` (within 5%)."""
+                         max_positions: int = 512):
+    """The baseline config of ``kind`` (width a multiple of WIDTH_STEP) whose total count is closest to ``target``
+    (within 5%)."""
     _check_kind(kind)
-    shared = kind == "ut"
     best_d, best_err = None, float("inf")
     for d in range(WIDTH_STEP, MAX_WIDTH + 1, WIDTH_STEP):
-        count = _baseline_counts(d, n_layers, vocab_size, max_positions, shared)["total"]
+        shape = SCHEMAS[kind](width=d, n_layers=n_layers, max_positions=max_positions)
+        count = param_count(shape, vocab_size)["total"]
         err = abs(count / target - 1.0)
         if err < best_err:
             best_d, best_err = d, err
@@ -123,8 +156,9 @@ def match_width_to_count(kind: str, target: int, vocab_size: int, n_layers: int 
 
 
 def match_width(kind: str, pt_cfg: PTConfig, vocab_size: int, n_layers: int = 4,
-                max_positions: int = 512) -> BertConfig | UTConfig:
-    """BERT or UT config with ``n_layers`` whose parameter count is closest to ``pt_cfg``'s (within 5%)."""
+                max_positions: int = 512):
+    """The baseline config of ``kind`` with ``n_layers`` whose parameter count is closest to ``pt_cfg``'s (within
+    5%)."""
     return match_width_to_count(kind, param_count(pt_cfg, vocab_size)["total"], vocab_size, n_layers, max_positions)
 
 
@@ -135,10 +169,11 @@ def describe(model_cfg, vocab_size: int, seq_len: int, mask_prob: float = 0.15) 
         out.update(scaling=model_cfg.scaling, parametrization=model_cfg.parametrization,
                    channels=model_cfg.channels, rank=model_cfg.rank, topics=model_cfg.topics,
                    n_classes=model_cfg.n_classes, n_iters=model_cfg.n_iters)
-    else:  # BERT / UT (UTConfig is a BertConfig subclass)
+    else:  # BERT / UT (UTConfig is a BertConfig subclass) / ModernBERT
         heads = model_cfg.n_heads or default_heads(model_cfg.width)
+        modern = isinstance(model_cfg, ModernBertConfig)
         out.update(parametrization=model_cfg.parametrization, n_layers=model_cfg.n_layers, n_heads=heads,
-                   head_dim=model_cfg.width // heads, d_ff=4 * model_cfg.width,
+                   head_dim=model_cfg.width // heads, d_ff=model_cfg.ffn_width if modern else 4 * model_cfg.width,
                    max_positions=model_cfg.max_positions, shared_layer=isinstance(model_cfg, UTConfig))
     counts = param_count(model_cfg, vocab_size)
     out.update(params=counts["total"], non_embedding_params=counts["non_embedding"],
@@ -156,7 +191,7 @@ def measure(model_cfg, match: str, vocab_size: int, seq_len: int, mask_prob: flo
 
 
 def _closest(kind: str, shapes, target: float, match: str, vocab_size: int, seq_len: int, mask_prob: float,
-             max_positions: int) -> BertConfig | UTConfig:
+             max_positions: int):
     """The config among ``shapes`` ((d, L) pairs, in order of preference for ties) closest to ``target`` in log."""
     best, best_err = None, math.inf
     for d, n_layers in shapes:
@@ -172,13 +207,18 @@ def _closest(kind: str, shapes, target: float, match: str, vocab_size: int, seq_
 
 
 def match_shape(kind: str, pt_cfg: PTConfig, vocab_size: int, seq_len: int, mask_prob: float = 0.15,
-                match: str = "total", max_positions: int = 512) -> BertConfig | UTConfig:
-    """The BERT / UT of the sizing rule (module docstring) whose ``match`` count is closest to ``pt_cfg``'s."""
+                match: str = "total", max_positions: int = 512):
+    """The baseline of ``kind`` of the sizing rule (module docstring) whose ``match`` count is closest to
+    ``pt_cfg``'s. ModernBERT takes BERT's rule (d = 64 h, h <= L <= 2h) with its own counts: its published shapes
+    (base d = 768, L = 22; large d = 1024, L = 28) lie inside that band, and the narrower GeGLU (8.5 d^2 per layer
+    against BERT's 12 d^2) changes the counts, not the aspect ratio the rule fixes."""
     _check_kind(kind)
     target = measure(pt_cfg, match, vocab_size, seq_len, mask_prob)
     args = (target, match, vocab_size, seq_len, mask_prob, max_positions)
-    bert_shapes = ((HEAD_DIM * h, n) for h in range(1, MAX_HEADS + 1) for n in range(h, 2 * h + 1))
-    bert = _closest("bert", bert_shapes, *args)
+    rule_shapes = [(HEAD_DIM * h, n) for h in range(1, MAX_HEADS + 1) for n in range(h, 2 * h + 1)]
+    if kind == "modernbert":
+        return _closest("modernbert", rule_shapes, *args)
+    bert = _closest("bert", rule_shapes, *args)
     if kind == "bert":
         return bert
     return _closest("ut", ((HEAD_DIM * h, bert.n_layers) for h in range(1, MAX_HEADS + 1)), *args)

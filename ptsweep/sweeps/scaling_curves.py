@@ -42,7 +42,7 @@ from ptsweep.sweeps.trial_plan import PlannedTrial, shape_cache
 
 SWEEP = "scaling-curves"
 PT_ONLY = "scaling-curves starts from the PT config (model=pt), got {name}"
-BASELINES = ("bert", "ut")
+BASELINES = ("bert", "ut", "modernbert")
 
 
 def model_overrides(model_cfg) -> dict:

@@ -91,11 +91,15 @@ def test_token_cache_that_does_not_fit_is_a_one_line_data_error(cache_dir: Path,
         D.prepare(with_overrides(cfg, {"data.token_cache": built.cache_path, "data.seq_len": 64}).data)
 
 
-def test_driver_resolves_one_cache_per_data_config(cache_dir: Path) -> None:
+def test_driver_resolves_one_cache_per_data_config(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cfg = _small(cache_dir)
     other = with_overrides(cfg, {"data.seq_len": 64})
     moved = with_overrides(cfg, {"data.cache_dir": str(cache_dir) + "/.", "optim.lr": 1e-4})
+    prepared: list[int] = []
+    real = D.prepare
+    monkeypatch.setattr(D, "prepare", lambda c: prepared.append(c.seq_len) or real(c))
     caches = trainable.token_caches([cfg, other, moved])
-    assert len(caches) == 2  # the cache folder and the LR do not name another token cache
+    assert len(caches) == 2 and prepared == [32, 64]  # the cache folder and the LR do not name another cache
+    monkeypatch.undo()
     assert caches[trainable.data_identity(cfg)] == D.prepare(cfg.data).cache_path
     assert caches[trainable.data_identity(other)] == D.prepare(other.data).cache_path != D.prepare(cfg.data).cache_path

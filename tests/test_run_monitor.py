@@ -81,10 +81,15 @@ class _Rows(LocalTracker):
         self.rows.append((step, dict(metrics)))
 
 
-def test_cpu_run_logs_update_sizes_per_role_and_no_gpu_metrics(cache_dir: Path, tmp_path: Path) -> None:
+def test_cpu_run_logs_update_sizes_per_role_and_no_gpu_metrics(cache_dir: Path, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    measured: list[int] = []  # the update sizes are measured at the log steps only (a copy of the tracked tensors)
+    real = monitor.UpdateSizes.snapshot
+    monkeypatch.setattr(monitor.UpdateSizes, "snapshot", lambda self: measured.append(1) or real(self))
     cfg = compose(["preset=smoke", "tracker=disabled", f"out_dir={tmp_path}", f"data.cache_dir={cache_dir}"])
     tracker = _Rows()
     m = train.run(cfg, tracker)
+    assert len(measured) == 4
     training = [(s, r) for s, r in tracker.rows if "train_loss" in r]
     assert [s for s, _ in training] == [4, 8, 12, 16]  # every log step (train.log_every=4)
     roles = {k.split("/", 1)[1] for k in training[0][1] if k.startswith("lr/")}

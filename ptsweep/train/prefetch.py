@@ -64,6 +64,8 @@ class BatchPrefetcher:
             raise RuntimeError(f"prefetcher: step {step} is past the last step {got - 1}")
         if isinstance(batch, BaseException):
             raise batch
+        if got != step:
+            raise RuntimeError(f"prefetcher: built step {got} where step {step} was due")
         self._next = got + 1
         return batch
 

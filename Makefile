@@ -13,7 +13,7 @@ export RAY_AUTH_MODE ?= token
 export RAY_USAGE_STATS_ENABLED ?= 0
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: setup test demo tune-small verify-transfer scaling-curves coord-check lr-transfer bench bench-memory plan size train clean-runs help
+.PHONY: setup test demo tune-small verify-transfer scaling-curves coord-check lr-transfer bench bench-memory bench-cluster plan size train clean-runs help
 
 help:
 	@echo "make setup            create .venv and install ptsweep (CPU torch pinned)"
@@ -26,6 +26,7 @@ help:
 	@echo "make lr-transfer      LR-transfer study (muP vs SP)"
 	@echo "make bench            PT vs BERT vs UT speed/memory at matched size -> runs/bench/"
 	@echo "make bench-memory     per-sequence training memory, PT/BERT/UT, L=128,512 -> runs/bench/memory.{json,md}"
+	@echo "make bench-cluster    packed trials, MFU +- CUDA graphs, PT/BERT, width 3072 (a GPU) -> runs/bench/cluster/"
 	@echo "make plan             GPU plan of the three sweeps (PRESET=$(PRESET)): memory, micro-batch, GPU-hours"
 
 $(STAMP): pyproject.toml
@@ -76,6 +77,9 @@ bench: setup
 
 bench-memory: setup
 	$(VPY) bench/bench_memory.py $(ARGS)
+
+bench-cluster: setup
+	$(VPY) bench/bench_cluster.py $(ARGS)
 
 plan: setup
 	$(VPY) -m ptsweep plan preset=$(PRESET) $(ARGS)

@@ -35,14 +35,15 @@ if str(ROOT) not in sys.path:  # run as a script from a checkout without install
     sys.path.insert(0, str(ROOT))
 
 
-def model_configs(width: int, vocab: int, layers: int, pt_impl: str = "auto") -> dict:
+def model_configs(width: int, vocab: int, layers: int, pt_impl: str = "auto",
+                  names: tuple[str, ...] = ("pt", "bert", "ut")) -> dict:
+    """PT at ``width`` and the baselines among ``names`` at the width matched to its parameter count."""
     from ptsweep.config import PTConfig
     from ptsweep.models.sizing import match_width
 
     pt = PTConfig(width=width, n_iters=layers, attention_impl=pt_impl)
     pt.validate()
-    return {"pt": pt, "bert": match_width("bert", pt, vocab, n_layers=layers),
-            "ut": match_width("ut", pt, vocab, n_layers=layers)}
+    return {"pt": pt, **{b: match_width(b, pt, vocab, n_layers=layers) for b in ("bert", "ut") if b in names}}
 
 
 def pt_path(cfg, device_type: str) -> str:

@@ -1,8 +1,8 @@
 """Run and trial identity: which config keys change a result, and the hashes that name run folders and trials.
 
 Every identity starts from :func:`result_config`: the flat config (dotted keys) minus the result-neutral keys
-(outputs, trackers, Ray, sweep settings, progress, threads, checkpointing, device), so two configs that differ only
-there share it. :func:`config_hash` (8 hex digits) names a run folder ``<out_dir>/train/<label>-<hash>`` and is the
+(outputs, trackers, Ray, sweep settings, progress, threads, checkpointing, device and its TF32 switch, batch
+prefetching, where the token cache lies), so two configs that differ only there share it. :func:`config_hash` (8 hex digits) names a run folder ``<out_dir>/train/<label>-<hash>`` and is the
 resume check; :func:`trial_key` (``[label-]`` + 10 hex digits) names a sweep trial's ledger folder
 ``<study>/trials/<key>/`` and, through :func:`trial_config`, the base config an Optuna study was created for.
 
@@ -29,7 +29,8 @@ __all__ = ["RESULT_NEUTRAL_PREFIXES", "RESULT_NEUTRAL_KEYS", "result_config", "c
 RESULT_NEUTRAL_PREFIXES = ("tracker.", "ray.", "sweep.")
 RESULT_NEUTRAL_KEYS = {"out_dir", "run_name", "preset", "data.cache_dir", "data.num_proc", "train.progress",
                        "train.threads", "train.resume", "train.checkpoint", "train.checkpoint_every_s", "train.device",
-                       "train.stop_after_steps", "train.log_every"}
+                       "train.stop_after_steps", "train.log_every", "train.prefetch", "train.tf32",
+                       "data.token_cache"}
 
 
 # key -> when its value computes what a config without the key computed: 'model.attn_base_rank' is read by 'mup_sp'

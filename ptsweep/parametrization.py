@@ -134,10 +134,16 @@ def param_groups(module: nn.Module, width: int, parametrization: str, weight_dec
 
 def build_optimizer(module: nn.Module, width: int, parametrization: str, lr: float,
                     betas: Iterable[float] = (0.9, 0.98), eps: float = 1e-8,
-                    weight_decay: float = 0.0) -> torch.optim.AdamW:
-    """AdamW with one group per role; each group's LR is ``lr * lr_mult`` (see :func:`set_lr`)."""
+                    weight_decay: float = 0.0, device_type: str | None = None) -> torch.optim.AdamW:
+    """AdamW with one group per role; each group's LR is ``lr * lr_mult`` (see :func:`set_lr`). ``device_type``
+    'cuda': the fused kernel (one launch per step instead of several per tensor); 'cpu': the multi-tensor
+    (foreach) path; None: torch's default."""
     groups = [{**g, "lr": lr * g["lr_mult"]} for g in param_groups(module, width, parametrization, weight_decay)]
-    return torch.optim.AdamW(groups, lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay)
+    impl = {"cuda": {"fused": True}, "cpu": {"foreach": True}, None: {}}
+    if device_type not in impl:
+        raise ValueError(f"build_optimizer: device_type must be 'cuda', 'cpu' or None, got {device_type!r}")
+    return torch.optim.AdamW(groups, lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                             **impl[device_type])
 
 
 def set_lr(optimizer: torch.optim.Optimizer, base_lr: float, schedule_factor: float) -> None:

@@ -161,8 +161,12 @@ class WandbTracker(LocalTracker):
         super().start(run_dir, config, name, group, tags, job_type)
         import wandb
 
+        # system metrics (GPU utilisation, memory, power; CPU, disk, network) every 15 s: off for summary runs,
+        # which only upload tables and files, and where tracker.system_metrics turns them off
+        stats = self.cfg.system_metrics and job_type == "train"
         settings = wandb.Settings(silent=True, console="off", init_timeout=90, disable_git=True, save_code=False,
-                                  x_save_requirements=False, x_disable_stats=True, x_disable_machine_info=True)
+                                  x_save_requirements=False, x_disable_stats=not stats,
+                                  x_disable_machine_info=not stats)
         self._run = wandb.init(
             mode=self.cfg.mode, project=self.cfg.project, entity=self.cfg.entity or None,
             name=self._meta["name"], group=group or self.cfg.group or None,

@@ -1,4 +1,5 @@
-"""Gradient accumulation over micro-batches gives the full-batch update (train.accumulate_gradients)."""
+"""Gradient accumulation over micro-batches gives the full-batch update (train.accumulate_gradients); the
+micro-batch that train.micro_batch_size=auto chooses under a memory budget; the AdamW implementations."""
 
 import pytest
 import torch
@@ -7,7 +8,8 @@ from ptsweep.config import BertConfig, PTConfig, TrainConfig
 from ptsweep.errors import ConfigError
 from ptsweep.models import build_model
 from ptsweep.parametrization import build_optimizer
-from ptsweep.train import accumulate_gradients, largest_fitting, micro_slices, resolve_micro_batch
+from ptsweep.train import (accumulate_gradients, choose_micro_batch, largest_fitting, micro_slices,
+                           optimizer_state_allocated, resolve_micro_batch)
 
 V, B, L = 50, 6, 12
 
@@ -93,3 +95,62 @@ def test_resolve_micro_batch_settings():
 def test_bad_micro_batch_size_is_a_config_error(bad):
     with pytest.raises(ConfigError, match="train.micro_batch_size"):
         TrainConfig(micro_batch_size=bad).validate()
+
+
+def test_auto_choice_is_the_largest_micro_batch_within_the_budget_less_headroom():
+    """choose_micro_batch against brute force, with a fake device: static memory + a per-row peak, out of memory
+    (None) above the device's physical limit, and a budget whose last 10 % must stay free."""
+    budget = 1000.0
+    for static, per_row, oom_above in ((100.0, 7.0, 10**6), (500.0, 3.0, 60), (890.0, 1.0, 64), (0.0, 1e-3, 3)):
+        def peak(m, static=static, per_row=per_row, oom_above=oom_above):
+            return None if m > oom_above else static + per_row * m
+
+        want = max([m for m in range(1, 257) if peak(m) is not None and peak(m) <= 0.9 * budget], default=None)
+        assert choose_micro_batch(256, peak, budget) == want
+    # 0.9 of the budget: 95 rows of 10 bytes fit in the whole budget (950) but not within the headroom (900)
+    assert choose_micro_batch(256, lambda m: 10.0 * m, budget) == 90
+    assert choose_micro_batch(256, lambda m: 10.0 * m, budget, headroom=0.0) == 100
+    with pytest.raises(RuntimeError, match="not even one"):
+        choose_micro_batch(256, lambda m: 950.0 + m, budget)
+
+
+def test_probe_placeholders_are_the_state_adamw_allocates_at_its_first_step():
+    torch.manual_seed(0)
+    model = build_model(_models()[0][1], V, L)
+    opt = build_optimizer(model, model.width, model.parametrization, lr=1e-3, device_type="cpu")
+    with optimizer_state_allocated(opt) as placeholder_bytes:
+        assert placeholder_bytes == 2 * sum(p.numel() * p.element_size() for p in model.parameters())
+    accumulate_gradients(model, _batch(), 0, torch.device("cpu"), "fp32")
+    opt.step()
+    state_bytes = sum(t.numel() * t.element_size() for s in opt.state.values() for k, t in s.items() if k != "step")
+    assert state_bytes == placeholder_bytes
+    with optimizer_state_allocated(opt) as after_first_step:  # a resumed or running optimizer: nothing to add
+        assert after_first_step == 0
+
+
+@pytest.mark.parametrize("device_type", ["cpu", "cuda"])
+def test_foreach_and_fused_adamw_take_the_default_step(device_type):
+    """build_optimizer's device paths (foreach on the CPU; the fused kernel on CUDA, run here on its CPU kernel)
+    give torch's reference AdamW step; the flag really reached the optimizer."""
+    torch.manual_seed(0)
+    cfg = _models()[2][1]
+    results = []
+    for kind in (None, device_type):
+        model = build_model(cfg, V, L)
+        model.load_state_dict(results[0][0] if results else model.state_dict())
+        model.eval()
+        opt = build_optimizer(model, model.width, model.parametrization, lr=1e-3, device_type=kind)
+        if kind is not None:
+            assert opt.defaults["fused" if kind == "cuda" else "foreach"] is True
+        start = {n: p.detach().clone() for n, p in model.named_parameters()}
+        for _ in range(3):
+            opt.zero_grad(set_to_none=True)
+            accumulate_gradients(model, _batch(), 0, torch.device("cpu"), "fp32")
+            opt.step()
+        results.append((start, {n: p.detach().clone() for n, p in model.named_parameters()}))
+    (start, ref), (_, got) = results
+    assert any(not torch.equal(ref[n], start[n]) for n in ref)
+    for n in ref:
+        assert torch.allclose(got[n], ref[n], atol=1e-6, rtol=1e-5), n
+    with pytest.raises(ValueError, match="device_type"):
+        build_optimizer(build_model(cfg, V, L), 32, "mup", lr=1e-3, device_type="mps")

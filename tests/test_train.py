@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from pathlib import Path
 
 import pytest
@@ -131,6 +132,26 @@ def test_wandb_offline_writes_offline_run_dir(cache_dir: Path, tmp_path: Path, m
     offline = list((Path(m["run_dir"]) / "wandb").glob("offline-run-*"))
     assert len(offline) == 1 and any(offline[0].glob("*.wandb"))
     assert len(load_results(tmp_path)) == 1
+
+
+@pytest.mark.parametrize("system_metrics", [True, False])
+def test_wandb_system_metrics_follow_the_setting(tmp_path: Path, monkeypatch, system_metrics: bool) -> None:
+    """W&B samples the process and machine (CPU, memory; GPUs where present) into the offline run file, unless
+    tracker.system_metrics=false; the probe is the sampled key proc.cpu.threads in the record file."""
+    pytest.importorskip("wandb")
+    from ptsweep.config import TrackerConfig
+
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.setenv("WANDB_X_STATS_SAMPLING_INTERVAL", "0.1")  # sample often: one sample must land before finish
+    t = make_tracker(TrackerConfig(mode="offline", system_metrics=system_metrics))
+    t.start(tmp_path / "run", {"out_dir": str(tmp_path)}, name="stats")
+    t.log({"train_loss": 1.0}, 1)
+    time.sleep(1.0)  # ~10 sampling intervals, even on loaded cores
+    t.finish({"status": "ok"})
+    t.release()
+    (record,) = (tmp_path / "run" / "wandb").glob("offline-run-*/*.wandb")
+    assert (b"proc.cpu.threads" in record.read_bytes()) is system_metrics
 
 
 def test_wandb_online_without_key_is_a_one_line_error(monkeypatch) -> None:

@@ -12,6 +12,8 @@ from ptsweep.config.checks import one_of, require
 from ptsweep.config.model import PTConfig
 from ptsweep.config.sweep import SweepConfig
 
+COMPILE_MODES = ("none", "default", "reduce-overhead")
+
 
 @dataclass
 class DataConfig:
@@ -55,6 +57,9 @@ class DataConfig:
     """Tokenisation processes (0 = min(8, cpu count))."""
     cache_dir: str = "runs/cache"
     """Where tokenizers and memory-mapped token arrays are cached (keyed by corpus and settings)."""
+    token_cache: str = ""
+    """A prepared token-cache folder to open as is, without loading the documents (set by the sweep driver for
+    its trials; '' = find or build it from the settings above)."""
 
     def validate(self) -> None:
         one_of(self.name, ("shakespeare", "minipile", "local"), "data.name")
@@ -120,8 +125,14 @@ class TrainConfig:
     """'auto' (cuda if available), 'cpu' or 'cuda[:i]'."""
     precision: str = "auto"
     """'auto' (bf16 autocast on CUDA, fp32 on CPU) | 'fp32' | 'bf16'."""
-    compile: bool = False
-    """torch.compile the model (off by default; 10-30 s compile on CPU)."""
+    compile: bool | str = False
+    """torch.compile the model's encoder: 'none' | 'default' | 'reduce-overhead' (CUDA graphs, CUDA only); false =
+    'none', true = 'default'. Off by default: 10-30 s of compiling on CPU (bench/README.md)."""
+    tf32: bool = True
+    """On CUDA, fp32 matmuls may use TF32 tensor cores (under bf16 autocast only the few fp32 ones are affected)."""
+    prefetch: bool = True
+    """Build each training batch one step ahead on a background thread (into pinned memory on CUDA); the batches
+    are the same bit for bit (ptsweep.train.prefetch)."""
     threads: int = 0
     """torch CPU threads (0 = leave torch's default)."""
     checkpoint_every_s: float = 300.0
@@ -138,8 +149,16 @@ class TrainConfig:
     """Blocks per forward/backward; gradients are accumulated to one update per batch_size (exact). 0 = the full
     batch; 'auto' = the full batch on the CPU, the largest that fits on CUDA (probe steps, ptsweep.train)."""
 
+    @property
+    def compile_mode(self) -> str:
+        """``compile`` as a torch.compile mode name, or 'none'."""
+        if isinstance(self.compile, bool):
+            return "default" if self.compile else "none"
+        return self.compile
+
     def validate(self) -> None:
         one_of(self.precision, ("auto", "fp32", "bf16"), "train.precision")
+        one_of(self.compile_mode, COMPILE_MODES, "train.compile")
         require(math.isfinite(self.tokens) and self.tokens > 0, "train.tokens", f"must be positive, got {self.tokens}")
         require(self.batch_size >= 1, "train.batch_size", "must be >= 1")
         require(self.eval_every >= 0, "train.eval_every", "must be >= 0")
@@ -163,6 +182,8 @@ class TrackerConfig:
     group: str = ""
     """W&B group (sweeps set it to the study name)."""
     tags: list[str] = field(default_factory=list)
+    system_metrics: bool = True
+    """W&B's system metrics of training runs (GPU utilisation, memory and power; CPU, disk, network; every 15 s)."""
 
     def validate(self) -> None:
         one_of(self.mode, ("offline", "online", "disabled"), "tracker.mode")
@@ -185,10 +206,21 @@ class RayConfig:
     """Object store bytes for a local Ray."""
     storage_path: str = ""
     """Ray results storage ('' = <sweep dir>/ray); on a multi-node cluster a shared path (NFS, s3://...)."""
+    pack_width: int = 0
+    """Trials of model.width <= pack_width ask for ``pack_gpus_per_trial`` GPUs instead (0 = off): small widths
+    leave a GPU mostly idle, so several share one, each capped at its share of the memory."""
+    pack_gpus_per_trial: float = 0.25
+    """GPUs of a trial at or below ``pack_width`` (0.25: four per GPU)."""
+    max_failures: int = 2
+    """Times Ray Tune restarts a trial whose worker died (a lost node, an OOM kill); the restart resumes from the
+    trial's own checkpoint (train.checkpoint_every_s)."""
 
     def validate(self) -> None:
         require(self.cpus_per_trial > 0, "ray.cpus_per_trial", "must be > 0")
         require(self.gpus_per_trial >= 0, "ray.gpus_per_trial", "must be >= 0")
+        require(self.pack_width >= 0, "ray.pack_width", "must be >= 0")
+        require(0 < self.pack_gpus_per_trial <= 1, "ray.pack_gpus_per_trial", "must be in (0, 1]")
+        require(self.max_failures >= 0, "ray.max_failures", "must be >= 0")
 
 
 @dataclass

@@ -11,7 +11,10 @@
    deterministic WordPiece of :mod:`ptsweep.wordpiece`, trained on the training split, cached, and logged.
 4. **Packing** (:mod:`.cache`; keys and lock: :mod:`.keys`): each document + one [SEP], cut into ``seq_len`` blocks
    (ragged tail dropped; no [CLS]: there is no next-sentence task) as raw int32 memmaps under
-   ``<cache_dir>/tokens/<corpus>-<key>/``, built in a temporary folder and renamed into place under a file lock.
+   ``<cache_dir>/tokens/<corpus>-<key>/``, built in a temporary folder and renamed into place under a file lock,
+   with a copy of its tokenizer (``tokenizer.json``, ``tokenizer_name.txt``). ``data.token_cache`` names such a
+   folder: :func:`prepare` then opens it without loading the documents (sweep trials: the driver resolved it, so
+   no trial needs the corpus, the HF cache or the hub just to compute the key).
 5. **MLM masking** (:mod:`.batches`; BERT, Devlin et al. 2019 §3.1): an exact ``round(mask_prob * n)`` targets per
    block, 80/10/10 corruption; training batches are a pure function of (seed, step), validation and test batches
    carry FIXED masks seeded only by ``cfg.val_mask_seed``.
@@ -22,22 +25,24 @@ Relative ``cache_dir`` paths resolve against the repository root, not the cwd (:
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 from tokenizers import Tokenizer
 
 from ptsweep.config import DataConfig
 from ptsweep.data.batches import batch_indices, mask_tokens, test_batches, train_batch, val_batches
-from ptsweep.data.cache import Corpus, build_token_cache, split_test_blocks
+from ptsweep.data.cache import TOKENIZER_FILE, TOKENIZER_NAME, Corpus, build_token_cache, split_test_blocks
 from ptsweep.data.corpora import Documents, fetch_shakespeare, load_documents, read_shakespeare, split_documents
 from ptsweep.data.keys import FORMAT_VERSION, locked, sha_key
 from ptsweep.data.tokenizer import load_tokenizer
 from ptsweep.errors import DataError
-from ptsweep.io import resolve_path
+from ptsweep.io import replace_atomically, resolve_path
 from ptsweep.wordpiece import SPECIAL_TOKENS
 
 __all__ = ["Corpus", "Documents", "batch_indices", "describe", "fetch_shakespeare", "load_documents", "load_tokenizer",
-           "mask_tokens", "prepare", "read_shakespeare", "split_documents", "split_test_blocks", "test_batches",
+           "mask_tokens", "open_token_cache", "prepare", "read_shakespeare", "split_documents", "split_test_blocks",
+           "test_batches",
            "train_batch", "val_batches"]
 
 
@@ -49,8 +54,11 @@ def _special_id(tok: Tokenizer, token: str) -> int:
 
 
 def prepare(cfg: DataConfig) -> Corpus:
-    """Load (or build and cache) the tokenizer and the packed token arrays of ``cfg``."""
+    """Load (or build and cache) the tokenizer and the packed token arrays of ``cfg``; with ``cfg.token_cache``,
+    open that folder (:func:`open_token_cache`)."""
     cfg.validate()
+    if cfg.token_cache:
+        return open_token_cache(cfg)
     docs = load_documents(cfg)  # needed in any case: its identity is part of every cache key
     tok, tok_name, tok_cached = load_tokenizer(cfg, docs)
     ids = {t: _special_id(tok, t) for t in SPECIAL_TOKENS}
@@ -67,13 +75,38 @@ def prepare(cfg: DataConfig) -> Corpus:
             cached = (folder / "meta.json").is_file()
             if not cached:
                 build_token_cache(folder, docs, tok, cfg, ids["[SEP]"])
+    if not (folder / TOKENIZER_NAME).is_file():  # caches built before the tokenizer copy: add it once
+        with locked(folder):
+            replace_atomically(folder / TOKENIZER_FILE, lambda tmp: tok.save(str(tmp)))
+            replace_atomically(folder / TOKENIZER_NAME, lambda tmp: Path(tmp).write_text(tok_name))
+    return _open(folder, cfg, tok, tok_name, tok_cached, cached)
+
+
+def open_token_cache(cfg: DataConfig) -> Corpus:
+    """The corpus in the prepared folder ``cfg.token_cache`` (its meta.json and tokenizer copy), without the
+    documents. DataError when the folder holds no prepared cache or one of another ``data.seq_len``."""
+    folder = Path(cfg.token_cache)
+    missing = [f for f in ("meta.json", TOKENIZER_FILE, TOKENIZER_NAME) if not (folder / f).is_file()]
+    if missing:
+        raise DataError(f"data.token_cache={folder}: not a prepared token cache (missing {', '.join(missing)}); "
+                        f"leave data.token_cache empty to prepare the corpus")
+    seq_len = json.loads((folder / "meta.json").read_text()).get("seq_len")
+    if seq_len != cfg.seq_len:
+        raise DataError(f"data.token_cache={folder}: blocks of {seq_len} tokens, but data.seq_len={cfg.seq_len}")
+    tok = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
+    return _open(folder, cfg, tok, (folder / TOKENIZER_NAME).read_text(), True, True)
+
+
+def _open(folder: Path, cfg: DataConfig, tok: Tokenizer, tok_name: str, tok_cached: bool, cached: bool) -> Corpus:
+    """The :class:`Corpus` of the token cache ``folder`` (memory maps of its splits) and its tokenizer."""
+    ids = {t: _special_id(tok, t) for t in SPECIAL_TOKENS}
     meta = json.loads((folder / "meta.json").read_text())
     shapes = {s: (int(meta.get(f"{s}_blocks", 0)), cfg.seq_len) for s in ("train", "val", "test")}
     splits = {s: np.memmap(folder / f"{s}.bin", dtype=np.int32, mode="r", shape=shape) if shape[0]
               else np.zeros(shape, dtype=np.int32) for s, shape in shapes.items()}  # no test split: empty
     return Corpus(tokenizer=tok, tokenizer_name=tok_name, vocab_size=tok.get_vocab_size(), pad_id=ids["[PAD]"],
                   mask_id=ids["[MASK]"], cls_id=ids["[CLS]"], sep_id=ids["[SEP]"],
-                  special_ids=tuple(sorted(set(ids.values()))), **splits, name=docs.name,
+                  special_ids=tuple(sorted(set(ids.values()))), **splits, name=meta["corpus"],
                   tokenizer_cached=tok_cached, tokens_cached=cached, cache_path=str(folder))
 
 

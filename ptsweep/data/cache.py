@@ -21,6 +21,9 @@ from ptsweep.data.corpora import Documents, iter_texts, worker_count
 from ptsweep.data.keys import FORMAT_VERSION
 from ptsweep.errors import DataError
 
+TOKENIZER_FILE, TOKENIZER_NAME = "tokenizer.json", "tokenizer_name.txt"
+"""The token cache's copy of its tokenizer and the tokenizer's name (``ptsweep.data.open_token_cache``)."""
+
 
 def _encode(tok: Tokenizer, texts: list[str]) -> list[list[int]]:
     return [e.ids for e in tok.encode_batch(texts, add_special_tokens=False)]

@@ -79,8 +79,9 @@ def _progress_callback(name: str, total: int):
 def make_tuner(trainable, cfg: RunConfig, study_dir: Path, experiment_name: str, total: int, *,
                param_space: Mapping[str, Any] | None = None, search_alg=None, scheduler=None, num_samples: int = 1):
     """The one ``tune.Tuner`` of the sweeps: ``total`` trials of ``trainable`` (a grid over ``param_space``, or
-    ``num_samples`` proposals of ``search_alg``), ``max_concurrent`` at a time; no retries, the Ctrl-C stopper, one
-    progress line per trial.
+    ``num_samples`` proposals of ``search_alg``), ``max_concurrent`` at a time; a trial whose worker died is started
+    again up to ``ray.max_failures`` times (it resumes from its checkpoint), the Ctrl-C stopper, one progress line
+    per trial.
 
     Each invocation is a fresh experiment ``<experiment_name>-<timestamp>``: resume goes through the ledger and the
     Optuna study, not ``Tuner.restore`` (which replays the stopped experiment's own trial list). ``reuse_actors=False``:
@@ -98,7 +99,7 @@ def make_tuner(trainable, cfg: RunConfig, study_dir: Path, experiment_name: str,
                                     max_concurrent_trials=cfg.ray.max_concurrent or None, reuse_actors=False,
                                     trial_dirname_creator=short_dirname),
         run_config=tune.RunConfig(name=name, storage_path=_storage(cfg, study_dir), verbose=0, stop=make_stopper(),
-                                  failure_config=tune.FailureConfig(max_failures=0),
+                                  failure_config=tune.FailureConfig(max_failures=cfg.ray.max_failures),
                                   callbacks=[_progress_callback(name, total)]),
     )
 

@@ -1,14 +1,19 @@
 """The Ray Tune function trainable: one ``train.run`` of base config + dotted overrides per trial (one tracker run
-each), its resources, and how a trial ends. A trial with a ledger record reports it instead of training; one killed
-mid-run resumes from its own checkpoint. Failures never kill a sweep: an exception is recorded as status "failed"
-(one-line error), a diverged run as "diverged" (both val_loss = inf); a worker that finds other ptsweep source than
-the driver (``code_version``) reports status "refused" and writes no record.
+each), its resources (``placement``), and how a trial ends. A trial with a ledger record reports it instead of
+training; one killed mid-run (restarted by Tune up to ``ray.max_failures`` times, or run again by a re-run of the
+sweep) resumes from its own checkpoint. The driver resolves the token cache of every data config its trials use
+(``token_caches``) and hands the folders to the trials, which open them without loading any documents. Failures
+never kill a sweep: an exception is recorded as status "failed" (one-line error), a diverged run as "diverged" (both
+val_loss = inf); a worker that finds other ptsweep source than the driver (``code_version``) reports status
+"refused" and writes no record.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
+import json
 import math
 import os
 import sys
@@ -17,11 +22,12 @@ from typing import Any, Mapping
 
 from ptsweep.config import RunConfig, with_overrides
 from ptsweep.errors import SourceChanged
-from ptsweep.identity import trial_key
+from ptsweep.identity import result_config, trial_key
 from ptsweep.io import write_json
 from ptsweep.sweeps import ledger
 from ptsweep.sweeps.code_version import REFUSED, check_worker_source, git_commit, source_fingerprint
 from ptsweep.sweeps.fields import FINAL_STATUSES, TRIAL_FIELD, finite_or_inf, one_line
+from ptsweep.sweeps.placement import assigned_gpus, cap_gpu_memory, gpus_for_width, trial_device
 from ptsweep.sweeps.ray_session import quiet_worker_exit, silence_worker_output
 
 
@@ -55,9 +61,10 @@ def _node_id() -> str:
 
 
 def _trainable(config: dict, *, base: dict, fixed: dict, planned: dict, search_label: str, study_dir: str,
-               source: str = "") -> None:
+               source: str = "", token_caches: Mapping[str, str] | None = None) -> None:
     """Ray Tune function trainable (module docstring): one ``train.run`` of base + overrides (its threads:
-    ``train.threads``, set by ``runner.prepare_base``); ``source``: the driver's source fingerprint."""
+    ``train.threads``, set by ``runner.prepare_base``); ``source``: the driver's source fingerprint;
+    ``token_caches``: :func:`data_identity` -> prepared token-cache folder."""
     from ray import tune
 
     from ptsweep import train
@@ -75,7 +82,7 @@ def _trainable(config: dict, *, base: dict, fixed: dict, planned: dict, search_l
         print(f"[ptsweep] trial {key} not run: {e}", file=sys.stderr)
         tune.report(_report_subset({"status": REFUSED, "error": str(e), "val_loss": math.inf, "trial_key": key}))
         return
-    trial = _Trial(study, key, label, overrides, source_sha)
+    trial = _Trial(study, key, label, overrides, source_sha, dict(token_caches or {}))
     ledger.record_start(study, key, label, overrides, pid=os.getpid(), node_id=_node_id(), host=os.uname().nodename,
                         source_sha=source_sha, git_commit=git_commit())
     metrics = trial.run(base)
@@ -101,8 +108,10 @@ def _trial_identity(config: dict, base: dict, fixed: dict, planned: dict, search
 class _Trial:
     """One started trial inside its worker: trains, reports progress to Tune, and records how training ended."""
 
-    def __init__(self, study: Path, key: str, label: str, overrides: dict, source_sha: str):
+    def __init__(self, study: Path, key: str, label: str, overrides: dict, source_sha: str,
+                 token_caches: dict[str, str]):
         self.study, self.key, self.label, self.overrides, self.source_sha = study, key, label, overrides, source_sha
+        self.token_caches = token_caches
         self.tdir = ledger.trial_dir(study, key)
         self.last: dict = {}  # the last metrics reported: the record of a trial stopped mid-run
 
@@ -142,6 +151,17 @@ class _Trial:
             raise _EarlyStopped(f"stopped by the Tune scheduler (ASHA) after step {self.last.get('step', 0)}") \
                 from None
 
+    def placement(self, cfg: RunConfig) -> dict:
+        """Overrides from where the trial runs: its device (CPU when Ray gave it no GPU), the driver's token cache
+        for its data config; a fractional GPU share also caps the process's CUDA memory (``placement``)."""
+        gpus = assigned_gpus()
+        cap_gpu_memory(gpus)
+        out = {"train.device": trial_device(cfg.train.device, gpus)}
+        folder = self.token_caches.get(data_identity(cfg))
+        if folder:
+            out["data.token_cache"] = folder
+        return out
+
     def run(self, base: dict) -> dict | None:
         """The trial's metrics to record (failed runs included), or None when it was interrupted (Ctrl-C: runs
         again on resume) or stopped by the scheduler (recorded here as early_stopped)."""
@@ -156,7 +176,8 @@ class _Trial:
                                                    "train.resume": (self.tdir / train.CHECKPOINT).exists()})
             # W&B tags (sweep, model, width) of THIS trial: the model/width tags follow the trial's own config
             tags = [t for t in cfg.tracker.tags if not t.startswith(("model=", "width="))]
-            cfg = with_overrides(cfg, {"tracker.tags": [*tags, f"model={cfg.model.name}", f"width={cfg.model.width}"]})
+            cfg = with_overrides(cfg, {"tracker.tags": [*tags, f"model={cfg.model.name}", f"width={cfg.model.width}"],
+                                       **self.placement(cfg)})
             tracker = make_tracker(cfg.tracker)
             metrics = train.run(cfg, tracker, run_dir=self.tdir, report_fn=self.report)
             if metrics.get("diverged"):
@@ -183,13 +204,49 @@ class _Trial:
 def trainable_with_resources(cfg: RunConfig, base: dict, fixed: dict, study_dir: Path, *, planned: dict | None = None,
                              search_label: str = ""):
     """The trainable bound to this sweep (base config, fixed overrides, study folder, the driver's source
-    fingerprint) with its per-trial resources (``ray.cpus_per_trial`` / ``ray.gpus_per_trial``). A fixed list passes
-    ``planned`` (trial key -> {"overrides", "label"}); a search passes the ``search_label`` of its trial keys."""
+    fingerprint, the token caches of its data configs) with its per-trial resources (:func:`_resources`). A fixed
+    list passes ``planned`` (trial key -> {"overrides", "label"}); a search passes the ``search_label`` of its trial
+    keys."""
     from ray import tune
 
-    fn = tune.with_parameters(_trainable, base=base, fixed=dict(fixed), planned=dict(planned or {}),
-                              search_label=search_label, study_dir=str(study_dir), source=driver_source())
-    return tune.with_resources(fn, {"cpu": cfg.ray.cpus_per_trial, "gpu": cfg.ray.gpus_per_trial})
+    planned = dict(planned or {})
+    trial_cfgs = [cfg if not fixed else with_overrides(cfg, dict(fixed))]
+    trial_cfgs += [with_overrides(trial_cfgs[0], p["overrides"]) for p in planned.values()
+                   if any(k.startswith("data.") for k in p["overrides"])]
+    fn = tune.with_parameters(_trainable, base=base, fixed=dict(fixed), planned=planned,
+                              search_label=search_label, study_dir=str(study_dir), source=driver_source(),
+                              token_caches=token_caches(trial_cfgs))
+    return tune.with_resources(fn, _resources(cfg, trial_cfgs[0].model.width, planned))
+
+
+def _resources(cfg: RunConfig, width: int, planned: dict):
+    """Per-trial resources: ``ray.cpus_per_trial`` CPUs and the GPUs of the trial's width
+    (``placement.gpus_for_width``; a planned trial's own ``model.width`` override, else ``width``)."""
+    from ray import tune
+
+    def resources(config: dict):
+        w = planned.get(config.get(TRIAL_FIELD), {}).get("overrides", {}).get("model.width", width)
+        return tune.PlacementGroupFactory([{"CPU": cfg.ray.cpus_per_trial, "GPU": gpus_for_width(cfg, int(w))}])
+
+    return resources
+
+
+def data_identity(cfg: RunConfig) -> str:
+    """What names a trial's token cache: its data settings minus the result-neutral ones (``identity``)."""
+    return json.dumps(result_config({"data": dataclasses.asdict(cfg.data)}), sort_keys=True, default=str)
+
+
+def token_caches(cfgs) -> dict[str, str]:
+    """:func:`data_identity` -> the prepared token-cache folder, for each distinct data config of ``cfgs``
+    (prepared here, in the driver, if needed)."""
+    from ptsweep import data as data_mod
+
+    out: dict[str, str] = {}
+    for c in cfgs:
+        ident = data_identity(c)
+        if ident not in out:
+            out[ident] = data_mod.prepare(c.data).cache_path
+    return out
 
 
 @functools.cache

@@ -4,6 +4,8 @@ report, stop, checkpoint) and the final metrics. What each step computes: ``ptsw
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import math
 import sys
 import time
@@ -20,8 +22,10 @@ from ptsweep.config import RunConfig, to_dict
 from ptsweep.models import build_model
 from ptsweep.models.sizing import flops_per_token, param_count
 from ptsweep.parametrization import build_optimizer, set_lr
-from ptsweep.train.state import (check_resume, default_run_dir, initial_state, resolve_device, save_config_dir,
-                                 seed_everything, write_checkpoint)
+from ptsweep.train import monitor
+from ptsweep.train.prefetch import BatchPrefetcher
+from ptsweep.train.state import (check_resume, compile_encoder, default_run_dir, initial_state, resolve_device,
+                                 save_config_dir, seed_everything, set_tf32, uses_bf16, write_checkpoint)
 from ptsweep.train.step import (accumulate_gradients, evaluate, final_evaluation, lr_factor, num_steps,
                                 resolve_micro_batch, to_device)
 
@@ -80,7 +84,17 @@ class _Run:
     steps: int
     tokens_per_step: int
     wall_before: float
+    updates: monitor.UpdateSizes | None = None
+    peak: float | None = None  # the device's peak FLOP/s at the run's precision (None: unknown)
     micro: int | None = None  # rows per forward/backward: resolved on the first batch (train.micro_batch_size)
+    batches: BatchPrefetcher | None = None  # train.prefetch: the step loop's batches, one step ahead
+    sizes: dict | None = None  # the last log step's update_rms / param_rms per role
+
+    def batch(self, step: int) -> dict:
+        """Training batch ``step`` (``data.train_batch``; from the prefetch thread with ``train.prefetch``)."""
+        if self.batches is not None:
+            return self.batches.get(step)
+        return data_mod.train_batch(self.corpus, self.cfg.data, step, self.cfg.train.batch_size, self.cfg.seed)
 
     def log(self, row: dict, step: int) -> None:
         self.state["history"].append({"step": step, **row})
@@ -119,9 +133,9 @@ def _setup(cfg: RunConfig, tracker, run_dir: Path, t_start: float) -> _Run:
     if note:
         print(note, file=sys.stderr)
     optimizer = build_optimizer(model, model.width, model.parametrization, oc.lr, betas=oc.betas, eps=oc.eps,
-                                weight_decay=oc.weight_decay)
-    if tc.compile:
-        model.encode = torch.compile(model.encode)  # the heavy part; the head is one matmul
+                                weight_decay=oc.weight_decay, device_type=device.type)
+    compile_encoder(model, tc.compile_mode, device)
+    tf32 = set_tf32(device, tc.tf32)
 
     val = data_mod.val_batches(corpus, cfg.data, tc.batch_size)[: tc.eval_batches or None]
     baseline = metrics.NoContextBaseline.of(corpus, cfg.data)
@@ -132,12 +146,18 @@ def _setup(cfg: RunConfig, tracker, run_dir: Path, t_start: float) -> _Run:
         "flops_per_token": float(flops_per_token(cfg.model, V, cfg.data.seq_len, cfg.data.mask_prob)),
         "vocab_size": int(V),
         "device": str(device),
+        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "run_dir": str(run_dir),
+        "tf32": tf32,
+        "compile": tc.compile_mode,
+        "adamw": "fused" if device.type == "cuda" else "foreach",
     }
+    precision = monitor.matmul_precision(device, uses_bf16(device, tc.precision))
     state = initial_state(cfg, run_dir, model, optimizer, tracker, device)
     return _Run(cfg=cfg, tracker=tracker, run_dir=run_dir, t_start=t_start, device=device, corpus=corpus,
                 model=model, optimizer=optimizer, val=val, baseline=baseline, static=static, state=state,
-                steps=num_steps(cfg), tokens_per_step=tc.batch_size * cfg.data.seq_len, wall_before=state["wall_s"])
+                steps=num_steps(cfg), tokens_per_step=tc.batch_size * cfg.data.seq_len, wall_before=state["wall_s"],
+                updates=monitor.UpdateSizes(optimizer), peak=monitor.peak_flops(static["device_name"], precision))
 
 
 @dataclass
@@ -167,18 +187,22 @@ def _step_loop(r: _Run, report_fn) -> _LoopEnd:
     t_train = 0.0
     last_ckpt = time.perf_counter()
     reported = -1
+    make = functools.partial(data_mod.train_batch, r.corpus, r.cfg.data, batch_size=tc.batch_size, seed=r.cfg.seed)
     with tqdm(total=r.steps, initial=start_step, desc=r.run_dir.name, unit="step", dynamic_ncols=True,
-              file=sys.stderr, leave=False, disable=not tc.progress) as bar:
+              file=sys.stderr, leave=False, disable=not tc.progress) as bar, \
+            (BatchPrefetcher(make, start_step, r.steps, pin=r.device.type == "cuda") if tc.prefetch
+             else contextlib.nullcontext()) as r.batches:
         while step < r.steps and not diverged:
             t0 = time.perf_counter()
-            loss, grad_norm, factor = _optimizer_step(r, step)
+            log_step = (step + 1) % tc.log_every == 0 or step + 1 == r.steps
+            loss, grad_norm, factor = _optimizer_step(r, step, log_step)
             window_sum += loss.detach().float()
             window_n += 1
             step += 1
             r.state["step"] = step
             t_train += time.perf_counter() - t0  # CUDA: asynchronous, but the log steps below synchronise
 
-            if step % tc.log_every == 0 or step == r.steps:
+            if log_step:
                 train_loss = float(window_sum) / window_n
                 window_sum.zero_()
                 window_n = 0
@@ -201,31 +225,51 @@ def _step_loop(r: _Run, report_fn) -> _LoopEnd:
     return _LoopEnd(step, start_step, t_train, diverged, stopped, reported)
 
 
-def _optimizer_step(r: _Run, step: int) -> tuple[torch.Tensor, torch.Tensor | None, float]:
+def _optimizer_step(r: _Run, step: int, log_step: bool) -> tuple[torch.Tensor, torch.Tensor | None, float]:
     """One update on batch ``step``: schedule -> micro-batched forward/backward -> clip -> AdamW; returns the batch
-    loss, the gradient norm before clipping (None without clipping) and the schedule factor."""
+    loss, the gradient norm before clipping (None without clipping) and the schedule factor. At a ``log_step``
+    also the update sizes per role (``monitor.UpdateSizes``, into ``r.sizes``)."""
     tc, oc = r.cfg.train, r.cfg.optim
     factor = lr_factor(step, r.steps, oc.warmup_frac, oc.schedule, oc.min_lr_frac)
     set_lr(r.optimizer, oc.lr, factor)
-    b = to_device(data_mod.train_batch(r.corpus, r.cfg.data, step, tc.batch_size, r.cfg.seed), r.device)
+    b = to_device(r.batch(step), r.device)
     if r.micro is None:
-        r.micro = resolve_micro_batch(tc.micro_batch_size, r.model, b, r.device, tc.precision)
-        if tc.micro_batch_size == "auto" and r.device.type == "cuda":
-            print(f"train.micro_batch_size=auto: {r.micro} of {tc.batch_size} rows per micro-batch", file=sys.stderr)
+        _resolve_micro(r, b)
+    if tc.compile_mode == "reduce-overhead":
+        torch.compiler.cudagraph_mark_step_begin()  # a new iteration: earlier graph outputs may be overwritten
     loss = accumulate_gradients(r.model, b, r.micro, r.device, tc.precision)
     grad_norm = torch.nn.utils.clip_grad_norm_(r.model.parameters(), oc.grad_clip) if oc.grad_clip > 0 else None
+    before = r.updates.snapshot() if log_step else None
     r.optimizer.step()
+    if before is not None:
+        r.sizes = r.updates.sizes(before)
     r.optimizer.zero_grad(set_to_none=True)
     return loss, grad_norm, factor
+
+
+def _resolve_micro(r: _Run, batch: dict) -> None:
+    """``train.micro_batch_size`` on the first batch (probes on CUDA with 'auto'); the peak-memory count then
+    starts afresh, so the logged peak is the training's own."""
+    tc = r.cfg.train
+    r.micro = resolve_micro_batch(tc.micro_batch_size, r.model, batch, r.device, tc.precision, r.optimizer)
+    r.static["micro_batch_size"] = r.micro
+    if r.device.type == "cuda":
+        if tc.micro_batch_size == "auto":
+            print(f"train.micro_batch_size=auto: {r.micro} of {tc.batch_size} rows per micro-batch", file=sys.stderr)
+        torch.cuda.reset_peak_memory_stats(r.device)
 
 
 def _log_training(r: _Run, step: int, train_loss: float, tps: float, factor: float, grad_norm, bar) -> None:
     """The log row of a log step: mean training loss of the window, tokens, schedule, throughput, grad norm, LRs."""
     r.state["train_loss"] = train_loss if math.isfinite(train_loss) else math.inf
     row = {"train_loss": r.state["train_loss"], "tokens": step * r.tokens_per_step, "lr_factor": factor,
-           "tokens_per_s": tps}
+           "tokens_per_s": tps, **(r.sizes or {})}
     if grad_norm is not None:
         row["grad_norm"] = float(grad_norm)
+    for key, value in (("mfu", monitor.mfu(r.static["flops_per_token"], tps, r.peak)),
+                       ("gpu_peak_mem_gib", monitor.peak_memory_gib(r.device))):
+        if value is not None:  # W&B and the history get only the metrics this device has
+            row[key] = value
     for g in r.optimizer.param_groups:
         row[f"lr/{g.get('role', 'group')}"] = g["lr"]
     r.log(row, step)
@@ -257,6 +301,7 @@ def _final_metrics(r: _Run, end: _LoopEnd, report_fn) -> dict:
     status = "diverged" if end.diverged else ("stopped" if end.stopped else "ok")
     if status == "ok":
         state["eval"].update(final_evaluation(r.model, r.corpus, r.cfg, r.device, r.baseline, state, len(r.val)))
+    tps = (step - end.start_step) * r.tokens_per_step / max(end.t_train, 1e-9)
     return {
         **state["eval"],
         "val_loss": state["val_loss"],  # the full validation set when the run finished (see final_evaluation)
@@ -267,7 +312,10 @@ def _final_metrics(r: _Run, end: _LoopEnd, report_fn) -> dict:
         "status": status,
         "steps": step,
         "tokens": step * r.tokens_per_step,
-        "tokens_per_s": (step - end.start_step) * r.tokens_per_step / max(end.t_train, 1e-9),
+        "start_step": end.start_step,  # > 0: the run resumed from a checkpoint at that step
+        "tokens_per_s": tps,
+        "mfu": monitor.mfu(r.static["flops_per_token"], tps, r.peak),
+        "gpu_peak_mem_gib": monitor.peak_memory_gib(r.device),
         **r.static,
         "wall_s": r.wall_before + time.perf_counter() - r.t_start,
         "history": state["history"],

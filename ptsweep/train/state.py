@@ -92,11 +92,38 @@ def resolve_device(spec: str) -> torch.device:
     return device
 
 
-def autocast_context(device: torch.device, precision: str):
+def uses_bf16(device: torch.device, precision: str) -> bool:
     """bf16 autocast on CUDA for precision auto/bf16; bf16 on CPU only when asked explicitly; else fp32."""
-    if precision == "bf16" or (precision == "auto" and device.type == "cuda"):
+    return precision == "bf16" or (precision == "auto" and device.type == "cuda")
+
+
+def autocast_context(device: torch.device, precision: str):
+    """The autocast of :func:`uses_bf16`, or none (fp32)."""
+    if uses_bf16(device, precision):
         return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
     return nullcontext()
+
+
+def set_tf32(device: torch.device, allow: bool) -> bool:
+    """On CUDA, let fp32 matmuls and convolutions run on TF32 tensor cores (``train.tf32``; a process-wide torch
+    setting, so it is set either way); returns whether TF32 is on for this run (never on the CPU)."""
+    if device.type != "cuda":
+        return False
+    torch.backends.cuda.matmul.allow_tf32 = allow
+    torch.backends.cudnn.allow_tf32 = allow
+    return allow
+
+
+def compile_encoder(model, mode: str, device: torch.device) -> None:
+    """``train.compile``: ``torch.compile`` the model's encoder (the heavy part; the head is one matmul) with
+    ``mode`` ('default', or 'reduce-overhead': CUDA graphs, which remove the launch overhead of PT's many small
+    per-class kernels; CUDA only); 'none' leaves it eager."""
+    if mode == "none":
+        return
+    if mode == "reduce-overhead" and device.type != "cuda":
+        raise ConfigError(f"train.compile=reduce-overhead needs a CUDA device (CUDA graphs), the run is on "
+                          f"{device}; use train.compile=default or none")
+    model.encode = torch.compile(model.encode, mode=mode)
 
 
 def seed_everything(seed: int) -> None:

@@ -10,8 +10,9 @@ validation / test metrics.
 
 from __future__ import annotations
 
+import contextlib
 import math
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 
@@ -93,28 +94,78 @@ def largest_fitting(batch_size: int, fits: Callable[[int], bool]) -> int:
     return lo
 
 
-def resolve_micro_batch(setting, model, batch: dict, device: torch.device, precision: str) -> int:
+AUTO_HEADROOM = 0.10
+"""Share of the memory budget ``train.micro_batch_size=auto`` leaves free: the probe's peak does not see the
+allocator's fragmentation over a long run, the clip's and AdamW's temporaries, or the evaluation batches."""
+
+
+def choose_micro_batch(batch_size: int, peak_bytes: Callable[[int], float | None], budget_bytes: float,
+                       headroom: float = AUTO_HEADROOM) -> int:
+    """Largest m in [1, batch_size] whose measured peak ``peak_bytes(m)`` (None: out of memory) stays within
+    ``(1 - headroom) * budget_bytes``; RuntimeError when not even m = 1 does (``largest_fitting``)."""
+    limit = (1.0 - headroom) * budget_bytes
+
+    def fits(m: int) -> bool:
+        peak = peak_bytes(m)
+        return peak is not None and peak <= limit
+
+    return largest_fitting(batch_size, fits)
+
+
+@contextlib.contextmanager
+def optimizer_state_allocated(optimizer: torch.optim.Optimizer | None) -> Iterator[int]:
+    """While the block runs, hold placeholders of the AdamW state the optimizer has not allocated yet (exp_avg and
+    exp_avg_sq, each like its parameter; a fresh run's optimizer allocates them at its first step, a resumed one
+    has loaded them), so a memory probe sees the memory of a real step. Yields the placeholder bytes."""
+    held = []
+    if optimizer is not None:
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                if p.requires_grad and not optimizer.state.get(p):
+                    held += [torch.empty_like(p), torch.empty_like(p)]
+    try:
+        yield sum(t.numel() * t.element_size() for t in held)
+    finally:
+        held.clear()
+
+
+def device_memory_budget(device: torch.device) -> float:
+    """Bytes this process may allocate on CUDA ``device``: its total memory times the per-process fraction
+    (``torch.cuda.set_per_process_memory_fraction``, set for trials that share a GPU)."""
+    total = torch.cuda.get_device_properties(device).total_memory
+    # torch < 2.7 has no getter; the cap, if one is set, still turns an over-budget probe into an OOM
+    get_fraction = getattr(torch.cuda, "get_per_process_memory_fraction", None)
+    return float(total * (get_fraction(device) if get_fraction is not None else 1.0))
+
+
+def resolve_micro_batch(setting, model, batch: dict, device: torch.device, precision: str,
+                        optimizer: torch.optim.Optimizer | None = None, budget_bytes: float | None = None) -> int:
     """``train.micro_batch_size`` -> rows per forward/backward. 0 -> the full batch; 'auto' -> the full batch on
-    the CPU, on CUDA the largest micro-batch whose forward + backward on ``batch``'s rows runs without
-    ``torch.cuda.OutOfMemoryError`` (probe steps; gradients are discarded), capped at the batch size."""
+    the CPU; on CUDA the largest micro-batch whose forward + backward on ``batch``'s rows, with ``optimizer``'s
+    state allocated (:func:`optimizer_state_allocated`), peaks within ``1 - AUTO_HEADROOM`` of ``budget_bytes``
+    (default :func:`device_memory_budget`) without ``torch.cuda.OutOfMemoryError`` (probe steps; gradients are
+    discarded), capped at the batch size."""
     bsz = batch["labels"].shape[0]
     if setting != "auto":
         return min(int(setting), bsz) if int(setting) > 0 else bsz
     if device.type != "cuda":
         return bsz
 
-    def fits(m: int) -> bool:
+    def peak_bytes(m: int) -> float | None:
+        torch.cuda.reset_peak_memory_stats(device)
         try:
             accumulate_gradients(model, {k: v[:m] for k, v in batch.items()}, m, device, precision)
             torch.cuda.synchronize(device)
-            return True
+            return float(torch.cuda.max_memory_allocated(device))
         except torch.cuda.OutOfMemoryError:
-            return False
+            return None
         finally:
             model.zero_grad(set_to_none=True)
             torch.cuda.empty_cache()
 
-    return largest_fitting(bsz, fits)
+    budget = device_memory_budget(device) if budget_bytes is None else budget_bytes
+    with optimizer_state_allocated(optimizer):
+        return choose_micro_batch(bsz, peak_bytes, budget)
 
 
 @torch.no_grad()

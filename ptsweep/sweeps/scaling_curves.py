@@ -201,11 +201,7 @@ def _run_independent(cfg: RunConfig, baselines: list[str], pt_scaling: str, tran
     trials, labels = [], []
     pt = pt_finals(cfg, transferred) if "pt" in cfg.sweep.models else []
     for scale in cfg.sweep.scales:
-        for lab, over in pt:  # PT first: at these widths its runs are the longest of a scale
-            if over["model.width"] == scale:
-                trials.append(over)
-                labels.append(lab)
-        for kind in baselines:
+        for kind in baselines:  # the baselines first: their learning curves say whether the budget is long enough
             pt_cfg = with_overrides(cfg, {"model.width": scale, "model.scaling": pt_scaling})
             try:
                 mcfg = match_shape(kind, pt_cfg.model, vocab, cfg.data.seq_len, cfg.data.mask_prob, cfg.sweep.match)
@@ -214,6 +210,10 @@ def _run_independent(cfg: RunConfig, baselines: list[str], pt_scaling: str, tran
             for over in baseline_tuning.grid_trials(cfg, model_overrides(mcfg)):
                 trials.append(over)
                 labels.append(f"hp-{kind}-w{scale}")
+        for lab, over in pt:
+            if over["model.width"] == scale:
+                trials.append(over)
+                labels.append(lab)
     run_trials(cfg, trials, sdir, "independent", labels=labels, tags=[f"sweep={SWEEP}"],
                group=study_name(cfg, SWEEP).replace("/", "-"))
 

@@ -4,7 +4,8 @@ TPE + tune-small's ASHA (``sweeps.search.run_search``) over optim.lr (sweep.base
 (an unbracketed optimum is searched again on a recentred range, sweep.baseline.lr_widen times, then flagged). Search
 trials train at :func:`search_training_seed`, a seed no reported run uses. Or, under sweep.baseline.grid, one
 trial per LR of a fixed grid at the full search budget with no early stopping (:func:`grid_search`): for baselines
-that sit on a loss plateau before they learn. The rules and why: docs/baselines.md, "Baseline tuning".
+that sit on a loss plateau before they learn; the same fixed-list search runs ``baseline_rule``'s local LRs. The rules
+and why: docs/baselines.md, "Baseline tuning".
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The cheaper baseline LR rule of scaling-curves: its power-law extrapolation against closed forms, its local LR
-points, which scales it searches and how many trials it plans, and the sweep's refusal to run it yet."""
+points, which scales it searches and how many trials it plans (the sweep running it: test_baseline_rule_run.py)."""
 
 import math
 
@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 from ptsweep.config import compose, with_overrides
-from ptsweep.errors import SweepError
 from ptsweep.sweeps import baseline_rule
 
 
@@ -80,10 +79,16 @@ def test_the_planned_search_trials_train_the_search_budget_at_the_search_seed():
     assert trials[0].label == "local-bert-w128-0"
 
 
-def test_scaling_curves_refuses_the_rule_it_does_not_run_yet(tmp_path):
+def test_scaling_curves_plans_the_rules_trials_and_pt_runs_only_with_pt():
+    """The plan written out by hand: per baseline, 2 searched scales x the grid's 3 LRs, 2 larger scales x 3 local
+    LRs and a final per scale and seed; PT's finals only when sweep.models has pt."""
     from ptsweep.sweeps import scaling_curves
 
-    cfg = compose(["preset=smoke", "sweep.baseline.rule=extrapolate", f"out_dir={tmp_path}"])
-    with pytest.raises(SweepError, match="sweep.baseline.rule=extrapolate: planned") as e:
-        scaling_curves.run(cfg)
-    assert "\n" not in str(e.value) and not any(tmp_path.iterdir())  # refused before anything was written
+    over = ["preset=smoke", "sweep.scales=[64,128,192,256]", "sweep.baseline.rule=extrapolate",
+            "sweep.baseline.search_scales=2", "sweep.baseline.local_points=3", "sweep.baseline.grid=[1e-3,3e-3,1e-2]"]
+    baselines = scaling_curves.planned_trials(compose([*over, "sweep.models=[bert,ut]"]))
+    assert len(baselines) == 2 * (2 * 3 + 2 * 3 + 4 * 1)
+    assert [t.label for t in baselines if t.model.name == "bert" and t.scale == 192] == [
+        "local-bert-w192-0", "local-bert-w192-1", "local-bert-w192-2", "final-bert-w192-s0"]
+    with_pt = scaling_curves.planned_trials(compose([*over, "sweep.models=[pt,bert,ut]"]))
+    assert len(with_pt) == len(baselines) + 4 and {t.model.name for t in with_pt[len(baselines):]} == {"pt"}

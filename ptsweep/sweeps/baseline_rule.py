@@ -13,28 +13,29 @@ trials that takes per (baseline, scale).
   A power law of the optimal LR in model size or compute is the rule of DeepSeek LLM (Bi et al. 2024, §3.1). Every
   trial, searched or local, trains ``baseline_tuning.search_tokens``.
 
-Whether the rule costs loss against the full search is measured by experiments/baseline-rule (not run yet).
+scaling-curves runs both rules (:func:`search_lr`: the scales in ascending order, so every searched scale has
+finished before a larger one extrapolates). A larger scale without 2 finished searched scales to fit gets failed rows
+with the fit's one-line reason, never a full search. Whether the rule costs loss against the full search is what
+experiments/baseline-rule measures (not measured yet).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
+from pathlib import Path
+from typing import Mapping, MutableMapping, Sequence
+
+import pandas as pd
 
 from ptsweep.analysis import fits
 from ptsweep.config import RunConfig
-from ptsweep.errors import SweepError
 from ptsweep.models.sizing import param_count
 from ptsweep.sweeps import baseline_tuning
 from ptsweep.sweeps.trial_plan import PlannedTrial
 
 
-def require_runnable(cfg: RunConfig) -> None:
-    """scaling-curves runs rule 'search' only so far: 'extrapolate' is planned (``python -m ptsweep plan``) and its LR
-    math is here, but the sweep does not run it yet - a one-line SweepError, never a silent full search."""
-    if cfg.sweep.baseline.rule != "search":
-        raise SweepError(f"sweep.baseline.rule={cfg.sweep.baseline.rule}: planned by `python -m ptsweep plan`, not run "
-                         f"by scaling-curves yet; use sweep.baseline.rule=search")
+class NoExtrapolation(ValueError):
+    """A larger scale's LR cannot be extrapolated (fewer than 2 finished searched scales, or a non-positive fit)."""
 
 
 def searched_scales(cfg: RunConfig) -> list[int]:
@@ -45,9 +46,10 @@ def searched_scales(cfg: RunConfig) -> list[int]:
 
 def search_runs(cfg: RunConfig, scale: int) -> int:
     """Search trials of one baseline at ``scale`` (first round; an unbracketed optimum may add
-    ``sweep.baseline.lr_widen`` rounds of the TPE budget)."""
+    ``sweep.baseline.lr_widen`` rounds of the TPE budget). A larger scale: as many as :func:`local_lrs` gives the
+    driver (any centre gives the same count)."""
     if scale not in searched_scales(cfg):
-        return int(cfg.sweep.baseline.local_points)
+        return len(local_lrs(1.0, cfg.sweep.baseline.local_points, cfg.sweep.baseline.local_factor))
     return baseline_tuning.budget(cfg)
 
 
@@ -105,3 +107,39 @@ def describe(cfg: RunConfig) -> str:
     return (f"rule 'extrapolate': {first} at scales {', '.join(map(str, searched))}; a power law of the best LR in "
             f"non-embedding params, checked by {b.local_points} LRs x{b.local_factor:g} apart at "
             f"{', '.join(map(str, rest)) or 'no other scale'}")
+
+
+def search_lr(cfg: RunConfig, kind: str, scale: int, model_over: dict, size_: float,
+              searched: MutableMapping[float, dict], sdir: Path, group: str,
+              tags: list[str]) -> tuple[pd.DataFrame, dict]:
+    """The LR search of baseline ``kind`` at ``scale`` (matched shape ``model_over``, non-embedding params ``size_``)
+    under the rule: (every trial, info as ``baseline_tuning.tune``'s plus "rule" and, when extrapolated, "fit"
+    (a, b, r2), "lr_hat", "local_lrs"). A searched scale runs ``baseline_tuning.tune`` and adds its best to
+    ``searched`` (size -> best values); a larger one runs :func:`local_search`'s LRs as a fixed list.
+    :class:`NoExtrapolation` (one line) when the searched scales give no fit: call it for the scales in ascending
+    order."""
+    if scale in searched_scales(cfg):
+        df, info = baseline_tuning.tune(cfg, kind, scale, model_over, sdir, group, tags)
+        if math.isfinite(info["best_lr"]):
+            searched[size_] = info["best"]
+        return df, {**info, "rule": "searched"}
+    try:
+        loc = local_search(cfg, searched, size_)
+    except ValueError as e:
+        raise NoExtrapolation(f"rule 'extrapolate': no LR for {kind} at scale {scale}: {e}") from None
+    df, info = baseline_tuning.grid_search(cfg, kind, scale, model_over, sdir, group, tags, lrs=loc["lrs"],
+                                           warmup_frac=loc["warmup_frac"], mode="local")
+    return df, {**info, "rule": "extrapolated", "size": size_, "fit": {k: loc["fit"][k] for k in ("a", "b", "r2")},
+                "lr_hat": loc["lr_hat"], "local_lrs": loc["lrs"]}
+
+
+def scale_line(scale: int, info: Mapping) -> str:
+    """report.md's line of one extrapolated scale: the fit, the extrapolated LR, the local LRs and the best (or why
+    it has none)."""
+    if "fit" not in info:
+        return f"N={scale}: no LR - {info.get('error', 'not run')}"
+    f = info["fit"]
+    best = f"best {info['best_lr']:.3g}" if math.isfinite(info["best_lr"]) else "every local trial failed or diverged"
+    return (f"N={scale}: LR extrapolated to {info['lr_hat']:.3g} at P = {info['size']:.4g} non-embedding params "
+            f"(eta* = {f['a']:.3g} P^-{f['b']:.3f}, r2 {f['r2']:.3f}); local LRs "
+            f"{', '.join(f'{v:.3g}' for v in info['local_lrs'])}; {best}")

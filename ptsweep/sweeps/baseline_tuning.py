@@ -4,7 +4,8 @@ TPE + tune-small's ASHA (``sweeps.search.run_search``) over optim.lr (sweep.base
 (an unbracketed optimum is searched again on a recentred range, sweep.baseline.lr_widen times, then flagged). Search
 trials train at :func:`search_training_seed`, a seed no reported run uses. Or, under sweep.baseline.grid, one
 trial per LR of a fixed grid at the full search budget with no early stopping (:func:`grid_search`): for baselines
-that sit on a loss plateau before they learn. The rules and why: docs/baselines.md, "Baseline tuning".
+that sit on a loss plateau before they learn; the same fixed-list search runs ``baseline_rule``'s local LRs. The rules
+and why: docs/baselines.md, "Baseline tuning".
 """
 
 from __future__ import annotations
@@ -115,21 +116,37 @@ def tune(cfg: RunConfig, kind: str, scale: int, model_over: dict, sdir: Path, gr
                   "rounds": rounds, "n_trials": int(len(allt)), "not_run": not_run}
 
 
-def grid_trials(cfg: RunConfig, model_over: dict) -> list[dict]:
-    """The overrides of one (baseline, scale)'s grid trials: the shape, the search budget and seed, each LR."""
+GRID_LABEL = {"grid": "hp", "local": "local"}
+"""Trial-label prefix of a fixed-list search per mode: the grid of sweep.baseline.grid, or the local LRs of
+``baseline_rule`` (another label, so a local trial never shares a ledger key with a grid trial of the same LR)."""
+
+
+def grid_label(kind: str, scale: int, mode: str = "grid") -> str:
+    """The label of one (baseline, scale)'s fixed-list search trials (also scaling-curves' combined first phase)."""
+    return f"{GRID_LABEL[mode]}-{kind}-w{scale}"
+
+
+def grid_trials(cfg: RunConfig, model_over: dict, lrs=None, warmup_frac: float | None = None) -> list[dict]:
+    """The overrides of one (baseline, scale)'s fixed-list trials: the shape, the search budget and seed, each LR of
+    ``lrs`` (default: sweep.baseline.grid), at ``warmup_frac`` when given (default: optim.warmup_frac, not set)."""
     fixed = {**model_over, "train.tokens": search_tokens(cfg), "seed": search_training_seed(cfg)}
-    return [{**fixed, "optim.lr": lr} for lr in cfg.sweep.baseline.grid]
+    if warmup_frac is not None:
+        fixed["optim.warmup_frac"] = float(warmup_frac)
+    return [{**fixed, "optim.lr": float(lr)} for lr in (cfg.sweep.baseline.grid if lrs is None else lrs)]
 
 
 def grid_search(cfg: RunConfig, kind: str, scale: int, model_over: dict, sdir: Path, group: str,
-                tags: list[str]) -> tuple[pd.DataFrame, dict]:
-    """sweep.baseline.grid: one trial per LR (a fixed list with a ledger, FIFO: no trial is stopped early), at the
-    search seed and search_frac of the budget; the best by validation loss, its edge flagged as :func:`tune`'s."""
-    lrs = list(cfg.sweep.baseline.grid)
-    df = run_trials(cfg, grid_trials(cfg, model_over), sdir, f"search-{kind}-w{scale}-grid",
-                    labels=[f"hp-{kind}-w{scale}"] * len(lrs), tags=tags, group=group)
-    df = df.assign(trial_id=[str(i) for i in range(len(df))], **{"optim.warmup_frac": float(cfg.optim.warmup_frac)},
-                   search_round=0, **{"optim.lr_range": f"grid [{', '.join(f'{v:g}' for v in lrs)}]"})
+                tags: list[str], lrs=None, warmup_frac: float | None = None,
+                mode: str = "grid") -> tuple[pd.DataFrame, dict]:
+    """One trial per LR (a fixed list with a ledger, FIFO: no trial is stopped early), at the search seed and
+    search_frac of the budget; the best by validation loss, its edge flagged as :func:`tune`'s. Mode "grid":
+    sweep.baseline.grid at optim.warmup_frac; mode "local": ``lrs`` at ``warmup_frac`` (``baseline_rule``)."""
+    lrs = list(cfg.sweep.baseline.grid if lrs is None else lrs)
+    warmup = float(cfg.optim.warmup_frac if warmup_frac is None else warmup_frac)
+    df = run_trials(cfg, grid_trials(cfg, model_over, lrs, warmup_frac), sdir, f"search-{kind}-w{scale}-{mode}",
+                    labels=[grid_label(kind, scale, mode)] * len(lrs), tags=tags, group=group)
+    df = df.assign(trial_id=[str(i) for i in range(len(df))], **{"optim.warmup_frac": warmup},
+                   search_round=0, **{"optim.lr_range": f"{mode} [{', '.join(f'{v:g}' for v in lrs)}]"})
     df = df[["trial_id", "trial_key", "optim.lr", "optim.warmup_frac",
              *[c for c in TABLE_METRICS if c in df.columns], "search_round", "optim.lr_range"]]
     good = df[df["val_loss"].map(math.isfinite) & (df["status"] == "ok")]
@@ -139,7 +156,7 @@ def grid_search(cfg: RunConfig, kind: str, scale: int, model_over: dict, sdir: P
         return df, info
     best = good.loc[good["val_loss"].idxmin()]
     edge = edges(good, ["optim.lr"])
-    values = {"optim.lr": float(best["optim.lr"]), "optim.warmup_frac": float(cfg.optim.warmup_frac)}
+    values = {"optim.lr": float(best["optim.lr"]), "optim.warmup_frac": warmup}
     return df, {**info, "best": values, "best_lr": values["optim.lr"], "edges": edge, "edge": edge["optim.lr"]}
 
 

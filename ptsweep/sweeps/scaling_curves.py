@@ -2,10 +2,12 @@
 
 PT runs at every width of sweep.scales and paradigm of sweep.scaling (channels | rank | both) with the 7 values of
 transfer.yaml, untuned. Each baseline of sweep.models gets, at each scale, the rule shape closest to PT's
-(``models.sizing.match_shape``, sweep.match), its own search on the validation split (``baseline_tuning.tune``) and
-fresh runs at the chosen values. Every point runs at sweep.seeds seeds (seed = cfg.seed + i) and is scored on the
-held-out TEST split when the runs have one, else validation. The rules of the shapes, the tuning, the fits
-(``analysis.fits``) and the framings (``analysis.framings``): docs/verdicts.md, "Scaling fits".
+(``models.sizing.match_shape``, sweep.match), its LR by sweep.baseline.rule (``baseline_rule``: its own search on
+the validation split, ``baseline_tuning.tune``, at every scale, or at the smallest scales and a power law checked by
+a few local LRs at the others) and fresh runs at the chosen values. Every point runs at sweep.seeds seeds (seed =
+cfg.seed + i) and is scored on the held-out TEST split when the runs have one, else validation. The rules of the
+shapes, the tuning, the fits (``analysis.fits``) and the framings (``analysis.framings``): docs/verdicts.md,
+"Scaling fits".
 
 Outputs in ``<out_dir>/<study>/`` (study = sweep.study or "scaling-curves"): runs.parquet / .csv (one row per run,
 :data:`RUN_COLUMNS`), results.parquet / .csv (one row per series x scale, ``_cell_row``), lr_search.parquet / .csv
@@ -86,7 +88,6 @@ def run(cfg: RunConfig) -> Path:
     """Run (or resume) the comparison; write the tables, fits, plots and summary.json; return the study folder."""
     from ptsweep.train import num_steps  # torch: not at import time of the driver module
     require_pt(cfg, PT_ONLY)
-    baseline_rule.require_runnable(cfg)
     t0 = time.time()
     sweep_cfg = cfg.sweep
     scalings = paradigms(sweep_cfg)
@@ -146,8 +147,9 @@ def _train(cfg: RunConfig, plan: _Plan, baselines: list[str], pt_scaling: str, t
         if cfg.sweep.baseline.grid:  # fixed lists: every grid trial and PT run of a scale at once, smallest first
             _run_independent(cfg, baselines, pt_scaling, transferred, vocab, sdir)
         for kind in baselines:  # match width, LR search (validation split), seeds at the best LR
-            for s in cfg.sweep.scales:
-                _plan_baseline(cfg, plan, kind, s, pt_scaling, vocab, sdir)
+            searched: dict[float, dict] = {}  # the rule's searched scales: size -> best values
+            for s in sorted(cfg.sweep.scales):  # ascending: 'extrapolate' fits the smaller, searched scales
+                _plan_baseline(cfg, plan, kind, s, pt_scaling, vocab, sdir, searched)
         if "pt" in cfg.sweep.models:  # PT at every scale with the transferred values, no tuning
             _plan_pt(cfg, plan, transferred, vocab)
         if plan.finals:
@@ -155,17 +157,17 @@ def _train(cfg: RunConfig, plan: _Plan, baselines: list[str], pt_scaling: str, t
 
 
 def _plan_baseline(cfg: RunConfig, plan: _Plan, kind: str, scale: int, pt_scaling: str, vocab: int,
-                   sdir: Path) -> None:
-    """One baseline at one scale (module docstring): its matched shape, its search, its final runs (or failed rows)."""
+                   sdir: Path, searched: dict[float, dict]) -> None:
+    """One baseline at one scale (module docstring): its matched shape, its LR by sweep.baseline.rule
+    (``baseline_rule.search_lr``, which adds a searched scale's best to ``searched``), its final runs (or failed
+    rows)."""
     sweep_cfg, data_cfg = cfg.sweep, cfg.data
     pt_cfg = with_overrides(cfg, {"model.width": scale, "model.scaling": pt_scaling})
     row = {"model": kind, "scaling": "", "scale": scale}
     try:
         mcfg = match_shape(kind, pt_cfg.model, vocab, data_cfg.seq_len, data_cfg.mask_prob, sweep_cfg.match)
     except ValueError as e:
-        plan.runs += [{**row, "seed": sd, "status": "failed", "error": str(e), "val_loss": math.inf}
-                      for sd in plan.seeds]
-        return
+        return _failed(plan, row, str(e))
     shape_overrides = model_overrides(mcfg)
     bcfg = with_overrides(cfg, shape_overrides)
     row.update(_row_static(bcfg, vocab), n_layers=mcfg.n_layers, n_heads=mcfg.n_heads, match_ratio=(
@@ -174,16 +176,20 @@ def _plan_baseline(cfg: RunConfig, plan: _Plan, kind: str, scale: int, pt_scalin
     if abs(row["match_ratio"] - 1) > 0.05:
         plan.notes.append(f"{kind} w{scale}: the closest rule shape (d={mcfg.width}, L={mcfg.n_layers}) has "
                           f"{row['match_ratio']:.3f} x PT's {sweep_cfg.match} count (more than 5 % off)")
-    df, info = baseline_tuning.tune(cfg, kind, scale, shape_overrides, sdir, study_name(cfg, SWEEP).replace("/", "-"),
-                                    sweep_tags(SWEEP, bcfg.model))
+    try:
+        df, info = baseline_rule.search_lr(cfg, kind, scale, shape_overrides, baseline_rule.size(mcfg, vocab),
+                                           searched, sdir, study_name(cfg, SWEEP).replace("/", "-"),
+                                           sweep_tags(SWEEP, bcfg.model))
+    except baseline_rule.NoExtrapolation as e:  # no power law to extrapolate: this scale's rows fail with why
+        plan.lr_info[f"{kind}-w{scale}"] = {"rule": "extrapolated", "error": str(e), "best_lr": math.nan,
+                                            "n_trials": 0, "not_run": 0}
+        return _failed(plan, row, str(e))
     df.insert(0, "model", kind)
     df.insert(1, "scale", scale)
     plan.searches.append(df)
     plan.lr_info[f"{kind}-w{scale}"] = info
     if not math.isfinite(info["best_lr"]):
-        plan.runs += [{**row, "seed": sd, "status": "failed", "val_loss": math.inf, "best_lr": math.nan,
-                       "error": "every search trial failed or diverged"} for sd in plan.seeds]
-        return
+        return _failed(plan, row, "every search trial failed or diverged")
     row.update(best_lr=info["best_lr"], best_warmup_frac=info["best"]["optim.warmup_frac"],
                lr_edge=info["edge"], lr_rounds=info["rounds"], tuning_trials=info["n_trials"])
     plan.notes += _edge_notes(kind, scale, info)
@@ -193,11 +199,17 @@ def _plan_baseline(cfg: RunConfig, plan: _Plan, kind: str, scale: int, pt_scalin
         plan.labels.append(f"final-{kind}-w{scale}-s{i}")
 
 
+def _failed(plan: _Plan, row: dict, reason: str) -> None:
+    """A failed row per seed of one (baseline, scale) that has no final runs, with the one-line reason."""
+    plan.runs += [{**row, "seed": sd, "status": "failed", "val_loss": math.inf, "best_lr": math.nan, "error": reason}
+                  for sd in plan.seeds]
+
+
 def _run_independent(cfg: RunConfig, baselines: list[str], pt_scaling: str, transferred: dict, vocab: int,
                      sdir: Path) -> None:
-    """Under sweep.baseline.grid, the trials that depend on no other's result (every baseline's grid trials and PT's
-    final runs) in one fixed list ordered by scale, so Ray keeps every slot busy and a scale finishes before the
-    next starts. The per-model steps that follow find them in the ledger."""
+    """Under sweep.baseline.grid, the trials that depend on no other's result (every baseline's grid trials at the
+    rule's searched scales and PT's final runs) in one fixed list ordered by scale, so Ray keeps every slot busy and
+    a scale finishes before the next starts. The per-model steps that follow find them in the ledger."""
     trials, labels = [], []
     pt = pt_finals(cfg, transferred) if "pt" in cfg.sweep.models else []
     for scale in cfg.sweep.scales:
@@ -207,9 +219,11 @@ def _run_independent(cfg: RunConfig, baselines: list[str], pt_scaling: str, tran
                 mcfg = match_shape(kind, pt_cfg.model, vocab, cfg.data.seq_len, cfg.data.mask_prob, cfg.sweep.match)
             except ValueError:
                 continue  # recorded as failed rows by _plan_baseline
+            if scale not in baseline_rule.searched_scales(cfg):
+                continue  # rule 'extrapolate': its local LRs wait for the searched scales' results
             for over in baseline_tuning.grid_trials(cfg, model_overrides(mcfg)):
                 trials.append(over)
-                labels.append(f"hp-{kind}-w{scale}")
+                labels.append(baseline_tuning.grid_label(kind, scale))
         for lab, over in pt:
             if over["model.width"] == scale:
                 trials.append(over)
@@ -291,12 +305,26 @@ def _settings(cfg: RunConfig, plan: _Plan, pooled: tuple[float, int], provenance
               vocab: int) -> dict:
     """summary.json: the tuning effort per model, the baseline search space, the pooled seed noise and the settings."""
     sweep_cfg, (pooled_var, pooled_df) = cfg.sweep, pooled
-    return {"tuning_trials": baseline_tuning.trial_counts(cfg, provenance, plan.lr_info, present),
+    return {"tuning_trials": _tuning_effort(cfg, provenance, plan.lr_info, present),
             "baseline_search_space": {k: list(v) for k, v in baseline_tuning.search_space(cfg).items()},
             "pooled_seed_sd": math.sqrt(pooled_var) if math.isfinite(pooled_var) else None, "pooled_df": pooled_df,
             "lr_search": plan.lr_info, "vocab_size": vocab, "scales": list(sweep_cfg.scales),
             "models": list(sweep_cfg.models), "scaling": sweep_cfg.scaling, "tokens": cfg.train.tokens,
             "baseline_search_tokens": baseline_tuning.search_tokens(cfg)}
+
+
+def _tuning_effort(cfg: RunConfig, provenance: dict, lr_info: dict[str, dict], present: list[str]) -> dict:
+    """``baseline_tuning.trial_counts`` with, under rule 'extrapolate', which scales were searched and a line per
+    extrapolated scale (``baseline_rule.scale_line``: report.md's tuning effort)."""
+    counts = baseline_tuning.trial_counts(cfg, provenance, lr_info, present)
+    if cfg.sweep.baseline.rule == "search":
+        return counts
+    for kind in present:
+        counts[kind]["description"] += f"; {baseline_rule.describe(cfg)}"
+        counts[kind]["extrapolated"] = [baseline_rule.scale_line(s, lr_info[f"{kind}-w{s}"])
+                                        for s in sorted(cfg.sweep.scales) if lr_info.get(f"{kind}-w{s}", {}).get(
+                                            "rule") == "extrapolated"]
+    return counts
 
 
 def final_seeds(cfg: RunConfig) -> list[int]:
@@ -306,7 +334,7 @@ def final_seeds(cfg: RunConfig) -> list[int]:
 
 def planned_trials(cfg: RunConfig) -> list[PlannedTrial]:
     """Every run of the sweep (``trial_plan``): per baseline and scale its search trials (``baseline_rule``) and a
-    final run per :func:`final_seeds` at the matched shape, then PT's :func:`pt_finals`."""
+    final run per :func:`final_seeds` at the matched shape, then PT's :func:`pt_finals` (when sweep.models has pt)."""
     require_pt(cfg, PT_ONLY)
     sweep_cfg, data, model = cfg.sweep, cfg.data, shape_cache(cfg)
     tokens, batch = float(cfg.train.tokens), cfg.train.batch_size
@@ -318,5 +346,6 @@ def planned_trials(cfg: RunConfig) -> list[PlannedTrial]:
             out += baseline_rule.planned_search(cfg, SWEEP, kind, s, mcfg)
             out += [PlannedTrial(SWEEP, "final", mcfg, tokens, sd, batch, s, f"final-{kind}-w{s}-s{i}")
                     for i, sd in enumerate(final_seeds(cfg))]
+    pt = pt_finals(cfg, {}) if "pt" in sweep_cfg.models else []  # as the driver: no PT runs without model pt
     return out + [PlannedTrial(SWEEP, "final", model({k: over[k] for k in ("model.width", "model.scaling")}), tokens,
-                               over["seed"], batch, over["model.width"], label) for label, over in pt_finals(cfg, {})]
+                               over["seed"], batch, over["model.width"], label) for label, over in pt]

@@ -2,7 +2,8 @@
 both scalings, a broken LR rule fails it, and the paper-literal constants ('mup_paper') fail it through the MFVI
 feedback loops (experiments/coord-check/README.md).
 
-Small widths (64, 128, 256), smoke data (8 x 32 tokens), 2 optimizer steps: each check takes a few seconds.
+Small widths (the default's strict check: 64-512 under channels, 16-256 under rank, each around its anchor), smoke
+data (16 x 32 tokens), 2 optimizer steps: each check takes seconds to tens of seconds.
 """
 
 from __future__ import annotations

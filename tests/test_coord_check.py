@@ -2,7 +2,8 @@
 both scalings, a broken LR rule fails it, and the paper-literal constants ('mup_paper') fail it through the MFVI
 feedback loops (experiments/coord-check/README.md).
 
-Small widths (64, 128, 256), smoke data (8 x 32 tokens), 2 optimizer steps: each check takes a few seconds.
+Small widths (the default's strict check: 64-512 under channels, 16-256 under rank, each around its anchor), smoke
+data (16 x 32 tokens), 2 optimizer steps: each check takes seconds to tens of seconds.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ import pytest
 from ptsweep import parametrization
 from ptsweep.config import compose, with_overrides
 from ptsweep.data import prepare
+from ptsweep.errors import ConfigError
 from ptsweep.sweeps import coord_check as cc
+from ptsweep.sweeps import coords as sizes
 
 WIDTHS = [64, 128, 256]
 PAPER = {"sweep.coord_check.parametrizations": ["mup_paper"]}
@@ -50,25 +53,15 @@ seed), a finite-width term c = a + b N^-1/2 with b/a ~ 14 (experiments/coord-che
 finite-width term'); its local slope falls from -0.24 (64 -> 128) to -0.11 (512 -> 1024)."""
 
 
-@pytest.mark.parametrize("parametrization, lr, scaling, widths", [
-    ("mup_sp", 0.01, "rank", [64, 128, 256, 512]),
-    ("mup_sp", 0.01, "channels", [128, 256, 512, 1024]),
-    ("mup", 0.03, "channels", MUP_WIDTHS),
-    ("mup", 0.03, "rank", MUP_WIDTHS),
-])
-def test_muP_coords_flat_across_widths(base_cfg, corpus, parametrization, lr, scaling, widths):
-    """The default 'mup_sp' and the 'mup' constants (T = 4, all weights 1) pass at init and after 2 steps at half
-    their eta* (0.02 and 0.0625). Under channels, width 64 has C = 1: one channel's attention logits are one noisy
-    draw (0.035 +- 0.014 over 4 seeds vs 0.055-0.060 at widths 128-512), so the default's check starts at 128; at
-    1.5 eta* (0.03) its attention logits' first update grows like N^0.28 there (experiments/lr-transfer/README.md).
-    With the attention constant at rank 8 (s_H = 1/8 under channels) the logits are ~0.01 and one seed's slope of
-    their first update is noise: +0.35 with seed 0, +0.05 over 3 seeds, so the channels case averages 3 seeds."""
-    seeds = 3 if (parametrization, scaling) == ("mup_sp", "channels") else 1
-    check = dict(widths=widths, lr=lr, parametrizations=[parametrization], seeds=seeds)
-    cfg = with_overrides(base_cfg, {"model.scaling": scaling,
-                                    **{f"sweep.coord_check.{k}": v for k, v in check.items()}})
-    assert cfg.model.n_iters == 4 and compose([]).model.parametrization == "mup_sp"
+@pytest.mark.parametrize("scaling", ["channels", "rank"])
+def test_muP_coords_flat_across_widths(base_cfg, corpus, scaling):
+    """The 'mup' constants (T = 4, all weights 1) pass at init and after 2 steps at half their eta* (0.0625)."""
+    cfg = with_overrides(base_cfg, {"model.scaling": scaling, "sweep.coord_check.widths": MUP_WIDTHS})
     result, coords, table = _check(cfg, corpus)
+    _assert_full_pass(result, coords, table)
+
+
+def _assert_full_pass(result, coords, table):
     assert result["pass"], result["failures"]
     assert result["n_checked"] > 100  # every quantity x iteration x step x {value, delta} that is not exactly 0
     # Q_z stays spread: max N*Q_z-like tail (p_hat_rms, a diagnostic) is flat too at iteration 4
@@ -76,6 +69,53 @@ def test_muP_coords_flat_across_widths(base_cfg, corpus, parametrization, lr, sc
     assert abs(v[("p_hat_rms", 4)]) < 0.1
     assert set(coords["quantity"]) >= {"z_logits", "p_hat", "q", "v", "attn_logits", "topic_logits", "msg_unary",
                                        "msg_child", "msg_head", "msg_topic", "head_norm", "output_logits"}
+
+
+DEFAULT_SPANS = {"channels": ([64, 128, 256, 512], 128), "rank": ([16, 32, 64, 128, 256], 32)}
+"""(widths, anchor) of CI's strict check of the default: the anchor (where 'mup_sp' is SP) inside the span, 8x under
+channels (C = 1 ... 8; 1024 would cost 20 s alone) and 16x under rank (r = 4 ... 64, anchored at the lr_study's
+tuning width 32; width 8, r = 2, is a finite-width outlier whose messages triple after one step at the demo's LR)."""
+
+
+@pytest.mark.parametrize("scaling", ["channels", "rank"])
+def test_default_passes_the_strict_check_on_both_sides_of_its_anchor(base_cfg, corpus, tmp_path, scaling):
+    """The default 'mup_sp' (T = 4, all weights 1) passes ``sweep.coord_check.strict=true`` (exit 1 on FAIL) at init and
+    after 2 steps at its eta* 0.02, below and above the width where it is SP. Under channels each width averages the
+    same number of channels (``equal_draws``): at init the attention logits are one random bias per (class, channel),
+    and with 2 seeds at every width their slope over 64-256 has a null spread of 0.34 and failed the demo check at
+    +0.47 (experiments/coord-check/attention-logits.md)."""
+    widths, anchor = DEFAULT_SPANS[scaling]
+    check = dict(widths=widths, anchor=anchor, lr=0.02, parametrizations=["mup_sp"], seeds=2, strict=True, plots=False)
+    cfg = with_overrides(base_cfg, {"out_dir": str(tmp_path), "model.scaling": scaling,
+                                    **{f"sweep.coord_check.{k}": v for k, v in check.items()}})
+    assert compose([]).model.parametrization == "mup_sp" and cfg.model.n_iters == 4
+    folder = cc.run(cfg)  # raises SystemExit(1) on a FAIL verdict
+    summary = json.loads((folder / "summary.json").read_text())
+    coords = pd.read_csv(folder / "coords.csv")
+    _assert_full_pass(summary["mup"], coords, cc.slopes(coords))
+    assert summary["verdict_of"] == "mup_sp" and summary["settings"]["anchor"] == anchor
+    assert summary["images"] == [] and not list(folder.glob("*.png"))  # CI: the verdict only
+    seeds = coords.groupby("width")["seed"].nunique().to_dict()
+    assert seeds == ({w: 2 * max(widths) // w for w in widths} if scaling == "channels" else dict.fromkeys(widths, 2))
+    assert set(coords["base_width"]) == {anchor}  # every width ran with the base shape moved to the anchor
+
+
+def test_equal_draws_and_anchor_settings(base_cfg):
+    """Seeds per width follow C(widest) / C(width) under channels only; the anchor moves PT's base shape (N0, C0, r0)
+    and a width that gives a fractional shape or a negative anchor is refused with the key's name."""
+    cfg = with_overrides(base_cfg, {"model.scaling": "channels", "sweep.coord_check.widths": [64, 256, 1024],
+                                    "sweep.coord_check.seeds": 2})
+    assert [sizes.seeds_at(cfg, w) for w in (64, 256, 1024)] == [32, 8, 2]
+    for other in ({"sweep.coord_check.equal_draws": False}, {"model.scaling": "rank"}, {"model.name": "bert"}):
+        assert [sizes.seeds_at(with_overrides(cfg, other), w) for w in (64, 256, 1024)] == [2, 2, 2]
+    assert sizes.anchor_of(cfg) == {"model.base_width": 64, "model.base_channels": 1, "model.base_rank": 64}
+    anchored = with_overrides(cfg, {"sweep.coord_check.anchor": 256, "sweep.coord_check.scaling": "rank"})
+    assert sizes.anchor_of(anchored) == {"model.base_width": 256, "model.base_channels": 4, "model.base_rank": 64}
+    assert sizes.anchor_of(with_overrides(anchored, {"sweep.coord_check.anchor": 32}))["model.base_rank"] == 8
+    with pytest.raises(ConfigError, match="^sweep.coord_check.anchor: must be >= 0"):
+        with_overrides(cfg, {"sweep.coord_check.anchor": -1})
+    with pytest.raises(ConfigError, match="^model.width: 96 gives a fractional channel count"):
+        sizes.anchor_of(with_overrides(cfg, {"sweep.coord_check.anchor": 96}))
 
 
 def test_broken_hidden_lr_fails_the_check(base_cfg, corpus, monkeypatch):

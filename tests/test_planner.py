@@ -2,6 +2,7 @@
 against each sweep's own list, measured step times, the breakdown by model and stage, the baseline rule's saving."""
 
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -76,7 +77,12 @@ def _formula_count(cfg, sweep: str) -> int:
         return len(sw.scales) * (baselines * (search + sw.seeds) + paradigms * sw.seeds)
     if sweep == "coord-check":
         cc = sw.coord_check
-        return len(cc.parametrizations) * len(cc.widths) * cc.seeds
+        if not (cc.equal_draws and cfg.model.name == "pt" and (cc.scaling or cfg.model.scaling) == "channels"):
+            return len(cc.parametrizations) * len(cc.widths) * cc.seeds
+        # equal draws: as many channels at every width as at the widest (C = N C0 / N0 under channels)
+        channels = {w: w * cfg.model.base_channels / cfg.model.base_width for w in cc.widths}
+        return len(cc.parametrizations) * sum(cc.seeds * math.ceil(max(channels.values()) / c)
+                                              for c in channels.values())
     return -1  # lr-transfer: stage 2 depends on stage 1 (checked against the driver's functions below)
 
 

@@ -129,8 +129,20 @@ class CoordCheckConfig:
     """Parametrizations measured side by side; the verdict is about the first muP variant (mup_sp, mup, mup_paper)."""
     strict: bool = False
     """Exit with status 1 when the muP verdict fails (for CI / make)."""
+    plots: bool = True
+    """Write one PNG per (iteration, statistic); off for CI, where only the verdict matters (they cost ~15 CPU-s)."""
+    anchor: int = 0
+    """PT: the width where 'mup_sp' is SP (its base shape moved there, ``PTConfig.anchor_overrides``); 0 = the
+    smallest of ``widths``. A width in the middle checks both sides of the tuning width."""
+    equal_draws: bool = True
+    """PT with scaling=channels: seeds at width N = ``seeds`` x C(widest) / C(N), so that every width averages the
+    same number of independent channels. At init the attention logits are one random bias per (class, channel), so
+    at C = 1 a 2-seed mean is 16 draws and its slope noise alone fails the tolerance
+    (experiments/coord-check/attention-logits.md)."""
 
     def validate(self) -> None:
+        require(self.anchor >= 0, "sweep.coord_check.anchor",
+                f"must be >= 0 (0: the smallest width), got {self.anchor}")
         require(len(self.widths) >= 2 and _distinct_positive(self.widths), "sweep.coord_check.widths",
                 f"need >= 2 distinct positive widths to fit a slope, got {self.widths}")
         require(self.seeds >= 1, "sweep.coord_check.seeds", "must be >= 1")

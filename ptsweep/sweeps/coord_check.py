@@ -1,8 +1,9 @@
 """muP coordinate check sweep: measure with :mod:`ptsweep.sweeps.coords`, then write, under
 ``<out_dir>/<study or coord-check>/<model>/``, ``coords.csv``, ``slopes.csv``, ``summary.json`` (one verdict per muP
 variant measured; the headline ``verdict`` is about the first of ``MUP_VARIANTS`` measured) and one PNG per
-iteration and statistic (SP next to muP). With ``sweep.coord_check.strict=true`` a failed verdict raises
-``SystemExit(1)`` after everything is written. Runs in-process (no Ray).
+iteration and statistic (SP next to muP; none with ``sweep.coord_check.plots=false``). With
+``sweep.coord_check.strict=true`` a failed verdict raises ``SystemExit(1)`` after everything is written. Runs
+in-process (no Ray).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ import pandas as pd
 from ptsweep.config import RunConfig, to_dict
 from ptsweep.io import write_json
 from ptsweep.parametrization import MUP_VARIANTS
-from ptsweep.sweeps.coords import checked_scaling, collect, run_overrides, slopes, sp_summary, verdict
+from ptsweep.sweeps.coords import (anchor_of, checked_scaling, collect, run_overrides, seeds_at, slopes, sp_summary,
+                                   verdict)
 from ptsweep.sweeps.outputs import log_summary
 from ptsweep.sweeps.trial_plan import PlannedTrial, shape_cache
 
@@ -60,7 +62,7 @@ def run(cfg: RunConfig) -> Path:
     verdicts = {p: verdict(table, cc.tolerance, model_name, scaling, parametrization=p) for p in variants}
     headline = variants[0] if variants else None
     result = verdicts[headline] if headline else None
-    images = plot(coords, folder, model_name)
+    images = plot(coords, folder, model_name) if cc.plots else []
     summary = {
         "model": model_name,
         "verdict": ("pass" if result["pass"] else "fail") if result else "n/a (mup not measured)",
@@ -69,7 +71,8 @@ def run(cfg: RunConfig) -> Path:
         "verdicts": {p: ("pass" if v["pass"] else "fail") for p, v in verdicts.items()},
         **({"mup_paper": verdicts["mup_paper"]} if headline == "mup" and "mup_paper" in verdicts else {}),
         "sp_max_delta_slope_per_quantity": sp_summary(table),
-        "settings": {"widths": list(cc.widths), "seeds": cc.seeds, "steps": cc.steps, "lr": cc.lr,
+        "settings": {"widths": list(cc.widths), "seeds": cc.seeds, "anchor": anchor_of(cfg).get("model.base_width"),
+                     "seeds_per_width": {int(w): seeds_at(cfg, w) for w in cc.widths}, "steps": cc.steps, "lr": cc.lr,
                      "schedule": cc.schedule.value,
                      "measure_steps": list(cc.measure_steps) or "all",
                      "batch_size": cc.batch_size or cfg.train.batch_size,
@@ -86,7 +89,10 @@ def run(cfg: RunConfig) -> Path:
         print(f"coord-check: {note}", file=sys.stderr)
     if result:
         w = result["worst"]
-        print(f"coord-check {model_name}: {headline} {summary['verdict'].upper()} (tolerance {cc.tolerance}; "
+        where = f"widths {min(cc.widths)}-{max(cc.widths)}" + (f", {scaling}" if scaling else "")
+        if model_name == "pt" and headline == "mup_sp":
+            where += f", anchor {summary['settings']['anchor']}"
+        print(f"coord-check {model_name}: {headline} {summary['verdict'].upper()} ({where}; tolerance {cc.tolerance}; "
               f"{result['n_failed']}/{result['n_checked']} slopes outside; worst {w['stat']} of {w['quantity']} "
               f"iteration {w['iteration']} step {w['step']}: slope {w['slope']:+.2f})")
     if cc.strict and result is not None and not result["pass"]:

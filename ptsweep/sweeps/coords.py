@@ -1,9 +1,10 @@
 """Measurements and verdict of the muP coordinate check (Yang et al. 2022, "Tensor Programs V", §D / microsoft/mup
 ``coord_check``) for PT, BERT, UT; the method in full: experiments/coord-check/README.md, "Method".
 
-For each parametrization, width and seed of ``sweep.coord_check`` ('mup_sp' anchored at the smallest width: SP
-there), at init and after each training step, every intermediate x (``quantity``, ``iteration``: PT per MFVI
-iteration, BERT / UT per layer application, 0 = embedding / head) is measured on ONE fixed validation batch:
+For each parametrization, width and seed of ``sweep.coord_check`` ('mup_sp' anchored at ``anchor``, by default the
+smallest width: SP there; under channels more seeds at narrower widths, :func:`seeds_at`), at init and after each
+training step, every intermediate x (``quantity``, ``iteration``: PT per MFVI iteration, BERT / UT per layer
+application, 0 = embedding / head) is measured on ONE fixed validation batch:
 
     value = mean_i |x_t[i]|            (muP: Theta(1) in width)
     delta = mean_i |x_t[i] - x_0[i]|   (muP: Theta(1); SP: grows with width)
@@ -158,7 +159,8 @@ def measure_run(cfg: RunConfig, corpus, steps: int, lr: float, batch_size: int, 
 
 
 def collect(cfg: RunConfig, corpus=None, log=print) -> pd.DataFrame:
-    """The coordinate table: one row per (parametrization, width, seed, quantity, iteration, step)."""
+    """The coordinate table: one row per (parametrization, width, seed, quantity, iteration, step); ``base_width``:
+    PT's N0 in that run ('mup_sp': the anchor, where it is SP)."""
     cc = cfg.sweep.coord_check
     resolve_device("cpu")  # the check runs on the CPU; flush denormals there exactly as training does
     if cfg.train.threads > 0:  # as in training (train.threads); on a loaded machine 1 thread avoids thrashing
@@ -169,22 +171,23 @@ def collect(cfg: RunConfig, corpus=None, log=print) -> pd.DataFrame:
     for ov in run_overrides(cfg):
         t0 = time.perf_counter()
         par, width, seed = ov["model.parametrization"], ov["model.width"], ov["seed"]
-        rows = measure_run(with_overrides(cfg, ov), corpus, cc.steps, cc.lr, batch_size, cc.schedule,
-                           cc.measure_steps)
-        frames.append(pd.DataFrame(rows).assign(parametrization=par, width=width, seed=seed))
+        run_cfg = with_overrides(cfg, ov)
+        rows = measure_run(run_cfg, corpus, cc.steps, cc.lr, batch_size, cc.schedule, cc.measure_steps)
+        frames.append(pd.DataFrame(rows).assign(parametrization=par, width=width, seed=seed,
+                                                base_width=getattr(run_cfg.model, "base_width", None)))
         log(f"coord-check {cfg.model.name} {par} width {width} seed {seed}: {time.perf_counter() - t0:.1f}s")
     return pd.concat(frames, ignore_index=True)
 
 
 def run_overrides(cfg: RunConfig) -> list[dict]:
-    """The overrides of every measured run, in :func:`collect`'s order: parametrization x width x seed ('mup_sp'
-    anchored at the smallest width)."""
+    """The overrides of every measured run, in :func:`collect`'s order: parametrization x width x seed
+    (:func:`seeds_at` seeds per width; 'mup_sp' anchored by :func:`anchor_of`)."""
     cc = cfg.sweep.coord_check
     shape = {"model.scaling": cc.scaling} if cc.scaling and cfg.model.name == "pt" else {}
-    anchor = _smallest_width_anchor(cfg, shape)
+    anchor = anchor_of(cfg)
     return [{"model.width": int(width), "model.parametrization": par, "seed": cfg.seed + s, **shape,
              **(anchor if par == "mup_sp" else {})}
-            for par in cc.parametrizations for width in cc.widths for s in range(cc.seeds)]
+            for par in cc.parametrizations for width in cc.widths for s in range(seeds_at(cfg, width))]
 
 
 def checked_scaling(cfg: RunConfig) -> str | None:
@@ -192,10 +195,25 @@ def checked_scaling(cfg: RunConfig) -> str | None:
     return cfg.sweep.coord_check.scaling or getattr(cfg.model, "scaling", None)
 
 
-def _smallest_width_anchor(cfg: RunConfig, shape: dict) -> dict:
-    """PT's base shape moved to the smallest checked width (``PTConfig.anchor_overrides``): 'mup_sp' is SP there,
-    where ``coord_check.lr`` is tuned (conf/preset/coord_train.yaml), and muP beyond. {} for BERT / UT."""
-    return anchor_at(cfg, min(cfg.sweep.coord_check.widths), shape)
+def anchor_of(cfg: RunConfig) -> dict:
+    """PT's base shape moved to ``coord_check.anchor`` (0: the smallest checked width; ``PTConfig.anchor_overrides``)
+    under the checked paradigm: 'mup_sp' is SP there, where ``coord_check.lr`` is tuned (conf/preset/coord_train.yaml),
+    and muP on either side. {} for BERT / UT."""
+    cc = cfg.sweep.coord_check
+    shape = {"model.scaling": checked_scaling(cfg)} if cfg.model.name == "pt" else {}
+    return anchor_at(cfg, cc.anchor or min(cc.widths), shape)
+
+
+def seeds_at(cfg: RunConfig, width: int) -> int:
+    """Seeds measured at ``width``: ``coord_check.seeds``, times C(widest) / C(width) for PT under scaling=channels
+    with ``equal_draws`` (each width then averages the same number of independent channels; the config field)."""
+    cc = cfg.sweep.coord_check
+    if not (cc.equal_draws and cfg.model.name == "pt" and checked_scaling(cfg) == "channels"):
+        return cc.seeds
+    shape = {"model.scaling": "channels"}
+    widest, here = (with_overrides(cfg, {**shape, "model.width": int(w)}).model.channels
+                    for w in (max(cc.widths), width))
+    return cc.seeds * math.ceil(widest / here)
 
 
 def slopes(coords: pd.DataFrame) -> pd.DataFrame:

@@ -6,6 +6,7 @@ The Ray test runs the grid mode end to end at smoke size; the others check the p
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 from pathlib import Path
@@ -20,6 +21,7 @@ from ptsweep.sweeps import baseline_tuning, ledger
 from ptsweep.sweeps.transfer import read_transfer
 
 GRID = [1e-3, 3e-3, 1e-2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 def _curve(steps, gains, series="bert", scale=64, seed=0, key="k"):
@@ -114,3 +116,12 @@ def test_scaling_curves_grid_mode_learning_curves_and_budget(tmp_path):
     assert check["budget_steps"] == 16 and check["slowest"] == "bert at scale 64"
     assert "Budget check" in (sdir / "report.md").read_text()
     assert Path(sdir / "learning_curves.parquet").exists()
+    # experiments/scaling/curves_table.py: one row per trial with a history, finished ones with their test gain
+    spec = importlib.util.spec_from_file_location("curves_table", REPO / "experiments/scaling/curves_table.py")
+    table = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(table)
+    rows = [table.trial_row(d, 8) for d in sorted((sdir / "trials").iterdir())]
+    text = table.markdown(rows, 8).splitlines()
+    assert len(text) == 2 + len(rows) == 2 + 3 + 2 + 2  # header, rule, 3 grid + 2 BERT finals + 2 PT runs
+    assert all(r["final"]["test_context_gain"] == pytest.approx(float(t.split("|")[-2].split("±")[0]), abs=6e-4)
+               for r, t in zip(rows, text[2:]))

@@ -22,13 +22,5 @@ timeout -s INT -k 60 "$LIMIT_S" python3 -m ptsweep scaling-curves preset=trained
   ray.num_cpus="$CONCURRENT" ray.cpus_per_trial=1 ray.gpus_per_trial="$GPU_SHARE" \
   ray.max_concurrent="$CONCURRENT" ${ARGS:-}
 echo "scaling-curves exit $? at $(date -u +%H:%M:%S)"
-python3 - <<'PY'
-import json, pathlib
-for d in sorted(pathlib.Path("runs/scaling-trained/trials").glob("*")):
-    rows = [json.loads(x) for x in (d / "history.jsonl").read_text().splitlines()] if (d / "history.jsonl").exists() else []
-    gains = [r for r in rows if "context_gain" in r]
-    last = f"step {gains[-1]['step']} gain {gains[-1]['context_gain']:+.3f}" if gains else "no evaluation"
-    done = json.loads((d / "final.json").read_text()).get("status") if (d / "final.json").exists() else "running"
-    print(f"{d.name}: {last} ({done})")
-PY
+python3 experiments/scaling/curves_table.py runs/scaling-trained
 tar -czf "$OUT/study.tgz" --exclude=checkpoint.pt --exclude=ray -C runs scaling-trained

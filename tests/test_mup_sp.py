@@ -142,6 +142,6 @@ def test_demo_and_coordinate_check_anchor_mup_sp_at_their_smallest_width():
     anchors = {(t["model.parametrization"], t.get("model.base_width"), t.get("model.base_rank")) for t in trials}
     assert anchors == {("mup_sp", 32, 8), ("sp", None, None)}  # the study's smallest width, r = N / 4 there
     cfg = compose(["preset=coord_train", "model=pt"])
-    assert coords._smallest_width_anchor(cfg, {"model.scaling": "rank"}) == \
+    assert cfg.sweep.coord_check.anchor == 0 and coords.anchor_of(cfg) == \
         {"model.base_width": 32, "model.base_channels": 4, "model.base_rank": 8}
-    assert coords._smallest_width_anchor(compose(["preset=coord_train", "model=bert"]), {}) == {}
+    assert coords.anchor_of(compose(["preset=coord_train", "model=bert"])) == {}

@@ -68,18 +68,21 @@ def hf_config(cfg: BertConfig, vocab_size: int) -> HFBertConfig:
     )
 
 
+def keep_config(module: nn.Module, cfg, hf_cfg, max_len: int) -> None:
+    """What every baseline keeps of its config (``cfg``, ``width``, ``parametrization``, ``hf_config``); a one-line
+    ValueError when the sequence length exceeds ``cfg.max_positions``."""
+    if max_len > cfg.max_positions:
+        raise ValueError(f"model.max_positions={cfg.max_positions} is smaller than the sequence length {max_len}")
+    module.cfg, module.width, module.parametrization, module.hf_config = cfg, cfg.width, cfg.parametrization, hf_cfg
+
+
 class MLMBackbone(nn.Module):
     """Embeddings, key-padding mask, MLM head and muP bookkeeping shared by :class:`BertMLM` and the UT. Subclasses
     create their layers in ``__init__`` before calling :meth:`_finish_init`, and implement :meth:`_layers_forward`."""
 
     def __init__(self, cfg: BertConfig, vocab_size: int, max_len: int) -> None:
         super().__init__()
-        if max_len > cfg.max_positions:
-            raise ValueError(f"model.max_positions={cfg.max_positions} is smaller than the sequence length {max_len}")
-        self.cfg = cfg
-        self.width = cfg.width
-        self.parametrization = cfg.parametrization
-        self.hf_config = hf_config(cfg, vocab_size)
+        keep_config(self, cfg, hf_config(cfg, vocab_size), max_len)
         self.embeddings = BertEmbeddings(self.hf_config)  # word + position + token type, LN, dropout
         self.head_transform = BertPredictionHeadTransform(self.hf_config)  # dense -> GELU -> LN
         self.decoder_bias = nn.Parameter(torch.zeros(vocab_size))  # (V,)

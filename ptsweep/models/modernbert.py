@@ -34,6 +34,7 @@ from transformers.models.modernbert.modeling_modernbert import (ModernBertAttent
                                                                 ModernBertPredictionHead, ModernBertRotaryEmbedding)
 
 from ptsweep.config import ModernBertConfig
+from ptsweep.models.bert import keep_config
 from ptsweep.models.sizing import default_heads
 from ptsweep.parametrization import Role, declare, init_parameters
 
@@ -99,12 +100,7 @@ class ModernBertMLM(nn.Module):
 
     def __init__(self, cfg: ModernBertConfig, vocab_size: int, max_len: int = 512) -> None:
         super().__init__()
-        if max_len > cfg.max_positions:
-            raise ValueError(f"model.max_positions={cfg.max_positions} is smaller than the sequence length {max_len}")
-        self.cfg = cfg
-        self.width = cfg.width
-        self.parametrization = cfg.parametrization
-        self.hf_config = hf_config(cfg, vocab_size)
+        keep_config(self, cfg, hf_config(cfg, vocab_size), max_len)
         self.embeddings = ModernBertEmbeddings(self.hf_config)  # token table, LN, dropout
         self.rotary = ModernBertRotaryEmbedding(self.hf_config)  # inverse frequencies: a buffer, no parameter
         self.layers = nn.ModuleList([ModernBertEncoderLayer(self.hf_config, layer_idx=i)

@@ -58,6 +58,13 @@ def search_training_seed(cfg: RunConfig) -> int:
     return int(cfg.seed) + int(cfg.sweep.seeds)
 
 
+def finished(trials: pd.DataFrame) -> pd.DataFrame:
+    """The search trials that ran their budget to a finite validation loss (status ok)."""
+    if trials.empty:
+        return trials
+    return trials[trials["val_loss"].map(math.isfinite) & (trials["status"] == "ok")]
+
+
 def edges(good: pd.DataFrame, keys) -> dict[str, str]:
     """Per key: 'low' / 'high' when the best finished trial has the smallest / largest value of the key, 'single'
     for one finished trial, '' when bracketed."""
@@ -101,7 +108,7 @@ def tune(cfg: RunConfig, kind: str, scale: int, model_over: dict, sdir: Path, gr
                                                      in rng.items()}))
         not_run += int(df.attrs.get("search", {}).get("not_run", 0))  # never trained (run_search says so)
         allt = pd.concat(dfs, ignore_index=True)
-        good = allt[allt["val_loss"].map(math.isfinite) & (allt["status"] == "ok")] if not allt.empty else allt
+        good = finished(allt)
         if good.empty:
             return allt, {"best": {}, "best_lr": math.nan, "edges": {}, "edge": "", "rounds": rounds,
                           "n_trials": int(len(allt)), "not_run": not_run}
@@ -149,7 +156,7 @@ def grid_search(cfg: RunConfig, kind: str, scale: int, model_over: dict, sdir: P
                    search_round=0, **{"optim.lr_range": f"{mode} [{', '.join(f'{v:g}' for v in lrs)}]"})
     df = df[["trial_id", "trial_key", "optim.lr", "optim.warmup_frac",
              *[c for c in TABLE_METRICS if c in df.columns], "search_round", "optim.lr_range"]]
-    good = df[df["val_loss"].map(math.isfinite) & (df["status"] == "ok")]
+    good = finished(df)
     info = {"best": {}, "best_lr": math.nan, "edges": {}, "edge": "", "rounds": 0, "n_trials": int(len(df)),
             "not_run": 0}
     if good.empty:

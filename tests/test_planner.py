@@ -167,12 +167,13 @@ def test_run_micro_batch_follows_the_setting():
     assert planner.run_micro_batch(0, 256, 86) == 256  # the whole batch, fitting or not
     assert planner.run_micro_batch(64, 256, 86) == 64 and planner.run_micro_batch(512, 256, 86) == 256
     assert planner.run_micro_batch("auto", 256, 86) == 86
-    rows = planner.plan(compose(["preset=paper", "train.micro_batch_size=auto"]), ["scaling-curves"])
+    rows = planner.plan(compose(["preset=paper"]), ["scaling-curves"])  # the paper preset's default: auto
     big = [r for r in rows if r.model == "pt" and r.width == 3072]
     assert big[0].micro_batch == big[0].fit_micro_batch >= 1 and big[0].peak_bytes <= 80e9 * planner.MEMORY_FRACTION
-    rows0 = planner.plan(compose(["preset=paper"]), ["scaling-curves"])
+    assert all(r.peak_bytes <= 80e9 * planner.MEMORY_FRACTION for r in rows)  # every paper width fits
+    rows0 = planner.plan(compose(["preset=paper", "train.micro_batch_size=0"]), ["scaling-curves"])
     big0 = [r for r in rows0 if r.model == "pt" and r.width == 3072][0]
-    assert big0.micro_batch == 256 and big0.peak_bytes > 80e9  # the paper preset's default: over the GPU
+    assert big0.micro_batch == 256 and big0.peak_bytes > 80e9  # the whole batch: over the GPU
     assert plan_report.row_line(big0, 80.0).split()[-4].endswith("!")
 
 

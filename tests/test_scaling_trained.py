@@ -16,7 +16,7 @@ import pytest
 
 from ptsweep.analysis import learning_curves as lc
 from ptsweep.config import TRANSFER_KEYS, compose, flatten, to_dict
-from ptsweep.errors import ConfigError
+from ptsweep.errors import ConfigError, SweepError
 from ptsweep.sweeps import baseline_tuning, ledger
 from ptsweep.sweeps.transfer import read_transfer
 
@@ -71,13 +71,63 @@ def test_grid_and_config_point_settings_validate():
     cfg = compose(["preset=trained"])
     assert cfg.sweep.baseline.grid == [1e-3, 2e-3, 4e-3] and baseline_tuning.budget(cfg) == 3
     assert "no early stopping" in baseline_tuning.method(cfg)
+    assert cfg.sweep.transfer_from == "grid" and cfg.sweep.transfer_grid == [5e-3, 1e-2, 2e-2]
+    with pytest.raises(SweepError, match="transfer_from=grid"):  # verify-transfer cannot tune PT's LR itself
+        read_transfer(cfg)
+    cfg = compose(["preset=trained", "sweep.transfer_from=config"])
     values, provenance, path = read_transfer(cfg)  # no transfer.yaml needed: the preset's own 7 values
     flat = flatten(to_dict(cfg))
-    assert path is None and values == {k: float(flat[k]) for k in TRANSFER_KEYS} and values["optim.lr"] == 0.02
+    assert path is None and values == {k: float(flat[k]) for k in TRANSFER_KEYS} and values["optim.lr"] == cfg.optim.lr
     assert provenance["source"] == "config" and provenance["num_samples"] == 0
     for bad in ("[1e-3,2e-3]", "[2e-3,1e-3,4e-3]", "[0,1e-3,2e-3]"):
         with pytest.raises(ConfigError, match="sweep.baseline.grid"):
             compose(["preset=smoke", f"sweep.baseline.grid={bad}"])
+        with pytest.raises(ConfigError, match="sweep.transfer_grid"):
+            compose(["preset=smoke", "sweep.transfer_from=grid", f"sweep.transfer_grid={bad}"])
+    with pytest.raises(ConfigError, match="sweep.transfer_grid"):  # grid without its LRs
+        compose(["preset=smoke", "sweep.transfer_from=grid"])
+
+
+def test_pt_rows_fail_with_why_when_no_pt_grid_trial_finished():
+    from ptsweep.sweeps import scaling_curves
+
+    cfg = compose(["preset=smoke", "sweep.transfer_from=grid", "sweep.transfer_grid=[1e-3,1e-2,1e-1]",
+                   "sweep.seeds=2"])
+    plan = scaling_curves._Plan(seeds=[0, 1])
+    values = {k: 1.0 for k in TRANSFER_KEYS}
+    scaling_curves._plan_pt(cfg, plan, {**values, "optim.lr": math.nan}, 1000)
+    assert not plan.finals and len(plan.runs) == 2 * 2  # scales 64 and 128 x 2 seeds, nothing to train
+    assert all(r["status"] == "failed" and "PT grid" in r["error"] for r in plan.runs)
+    scaling_curves._plan_pt(cfg, plan, {**values, "optim.lr": 0.01}, 1000)
+    assert len(plan.finals) == 4 and all(o["optim.lr"] == 0.01 for o in plan.finals)
+    assert all("tuned at width 64" in r["from"] for r in plan.runs[4:])
+
+
+@pytest.mark.usefixtures("ray_local")
+def test_scaling_curves_tunes_pt_lr_at_the_smallest_scale_and_transfers_it(tmp_path):
+    from ptsweep.sweeps import scaling_curves
+
+    grid = [0.003, 0.015, 0.075]
+    cfg = compose(["preset=smoke", "tracker=disabled", f"out_dir={tmp_path}", "sweep.transfer_from=grid",
+                   f"sweep.transfer_grid=[{','.join(map(str, grid))}]", "sweep.models=[pt]", "sweep.scales=[64,128]",
+                   "sweep.baseline.lr_widen=0", "sweep.bootstrap=20"])
+    sdir = scaling_curves.run(cfg)
+    lr = pd.read_csv(sdir / "lr_search.csv")
+    assert sorted(lr["optim.lr"]) == grid and (lr["model"] == "pt").all() and (lr["scale"] == 64).all()
+    assert (lr["status"] == "ok").all() and (lr["steps"] == 16).all()  # the whole budget, none stopped early
+    best = lr.loc[lr["val_loss"].idxmin(), "optim.lr"]
+    runs = pd.read_csv(sdir / "runs.csv")
+    assert sorted(runs["scale"]) == [64, 128] and (runs["best_lr"] == best).all()  # transferred untuned to 128
+    assert runs["from"].str.contains("tuned at width 64").all()
+    for key in runs["trial_key"]:  # the finals train at the grid's best LR and the reported seed
+        over = json.loads((sdir / "trials" / key / "trial.json").read_text())["overrides"]
+        assert over["optim.lr"] == best and over["seed"] == cfg.seed
+    summary = json.loads((sdir / "summary.json").read_text())
+    assert summary["transferred"]["optim.lr"] == best and summary["transfer_provenance"]["source"] == "grid"
+    starts = [line.split()[-1] for line in (sdir / ledger.STARTS_LOG).read_text().splitlines()]
+    assert [k[:8] for k in starts] == ["hp-pt-w6"] * 3 + ["final-pt"] * 2  # the grid before the finals
+    planned = scaling_curves.planned_trials(cfg)
+    assert [(t.stage, t.scale) for t in planned] == [("search", 64)] * 3 + [("final", 64), ("final", 128)]
 
 
 @pytest.mark.usefixtures("ray_local")

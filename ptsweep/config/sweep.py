@@ -38,6 +38,12 @@ class TransferSource(StrEnum):
 
     file = "file"
     config = "config"
+    grid = "grid"
+
+
+def increasing_lr_grid(values) -> bool:
+    """Whether ``values`` is an LR grid that can bracket an optimum: >= 3 increasing positive values."""
+    return len(values) >= 3 and values[0] > 0 and all(a < b for a, b in zip(values, values[1:]))
 
 
 class CoordSchedule(StrEnum):
@@ -94,9 +100,7 @@ class BaselineSearchConfig:
                 "must be 0 < low < high <= 0.5")
         require(0 < self.search_frac <= 1, "sweep.baseline.search_frac", "must be in (0, 1]")
         require(self.lr_widen >= 0, "sweep.baseline.lr_widen", "must be >= 0")
-        require(not self.grid or (len(self.grid) >= 3 and self.grid[0] > 0
-                                  and all(a < b for a, b in zip(self.grid, self.grid[1:]))),
-                "sweep.baseline.grid", f"must be [] or >= 3 increasing positive LRs (3 can bracket an optimum), "
+        require(not self.grid or increasing_lr_grid(self.grid), "sweep.baseline.grid", f"must be [] or >= 3 increasing positive LRs (3 can bracket an optimum), "
                 f"got {self.grid}")
         require(self.search_scales >= 2, "sweep.baseline.search_scales", "must be >= 2 (a power law has 2 parameters)")
         require(self.local_points >= 1, "sweep.baseline.local_points", "must be >= 1")
@@ -253,7 +257,12 @@ class SweepConfig:
     """verify-transfer / scaling-curves: path to transfer.yaml ('' = runs/<tune study>/transfer.yaml)."""
     transfer_from: TransferSource = TransferSource.file
     """verify-transfer / scaling-curves: where PT's 7 values come from: 'file' (transfer.yaml, tune-small's output)
-    or 'config' (the config's own values, untuned: e.g. optim.lr and model.w_* of a preset)."""
+    or 'config' (the config's own values, untuned: e.g. optim.lr and model.w_* of a preset); scaling-curves also
+    'grid': the config's own weights, and the LR of ``transfer_grid`` that is best at the smallest scale."""
+    transfer_grid: list[float] = field(default_factory=list)
+    """scaling-curves with transfer_from 'grid': PT's LRs, each trained at the smallest of ``scales`` as a baseline
+    grid trial is (search seed, search_frac of the budget, no early stopping, baseline.lr_widen past an edge); the
+    best is transferred untuned to every scale (muP's promise, tuned at the full budget of the study)."""
     width: int = 1536
     """verify-transfer: the width the transferred config is checked at."""
     alpha: float = 0.05
@@ -300,6 +309,7 @@ class SweepConfig:
 
     def __post_init__(self) -> None:  # OmegaConf hands sequences over as lists; the schema's tuples stay tuples
         self.lr_range, self.weight_range = tuple(self.lr_range), tuple(self.weight_range)
+        self.transfer_grid = [float(v) for v in self.transfer_grid]
 
     def validate(self) -> None:
         """One check per sweep key, grouped by the sweep that reads it."""
@@ -327,6 +337,8 @@ class SweepConfig:
         require(set(self.models) <= set(MODEL_SCHEMAS) and len(self.models) >= 1, "sweep.models",
                 f"must be a subset of {sorted(MODEL_SCHEMAS)}, got {self.models}")
         require(self.bootstrap >= 0, "sweep.bootstrap", "must be >= 0")
+        require(self.transfer_from != "grid" or increasing_lr_grid(self.transfer_grid), "sweep.transfer_grid",
+                f"must be >= 3 increasing positive LRs with sweep.transfer_from=grid, got {self.transfer_grid}")
         self.baseline.validate()
         self.coord_check.validate()
         self.lr_transfer.validate()

@@ -34,12 +34,12 @@ from ptsweep.analysis import plots
 from ptsweep.config import RunConfig, with_overrides
 from ptsweep.analysis import framings as framings_mod
 from ptsweep.models.sizing import flops_per_token, match_shape, measure, param_count
-from ptsweep.sweeps import baseline_rule, baseline_tuning, scaling_tables
+from ptsweep.sweeps import baseline_rule, baseline_tuning, pt_grid, scaling_tables
 from ptsweep.sweeps.outputs import (open_study, print_transfer_mismatch, publish, require_pt, save_table,
                                     study_name, sweep_tags)
 from ptsweep.sweeps.ray_session import ray_session
 from ptsweep.sweeps.runner import run_trials, warm_data
-from ptsweep.sweeps.transfer import read_transfer
+from ptsweep.sweeps.transfer import config_transfer, read_transfer
 from ptsweep.sweeps.trial_plan import PlannedTrial, shape_cache
 
 SWEEP = "scaling-curves"
@@ -92,15 +92,14 @@ def run(cfg: RunConfig) -> Path:
     sweep_cfg = cfg.sweep
     scalings = paradigms(sweep_cfg)
     # provenance is checked against the first paradigm run (with "both": channels)
-    transferred, provenance, tpath = (read_transfer(with_overrides(cfg, {"model.scaling": scalings[0]}))
-                                      if "pt" in sweep_cfg.models else ({}, {}, None))
+    transferred, provenance, tpath = _pt_values(cfg, scalings)
     name, sdir = open_study(cfg, SWEEP)
     for s, sc in itertools.product(sweep_cfg.scales, scalings):  # fail fast, naming the key, on a width PT lacks
         with_overrides(cfg, {"model.width": s, "model.scaling": sc})
     vocab = warm_data(cfg)
     baselines = [m for m in sweep_cfg.models if m in BASELINES]
     plan = _Plan(seeds=final_seeds(cfg))
-    _train(cfg, plan, baselines, scalings[0], transferred, vocab, sdir)
+    _train(cfg, plan, baselines, scalings[0], (transferred, provenance), vocab, sdir)
     runs, split = scaling_tables.runs_table(plan.runs, scalings, sdir)
     save_table(runs, sdir, "runs")
     table, pooled = scaling_tables.cells(runs, plan.lr_info)
@@ -139,10 +138,22 @@ def run(cfg: RunConfig) -> Path:
     return sdir
 
 
-def _train(cfg: RunConfig, plan: _Plan, baselines: list[str], pt_scaling: str, transferred: dict, vocab: int,
-           sdir: Path) -> None:
+def _pt_values(cfg: RunConfig, scalings: list[str]) -> tuple[dict, dict, Path | None]:
+    """(PT's 7 values, provenance, transfer.yaml path): transfer.yaml, the config's own values, or under
+    transfer_from 'grid' the config's own until :func:`_tune_pt` puts the grid's best LR in."""
+    if "pt" not in cfg.sweep.models:
+        return {}, {}, None
+    if pt_grid.active(cfg):
+        return config_transfer(cfg)
+    return read_transfer(with_overrides(cfg, {"model.scaling": scalings[0]}))
+
+
+def _train(cfg: RunConfig, plan: _Plan, baselines: list[str], pt_scaling: str, pt_values: tuple[dict, dict],
+           vocab: int, sdir: Path) -> None:
     """On Ray: each baseline's search and final runs, then PT's final runs (under sweep.baseline.grid, every trial
-    that waits on no other's result first, :func:`_run_independent`); fills ``plan``."""
+    that waits on no other's result first, :func:`_run_independent`); fills ``plan``. ``pt_values``: (transferred,
+    provenance), completed in place by PT's LR grid under transfer_from 'grid'."""
+    transferred, provenance = pt_values
     with ray_session(cfg.ray):
         if cfg.sweep.baseline.grid:  # fixed lists: every grid trial and PT run of a scale at once, smallest first
             _run_independent(cfg, baselines, pt_scaling, transferred, vocab, sdir)
@@ -150,6 +161,8 @@ def _train(cfg: RunConfig, plan: _Plan, baselines: list[str], pt_scaling: str, t
             searched: dict[float, dict] = {}  # the rule's searched scales: size -> best values
             for s in sorted(cfg.sweep.scales):  # ascending: 'extrapolate' fits the smaller, searched scales
                 _plan_baseline(cfg, plan, kind, s, pt_scaling, vocab, sdir, searched)
+        if pt_grid.active(cfg):  # PT's LR: the grid's best at the smallest scale
+            _tune_pt(cfg, plan, pt_scaling, transferred, provenance, sdir)
         if "pt" in cfg.sweep.models:  # PT at every scale with the transferred values, no tuning
             _plan_pt(cfg, plan, transferred, vocab)
         if plan.finals:
@@ -210,8 +223,9 @@ def _run_independent(cfg: RunConfig, baselines: list[str], pt_scaling: str, tran
     """Under sweep.baseline.grid, the trials that depend on no other's result (every baseline's grid trials at the
     rule's searched scales and PT's final runs) in one fixed list ordered by scale, so Ray keeps every slot busy and
     a scale finishes before the next starts. The per-model steps that follow find them in the ledger."""
-    trials, labels = [], []
-    pt = pt_finals(cfg, transferred) if "pt" in cfg.sweep.models else []
+    trials, labels = pt_grid.grid_trials(cfg, pt_scaling) if pt_grid.active(cfg) else ([], [])
+    # PT's finals wait on nothing unless their LR comes from PT's grid
+    pt = pt_finals(cfg, transferred) if "pt" in cfg.sweep.models and not pt_grid.active(cfg) else []
     for scale in cfg.sweep.scales:
         for kind in baselines:  # the baselines first: their learning curves say whether the budget is long enough
             pt_cfg = with_overrides(cfg, {"model.width": scale, "model.scaling": pt_scaling})
@@ -232,6 +246,16 @@ def _run_independent(cfg: RunConfig, baselines: list[str], pt_scaling: str, tran
                group=study_name(cfg, SWEEP).replace("/", "-"))
 
 
+def _tune_pt(cfg: RunConfig, plan: _Plan, pt_scaling: str, transferred: dict, provenance: dict, sdir: Path) -> None:
+    """PT's LR grid at the smallest scale (``pt_grid``): its trials join the search table, its best LR the
+    transferred values."""
+    df, info = pt_grid.tune(cfg, pt_scaling, sdir, study_name(cfg, SWEEP).replace("/", "-"), [f"sweep={SWEEP}"])
+    plan.searches.append(df)
+    plan.lr_info[f"pt-w{pt_grid.tuning_width(cfg)}"] = info
+    plan.notes += _edge_notes("pt", pt_grid.tuning_width(cfg), info)
+    pt_grid.apply(transferred, provenance, info, cfg)
+
+
 def _edge_notes(kind: str, scale: int, info: dict) -> list[str]:
     """A note per searched key whose best value is not bracketed by the search (or cannot be told)."""
     notes = []
@@ -247,12 +271,18 @@ def _edge_notes(kind: str, scale: int, info: dict) -> list[str]:
 
 
 def _plan_pt(cfg: RunConfig, plan: _Plan, transferred: dict, vocab: int) -> None:
-    """PT's final runs (:func:`pt_finals`) and their pending rows."""
+    """PT's final runs (:func:`pt_finals`) and their pending rows (failed rows when PT's LR grid found no LR)."""
+    tuned = (f"transferred (LR tuned at width {pt_grid.tuning_width(cfg)})" if pt_grid.active(cfg)
+             else "transferred (no tuning)")
+    if not math.isfinite(transferred["optim.lr"]):
+        for sc, s in itertools.product(paradigms(cfg.sweep), cfg.sweep.scales):
+            _failed(plan, {"model": "pt", "scaling": sc, "scale": s},
+                    "every PT grid trial at the smallest scale failed or diverged")
+        return
     for label, over in pt_finals(cfg, transferred):
         plan.runs.append({"model": "pt", "scaling": over["model.scaling"], "scale": over["model.width"],
                           "seed": over["seed"], **_row_static(with_overrides(cfg, over), vocab),
-                          "best_lr": transferred["optim.lr"], "from": "transferred (no tuning)",
-                          "pending": len(plan.finals)})
+                          "best_lr": transferred["optim.lr"], "from": tuned, "pending": len(plan.finals)})
         plan.finals.append(over)
         plan.labels.append(label)
 
@@ -347,5 +377,6 @@ def planned_trials(cfg: RunConfig) -> list[PlannedTrial]:
             out += [PlannedTrial(SWEEP, "final", mcfg, tokens, sd, batch, s, f"final-{kind}-w{s}-s{i}")
                     for i, sd in enumerate(final_seeds(cfg))]
     pt = pt_finals(cfg, {}) if "pt" in sweep_cfg.models else []  # as the driver: no PT runs without model pt
+    out += pt_grid.planned(cfg, SWEEP, model) if pt_grid.active(cfg) else []
     return out + [PlannedTrial(SWEEP, "final", model({k: over[k] for k in ("model.width", "model.scaling")}), tokens,
                                over["seed"], batch, over["model.width"], label) for label, over in pt]

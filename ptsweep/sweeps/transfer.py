@@ -36,6 +36,9 @@ def read_transfer(cfg: RunConfig) -> tuple[dict[str, float], dict, Path]:
 
     if cfg.sweep.transfer_from == "config":
         return config_transfer(cfg)
+    if cfg.sweep.transfer_from == "grid":
+        raise SweepError("sweep.transfer_from=grid: only scaling-curves tunes PT's LR on a grid; this sweep reads "
+                         "transfer.yaml (file) or the config's own values (config)")
     path = transfer_path(cfg)
     if not path.exists():
         raise SweepError(f"sweep.transfer_file: {path} not found - run `make tune-small` first "

@@ -1,0 +1,73 @@
+"""scaling-curves with ``sweep.transfer_from=grid``: PT's LR tuned on ``sweep.transfer_grid`` at the smallest scale
+and transferred untuned to every wider one, the information weights the config's own.
+
+This is tune-small reduced to the one hyperparameter that sets whether a run trains: muP's promise ([S] §2.3) is that
+the LR tuned at a small width holds at wider ones, and it must be tuned at the budget the comparison trains, since
+an LR tuned at a short budget can collapse the model at a long one (experiments/scaling/README.md). Each LR is a
+fixed-list trial exactly as a baseline's grid trial (``baseline_tuning.grid_search``: the search seed, search_frac
+of the budget, no early stopping, sweep.baseline.lr_widen extra LRs past an edge), labelled ``hp-pt-w<scale>``.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from ptsweep.config import RunConfig
+from ptsweep.sweeps import baseline_tuning
+from ptsweep.sweeps.trial_plan import PlannedTrial
+
+
+def active(cfg: RunConfig) -> bool:
+    """Whether this scaling-curves run tunes PT's LR on ``sweep.transfer_grid``."""
+    return cfg.sweep.transfer_from == "grid" and "pt" in cfg.sweep.models
+
+
+def tuning_width(cfg: RunConfig) -> int:
+    """The width PT's LR is tuned at: the smallest of sweep.scales."""
+    return int(min(cfg.sweep.scales))
+
+
+def model_overrides(cfg: RunConfig, pt_scaling: str) -> dict:
+    """PT at the tuning width in the (first) paradigm of the study."""
+    return {"model.width": tuning_width(cfg), "model.scaling": pt_scaling}
+
+
+def grid_trials(cfg: RunConfig, pt_scaling: str) -> tuple[list[dict], list[str]]:
+    """(overrides, labels) of the grid's first round, for scaling-curves' list of trials that wait on nothing."""
+    trials = baseline_tuning.grid_trials(cfg, model_overrides(cfg, pt_scaling), cfg.sweep.transfer_grid)
+    return trials, [baseline_tuning.grid_label("pt", tuning_width(cfg))] * len(trials)
+
+
+def tune(cfg: RunConfig, pt_scaling: str, sdir: Path, group: str, tags: list[str]) -> tuple[pd.DataFrame, dict]:
+    """The grid's trials (from the ledger when they ran, widened past an edge as a baseline's) and their result:
+    (trials table with model and scale columns, info as ``baseline_tuning.grid_search``'s)."""
+    width = tuning_width(cfg)
+    df, info = baseline_tuning.grid_search(cfg, "pt", width, model_overrides(cfg, pt_scaling), sdir, group, tags,
+                                           lrs=cfg.sweep.transfer_grid)
+    return df.assign(model="pt", scale=width)[["model", "scale", *df.columns]], info
+
+
+def apply(transferred: dict, provenance: dict, info: dict, cfg: RunConfig) -> None:
+    """Put the grid's best LR into ``transferred`` and say where it came from in ``provenance`` (both in place);
+    the LR is NaN when no grid trial finished, and PT's rows then fail with why."""
+    transferred["optim.lr"] = float(info["best_lr"])
+    provenance.update(source="grid", num_samples=int(info["n_trials"]), width=tuning_width(cfg),
+                      grid=list(cfg.sweep.transfer_grid), edge=info.get("edge", ""),
+                      note=f"optim.lr tuned on sweep.transfer_grid at width {tuning_width(cfg)} (the search seed, "
+                           f"search_frac {cfg.sweep.baseline.search_frac:g} of the budget): "
+                           f"{info['best_lr']:.3g}; the information weights are the config's own")
+    if not math.isfinite(info["best_lr"]):
+        provenance["error"] = "every PT grid trial failed or diverged"
+
+
+def planned(cfg: RunConfig, sweep: str, model) -> list[PlannedTrial]:
+    """The grid's first round as planned search runs (``model``: trial_plan.shape_cache's builder); a widened LR past
+    an edge is counted as the baselines' are (``baseline_rule.planned_search``)."""
+    width = tuning_width(cfg)
+    pt = model({"model.width": width, "model.scaling": "rank" if cfg.sweep.scaling == "rank" else "channels"})
+    return [PlannedTrial(sweep, "search", pt, baseline_tuning.search_tokens(cfg),
+                         baseline_tuning.search_training_seed(cfg), cfg.train.batch_size, width, f"hp-pt-w{width}-{i}")
+            for i in range(len(cfg.sweep.transfer_grid))]

@@ -30,6 +30,8 @@ def test_a_step_past_an_edge_is_the_edge_step_of_the_grid():
     assert baseline_tuning.step_beyond([1e-3, 3e-3, 1e-2], "high") == 0.03333  # the step at that edge: x 10/3
     with pytest.raises(ValueError, match="edge"):
         baseline_tuning.step_beyond([1e-3, 2e-3], "")
+    with pytest.raises(ValueError, match="rounds to an LR already run"):  # never a duplicate trial
+        baseline_tuning.step_beyond([1e-3, 1.00001e-3], "high")
 
 
 def test_the_grid_edge_counts_a_diverged_lr_as_bracketing_and_a_failed_one_as_nothing():

@@ -200,8 +200,11 @@ def step_beyond(lrs, edge: str) -> float:
     lo = sorted(float(v) for v in lrs)
     if len(lo) < 2 or edge not in ("low", "high"):
         raise ValueError(f"baseline grid: a step beyond the {edge!r} edge needs >= 2 LRs and edge low | high")
-    value = lo[-1] * lo[-1] / lo[-2] if edge == "high" else lo[0] * lo[0] / lo[1]
-    return float(f"{value:.4g}")
+    value = float(f"{(lo[-1] * lo[-1] / lo[-2] if edge == 'high' else lo[0] * lo[0] / lo[1]):.4g}")
+    if value in lo:
+        raise ValueError(f"baseline grid: the step past {lo[-1] if edge == 'high' else lo[0]:g} rounds to an LR "
+                         f"already run ({value:g}): space sweep.baseline.grid wider")
+    return value
 
 
 def trial_counts(cfg: RunConfig, provenance: dict, lr_info: dict[str, dict], baselines) -> dict[str, dict]:

@@ -65,6 +65,26 @@ def rule_lines(cfg: RunConfig, rows: list[planner.TrialPlan], hw: planner.Hardwa
             f"{baseline_rule.describe(cfgs['extrapolate'])}"]
 
 
+def edge_lines(cfg: RunConfig, hw: planner.Hardware) -> list[str]:
+    """scaling-curves' baseline LR edge rule, which the plan's runs leave out as they leave out every widening round
+    (it runs only where a best LR is on an edge of the LRs tried): its most runs and their GPU-hours
+    (``baseline_rule.edge_runs`` per searched (baseline, scale), at that scale's search shape and budget)."""
+    from ptsweep.sweeps import baseline_rule
+
+    firsts = {}  # (baseline, scale) -> its first planned search trial (shape, tokens, batch)
+    for t in planner.planned(cfg, ["scaling-curves"])["scaling-curves"]:
+        if t.stage == "search" and baseline_rule.edge_runs(cfg, t.scale):
+            firsts.setdefault((t.model_name, t.scale), t)
+    if not firsts:
+        return []
+    runs = {key: baseline_rule.edge_runs(cfg, t.scale) for key, t in firsts.items()}
+    hours = sum(planner.plan_trial(cfg, "scaling-curves", "search", t.model, runs[key], t.tokens, t.batch_size,
+                                   hw).gpu_hours for key, t in firsts.items())
+    return [f"  LR edge rule (sweep.baseline.lr_widen={cfg.sweep.baseline.lr_widen}), not counted above: up to "
+            f"{sum(runs.values())} more search runs, {hours:,.1f} GPU-hours ({max(runs.values())} per searched "
+            f"(baseline, scale), run only while its best LR is on an edge of the LRs tried)"]
+
+
 def format_plan(rows: list[planner.TrialPlan], cfg: RunConfig, hw: planner.Hardware,
                 bench_note: str = "") -> str:
     """The plan's table, each sweep's breakdown (scaling-curves with both baseline rules) and the assumptions."""
@@ -77,9 +97,10 @@ def format_plan(rows: list[planner.TrialPlan], cfg: RunConfig, hw: planner.Hardw
         part = [r for r in rows if r.sweep == name]
         out += sweep_lines(name, part)
         if name == "scaling-curves":
-            out += rule_lines(cfg, part, hw)
+            out += rule_lines(cfg, part, hw) + edge_lines(cfg, hw)
     out.append(f"total: {sum(r.count for r in rows)} runs, {sum(r.gpu_hours for r in rows):,.1f} GPU-hours. "
                "GFLOP/tok = executed training FLOPs (PT: incl. backward recomputation); act = predicted fp32 "
                "activation peak per sequence (bf16 autocast: less); micro = rows per forward/backward the run uses; "
-               "peak = static + micro x act; search stages ignore early stopping (an upper bound)")
+               "peak = static + micro x act; search stages ignore early stopping (an upper bound) and count no LR "
+               "edge-rule runs (scaling-curves' 'LR edge rule' line: at most that many more)")
     return "\n".join(out)

@@ -20,10 +20,11 @@ GRID = [3e-3, 1e-2, 3e-2]
 
 
 def rule_cfg(out_dir, *overrides: str):
+    # the grid alone, no edge-rule LRs: the plan (which counts none) is the list of trials started
     return compose(["preset=smoke", "tracker=disabled", f"out_dir={out_dir}", "sweep.transfer_from=config",
                     "sweep.models=[bert]", "sweep.scales=[64,128,192]", "sweep.baseline.rule=extrapolate",
                     "sweep.baseline.search_scales=2", "sweep.baseline.local_points=2", "sweep.baseline.local_factor=2",
-                    f"sweep.baseline.grid=[{','.join(map(str, GRID))}]", *overrides])
+                    f"sweep.baseline.grid=[{','.join(map(str, GRID))}]", "sweep.baseline.lr_widen=0", *overrides])
 
 
 def overrides_of(sdir, key: str) -> dict:

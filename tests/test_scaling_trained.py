@@ -70,6 +70,7 @@ def test_read_curves_keeps_evaluations_and_the_last_copy_of_a_replayed_step(tmp_
 def test_grid_and_config_point_settings_validate():
     cfg = compose(["preset=trained"])
     assert cfg.sweep.baseline.grid == [1e-3, 2e-3, 4e-3] and baseline_tuning.budget(cfg) == 3
+    assert cfg.sweep.baseline.lr_widen == 2 and "up to 2 time(s)" in baseline_tuning.method(cfg)
     assert "no early stopping" in baseline_tuning.method(cfg)
     assert cfg.sweep.transfer_from == "grid" and cfg.sweep.transfer_grid == [5e-3, 1e-2, 2e-2]
     with pytest.raises(SweepError, match="transfer_from=grid"):  # verify-transfer cannot tune PT's LR itself
@@ -136,7 +137,8 @@ def test_scaling_curves_grid_mode_learning_curves_and_budget(tmp_path):
 
     cfg = compose(["preset=smoke", "tracker=disabled", f"out_dir={tmp_path}", "sweep.transfer_from=config",
                    f"sweep.baseline.grid=[{','.join(map(str, GRID))}]", "sweep.scales=[64]", "sweep.seeds=2",
-                   "sweep.models=[pt,bert]", "sweep.bootstrap=20", "optim.lr=0.015"])
+                   "sweep.models=[pt,bert]", "sweep.bootstrap=20", "optim.lr=0.015",
+                   "sweep.baseline.lr_widen=0"])  # the grid alone (its edge rule: tests/test_grid_edge.py)
     sdir = scaling_curves.run(cfg)
     lr = pd.read_csv(sdir / "lr_search.csv")
     assert sorted(lr["optim.lr"]) == GRID and (lr["status"] == "ok").all()  # one trial per LR, none stopped early

@@ -10,6 +10,8 @@ Every framing compares the models on one axis x through their fitted curves (``a
 Interval: the percentile interval (``level``) of D* over the two fits' independent residual bootstraps; "extrapolated"
 (no verdict) beyond EXTRAPOLATION_TOL outside the baseline's x range. ``context_gate``: no verdict where either side's
 context gain is not > 2 SE (a model that has not started using context says nothing about its architecture).
+``edge_gate``: no verdict against a baseline whose best LR lies on an edge of the LRs its tuning tried (its loss may
+be lower at an LR not tried); a verdict for it stands, as more tuning could only lower its loss further.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ EXTRAPOLATION_TOL = 0.10
 (twice the sizing rule's 5 % matching tolerance)."""
 NO_CONTEXT = "undecided: {models} learned no context at this budget"
 """The verdict of a comparison with a side whose context gain is not > 2 SE (module docstring)."""
+LR_EDGE = "undecided: {model}'s LR is at the edge of its tuning range ({lr:g})"
+"""The verdict of a comparison a baseline lost while its best LR was not bracketed by its tuning (module docstring)."""
 
 
 def learned_cells(table) -> set[tuple[str, str]]:
@@ -52,6 +56,35 @@ def context_gate(per_scale: Mapping[str, Mapping], pair: Sequence[str], learned:
     return out
 
 
+def edge_cells(table) -> dict[tuple[str, str], float]:
+    """{(series, scale): best LR} of the cells whose LR tuning left the best LR on an edge of the LRs tried (column
+    lr_edge set: 'low', 'high' or 'single', one finished trial); ``table``: scaling-curves' results table (no lr_edge
+    column: none)."""
+    if "lr_edge" not in table.columns:
+        return {}
+    return {(str(r["series"]), str(int(r["scale"]))): float(r["best_lr"]) for _, r in table.iterrows()
+            if isinstance(r["lr_edge"], str) and r["lr_edge"]}
+
+
+def edge_gate(per_scale: Mapping[str, Mapping], pair: Sequence[str], edged: Mapping[tuple[str, str], float]) -> dict:
+    """``per_scale`` ({scale: comparison row}, already through :func:`context_gate`) with every scale that PT won
+    ("a_lower") against the baseline ``pair[1]`` made "undecided" where that baseline is in ``edged``
+    (:func:`edge_cells`), its row carrying ``lr_edge`` (the baseline) and ``reason`` (LR_EDGE). Every other row,
+    a win of the baseline included, is kept as it is."""
+    base, out = pair[1], {}
+    for s, d in per_scale.items():
+        lr = edged.get((base, str(s)))
+        out[str(s)] = ({**d, "decided": "undecided", "lr_edge": base, "reason": LR_EDGE.format(model=base, lr=lr)}
+                       if lr is not None and d.get("decided") == "a_lower" else dict(d))
+    return out
+
+
+def gate(per_scale: Mapping[str, Mapping], pair: Sequence[str], learned: set[tuple[str, str]],
+         edged: Mapping[tuple[str, str], float]) -> dict:
+    """Both gates of a comparison: :func:`context_gate`, then :func:`edge_gate`."""
+    return edge_gate(context_gate(per_scale, pair, learned), pair, edged)
+
+
 def decision_text(d: Mapping) -> str:
     """One comparison's decision in words: "PT lower", "baseline lower", its gate's reason or the raw decision."""
     return d.get("reason") or {"a_lower": "PT lower", "b_lower": "baseline lower"}.get(d.get("decided"),
@@ -63,10 +96,18 @@ def verdict_text(verdict: bool | None, per_scale: Mapping[str, Mapping]) -> str:
     every-scale verdict in words with why it is undecided."""
     if verdict is not None:
         return "yes" if verdict else "no"
+    reasons = []
     gated = {s: d for s, d in per_scale.items() if d.get("no_context")}
     if gated:
         who = list(dict.fromkeys(m for d in gated.values() for m in d["no_context"]))
-        return f"{NO_CONTEXT.format(models=' and '.join(who))} (N = {', '.join(gated)})"
+        reasons.append(f"{NO_CONTEXT.format(models=' and '.join(who))} (N = {', '.join(gated)})")
+    edged: dict[str, list[str]] = {}  # each LR_EDGE reason (one per baseline and LR) -> its scales
+    for s, d in per_scale.items():
+        if d.get("lr_edge"):
+            edged.setdefault(d["reason"], []).append(s)
+    reasons += [f"{reason} (N = {', '.join(scales)})" for reason, scales in edged.items()]
+    if reasons:
+        return "; ".join(reasons)
     rest = [s for s, d in per_scale.items() if d.get("decided") not in ("a_lower", "b_lower")]
     return f"undecided (N = {', '.join(rest)})" if rest else "undecided"
 
@@ -109,20 +150,24 @@ def every_scale(per_scale: Mapping[str, Mapping], win: str = "a_lower") -> dict:
     lose = "b_lower" if win == "a_lower" else "a_lower"
     errors = [s for s, d in per_scale.items() if "error" in d]
     gated = [s for s, d in per_scale.items() if d.get("no_context")]
-    by["undecided"] = [s for s in by["undecided"] if s not in gated]
+    edged = [s for s, d in per_scale.items() if d.get("lr_edge")]
+    by["undecided"] = [s for s in by["undecided"] if s not in gated and s not in edged]
     verdict = (False if by[lose] else True if per_scale and not errors and len(by[win]) == len(per_scale)
                else None)
     return {"every_scale": verdict, "n_scales": len(per_scale), "pt_lower_at": by["a_lower"],
             "baseline_lower_at": by["b_lower"], "undecided_at": by["undecided"],
-            "extrapolated_at": by["extrapolated"], "failed_at": errors, "no_context_at": gated}
+            "extrapolated_at": by["extrapolated"], "failed_at": errors, "no_context_at": gated,
+            "lr_edge_at": edged}
 
 
 def framings(runs, pt_series: Sequence[str], baselines: Sequence[str], n_boot: int = 1000, level: float = 0.95,
-             seed: int = 0, learned: set[tuple[str, str]] | None = None) -> dict:
+             seed: int = 0, learned: set[tuple[str, str]] | None = None,
+             edged: Mapping[tuple[str, str], float] | None = None) -> dict:
     """{framing: {"<pt series>-<baseline>": {"axis", "per_scale": {scale: compare_at row}, **every_scale}}}.
 
     ``runs``: the scaling-curves runs table (columns series, scale, loss and the FRAMINGS columns); ``learned``
-    (``learned_cells``): every comparison passes ``context_gate`` (None: no gate)."""
+    (``learned_cells``): every comparison passes ``context_gate`` (None: no gate); ``edged`` (``edge_cells``): then
+    ``edge_gate`` (None: no gate)."""
     out: dict = {}
     finite = runs[np.isfinite(runs["loss"].astype(float))]
     for name, col in FRAMINGS.items():
@@ -140,6 +185,8 @@ def framings(runs, pt_series: Sequence[str], baselines: Sequence[str], n_boot: i
                            for s, x in at.items()}
                 if learned is not None:
                     per = context_gate(per, (pts, base), learned)
+                if edged is not None:
+                    per = edge_gate(per, (pts, base), edged)
                 res[f"{pts}-{base}"] = {"axis": col, "per_scale": per, **every_scale(per)}
         out[name] = res
     return out
@@ -147,20 +194,20 @@ def framings(runs, pt_series: Sequence[str], baselines: Sequence[str], n_boot: i
 
 def comparisons(runs, table, pt_series: list[str], baselines: list[str], scales: list,
                 pooled: tuple[float, int], n_boot: int, seed: int) -> dict:
-    """Every PT - baseline statement of the summary, each through :func:`context_gate` (no verdict from a model
-    that learned nothing): ``differences`` (as run, per scale: mean difference with the pooled-seed t interval),
-    the three ``framings``, the every-scale verdicts (True / False / None) with ``statements`` in words, and
-    ``winners`` per scale (None with the reason when a model there did not learn context).
-    ``runs``: one row per run; ``table``: one row per series x scale with the seed-mean context gain."""
-    learned = learned_cells(table)
+    """Every PT - baseline statement of the summary, each through :func:`gate` (no verdict from a model that
+    learned nothing, none against a baseline whose LR tuning left its best LR on an edge): ``differences`` (as run,
+    per scale: mean difference with the pooled-seed t interval), the three ``framings``, the every-scale verdicts
+    (True / False / None) with ``statements`` in words, and ``winners`` per scale (:func:`winner`). ``runs``: one
+    row per run; ``table``: one row per series x scale with the seed-mean context gain (and lr_edge, best_lr)."""
+    learned, edged = learned_cells(table), edge_cells(table)
     differences = {}
     for pts in pt_series:
         for other in baselines:
             per = {str(s): difference_ci(runs[(runs["series"] == pts) & (runs["scale"] == s)]["loss"].tolist(),
                                          runs[(runs["series"] == other) & (runs["scale"] == s)]["loss"].tolist(),
                                          *pooled) for s in scales}
-            differences[f"{pts}-{other}"] = context_gate(per, (pts, other), learned)
-    by_name = framings(runs, pt_series, baselines, n_boot=n_boot, seed=seed, learned=learned)
+            differences[f"{pts}-{other}"] = gate(per, (pts, other), learned, edged)
+    by_name = framings(runs, pt_series, baselines, n_boot=n_boot, seed=seed, learned=learned, edged=edged)
     by_framing = {f: {pair: r["every_scale"] for pair, r in res.items()} for f, res in by_name.items()}
     ut_by_framing = {f: every_scale(res["pt-ut"]["per_scale"], win="b_lower")["every_scale"]
                      for f, res in by_name.items() if "pt-ut" in res}
@@ -170,17 +217,24 @@ def comparisons(runs, table, pt_series: list[str], baselines: list[str], scales:
         per = differences.get(pair, {})
         verdicts[key] = every_scale(per, win=win)["every_scale"] if per else None
         statements[key] = verdict_text(verdicts[key], per) if per else "n/a (not run)"
-    winners = {}
-    for s, g in table[table["loss"].map(math.isfinite)].groupby("scale"):
-        best = g.loc[g["loss"].idxmin()]
-        idle = [x for x in g["series"] if (x, str(int(s))) not in learned]
-        winners[str(int(s))] = {"winner": None if idle else best["series"], "loss": float(best["loss"]),
-                                "losses": {r["series"]: float(r["loss"]) for _, r in g.iterrows()},
-                                **({"reason": NO_CONTEXT.format(models=" and ".join(idle))}
-                                   if idle else {})}
+    winners = {str(int(s)): winner(g, str(int(s)), learned, edged)
+               for s, g in table[table["loss"].map(math.isfinite)].groupby("scale")}
     return {"differences": differences, "framings": by_name, "winners": winners, **verdicts,
             "statements": statements, "pt_beats_bert_by_framing": {f: v.get("pt-bert") for f, v in by_framing.items()},
             "ut_beats_pt_by_framing": ut_by_framing, "pt_beats_by_framing": by_framing}
+
+
+def winner(cells, scale: str, learned: set[tuple[str, str]], edged: Mapping[tuple[str, str], float]) -> dict:
+    """The lowest loss among one scale's ``cells`` (results-table rows): "winner" (None with the "reason" when a
+    series there learned no context, or a series that lost has its LR on an edge, ``edge_gate``), "loss", "losses"."""
+    best = cells.loc[cells["loss"].idxmin()]
+    idle = [x for x in cells["series"] if (x, scale) not in learned]
+    lost = [x for x in cells["series"] if x != best["series"] and (x, scale) in edged]
+    reason = (NO_CONTEXT.format(models=" and ".join(idle)) if idle else
+              "; ".join(LR_EDGE.format(model=x, lr=edged[(x, scale)]) for x in lost))
+    return {"winner": None if reason else best["series"], "loss": float(best["loss"]),
+            "losses": {r["series"]: float(r["loss"]) for _, r in cells.iterrows()}, **({"reason": reason} if reason
+                                                                                        else {})}
 
 
 def winners_text(winners: dict) -> str:

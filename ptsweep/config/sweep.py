@@ -73,7 +73,8 @@ class BaselineSearchConfig:
     search_frac: float = 1.0
     """Fraction of the token budget used by each search trial."""
     lr_widen: int = 1
-    """Times a search whose optimum is not bracketed is repeated on a range centred on it (0 = only flag it)."""
+    """Times a search whose optimum is not bracketed is repeated on a range centred on it; under ``grid``: times one
+    more LR a grid step past the edge optimum is run (0 = only flag it)."""
     grid: list[float] = field(default_factory=list)
     """LR grid instead of the Optuna search: one trial per value at search_frac of the budget, no early stopping,
     warm-up fixed at optim.warmup_frac ([] = the search). For baselines that sit on a loss plateau before they learn,

@@ -45,12 +45,21 @@ def searched_scales(cfg: RunConfig) -> list[int]:
 
 
 def search_runs(cfg: RunConfig, scale: int) -> int:
-    """Search trials of one baseline at ``scale`` (first round; an unbracketed optimum may add
-    ``sweep.baseline.lr_widen`` rounds of the TPE budget). A larger scale: as many as :func:`local_lrs` gives the
-    driver (any centre gives the same count)."""
+    """Search trials of one baseline at ``scale`` (first round; an unbracketed optimum may add up to
+    :func:`edge_runs`). A larger scale: as many as :func:`local_lrs` gives the driver (any centre gives the same
+    count)."""
     if scale not in searched_scales(cfg):
         return len(local_lrs(1.0, cfg.sweep.baseline.local_points, cfg.sweep.baseline.local_factor))
     return baseline_tuning.budget(cfg)
+
+
+def edge_runs(cfg: RunConfig, scale: int) -> int:
+    """The most search trials the edge rule adds to one baseline at ``scale``, run only while its best LR is on an
+    edge: ``sweep.baseline.lr_widen`` rounds of the TPE budget, or of one LR under ``sweep.baseline.grid``; none at a
+    scale that runs local LRs."""
+    if scale not in searched_scales(cfg):
+        return 0
+    return cfg.sweep.baseline.lr_widen * (1 if cfg.sweep.baseline.grid else baseline_tuning.budget(cfg))
 
 
 def planned_search(cfg: RunConfig, sweep: str, kind: str, scale: int, model_cfg) -> list[PlannedTrial]:

@@ -4,8 +4,9 @@ TPE + tune-small's ASHA (``sweeps.search.run_search``) over optim.lr (sweep.base
 (an unbracketed optimum is searched again on a recentred range, sweep.baseline.lr_widen times, then flagged). Search
 trials train at :func:`search_training_seed`, a seed no reported run uses. Or, under sweep.baseline.grid, one
 trial per LR of a fixed grid at the full search budget with no early stopping (:func:`grid_search`): for baselines
-that sit on a loss plateau before they learn; the same fixed-list search runs ``baseline_rule``'s local LRs. The rules
-and why: docs/baselines.md, "Baseline tuning".
+that sit on a loss plateau before they learn; its edge rule adds one LR a grid step past an edge optimum, up to
+sweep.baseline.lr_widen times, then flags it. The same fixed-list search runs ``baseline_rule``'s local LRs (flagged
+only). The rules and why: docs/baselines.md, "Baseline tuning".
 """
 
 from __future__ import annotations
@@ -49,7 +50,9 @@ def method(cfg: RunConfig) -> str:
     if cfg.sweep.baseline.grid:
         return (f"LR grid {', '.join(f'{v:g}' for v in cfg.sweep.baseline.grid)} at warm-up "
                 f"{cfg.optim.warmup_frac:g}, every trial at {cfg.sweep.baseline.search_frac:.0%} of the budget, "
-                f"no early stopping")
+                f"no early stopping" + (f"; an optimum on the grid's edge gets one more LR a grid step past it, up "
+                                        f"to {cfg.sweep.baseline.lr_widen} time(s)" if cfg.sweep.baseline.lr_widen
+                                        else ""))
     return f"{', '.join(search_space(cfg))} (TPE + ASHA)"
 
 
@@ -146,25 +149,62 @@ def grid_search(cfg: RunConfig, kind: str, scale: int, model_over: dict, sdir: P
                 tags: list[str], lrs=None, warmup_frac: float | None = None,
                 mode: str = "grid") -> tuple[pd.DataFrame, dict]:
     """One trial per LR (a fixed list with a ledger, FIFO: no trial is stopped early), at the search seed and
-    search_frac of the budget; the best by validation loss, its edge flagged as :func:`tune`'s. Mode "grid":
-    sweep.baseline.grid at optim.warmup_frac; mode "local": ``lrs`` at ``warmup_frac`` (``baseline_rule``)."""
-    lrs = list(cfg.sweep.baseline.grid if lrs is None else lrs)
+    search_frac of the budget; the best by validation loss, its edge flagged as :func:`tune`'s (:func:`lr_edge`).
+    Mode "grid": sweep.baseline.grid at optim.warmup_frac, with the grid's edge rule: while the best LR is on an edge
+    of the LRs run, one more LR a grid step beyond it (:func:`step_beyond`), up to sweep.baseline.lr_widen times
+    (search_round 1, 2, ...); mode "local": ``lrs`` at ``warmup_frac`` (``baseline_rule``), flagged only."""
+    grid = list(cfg.sweep.baseline.grid if lrs is None else lrs)
     warmup = float(cfg.optim.warmup_frac if warmup_frac is None else warmup_frac)
-    df = run_trials(cfg, grid_trials(cfg, model_over, lrs, warmup_frac), sdir, f"search-{kind}-w{scale}-{mode}",
-                    labels=[grid_label(kind, scale, mode)] * len(lrs), tags=tags, group=group)
+    widen = cfg.sweep.baseline.lr_widen if mode == "grid" else 0
+    run, rounds = list(grid), 0  # run: the grid, then each added LR in the order it was added
+    while True:  # every round re-reads the earlier trials from the ledger and trains only the new LR
+        df = run_trials(cfg, grid_trials(cfg, model_over, run, warmup_frac), sdir,
+                        f"search-{kind}-w{scale}-{mode}" + (f"-edge{rounds}" if rounds else ""),
+                        labels=[grid_label(kind, scale, mode)] * len(run), tags=tags, group=group)
+        edge = lr_edge(df)
+        if edge not in ("low", "high") or rounds >= widen:
+            break
+        run.append(step_beyond(run, edge))
+        rounds += 1
+    lr_range = f"{mode} [{', '.join(f'{v:g}' for v in grid)}]" + (
+        f" + edge [{', '.join(f'{v:g}' for v in run[len(grid):])}]" if rounds else "")
     df = df.assign(trial_id=[str(i) for i in range(len(df))], **{"optim.warmup_frac": warmup},
-                   search_round=0, **{"optim.lr_range": f"{mode} [{', '.join(f'{v:g}' for v in lrs)}]"})
+                   search_round=[max(0, i - len(grid) + 1) for i in range(len(run))],
+                   **{"optim.lr_range": lr_range})
     df = df[["trial_id", "trial_key", "optim.lr", "optim.warmup_frac",
              *[c for c in TABLE_METRICS if c in df.columns], "search_round", "optim.lr_range"]]
     good = finished(df)
-    info = {"best": {}, "best_lr": math.nan, "edges": {}, "edge": "", "rounds": 0, "n_trials": int(len(df)),
-            "not_run": 0}
+    info = {"best": {}, "best_lr": math.nan, "edges": {}, "edge": "", "rounds": rounds, "n_trials": int(len(df)),
+            "not_run": 0, "lrs": sorted(run), "lr_range": lr_range}
     if good.empty:
         return df, info
     best = good.loc[good["val_loss"].idxmin()]
-    edge = edges(good, ["optim.lr"])
     values = {"optim.lr": float(best["optim.lr"]), "optim.warmup_frac": warmup}
-    return df, {**info, "best": values, "best_lr": values["optim.lr"], "edges": edge, "edge": edge["optim.lr"]}
+    return df, {**info, "best": values, "best_lr": values["optim.lr"], "edges": {"optim.lr": edge}, "edge": edge}
+
+
+def lr_edge(trials: pd.DataFrame) -> str:
+    """:func:`edges` of optim.lr over the fixed-list trials that ran their budget or diverged: a diverged LR brackets
+    the optimum as well as a finite worse loss does (its validation loss is inf), a failed trial says nothing."""
+    ok = finished(trials)
+    if ok.empty:
+        return ""
+    ran = trials[trials.index.isin(ok.index) | (trials["status"] == "diverged")]
+    return edges(ran, ["optim.lr"])["optim.lr"]
+
+
+def step_beyond(lrs, edge: str) -> float:
+    """The LR one grid step past the ``edge`` ('low' | 'high') of ``lrs``: the step between the two LRs at that edge
+    (a geometric grid's own ratio: x2 above [1e-3, 2e-3, 4e-3] gives 8e-3), to 4 significant digits as the LRs a
+    user writes (readable trial keys; the same LR on every re-run)."""
+    lo = sorted(float(v) for v in lrs)
+    if len(lo) < 2 or edge not in ("low", "high"):
+        raise ValueError(f"baseline grid: a step beyond the {edge!r} edge needs >= 2 LRs and edge low | high")
+    value = float(f"{(lo[-1] * lo[-1] / lo[-2] if edge == 'high' else lo[0] * lo[0] / lo[1]):.4g}")
+    if value in lo:
+        raise ValueError(f"baseline grid: the step past {lo[-1] if edge == 'high' else lo[0]:g} rounds to an LR "
+                         f"already run ({value:g}): space sweep.baseline.grid wider")
+    return value
 
 
 def trial_counts(cfg: RunConfig, provenance: dict, lr_info: dict[str, dict], baselines) -> dict[str, dict]:
@@ -185,7 +225,13 @@ def trial_counts(cfg: RunConfig, provenance: dict, lr_info: dict[str, dict], bas
         not_run = sum(int(info.get("not_run", 0)) for info in searches.values())
         out[kind] = {"total": total, "per_scale": per, "budget_per_search": budget(cfg), "description":
                      f"{budget(cfg)} trials per scale and search round: {method(cfg)}; per scale "
-                     + ", ".join(f"N={s}: {n}" for s, n in per.items())
+                     + ", ".join(_scale_text(s, info) for s, info in searches.items())
                      + f"; total {total}" + (f" ({not_run} more never ran: re-run to run them)" if not_run else ""),
                      "not_run": not_run}
     return out
+
+
+def _scale_text(scale: str, info: dict) -> str:
+    """'N=32: 3', or where the grid's edge rule added LRs, with the LRs run: 'N=32: 4 (grid [...] + edge [...])'."""
+    extra = f" ({info['lr_range']})" if info.get("rounds") and "lr_range" in info else ""
+    return f"N={scale}: {info['n_trials']}{extra}"

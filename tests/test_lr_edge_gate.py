@@ -1,7 +1,8 @@
-"""No verdict against an untuned baseline (``framings.edge_gate``): on hand-made tables of PT and UT at 3 scales,
-a scale where the baseline lost while its best LR sits on an edge of its tuning range reads "undecided: ut's LR is
-at the edge of its tuning range (<lr>)" in every statement (as-run differences, framings, every-scale verdicts and
-statements, winners, report lines); a baseline that won there keeps its win; without an edge flag the losses decide."""
+"""No verdict against an untuned model (``framings.edge_gate``): on hand-made tables of PT and UT at 3 scales, a
+scale where the baseline lost while its best LR sits on an edge of its tuning range reads "undecided: ut's LR is at
+the edge of its tuning range (<lr>)" in every statement (as-run differences, framings, every-scale verdicts and
+statements, winners, report lines); a model that won there keeps its win; PT that lost on the edge of its LR grid
+is gated the same way; without an edge flag the losses decide."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ SCALES = [32, 64, 128]
 EDGE = "undecided: ut's LR is at the edge of its tuning range (0.004)"
 
 
-def _comparisons(ut_offset: float, edges: dict[int, str]) -> dict:
+def _comparisons(ut_offset: float, edges: dict[int, str], pt_edges: dict[int, str] | None = None) -> dict:
     """PT and UT at 3 scales x 2 seeds, UT's loss ``ut_offset`` above PT's (well beyond the seed noise +-0.004),
-    both learned context; UT's lr_edge per scale from ``edges`` (best LR 4e-3 everywhere)."""
+    both learned context; UT's lr_edge per scale from ``edges`` (best LR 4e-3 everywhere), PT's from ``pt_edges``
+    (best LR 2e-2)."""
     rows = []
     for series, offset in (("pt", 0.0), ("ut", ut_offset)):
         for i, s in enumerate(SCALES):
@@ -30,7 +32,8 @@ def _comparisons(ut_offset: float, edges: dict[int, str]) -> dict:
     table = runs.groupby(["series", "scale"], as_index=False).agg(
         loss=("loss", "mean"), context_gain=("context_gain", "mean"), context_gain_se=("context_gain_se", "mean"))
     table["best_lr"] = np.where(table["series"] == "ut", 4e-3, 2e-2)
-    table["lr_edge"] = [edges.get(s, "") if x == "ut" else "" for x, s in zip(table["series"], table["scale"])]
+    table["lr_edge"] = [(edges if x == "ut" else pt_edges or {}).get(s, "")
+                        for x, s in zip(table["series"], table["scale"])]
     pooled = (float(np.var([-0.004, 0.004], ddof=1)), 6)
     return framings.comparisons(runs, table, ["pt"], ["ut"], SCALES, pooled, n_boot=50, seed=0)
 
@@ -63,6 +66,16 @@ def test_a_baseline_that_won_on_the_edge_keeps_its_win():
     assert comp["ut_beats_pt_at_every_scale"] is True and comp["statements"]["ut_beats_pt_at_every_scale"] == "yes"
     assert all(w["winner"] == "ut" and "reason" not in w for w in comp["winners"].values())
     assert "edge of its tuning range" not in _report(comp)
+
+
+def test_pt_that_lost_on_the_edge_of_its_lr_grid_gets_no_verdict_there():
+    comp = _comparisons(-0.3, {}, {s: "low" for s in SCALES})  # UT lower everywhere, PT's LR grid on its low edge
+    pt_edge = "undecided: pt's LR is at the edge of its tuning range (0.02)"
+    assert all(d["reason"] == pt_edge and d["lr_edge"] == "pt" for d in comp["differences"]["pt-ut"].values())
+    assert comp["ut_beats_pt_at_every_scale"] is None
+    assert all(w["winner"] is None and w["reason"] == pt_edge for w in comp["winners"].values())
+    comp = _comparisons(0.3, {}, {s: "low" for s in SCALES})  # PT lower everywhere: its wins stand
+    assert {d["decided"] for d in comp["differences"]["pt-ut"].values()} == {"a_lower"}
 
 
 def test_without_an_edge_flag_the_losses_decide():

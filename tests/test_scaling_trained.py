@@ -125,6 +125,8 @@ def test_scaling_curves_tunes_pt_lr_at_the_smallest_scale_and_transfers_it(tmp_p
         assert over["optim.lr"] == best and over["seed"] == cfg.seed
     summary = json.loads((sdir / "summary.json").read_text())
     assert summary["transferred"]["optim.lr"] == best and summary["transfer_provenance"]["source"] == "grid"
+    effort = summary["tuning_trials"]["pt"]
+    assert effort["total"] == 3 and f"optim.lr on the grid {grid} at width 64" in effort["description"]
     starts = [line.split()[-1] for line in (sdir / ledger.STARTS_LOG).read_text().splitlines()]
     assert [k[:8] for k in starts] == ["hp-pt-w6"] * 3 + ["final-pt"] * 2  # the grid before the finals
     planned = scaling_curves.planned_trials(cfg)

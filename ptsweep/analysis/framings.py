@@ -10,8 +10,9 @@ Every framing compares the models on one axis x through their fitted curves (``a
 Interval: the percentile interval (``level``) of D* over the two fits' independent residual bootstraps; "extrapolated"
 (no verdict) beyond EXTRAPOLATION_TOL outside the baseline's x range. ``context_gate``: no verdict where either side's
 context gain is not > 2 SE (a model that has not started using context says nothing about its architecture).
-``edge_gate``: no verdict against a baseline whose best LR lies on an edge of the LRs its tuning tried (its loss may
-be lower at an LR not tried); a verdict for it stands, as more tuning could only lower its loss further.
+``edge_gate``: no verdict against a model whose best LR lies on an edge of the LRs its tuning tried (its loss may
+be lower at an LR not tried: a baseline's grid or search, PT's LR grid under sweep.transfer_from=grid); a verdict for
+it stands, as more tuning could only lower its loss further.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ EXTRAPOLATION_TOL = 0.10
 NO_CONTEXT = "undecided: {models} learned no context at this budget"
 """The verdict of a comparison with a side whose context gain is not > 2 SE (module docstring)."""
 LR_EDGE = "undecided: {model}'s LR is at the edge of its tuning range ({lr:g})"
-"""The verdict of a comparison a baseline lost while its best LR was not bracketed by its tuning (module docstring)."""
+"""The verdict of a comparison a model lost while its best LR was not bracketed by its tuning (module docstring)."""
 
 
 def learned_cells(table) -> set[tuple[str, str]]:
@@ -67,15 +68,16 @@ def edge_cells(table) -> dict[tuple[str, str], float]:
 
 
 def edge_gate(per_scale: Mapping[str, Mapping], pair: Sequence[str], edged: Mapping[tuple[str, str], float]) -> dict:
-    """``per_scale`` ({scale: comparison row}, already through :func:`context_gate`) with every scale that PT won
-    ("a_lower") against the baseline ``pair[1]`` made "undecided" where that baseline is in ``edged``
-    (:func:`edge_cells`), its row carrying ``lr_edge`` (the baseline) and ``reason`` (LR_EDGE). Every other row,
-    a win of the baseline included, is kept as it is."""
-    base, out = pair[1], {}
+    """``per_scale`` ({scale: comparison row}, already through :func:`context_gate`) with every scale whose loser
+    (the baseline ``pair[1]`` where PT is lower, PT ``pair[0]`` where the baseline is) is in ``edged``
+    (:func:`edge_cells`) made "undecided", its row carrying ``lr_edge`` (the loser) and ``reason`` (LR_EDGE). Every
+    other row, a win of an edge-flagged side included, is kept as it is."""
+    out = {}
     for s, d in per_scale.items():
-        lr = edged.get((base, str(s)))
-        out[str(s)] = ({**d, "decided": "undecided", "lr_edge": base, "reason": LR_EDGE.format(model=base, lr=lr)}
-                       if lr is not None and d.get("decided") == "a_lower" else dict(d))
+        loser = {"a_lower": pair[1], "b_lower": pair[0]}.get(d.get("decided"))
+        lr = edged.get((loser, str(s))) if loser else None
+        out[str(s)] = ({**d, "decided": "undecided", "lr_edge": loser, "reason": LR_EDGE.format(model=loser, lr=lr)}
+                       if lr is not None else dict(d))
     return out
 
 

@@ -216,6 +216,9 @@ def trial_counts(cfg: RunConfig, provenance: dict, lr_info: dict[str, dict], bas
         out["pt"] = {"total": n, "per_scale": {}, "description": (
             "0 trials: the config's own values (sweep.transfer_from=config), untuned at every scale"
             if provenance.get("source") == "config" else
+            f"{n} trials once (optim.lr on the grid {provenance.get('grid')} at width {provenance.get('width')}, "
+            f"no early stopping; the 6 information weights the config's own), transferred untuned to every scale"
+            if provenance.get("source") == "grid" else
             f"{n} trials once (tune-small at width {provenance.get('width', cfg.model.width)}: optim.lr + "
             f"the 6 information weights, TPE + ASHA), transferred untuned to every scale")}
     for kind in baselines:

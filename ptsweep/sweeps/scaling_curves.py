@@ -251,7 +251,8 @@ def _tune_pt(cfg: RunConfig, plan: _Plan, pt_scaling: str, transferred: dict, pr
     transferred values."""
     df, info = pt_grid.tune(cfg, pt_scaling, sdir, study_name(cfg, SWEEP).replace("/", "-"), [f"sweep={SWEEP}"])
     plan.searches.append(df)
-    plan.lr_info[f"pt-w{pt_grid.tuning_width(cfg)}"] = info
+    for scale in cfg.sweep.scales:  # every scale runs the LR tuned at the smallest: its edge flag holds there too
+        plan.lr_info[f"pt-w{scale}"] = info
     plan.notes += _edge_notes("pt", pt_grid.tuning_width(cfg), info)
     pt_grid.apply(transferred, provenance, info, cfg)
 

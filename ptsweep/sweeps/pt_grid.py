@@ -1,7 +1,7 @@
 """scaling-curves with ``sweep.transfer_from=grid``: PT's LR tuned on ``sweep.transfer_grid`` at the smallest scale
 and transferred untuned to every wider one, the information weights the config's own.
 
-This is tune-small reduced to the one hyperparameter that sets whether a run trains: muP's promise ([S] §2.3) is that
+This is tune-small reduced to the one hyperparameter that sets whether a run trains: muP's promise ([S] §2) is that
 the LR tuned at a small width holds at wider ones, and it must be tuned at the budget the comparison trains, since
 an LR tuned at a short budget can collapse the model at a long one (experiments/scaling/README.md). Each LR is a
 fixed-list trial exactly as a baseline's grid trial (``baseline_tuning.grid_search``: the search seed, search_frac

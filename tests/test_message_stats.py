@@ -117,11 +117,14 @@ def brute_stats(model, ids, mask) -> list[dict]:
         logits = beta * logits + (1 - beta) * sum(w[k] * msgs[k] for k in w)
         s = {f"{k}_rms": brute_rms(w[k] * msgs[k], mask) for k in w}
         s.update({f"{k}_ratio": s[f"{k}_rms"] / s["unary_rms"] for k in ("child", "head", "topic")})
+        s["msg_coherence"] = brute_rms(sum(w[k] * msgs[k] for k in w), mask) ** 2 / \
+            sum(s[f"{k}_rms"] ** 2 for k in w)
         pair_vals = [float(msgs["attn"][b, ch, i, j]) ** 2 for b, i in real for ch in range(c.channels)
                      for j in range(ids.shape[1]) if mask[b, j] and j != i]
         s["attn_logit_rms"] = math.sqrt(sum(pair_vals) / len(pair_vals))
         s["topic_logit_rms"] = brute_rms(msgs["topic_logits"], mask)
         s["z_logit_rms"] = brute_rms(logits, mask)
+        s["z_logit_std"] = math.sqrt(sum(float(logits[b, i].var(unbiased=False)) for b, i in real) / len(real))
         s["q_h_entropy"] = sum(brute_entropy(step["q_h"][b, ch, i]) for b, i in real
                                for ch in range(c.channels)) / (len(real) * c.channels)
         s["q_g_entropy"] = sum(brute_entropy(step["q_g"][b, i]) for b, i in real) / len(real)

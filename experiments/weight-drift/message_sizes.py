@@ -11,7 +11,8 @@ its checkpoint (``train.resume=true``). ``--table-only`` reads whatever the run 
     nice -n 5 .venv/bin/python experiments/weight-drift/message_sizes.py --table-only
 
 Writes ``<out>/message_sizes.csv`` (every evaluation: last iteration ``msg/*`` and mean over iterations
-``msg_mean/*``) and ``<out>/message_sizes.md`` (the tables of the README).
+``msg_mean/*``) and ``<out>/message_sizes.md`` (the tables of the README; the last one measures each finished
+run's final checkpoint again, with every statistic ``message_stats`` has now).
 """
 
 from __future__ import annotations
@@ -25,9 +26,12 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import torch
 
+from ptsweep import data as data_mod
 from ptsweep.config import compose
-from ptsweep.train import default_run_dir
+from ptsweep.models import build_model
+from ptsweep.train import CHECKPOINT, default_run_dir, message_stats
 
 STUDY = ["preset=lr_study", "tracker=disabled", "train.tokens=1228800", "train.eval_every=200", "optim.lr=0.02",
          "optim.warmup_frac=0.25", "model.scaling=rank", "model.base_width=32", "model.base_channels=4",
@@ -37,6 +41,8 @@ MODELS = ("pt", "pt_no_topic")
 SHOWN = ("child_ratio", "head_ratio", "topic_ratio", "attn_logit_rms", "topic_logit_rms", "z_logit_rms",
          "q_h_entropy", "q_g_entropy_frac", "q_z_entropy_frac")
 """The statistics in the markdown tables (last MFVI iteration); the CSV has every one."""
+FINAL = ("unary_rms", *SHOWN[:3], "msg_coherence", *SHOWN[3:6], "z_logit_std", *SHOWN[6:])
+"""The statistics of the final-checkpoint table (with those added to ``message_stats`` after the runs)."""
 
 
 def overrides(model: str, width: int, out: Path) -> list[str]:
@@ -106,6 +112,25 @@ def finals_table(finals: dict) -> list[str]:
     return lines
 
 
+def final_stats(ov: list[str], run_dir: Path) -> dict:
+    """``message_stats.measure`` of a finished run's final checkpoint on the first validation batch: every
+    statistic the module has now, also those added after the run (its history rows lack them)."""
+    cfg = compose(ov)
+    corpus = data_mod.prepare(cfg.data)
+    model = build_model(cfg.model, corpus.vocab_size, cfg.data.seq_len)
+    model.load_state_dict(torch.load(run_dir / CHECKPOINT, map_location="cpu", weights_only=False)["model"])
+    batch = data_mod.val_batches(corpus, cfg.data, cfg.train.batch_size)[0]
+    return message_stats.measure(model, batch, torch.device("cpu"))
+
+
+def final_table(stats: dict) -> list[str]:
+    """One row per finished run: the :data:`FINAL` statistics of its last MFVI iteration."""
+    lines = ["| model | width | " + " | ".join(FINAL) + " |", "|" + "---|" * (len(FINAL) + 2)]
+    for (model, width), st in sorted(stats.items()):
+        lines.append(f"| {model} | {width} | " + " | ".join(fmt(st[f"msg/{k}"]) for k in FINAL) + " |")
+    return lines
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--widths", type=int, nargs="+", default=[32, 128])
@@ -113,7 +138,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("runs/weight-drift"))
     ap.add_argument("--table-only", action="store_true", help="read the run folders; train nothing")
     args = ap.parse_args()
-    frames, finals = [], {}
+    frames, finals, ends = [], {}, {}
     for width in args.widths:
         for model in args.models:
             ov = overrides(model, width, args.out)
@@ -121,6 +146,8 @@ def main() -> None:
             df, final = read_run(run_dir, model, width)
             frames.append(df)
             finals[(model, width)] = final
+            if final.get("status") == "ok":
+                ends[(model, width)] = final_stats(ov, run_dir)
     df = pd.concat([f for f in frames if len(f)], ignore_index=True) if any(len(f) for f in frames) else pd.DataFrame()
     if df.empty:
         raise SystemExit(f"no message statistics under {args.out} yet")
@@ -128,7 +155,9 @@ def main() -> None:
     df.to_csv(args.out / "message_sizes.csv", index=False)
     md = ["## Messages by evaluation step (last MFVI iteration)", "", *steps_table(df), "",
           "## PT, width 128 over width 32 at the same step", "", *growth_table(df), "",
-          "## Final validation loss and context gain", "", *finals_table(finals), ""]
+          "## Final validation loss and context gain", "", *finals_table(finals), "",
+          "## Every statistic at the end of training (final checkpoints, last MFVI iteration)", "",
+          *final_table(ends), ""]
     (args.out / "message_sizes.md").write_text("\n".join(md))
     print("\n".join(md))
 

@@ -11,8 +11,9 @@ CUDA TF32 for the fp32 matmuls (``train.tf32``) and the fused AdamW kernel (fore
 
 Evaluation every ``train.eval_every`` steps (0 = 10 per run) on the fixed-mask validation batches, every masked
 token counted once (``ptsweep.metrics``: block-clustered SEs, the unigram baseline on the same tokens); one before
-the first step gives ``val_loss_init``. A non-finite training (at log steps) or validation loss ends the run with
-``diverged=True``, ``val_loss=inf``, ``status="diverged"``, no exception.
+the first step gives ``val_loss_init``. With ``train.message_stats`` each evaluation row also holds PT's message
+sizes (``msg/*``, ``msg_mean/*``; ``message_stats``). A non-finite training (at log steps) or validation loss ends
+the run with ``diverged=True``, ``val_loss=inf``, ``status="diverged"``, no exception.
 
 ``<run_dir>/checkpoint.pt`` (model, optimizer, next step, RNG states, history) is written every
 ``train.checkpoint_every_s`` seconds, at ``train.stop_after_steps`` and at the end; ``train.resume=true`` continues

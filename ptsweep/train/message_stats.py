@@ -10,7 +10,10 @@ At every evaluation the loop runs one no-grad, traced forward of the first valid
   token's own evidence);
 - ``attn_logit_rms``: RMS of the attention logits w_attn s_H F over valid pairs (both real, j != i) and channels;
 - ``topic_logit_rms``: RMS of the topic logits w_topic_g s_G B P^ over real tokens and the M labels;
-- ``z_logit_rms``: RMS of the new Z logits l^(t) (after damping) over real tokens;
+- ``z_logit_rms``: RMS of the new Z logits l^(t) (after damping) over real tokens; ``z_logit_std``: the same of
+  l^(t) centred over the N labels (what the softmax sees: it ignores a shift per token);
+- ``msg_coherence``: RMS(sum of the weighted messages)^2 / sum of their RMS^2: 1 when the messages are
+  uncorrelated, above 1 when they point the same way, below when they cancel;
 - ``q_h_entropy``: the entropy of Q_h over heads j (nats), mean over channels and real tokens with a valid head;
 - ``q_g_entropy`` (nats) and ``q_g_entropy_frac`` (over log M): of the topic posterior, mean over real tokens;
 - ``q_z_entropy_frac``: the entropy of the Q_z the iteration starts from, over log N.
@@ -31,7 +34,7 @@ MESSAGES = ("unary", "child", "head", "topic")
 
 def rms(x: torch.Tensor, keep: torch.Tensor) -> float:
     """Root mean square of the entries of ``x`` where ``keep`` (broadcast to x's shape) is True."""
-    return float(x[keep.expand_as(x)].double().pow(2).mean().sqrt())
+    return float(x.detach()[keep.expand_as(x)].double().pow(2).mean().sqrt())
 
 
 def entropy(p: torch.Tensor) -> torch.Tensor:
@@ -49,10 +52,13 @@ def iteration_stats(model, step: dict, mask: torch.Tensor) -> dict[str, float]:
            for name in MESSAGES}
     for name in MESSAGES[1:]:
         out[f"{name}_ratio"] = out[f"{name}_rms"] / out["unary_rms"]
+    total = rms(sum(w * step[f"msg_{name}"] for name, w in weights.items()), tokens)
+    out["msg_coherence"] = total ** 2 / sum(out[f"{name}_rms"] ** 2 for name in MESSAGES)
     pairs = model.valid_pairs(mask)                                   # (B, 1, L, L)
     out["attn_logit_rms"] = rms(step["attn_logits"], pairs)
     out["topic_logit_rms"] = rms(step["topic_logits"], tokens)
     out["z_logit_rms"] = rms(step["z_logits"], tokens)
+    out["z_logit_std"] = rms(step["z_logits"] - step["z_logits"].mean(-1, keepdim=True), tokens)
     rows = pairs.any(-1)                                              # (B, 1, L): a real token with a valid head
     out["q_h_entropy"] = float(entropy(step["q_h"])[rows.expand(-1, step["q_h"].shape[1], -1)].double().mean())
     q_g_entropy = entropy(step["q_g"])[mask].double().mean()

@@ -9,10 +9,12 @@ logits, their RMS over the real tokens, and the entropies by -sum p log p over t
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 
@@ -208,3 +210,38 @@ def test_training_writes_message_stats_to_the_history_only_when_asked(cache_dir:
     assert not any(k.startswith("msg") for r in history_off for k in r)
     assert not any(k.startswith("msg") for _, r in tracker_off.rows for k in r)
     assert m_off["val_loss"] == m["val_loss"]  # result-neutral: the statistics change no number of the run
+
+
+def _script():
+    """experiments/weight-drift/message_sizes.py as a module."""
+    path = Path(__file__).resolve().parents[1] / "experiments" / "weight-drift" / "message_sizes.py"
+    spec = importlib.util.spec_from_file_location("message_sizes", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_message_sizes_script_runs_the_lr_transfer_trial_and_divides_width_128_by_32(tmp_path: Path) -> None:
+    ms = _script()
+    cfg = compose(ms.overrides("pt_no_topic", 128, tmp_path))
+    m = cfg.model
+    assert (m.channels, m.rank, m.base_width, m.parametrization, m.messages_off) == (4, 32, 32, "mup_sp", ("topic",))
+    assert cfg.optim.lr == 0.02 and cfg.train.tokens / (cfg.train.batch_size * cfg.data.seq_len) == 1200
+    assert cfg.train.eval_every == 200 and cfg.train.message_stats and cfg.data.vocab_size == 8192
+    stats = {k: 1.0 for k in ms.SHOWN}
+    for width, scale, steps in ((32, 1.0, (0, 200, 400)), (128, 2.0, (0, 200))):
+        run = tmp_path / f"w{width}"
+        run.mkdir()
+        rows = [{"step": s, "train_loss": 5.0} for s in steps] + \
+            [{"step": s, "val_loss": 5.0 - width / 1000, **{f"msg/{k}": scale * (1 + s) for k in stats}} for s in steps]
+        (run / "history.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+        (run / "final.json").write_text(json.dumps({"status": "ok", "val_loss": 5.0 - width / 1000,
+                                                    "context_gain": 1.0, "context_gain_se": 0.1}))
+    frames = [ms.read_run(tmp_path / f"w{w}", "pt", w) for w in (32, 128)]
+    df = pd.concat([f for f, _ in frames], ignore_index=True)
+    assert len(df) == 5  # the evaluation rows only
+    growth = ms.growth_table(df)
+    assert len(growth) == 2 + 2  # header, rule, the two steps both widths evaluated
+    assert growth[2] == "| 0 | " + " | ".join(["2"] * len(ms.SHOWN)) + " |"
+    finals = ms.finals_table({("pt", 32): frames[0][1], ("pt_no_topic", 32): {**frames[1][1], "val_loss": 5.1}})
+    assert finals[-1].startswith("| pt - pt_no_topic | 32 | -0.1320 |")

@@ -145,6 +145,10 @@ class TrainConfig:
     """Write <run_dir>/checkpoint.pt (periodically and at the end); sweeps may turn it off to save disk."""
     stop_after_steps: int = 0
     """Stop (with a checkpoint) after this many optimizer steps of the run (0 = off): for interruption/resume tests."""
+    message_stats: bool = False
+    """PT only: at every evaluation also log the sizes of the MFVI messages on the first validation batch (weighted
+    message RMS and ratio to the unary, attention/topic/Z logit RMS, Q_h/Q_g/Q_z entropies; one traced forward,
+    ``ptsweep.train.message_stats``)."""
     micro_batch_size: int | str = 0
     """Blocks per forward/backward; gradients are accumulated to one update per batch_size (exact). 0 = the full
     batch; 'auto' = the full batch on the CPU, the largest that fits on CUDA (probe steps, ptsweep.train)."""
@@ -249,5 +253,9 @@ class RunConfig:
             v = getattr(self, f.name)
             if hasattr(v, "validate"):
                 v.validate()
+        if self.train.message_stats:  # the messages are PT's MFVI iterations: none without PT or without inference
+            require(self.model.name == "pt", "train.message_stats",
+                    f"measures PT's messages; model is {self.model.name}")
+            require(self.model.n_iters >= 1, "train.message_stats", "needs model.n_iters >= 1 (no messages at 0)")
 
 

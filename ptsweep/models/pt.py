@@ -248,12 +248,16 @@ class ProbabilisticTransformer(nn.Module):
         """m * S_w (B, L, N): the unary message into Z, zero on pads."""
         return F.embedding(input_ids, self.unary) * mask[..., None].to(self.unary.dtype)
 
-    def combine_z(self, msgs: dict[str, torch.Tensor]) -> torch.Tensor:
-        """New Z logits: the information-weighted sum of the four messages (B, L, N); a path in
-        ``model.messages_off`` contributes nothing (a control)."""
+    def message_weights(self) -> dict[str, float]:
+        """The information weight of each message path into Z that is on: {unary, child, head, topic} minus
+        ``model.messages_off`` (a path switched off contributes nothing: a control)."""
         c = self.cfg
         weights = {"unary": c.w_unary, "child": c.w_child, "head": c.w_head, "topic": c.w_topic_z}
-        return sum(w * msgs[name] for name, w in weights.items() if name not in c.messages_off)
+        return {name: w for name, w in weights.items() if name not in c.messages_off}
+
+    def combine_z(self, msgs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """New Z logits: the information-weighted sum of the four messages (B, L, N) (``message_weights``)."""
+        return sum(w * msgs[name] for name, w in self.message_weights().items())
 
     # ------------------------------------------------------------------ full inference
     def initial_logits(self, input_ids: torch.Tensor, maskf: torch.Tensor) -> torch.Tensor:

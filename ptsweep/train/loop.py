@@ -22,7 +22,7 @@ from ptsweep.config import RunConfig, to_dict
 from ptsweep.models import build_model
 from ptsweep.models.sizing import flops_per_token, param_count
 from ptsweep.parametrization import build_optimizer, set_lr
-from ptsweep.train import monitor
+from ptsweep.train import message_stats, monitor
 from ptsweep.train.prefetch import BatchPrefetcher
 from ptsweep.train.state import (check_resume, compile_encoder, default_run_dir, initial_state, resolve_device,
                                  save_config_dir, seed_everything, set_tf32, uses_bf16, write_checkpoint)
@@ -113,7 +113,8 @@ class _Run:
         state["val_loss"] = loss if math.isfinite(loss) else math.inf
         state["best_val_loss"] = min(state["best_val_loss"], state["val_loss"])
         state["eval"] = {**ev, "val_loss": state["val_loss"], "val_step": step}  # val_step: when it was measured
-        self.log({**state["eval"], "tokens": step * self.tokens_per_step}, step)
+        sizes = message_stats.measure(self.model, self.val[0], self.device) if self.cfg.train.message_stats else {}
+        self.log({**state["eval"], "tokens": step * self.tokens_per_step, **sizes}, step)
         return loss
 
 

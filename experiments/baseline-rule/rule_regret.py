@@ -3,25 +3,34 @@ leaves against the per-scale search, from two scaling-curves studies (README.md 
 
     python experiments/baseline-rule/rule_regret.py local FULL_STUDY [overrides]   # the LRs the rule would run
     python experiments/baseline-rule/rule_regret.py regret FULL_STUDY RULE_STUDY... [overrides]
+    python experiments/baseline-rule/rule_regret.py seeds N SEEDS_STUDY FULL_STUDY RULE_STUDY... [overrides]
 
 ``local`` reads the full search's lr_search.csv and runs.csv, fits each baseline's best LR at the
 ``sweep.baseline.search_scales`` smallest scales by a power law in non-embedding params and prints, per baseline and
 larger scale, the local LRs and the scaling-curves command that runs them (grid mode, one scale, one baseline).
 ``regret`` compares the final runs: per (baseline, larger scale) loss(rule) - loss(search) with a 95 % Welch
-interval over seeds (``analysis.fits.difference_ci``), and what the rule saves in search trials.
+interval over seeds (``analysis.fits.difference_ci``), and what the rule saves in search trials. ``seeds`` trains N
+more seeds of both sides' final runs (the same shape, LR and warm-up as each study's seed-0 final, seeds 2 .. N + 1)
+in SEEDS_STUDY (a fixed list with a ledger: resumable) and prints the regret paired by seed over every seed: the rule's
+and the search's finals at one seed share the initialisation and the data order, so their difference cancels most of
+the seed's noise (``context_transfer.paired_difference``; 95 % t interval).
 """
 
 from __future__ import annotations
 
+import json
+import math
 import sys
 from pathlib import Path
 
 import pandas as pd
+from scipy import stats
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from ptsweep.analysis.context_transfer import paired_difference  # noqa: E402
 from ptsweep.analysis.fits import difference_ci  # noqa: E402
 from ptsweep.config import compose  # noqa: E402
 from ptsweep.sweeps import baseline_rule  # noqa: E402
@@ -64,10 +73,58 @@ def regret(full: Path, rule_studies: list[Path]) -> pd.DataFrame:
     return pd.DataFrame(rows).sort_values(["model", "scale"])
 
 
+def final_overrides(study: Path, model: str, scale: int) -> dict:
+    """The overrides of a study's first final run of ``model`` at ``scale`` (shape, LR, warm-up, seed)."""
+    path = min((study / "trials").glob(f"final-{model}-w{scale}-s0-*/trial.json"))
+    return json.loads(path.read_text())["overrides"]
+
+
+def extra_seeds(cfg, n: int, seeds_study: Path, full: Path, rule_studies: list[Path]) -> pd.DataFrame:
+    """Train seeds 2 .. n + 1 of each (baseline, scale) of the rule studies at the rule's and at the search's LR;
+    return every final run of both sides (side, model, scale, seed, loss), the studies' own finals included."""
+    from ptsweep.sweeps.outputs import score
+    from ptsweep.sweeps.ray_session import ray_session
+    from ptsweep.sweeps.runner import run_trials
+
+    trials, rows, done = [], [], []
+    for study in rule_studies:
+        for (model, scale), _ in pd.read_csv(study / "runs.csv").groupby(["model", "scale"]):
+            for side, src in (("rule", study), ("search", full)):
+                over = final_overrides(src, model, int(scale))
+                trials += [{**over, "seed": sd} for sd in range(2, n + 2)]
+                rows += [{"side": side, "model": model, "scale": int(scale), "seed": sd} for sd in range(2, n + 2)]
+                runs = pd.read_csv(src / "runs.csv")
+                done.append(runs[(runs["model"] == model) & (runs["scale"] == scale)].assign(side=side))
+    with ray_session(cfg.ray):
+        df = run_trials(cfg, trials, seeds_study, "rule-seeds", labels=[f"{r['side']}-{r['model']}-w{r['scale']}"
+                                                                          for r in rows])
+    score(df)
+    cols = ["side", "model", "scale", "seed", "loss"]
+    return pd.concat([pd.DataFrame(rows).assign(loss=df["loss"].to_numpy()), *[d[cols] for d in done]],
+                     ignore_index=True)
+
+
+def paired_regret(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per (baseline, scale): loss(rule) - loss(search) paired by seed, its SE and 95 % t interval."""
+    rows = []
+    for (model, scale), g in runs.groupby(["model", "scale"]):
+        side = {k: dict(zip(v["seed"], v["loss"])) for k, v in g.groupby("side")}
+        d = paired_difference(side["rule"], side["search"])
+        half = float(stats.t.ppf(0.975, d["n"] - 1)) * d["se"] if d["n"] > 1 else math.nan
+        rows.append({"model": model, "scale": scale, "regret": d["diff"], "se": d["se"], "lo": d["diff"] - half,
+                     "hi": d["diff"] + half, "n_seeds": d["n"]})
+    return pd.DataFrame(rows)
+
+
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in ("local", "regret"):
+    if not argv or argv[0] not in ("local", "regret", "seeds"):
         print(__doc__, file=sys.stderr)
         return 2
+    if argv[0] == "seeds":
+        n, paths = int(argv[1]), [Path(a) for a in argv[2:] if "=" not in a]
+        runs = extra_seeds(compose([a for a in argv[2:] if "=" in a]), n, paths[0], paths[1], paths[2:])
+        print(paired_regret(runs).to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+        return 0
     mode, paths = argv[0], [Path(a) for a in argv[1:] if "=" not in a]
     cfg = compose([a for a in argv[1:] if "=" in a] + ["sweep.baseline.rule=extrapolate"])
     if mode == "local":

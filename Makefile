@@ -13,10 +13,11 @@ export RAY_AUTH_MODE ?= token
 export RAY_USAGE_STATS_ENABLED ?= 0
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: setup test demo tune-small verify-transfer scaling-curves coord-check lr-transfer bench bench-memory bench-cluster plan size train clean-runs help
+.PHONY: setup corpus-python-docs test demo tune-small verify-transfer scaling-curves coord-check lr-transfer bench bench-memory bench-cluster plan size train clean-runs help
 
 help:
 	@echo "make setup            create .venv and install ptsweep (CPU torch pinned)"
+	@echo "make corpus-python-docs  second English corpus (Debian's python3.11-doc, apt-get) -> data=python_docs"
 	@echo "make test             run the test suite (installs first)"
 	@echo "make demo             toy-scale chain of the three sweeps on the embedded Shakespeare data -> runs/demo/report.md"
 	@echo "make tune-small       Optuna study of the 7 transferable HPs at width 256 (PRESET=$(PRESET))"
@@ -39,6 +40,11 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 setup: $(STAMP)
+
+# The Python documentation as a second corpus (conf/data/python_docs.yaml); needs `apt-get download`. ARGS: --deb
+# PATH (a python3.X-doc .deb fetched elsewhere), --dest DIR.
+corpus-python-docs: setup
+	$(VPY) -m ptsweep.data build-python-docs $(ARGS)
 
 # Three pytest workers (pytest-xdist), each given whole test modules (a module's local Ray starts once): most sweep
 # tests wait on Ray, subprocesses and deadlines, so three keep 2 cores busy. Clean clones, 2 cores: pytest 588.6 s

@@ -2,10 +2,11 @@
 
 Every identity starts from :func:`result_config`: the flat config (dotted keys) minus the result-neutral keys
 (outputs, trackers, Ray, sweep settings, progress, threads, checkpointing, device and its TF32 switch, batch
-prefetching, where the token cache lies, the message statistics an evaluation logs), so two configs that differ
-only there share it. :func:`config_hash` (8 hex digits) names a run folder ``<out_dir>/train/<label>-<hash>`` and
-is the resume check; :func:`trial_key` (``[label-]`` + 10 hex digits) names a sweep trial's ledger folder
-``<study>/trials/<key>/`` and, through :func:`trial_config`, the base config an Optuna study was created for.
+prefetching, where the token cache lies, the message statistics an evaluation logs, the command that builds a
+corpus' files), so two configs that differ only there share it. :func:`config_hash` (8 hex digits) names a run
+folder ``<out_dir>/train/<label>-<hash>`` and is the resume check; :func:`trial_key` (``[label-]`` + 10 hex digits)
+names a sweep trial's ledger folder ``<study>/trials/<key>/`` and, through :func:`trial_config`, the base config an
+Optuna study was created for.
 
 A key added to the schema after results were recorded is hashed only where it changes the computation
 (:data:`LEGACY_EQUIVALENT`); an unset key whose value in effect depends on another (``model.damping_z``) is hashed
@@ -31,7 +32,7 @@ RESULT_NEUTRAL_PREFIXES = ("tracker.", "ray.", "sweep.")
 RESULT_NEUTRAL_KEYS = {"out_dir", "run_name", "preset", "data.cache_dir", "data.num_proc", "train.progress",
                        "train.threads", "train.resume", "train.checkpoint", "train.checkpoint_every_s", "train.device",
                        "train.stop_after_steps", "train.log_every", "train.prefetch", "train.tf32",
-                       "data.token_cache", "train.message_stats"}
+                       "data.token_cache", "train.message_stats", "data.build_command"}
 
 
 # key -> when its value computes what a config without the key computed: 'model.attn_base_rank' is read by 'mup_sp'

@@ -25,6 +25,9 @@ class DataConfig:
     """data=local: text (.txt), .jsonl/.json or .parquet files; globs allowed."""
     val_files: list[str] = field(default_factory=list)
     """data=local: optional validation files; if empty, ``val_fraction`` of the documents are held out."""
+    build_command: str = ""
+    """data=local: the command that creates ``files`` and ``val_files`` when they are generated (a corpus builder,
+    e.g. ``make corpus-python-docs``); the error for a missing file names it. Changes no result."""
     text_field: str = "text"
     """Column holding the text in json/parquet files."""
     hf_dataset: str = "JeanKaddour/minipile"

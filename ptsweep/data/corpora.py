@@ -194,7 +194,9 @@ def _load_minipile(cfg: DataConfig) -> Documents:
 _BUILDERS = {".txt": "text", ".text": "text", ".jsonl": "json", ".json": "json", ".parquet": "parquet"}
 
 
-def _expand(patterns: Sequence[str], key: str) -> list[Path]:
+def _expand(patterns: Sequence[str], key: str, build_command: str = "") -> list[Path]:
+    """The files matching ``patterns`` (globs; relative ones also against the repository root); DataError naming
+    ``build_command`` (the command that creates them) when a pattern matches nothing."""
     out: list[Path] = []
     for pat in patterns:
         p = os.path.expanduser(pat)
@@ -203,7 +205,8 @@ def _expand(patterns: Sequence[str], key: str) -> list[Path]:
             hits = sorted(glob.glob(str(repo_root() / p), recursive=True))
         hits = [h for h in hits if os.path.isfile(h)]
         if not hits:
-            raise DataError(f"{key}: no file matches '{pat}' (cwd {os.getcwd()})")
+            build = f"; build it with `{build_command}`" if build_command else ""
+            raise DataError(f"{key}: no file matches '{pat}' (cwd {os.getcwd()}){build}")
         out += [Path(h).resolve() for h in hits]
     bad = sorted({p.suffix for p in out} - set(_BUILDERS))
     if bad:
@@ -241,8 +244,8 @@ def _split_dataset(ds: Any, cfg: DataConfig) -> tuple[Any, Any]:
 
 
 def _load_local(cfg: DataConfig) -> Documents:
-    files = _expand(cfg.files, "data.files")
-    val_files = _expand(cfg.val_files, "data.val_files") if cfg.val_files else []
+    files = _expand(cfg.files, "data.files", cfg.build_command)
+    val_files = _expand(cfg.val_files, "data.val_files", cfg.build_command) if cfg.val_files else []
     stat = [(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files + val_files]
     ident = sha_key("local", stat, cfg.text_field, cfg.val_fraction if not val_files else None, FORMAT_VERSION)
     train = _load_files(files, cfg.text_field)

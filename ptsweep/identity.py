@@ -35,11 +35,32 @@ RESULT_NEUTRAL_KEYS = {"out_dir", "run_name", "preset", "data.cache_dir", "data.
                        "data.token_cache", "train.message_stats", "data.build_command"}
 
 
+def _at_anchor(flat: Mapping[str, Any]) -> bool:
+    """N = N0 (the width rules' factors sqrt(log N / log N0), sqrt(N0 / N) are exactly 1) or no MFVI (T = 0)."""
+    return flat.get("model.width") == flat.get("model.base_width") or flat.get("model.n_iters") == 0
+
+
+def _lever_off(flat: Mapping[str, Any], key: str, off: Any) -> bool:
+    """``key`` at its off value, or no MFVI iteration for a lever to act on (T = 0: the no-inference control)."""
+    return flat[key] == off or flat.get("model.n_iters") == 0
+
+
 # key -> when its value computes what a config without the key computed: 'model.attn_base_rank' is read by 'mup_sp'
-# only, and at r_A = base_rank its attention scale is the earlier r0 / r.
+# only, and at r_A = base_rank its attention scale is the earlier r0 / r. The basin levers (models/pt_levers.py) at
+# their off values, a setting of an off lever, the width rules at the anchor width and any lever of the
+# no-inference control (T = 0) change nothing.
 LEGACY_EQUIVALENT = {
     "model.attn_base_rank": lambda flat: (flat.get("model.parametrization") != "mup_sp"
                                           or flat["model.attn_base_rank"] == flat.get("model.base_rank")),
+    "model.z_loss": lambda flat: _lever_off(flat, "model.z_loss", 0),
+    "model.z_loss_iters": lambda flat: flat.get("model.z_loss", 0) == 0 or _lever_off(flat, "model.z_loss_iters",
+                                                                                      "final"),
+    "model.qz_entropy_floor": lambda flat: _lever_off(flat, "model.qz_entropy_floor", 0),
+    "model.qz_entropy_weight": lambda flat: (flat.get("model.qz_entropy_floor", 0) == 0
+                                             or _lever_off(flat, "model.qz_entropy_weight", 1)),
+    "model.attn_score_norm": lambda flat: _lever_off(flat, "model.attn_score_norm", "none"),
+    "model.z_scale_rule": lambda flat: flat["model.z_scale_rule"] == "none" or _at_anchor(flat),
+    "model.topic_scale_rule": lambda flat: flat["model.topic_scale_rule"] == "none" or _at_anchor(flat),
 }
 
 

@@ -107,7 +107,7 @@ def test_failed_run_is_recorded_and_reraised(cache_dir: Path, tmp_path: Path, mo
     def boom(*a, **k):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(train.step, "mlm_loss", boom)  # the loss is computed in ptsweep/train/step.py
+    monkeypatch.setattr(train.step, "training_objective", boom)  # the loss is computed in ptsweep/train/step.py
     cfg = small(cache_dir, tmp_path, "model=ut")
     with pytest.raises(RuntimeError, match="boom"):
         train.run(cfg, LocalTracker())

@@ -122,6 +122,38 @@ class PTConfig:
     faster path on CPU and GPU for about twice blockwise's memory at L = 128 (bench/README.md); 'fused': torch's
     fused attention kernels (models/pt_fused.py; CPU only, else blockwise; as blockwise's restrictions). Traces
     (inspect, coord-check) always use the dense path."""
+    # Basin levers (models/pt_levers.py; experiments/lr-transfer/levers.md): each off by default, and off the model
+    # is the plain one bit for bit. Candidates against the collapse of Q_z to one-hot at 2-4 eta*.
+    z_loss: float = 0.0
+    """Coefficient of an auxiliary training loss z_loss * mean_i logsumexp(l_i)^2 over real tokens of the MFVI's Z
+    logits (PaLM's z-loss, on l^(t) instead of the output logits; 0 = off). Why: the collapse grows the Z logits'
+    scale; lse >= max_n l_n and >= mean_n l_n + log N, so the term pins the logits' level near 0, which caps how far
+    the largest logit can run (not their spread). Logged as ``z_loss`` (the weighted term) in the history."""
+    z_loss_iters: str = "final"
+    """Which Z logits the z-loss reads: 'final' (l^(T), what the head reads) or 'all' (mean over t = 1..T)."""
+    qz_entropy_floor: float = 0.0
+    """f in [0, 1): adds qz_entropy_weight * mean_t relu(f log N - Hbar^(t))^2 to the training loss, Hbar^(t) the
+    mean entropy of Q_z^(t) over real tokens at MFVI iteration t (0 = off). Why this form: a hinge is 0, with 0
+    gradient, while Q_z keeps its entropy (the healthy model is untouched; trained at eta*, Q_z's entropy is ~0.8
+    log N, experiments/weight-drift), and pushes back only on a collapse (entropy -> 0 at 4 eta*); squared, so the
+    gradient is continuous at the floor; on the mean, not per token, so confident tokens stay allowed. A fixed
+    temperature would cool every Q_z, healthy or not. Logged as ``qz_entropy_floor`` (the weighted term)."""
+    qz_entropy_weight: float = 1.0
+    """w_H: weight of the entropy-floor hinge (nats^-1; read only when qz_entropy_floor > 0)."""
+    attn_score_norm: str = "none"
+    """'row_rms': the attention logits are A = w_attn S / sqrt(mean_j S^2 + eps) (mean over each row's valid heads
+    j), replacing w_attn s_H S, so every row's logits have RMS w_attn whatever the scale of q, v (trained at eta*
+    the default reaches RMS ~6: set w_attn near it). Why: the collapse starts with attention logits that sharpen
+    without bound (std 9-32 at 2 eta*, experiments/lr-transfer); this bounds them. Dense and blockwise paths (each
+    normalises whole rows); not the fused one. 'none' (default): A = w_attn s_H S."""
+    z_scale_rule: str = "none"
+    """'sqrt_log': the combined Z messages times sigma_Z(N) = sqrt(log N / log N0) (N0 = ``base_width``; 1 at N0).
+    Why: logits of std sigma over N labels lose ~sigma^2/2 nats of entropy, so Q_z's entropy as a fraction of log N
+    holds only if sigma^2 grows like log N; measured, width 128's Z logits are ~12 % cooler than width 32's
+    (experiments/weight-drift). 'none': sigma_Z = 1."""
+    topic_scale_rule: str = "none"
+    """'inv_sqrt': the topic logits times sqrt(N0 / N) (1 at N0). Why: measured, they grow ~N^0.5 over training
+    although muP's eta/N on B predicts no growth (experiments/weight-drift). 'none': no factor."""
 
     def __post_init__(self) -> None:  # OmegaConf hands sequences over as lists; the schema's tuples stay tuples
         self.dists, self.messages_off = tuple(self.dists), tuple(self.messages_off)
@@ -216,6 +248,24 @@ class PTConfig:
                                                                      and self.stepsize_h == 1.0),
                 "model.attention_impl", f"{self.attention_impl} does not support dropout, damping_h or stepsize_h on "
                 "Q_h; use dense or auto")
+        self.validate_levers()
+
+    def validate_levers(self) -> None:
+        """The basin levers' values (``z_loss`` ... ``topic_scale_rule``)."""
+        require(math.isfinite(self.z_loss) and self.z_loss >= 0, "model.z_loss", f"must be >= 0, got {self.z_loss}")
+        one_of(self.z_loss_iters, ("final", "all"), "model.z_loss_iters")
+        require(0.0 <= self.qz_entropy_floor < 1.0, "model.qz_entropy_floor",
+                f"must be a fraction of log N in [0, 1), got {self.qz_entropy_floor}")
+        require(math.isfinite(self.qz_entropy_weight) and self.qz_entropy_weight > 0, "model.qz_entropy_weight",
+                f"must be positive, got {self.qz_entropy_weight}")
+        one_of(self.attn_score_norm, ("none", "row_rms"), "model.attn_score_norm")
+        require(self.attn_score_norm == "none" or self.attention_impl != "fused", "model.attn_score_norm",
+                f"{self.attn_score_norm} is not implemented on the fused path (its kernels never see a whole row of "
+                "scores); use model.attention_impl=dense, auto or blockwise")
+        one_of(self.z_scale_rule, ("none", "sqrt_log"), "model.z_scale_rule")
+        require(self.z_scale_rule == "none" or (self.base_width >= 2 and self.width >= 2), "model.z_scale_rule",
+                f"sqrt_log needs width and base_width >= 2 (log N0 > 0), got {self.width} and {self.base_width}")
+        one_of(self.topic_scale_rule, ("none", "inv_sqrt"), "model.topic_scale_rule")
 
 
 @dataclass

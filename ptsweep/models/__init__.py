@@ -6,7 +6,9 @@ carry a label (15% of tokens; conventions.md §4: 3-5x faster steps on CPU):
     hidden = model.encode(input_ids, attention_mask)   # (B, L, D)
     logits = model.head(hidden[labels != -100])        # (n_targets, V)
 
-and exposes ``model.width`` and ``model.parametrization`` for :mod:`ptsweep.parametrization`.
+and exposes ``model.width`` and ``model.parametrization`` for :mod:`ptsweep.parametrization`. A training step
+backpropagates ``training_objective``: the MLM loss plus the model's auxiliary terms (PT's basin levers z-loss and Q_z
+entropy floor, ``models.pt_levers``, when on; none for the other models), which PT's ``encode(..., aux=dict)`` fills.
 """
 
 from __future__ import annotations
@@ -42,15 +44,39 @@ def build_model(model_cfg, vocab_size: int, max_len: int = 512) -> nn.Module:
 
 
 def mlm_logits(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-               labels: torch.Tensor) -> torch.Tensor:
-    """Head logits at the labelled positions only, in row-major order: (n_targets, V)."""
-    hidden = model.encode(input_ids, attention_mask)  # (B, L, D)
+               labels: torch.Tensor, aux: dict | None = None) -> torch.Tensor:
+    """Head logits at the labelled positions only, in row-major order: (n_targets, V). ``aux``: a dict for PT's
+    auxiliary loss terms (only a model with ``aux_loss_terms`` takes one)."""
+    if aux is None:
+        hidden = model.encode(input_ids, attention_mask)  # (B, L, D)
+    else:
+        hidden = model.encode(input_ids, attention_mask, aux=aux)
     return model.head(hidden[labels != IGNORE_INDEX])  # (n_targets, V)
 
 
 def mlm_loss(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-             labels: torch.Tensor) -> tuple[torch.Tensor, int]:
-    """Token-averaged cross-entropy over the masked positions (spec §5). Returns (loss, n_targets)."""
-    logits = mlm_logits(model, input_ids, attention_mask, labels)
+             labels: torch.Tensor, aux: dict | None = None) -> tuple[torch.Tensor, int]:
+    """Token-averaged cross-entropy over the masked positions (spec §5). Returns (loss, n_targets); ``aux``: as
+    ``mlm_logits``."""
+    logits = mlm_logits(model, input_ids, attention_mask, labels, aux)
     targets = labels[labels != IGNORE_INDEX]
     return F.cross_entropy(logits.float(), targets), int(targets.numel())
+
+
+def aux_loss_terms(model: nn.Module) -> tuple[str, ...]:
+    """Names of the auxiliary training-loss terms ``model`` adds: PT's levers that are on
+    (``ProbabilisticTransformer.loss_terms``); () for the other models."""
+    from ptsweep.models.pt import ProbabilisticTransformer
+
+    return model.loss_terms if isinstance(model, ProbabilisticTransformer) else ()
+
+
+def training_objective(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                       labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+    """(objective, MLM loss, auxiliary terms): what a training step backpropagates, objective = MLM loss + the sum
+    of the terms (``aux_loss_terms``; each already weighted by its coefficient). Without terms the objective is the
+    MLM loss itself (the same tensor). The MLM loss alone is what ``train_loss`` and evaluations report."""
+    aux = {} if aux_loss_terms(model) else None
+    loss, _ = mlm_loss(model, input_ids, attention_mask, labels, aux)
+    terms = aux or {}
+    return (loss + sum(terms.values()) if terms else loss), loss, terms

@@ -22,8 +22,9 @@ dense, O(B*C*L*L) memory (``pt_dense``), or (``model.attention_impl``) blockwise
 (``pt_attention``), or on fused kernels (``pt_fused``); the last two without dropout, damping or step size on H.
 
 Options beyond the plain update (all off by default): damping beta (mix logits), step size alpha (mix
-distributions), dropout on H/G probabilities and on Z logits (spec §3.2). The MLM head is
-``W_out RMSNorm_gamma(h) + b_out`` with h = l^(T) (spec §5), evaluated only where a label exists.
+distributions), dropout on H/G probabilities and on Z logits (spec §3.2), and the basin levers of ``pt_levers``
+(row-RMS attention scores, width rules on the Z and topic logits, auxiliary z-loss and Q_z entropy floor). The MLM
+head is ``W_out RMSNorm_gamma(h) + b_out`` with h = l^(T) (spec §5), evaluated only where a label exists.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ptsweep.config import PTConfig
-from ptsweep.models import pt_attention, pt_dense, pt_fused
+from ptsweep.models import pt_attention, pt_dense, pt_fused, pt_levers
 from ptsweep.models.pt_constants import MFVIConstants
 from ptsweep.parametrization import Role, declare, init_parameters
 
@@ -135,6 +136,7 @@ class ProbabilisticTransformer(nn.Module):
         n, k, c, r, m, v = cfg.width, cfg.n_classes, cfg.channels, cfg.rank, cfg.topics, vocab_size
         self.classes = distance_classes(cfg.dists)
         self.const = MFVIConstants.of(cfg, vocab_size)
+        self.z_scale, self.topic_scale = pt_levers.z_scale(cfg), pt_levers.topic_scale(cfg)  # 1 unless a rule is on
 
         # Roles ([S] Table 1), the original PT's SP init (spec §3.4, §8 last bullet) and the muP base-shape constants
         # of init and LR (MFVIConstants) are declared at creation.
@@ -205,18 +207,31 @@ class ProbabilisticTransformer(nn.Module):
         eye = torch.eye(length, dtype=torch.bool, device=mask.device)
         return (mask[:, :, None] & mask[:, None, :] & ~eye)[:, None]
 
-    def attention_logits(self, q: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    def attention_scale(self) -> float:
+        """The factor on the pair scores F: w_attn * s_H, or w_attn alone under ``attn_score_norm='row_rms'`` (the
+        normalised scores carry no scale for s_H to set)."""
+        return self.cfg.w_attn * (1.0 if self.cfg.attn_score_norm == "row_rms" else self.const.s_h)
+
+    def attention_logits(self, q: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """A = w_attn * s_H * F (B, C, L, L), before masking (the ternary message to H, spec §6.3 step 3), with
-        F[b,c,i,j] = <q_i^{k(i,j),c}, v_j^{k(i,j),c}>, 0 on the diagonal (``pt_dense.pair_scores``)."""
-        return (self.cfg.w_attn * self.const.s_h) * pt_dense.pair_scores(q, v, self._layout(q.shape[-2], q.device))
+        F[b,c,i,j] = <q_i^{k(i,j),c}, v_j^{k(i,j),c}>, 0 on the diagonal (``pt_dense.pair_scores``). Under
+        ``attn_score_norm='row_rms'`` A = w_attn * F / RMS_j(F) over the valid heads of ``mask`` (B, L) (needed)."""
+        scores = pt_dense.pair_scores(q, v, self._layout(q.shape[-2], q.device))
+        if self.cfg.attn_score_norm == "row_rms":
+            if mask is None:
+                raise ValueError("attention_logits: model.attn_score_norm=row_rms needs the attention mask")
+            scores = pt_levers.row_rms_normalize(scores, self.valid_pairs(mask.bool()))
+        return self.attention_scale() * scores
 
     def mask_logits(self, logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Forbid j = i and any pair with a pad, with a large finite negative (never -inf: spec §12.1)."""
         return torch.where(self.valid_pairs(mask), logits, torch.full_like(logits, self.cfg.mask_value))
 
     def topic_logits(self, p_hat: torch.Tensor) -> torch.Tensor:
-        """E = w_topic_g * s_G * B P^ (B, L, M): the binary message to G (spec §6.3 step 5)."""
-        return (self.cfg.w_topic_g * self.const.s_g) * (p_hat @ self.B.t())
+        """E = w_topic_g * s_G * B P^ (B, L, M): the binary message to G (spec §6.3 step 5); times sqrt(N0 / N)
+        under ``topic_scale_rule='inv_sqrt'``."""
+        scale = self.cfg.w_topic_g * self.const.s_g
+        return (scale if self.topic_scale == 1.0 else scale * self.topic_scale) * (p_hat @ self.B.t())
 
     def z_messages(self, input_ids: torch.Tensor, mask: torch.Tensor, q: torch.Tensor, v: torch.Tensor,
                    q_h: torch.Tensor | None, g_hat: torch.Tensor, weights: dict | None = None,
@@ -231,12 +246,13 @@ class ProbabilisticTransformer(nn.Module):
         unary = self.unary_message(input_ids, mask) if unary is None else unary    # (B, L, N)
         topic = g_hat @ self.B                                                       # (B, L, N)
         k, c, n, r = self.U.shape
-        scale = self.cfg.w_attn * self.const.s_h
+        scale = self.attention_scale()
         if q_h is None and fused:
             child, head = pt_fused.fused_messages(p_hat, weights, (k, c, r), self.classes, scale)
         elif q_h is None:
             child, head = pt_attention.blockwise_messages(p_hat, weights, (k, c, r), mask.bool(), self.classes,
-                                                          scale, self.cfg.mask_value)
+                                                          scale, self.cfg.mask_value,
+                                                          score_norm=self.cfg.attn_score_norm == "row_rms")
         else:
             bsz, length = q.shape[0], q.shape[3]
             ctx_child, ctx_head = pt_dense.contexts(q_h, q, v, self._layout(length, q.device))  # (B*L, K*C*r) each
@@ -256,8 +272,10 @@ class ProbabilisticTransformer(nn.Module):
         return {name: w for name, w in weights.items() if name not in c.messages_off}
 
     def combine_z(self, msgs: dict[str, torch.Tensor]) -> torch.Tensor:
-        """New Z logits: the information-weighted sum of the four messages (B, L, N) (``message_weights``)."""
-        return sum(w * msgs[name] for name, w in self.message_weights().items())
+        """New Z logits: the information-weighted sum of the four messages (B, L, N) (``message_weights``), times
+        sigma_Z(N) = sqrt(log N / log N0) under ``z_scale_rule='sqrt_log'``."""
+        total = sum(w * msgs[name] for name, w in self.message_weights().items())
+        return total if self.z_scale == 1.0 else self.z_scale * total
 
     # ------------------------------------------------------------------ full inference
     def initial_logits(self, input_ids: torch.Tensor, maskf: torch.Tensor) -> torch.Tensor:
@@ -265,11 +283,12 @@ class ProbabilisticTransformer(nn.Module):
         return self.unary[input_ids] * maskf
 
     def mfvi(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-             trace: list[dict] | None = None) -> torch.Tensor:
+             trace: list[dict] | None = None, aux: dict | None = None) -> torch.Tensor:
         """Run ``n_iters`` async MFVI iterations; return the final Z logits l^(T) (B, L, N).
 
         If ``trace`` is a list, one dict per iteration is appended with the distributions (q_z, q_h, q_g) and the
-        intermediates the coordinate check measures (z_logits, p_hat, q, v, attn_logits, topic_logits, msg_*)."""
+        intermediates the coordinate check measures (z_logits, p_hat, q, v, attn_logits, topic_logits, msg_*).
+        If ``aux`` is a dict, it receives the auxiliary loss terms of the levers that are on (``loss_terms``)."""
         c = self.cfg
         mask = attention_mask.bool()
         maskf = mask[..., None].to(self.unary.dtype)
@@ -281,7 +300,8 @@ class ProbabilisticTransformer(nn.Module):
         blockwise = fused_asked or (trace is None and c.use_blockwise(input_ids.device.type))
         weights = self.flat_weights(blockwise and not fused)  # once per forward, shared by all iterations
         unary = self.unary_message(input_ids, mask)          # likewise (one embedding gather and scatter per step)
-        for _ in range(c.n_iters):
+        terms = None if aux is None else pt_levers.LossTerms(c, mask)
+        for t in range(c.n_iters):
             # 1. normalise Z (fp32 softmax for half precision only), optional step size, zero the pads
             q_z = _mix(q_z, _softmax(logits), 1 - c.stepsize_z, c.stepsize_z) * maskf
             p_hat = self.features(q_z)
@@ -289,7 +309,7 @@ class ProbabilisticTransformer(nn.Module):
             q, v = (None, None) if blockwise else self.projections(p_hat, weights)
             # 2-4. H: attention logits, damping, masks, softmax over heads j, step size, dropout
             if not blockwise:
-                attn = _mix(attn, self.attention_logits(q, v), c.damping_h, 1 - c.damping_h)
+                attn = _mix(attn, self.attention_logits(q, v, mask), c.damping_h, 1 - c.damping_h)
                 q_h = _mix(q_h, _softmax(self.mask_logits(attn, mask)), 1 - c.stepsize_h, c.stepsize_h)
                 q_h = F.dropout(q_h, c.dropout, self.training)
             # 5. G: topic logits from the same Q_z
@@ -301,17 +321,28 @@ class ProbabilisticTransformer(nn.Module):
                                    unary=unary, fused=fused)
             logits = _mix(logits, self.combine_z(msgs), c.z_damping, 1 - c.z_damping)
             logits = F.dropout(logits, c.dropout, self.training)
+            if terms is not None:
+                terms.add(q_z, logits, last=t == c.n_iters - 1)
             if trace is not None:
                 trace.append({"q_z": q_z, "q_h": q_h, "q_g": q_g, "p_hat": p_hat, "q": q, "v": v,
                               "attn_logits": attn, "topic_logits": topic, "z_logits": logits,
                               **{f"msg_{name}": m for name, m in msgs.items()}})
+        if terms is not None:
+            terms.finish(aux)
         return logits
 
     # ------------------------------------------------------------------ MLM interface
+    @property
+    def loss_terms(self) -> tuple[str, ...]:
+        """Names of the auxiliary loss terms a forward with ``aux`` adds ('z_loss', 'qz_entropy_floor';
+        ``pt_levers``)."""
+        return pt_levers.loss_term_names(self.cfg)
+
     def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-               trace: list[dict] | None = None) -> torch.Tensor:
-        """Encoder output h (B, L, N): l^(T) (default) or a_Z * softmax(l^(T)) (``head_input='probs'``)."""
-        logits = self.mfvi(input_ids, attention_mask, trace)
+               trace: list[dict] | None = None, aux: dict | None = None) -> torch.Tensor:
+        """Encoder output h (B, L, N): l^(T) (default) or a_Z * softmax(l^(T)) (``head_input='probs'``); ``aux``:
+        ``mfvi``'s."""
+        logits = self.mfvi(input_ids, attention_mask, trace, aux)
         if self.cfg.head_input == "probs":
             return self.features(_softmax(logits))
         return logits

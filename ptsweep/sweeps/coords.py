@@ -27,7 +27,7 @@ import torch
 from ptsweep import data as data_mod
 from ptsweep.analysis.fits import coord_slopes
 from ptsweep.config import PTConfig, RunConfig, anchor_at, with_overrides
-from ptsweep.models import IGNORE_INDEX, build_model, mlm_loss
+from ptsweep.models import IGNORE_INDEX, build_model, training_objective
 from ptsweep.parametrization import MUP_VARIANTS, build_optimizer, set_lr
 from ptsweep.train import lr_factor, resolve_device
 
@@ -149,7 +149,7 @@ def measure_run(cfg: RunConfig, corpus, steps: int, lr: float, batch_size: int, 
         if schedule == "train":
             set_lr(opt, lr, lr_factor(t, steps, oc.warmup_frac, oc.schedule, oc.min_lr_frac))
         b = data_mod.train_batch(corpus, cfg.data, t, batch_size, cfg.seed)
-        loss, _ = mlm_loss(model, b["input_ids"], b["attention_mask"], b["labels"])
+        loss = training_objective(model, b["input_ids"], b["attention_mask"], b["labels"])[0]  # + PT's lever terms
         opt.zero_grad(set_to_none=True)
         loss.backward()
         if schedule == "train" and oc.grad_clip > 0:

@@ -21,7 +21,9 @@ from it and reproduces an uninterrupted run (batches are a pure function of (see
 of another config (``state.check_resume``).
 
 Log rows of the log steps: train_loss, tokens, lr_factor, tokens_per_s, grad_norm, lr/<role>, and from
-``monitor``: update_rms/<role>, param_rms/<role>, mfu and gpu_peak_mem_gib (the last two where the device has them).
+``monitor``: update_rms/<role>, param_rms/<role>, mfu and gpu_peak_mem_gib (the last two where the device has them);
+with PT's lever losses on (``model.z_loss``, ``model.qz_entropy_floor``) also aux/z_loss, aux/qz_entropy_floor: the
+window means of the weighted terms that the gradient includes and train_loss (the MLM loss alone) does not.
 
 Final metrics (also ``tracker.finish``): the last evaluation's metrics (``ptsweep.metrics.summarize``),
 val_loss_init, best_val_loss, train_loss (last log window), diverged, status (ok | diverged | stopped), steps,

@@ -184,6 +184,7 @@ def _step_loop(r: _Run, report_fn) -> _LoopEnd:
     stopped = False
     start_step = step = r.state["step"]
     window_sum = torch.zeros((), device=r.device)
+    window_terms: dict = {}  # PT's lever terms (z_loss, qz_entropy_floor), summed over the window like the loss
     window_n = 0
     t_train = 0.0
     last_ckpt = time.perf_counter()
@@ -196,7 +197,7 @@ def _step_loop(r: _Run, report_fn) -> _LoopEnd:
         while step < r.steps and not diverged:
             t0 = time.perf_counter()
             log_step = (step + 1) % tc.log_every == 0 or step + 1 == r.steps
-            loss, grad_norm, factor = _optimizer_step(r, step, log_step)
+            loss, grad_norm, factor = _optimizer_step(r, step, log_step, window_terms)
             window_sum += loss.detach().float()
             window_n += 1
             step += 1
@@ -205,10 +206,12 @@ def _step_loop(r: _Run, report_fn) -> _LoopEnd:
 
             if log_step:
                 train_loss = float(window_sum) / window_n
+                terms = {f"aux/{name}": float(v) / window_n for name, v in window_terms.items()}
                 window_sum.zero_()
+                window_terms.clear()
                 window_n = 0
                 tps = (step - start_step) * r.tokens_per_step / max(t_train, 1e-9)
-                _log_training(r, step, train_loss, tps, factor, grad_norm, bar)
+                _log_training(r, step, train_loss, tps, factor, grad_norm, bar, terms)
                 if not math.isfinite(train_loss):
                     diverged = True
                     break
@@ -226,10 +229,12 @@ def _step_loop(r: _Run, report_fn) -> _LoopEnd:
     return _LoopEnd(step, start_step, t_train, diverged, stopped, reported)
 
 
-def _optimizer_step(r: _Run, step: int, log_step: bool) -> tuple[torch.Tensor, torch.Tensor | None, float]:
+def _optimizer_step(r: _Run, step: int, log_step: bool,
+                    terms: dict | None = None) -> tuple[torch.Tensor, torch.Tensor | None, float]:
     """One update on batch ``step``: schedule -> micro-batched forward/backward -> clip -> AdamW; returns the batch
-    loss, the gradient norm before clipping (None without clipping) and the schedule factor. At a ``log_step``
-    also the update sizes per role (``monitor.UpdateSizes``, into ``r.sizes``)."""
+    loss, the gradient norm before clipping (None without clipping) and the schedule factor; adds the batch's
+    auxiliary loss terms into ``terms``. At a ``log_step`` also the update sizes per role (``monitor.UpdateSizes``,
+    into ``r.sizes``)."""
     tc, oc = r.cfg.train, r.cfg.optim
     factor = lr_factor(step, r.steps, oc.warmup_frac, oc.schedule, oc.min_lr_frac)
     set_lr(r.optimizer, oc.lr, factor)
@@ -238,7 +243,7 @@ def _optimizer_step(r: _Run, step: int, log_step: bool) -> tuple[torch.Tensor, t
         _resolve_micro(r, b)
     if tc.compile_mode == "reduce-overhead":
         torch.compiler.cudagraph_mark_step_begin()  # a new iteration: earlier graph outputs may be overwritten
-    loss = accumulate_gradients(r.model, b, r.micro, r.device, tc.precision)
+    loss = accumulate_gradients(r.model, b, r.micro, r.device, tc.precision, terms)
     grad_norm = torch.nn.utils.clip_grad_norm_(r.model.parameters(), oc.grad_clip) if oc.grad_clip > 0 else None
     before = r.updates.snapshot() if log_step else None
     r.optimizer.step()
@@ -260,11 +265,13 @@ def _resolve_micro(r: _Run, batch: dict) -> None:
         torch.cuda.reset_peak_memory_stats(r.device)
 
 
-def _log_training(r: _Run, step: int, train_loss: float, tps: float, factor: float, grad_norm, bar) -> None:
-    """The log row of a log step: mean training loss of the window, tokens, schedule, throughput, grad norm, LRs."""
+def _log_training(r: _Run, step: int, train_loss: float, tps: float, factor: float, grad_norm, bar,
+                  terms: dict | None = None) -> None:
+    """The log row of a log step: mean training loss of the window, tokens, schedule, throughput, grad norm, LRs,
+    and the window means of the auxiliary loss terms that are on (``terms``: aux/z_loss, aux/qz_entropy_floor)."""
     r.state["train_loss"] = train_loss if math.isfinite(train_loss) else math.inf
     row = {"train_loss": r.state["train_loss"], "tokens": step * r.tokens_per_step, "lr_factor": factor,
-           "tokens_per_s": tps, **(r.sizes or {})}
+           "tokens_per_s": tps, **(r.sizes or {}), **(terms or {})}
     if grad_norm is not None:
         row["grad_norm"] = float(grad_norm)
     for key, value in (("mfu", monitor.mfu(r.static["flops_per_token"], tps, r.peak)),

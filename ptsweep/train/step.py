@@ -5,7 +5,8 @@ validation / test metrics.
     factor(s)  = (s + 1) / warmup            for s < warmup = round(optim.warmup_frac * steps)
                = linear | cosine decay from 1 to optim.min_lr_frac over the remaining steps (constant: 1)
     loss       = models.mlm_loss (cross-entropy at the masked positions only), accumulated over micro-batches of
-                 ``train.micro_batch_size`` rows weighted by their share of the targets (``accumulate_gradients``)
+                 ``train.micro_batch_size`` rows weighted by their share of the targets (``accumulate_gradients``);
+                 the gradient is that of models.training_objective (loss + PT's lever terms, if any are on)
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import torch
 from ptsweep import data as data_mod
 from ptsweep import metrics
 from ptsweep.config import RunConfig
-from ptsweep.models import IGNORE_INDEX, mlm_logits, mlm_loss
+from ptsweep.models import IGNORE_INDEX, mlm_logits, training_objective
 from ptsweep.train.state import autocast_context
 
 
@@ -51,17 +52,30 @@ def micro_slices(batch_size: int, micro: int) -> list[slice]:
     return [slice(i, min(i + micro, batch_size)) for i in range(0, batch_size, micro)]
 
 
-def accumulate_gradients(model, batch: dict, micro: int, device: torch.device, precision: str) -> torch.Tensor:
+def _add_terms(terms: dict | None, aux: dict, weight: float) -> None:
+    """terms[name] += weight * aux[name] (detached, float32) for each auxiliary term of a (micro-)batch."""
+    if terms is not None:
+        for name, value in aux.items():
+            terms[name] = terms.get(name, 0.0) + value.detach().float() * weight
+
+
+def accumulate_gradients(model, batch: dict, micro: int, device: torch.device, precision: str,
+                         terms: dict | None = None) -> torch.Tensor:
     """Forward + backward of one batch in micro-batches of ``micro`` rows (0 = all); returns the batch loss
     (detached). The loss is a token average over the labelled positions, so micro-batch m is weighted by
     n_m / n_total (its share of the targets), not 1/k: the accumulated gradient is the full batch's to float
-    rounding. Micro-batches without targets are skipped. Dropout masks differ from the full-batch ones."""
+    rounding. Micro-batches without targets are skipped. Dropout masks differ from the full-batch ones.
+
+    The gradient is that of ``models.training_objective`` (the loss plus PT's lever terms, each micro-batch's
+    weighted as its loss); the returned loss is the MLM loss alone. ``terms``: a dict into which the batch's
+    weighted auxiliary terms are added (detached; so a caller can sum them over steps)."""
     labels = batch["labels"]
     slices = micro_slices(labels.shape[0], micro)
     if len(slices) == 1:
         with autocast_context(device, precision):
-            loss, _ = mlm_loss(model, batch["input_ids"], batch["attention_mask"], labels)
-        loss.backward()
+            objective, loss, aux = training_objective(model, batch["input_ids"], batch["attention_mask"], labels)
+        objective.backward()
+        _add_terms(terms, aux, 1.0)
         return loss.detach()
     counts = [int((labels[sl] != IGNORE_INDEX).sum()) for sl in slices]
     total = sum(counts)
@@ -70,10 +84,12 @@ def accumulate_gradients(model, batch: dict, micro: int, device: torch.device, p
         if n == 0 and total > 0:
             continue
         with autocast_context(device, precision):
-            loss, _ = mlm_loss(model, batch["input_ids"][sl], batch["attention_mask"][sl], labels[sl])
+            objective, loss, aux = training_objective(model, batch["input_ids"][sl], batch["attention_mask"][sl],
+                                                      labels[sl])
         weight = n / total if total > 0 else 1.0 / len(slices)
-        (loss * weight).backward()
+        (objective * weight).backward()
         acc += loss.detach().float() * weight
+        _add_terms(terms, aux, weight)
     return acc
 
 

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# PT's basin levers (levers.md here): each lever runs as the lr-transfer study's "control" model beside the default
+# PT, over eta*/2, eta*, 2 eta* (0.01, 0.02, 0.04) at widths 32 and 128, 1200 steps, SEEDS seeds (default 3) at
+# every value, all in one study folder runs/levers-basin: the default's trials have the same keys in every call, so
+# they run once and pair with every lever (same seeds, data order and machine). Every call resumes from the ledger.
+# Each control sets model.n_iters=4 (the default): the preset's control is the no-inference model
+# {model.n_iters: 0}, and Hydra merges a dict override into it.
+#   PY=.venv/bin/python setsid nohup bash experiments/lr-transfer/run_basin_levers.sh > runs/levers-basin.log 2>&1 &
+#   SEEDS=1 bash experiments/lr-transfer/run_basin_levers.sh z_loss-1e-4 row_rms-wattn2   # a screen of two levers
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+source experiments/lr-transfer/study_env.sh
+BASE=(preset=lr_study tracker=disabled train.tokens=1228800 optim.warmup_frac=0.25 model.damping_z=0.5
+      'sweep.lr_transfer.parametrizations=[mup_sp]' model.base_width=32 model.base_rank=8
+      'sweep.lr_transfer.widths=[32,128]' 'sweep.lr_transfer.weight_grid=[]' sweep.lr_transfer.grid_points=3
+      'sweep.lr_transfer.sp_grid_range=[0.01,0.04]' sweep.lr_transfer.refine_top=0
+      "sweep.lr_transfer.seeds=${SEEDS:-3}" sweep.study=levers-basin)
+LEVERS=(  # name control-overrides
+  "z_loss-1e-4 {model.n_iters:4,model.z_loss:1.0e-4}"
+  "z_loss-1e-3 {model.n_iters:4,model.z_loss:1.0e-3}"
+  "z_loss_all-1e-4 {model.n_iters:4,model.z_loss:1.0e-4,model.z_loss_iters:all}"
+  "qz_floor-0.5 {model.n_iters:4,model.qz_entropy_floor:0.5}"
+  "qz_floor-0.7 {model.n_iters:4,model.qz_entropy_floor:0.7}"
+  "row_rms-wattn2 {model.n_iters:4,model.attn_score_norm:row_rms,model.w_attn:2.0}"
+  "row_rms-wattn6 {model.n_iters:4,model.attn_score_norm:row_rms,model.w_attn:6.0}"
+  "z_scale {model.n_iters:4,model.z_scale_rule:sqrt_log}"
+  "topic_scale {model.n_iters:4,model.topic_scale_rule:inv_sqrt}"
+)
+for entry in "${LEVERS[@]}"; do
+  name=${entry%% *}
+  if [ $# -gt 0 ] && [[ " $* " != *" $name "* ]]; then continue; fi
+  echo "== $name $(date -u +%H:%M:%S)" >&2
+  $PY -m ptsweep lr-transfer "${BASE[@]}" "sweep.lr_transfer.control=${entry#* }"
+done

@@ -1,0 +1,463 @@
+"""PT's basin levers (``models/pt_levers.py``, the ``model.*`` keys z_loss, qz_entropy_floor, attn_score_norm,
+z_scale_rule, topic_scale_rule): off, the model is the one before the levers existed (pinned numbers) and no lever
+code runs; on, each equals an independent computation (Python loops over tokens and rows, closed forms, finite
+differences in float64) on every attention path that supports it; the new keys leave every run and trial identity
+of the configs without them unchanged; the training step backpropagates the terms and the history reports them."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from ptsweep.config import PTConfig, compose, to_dict, with_overrides
+from ptsweep.errors import ConfigError
+from ptsweep.identity import config_hash, trial_key
+from ptsweep.models import aux_loss_terms, mlm_logits, pt_attention, pt_dense, pt_levers, training_objective
+from ptsweep.models.pt import ProbabilisticTransformer
+from ptsweep.train import accumulate_gradients
+
+V = 30
+MESSAGES = ("unary", "child", "head", "topic")
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """One thread: these shapes are tiny, and the machine is shared (``test_pt_fused`` says why)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def float64():
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(torch.float32)
+
+
+def _cfg(**kw) -> PTConfig:
+    return PTConfig(**{**dict(width=32, base_width=16, base_channels=2, base_rank=3, n_iters=3), **kw})
+
+
+def _model(seed: int = 0, **kw) -> ProbabilisticTransformer:
+    torch.manual_seed(seed)
+    return ProbabilisticTransformer(_cfg(**kw), V)
+
+
+def _inputs(bsz: int = 3, length: int = 11, pads: bool = True, seed: int = 1):
+    """ids (B, L), mask (B, L) with pads in row 1 (and a row of 2 real tokens), labels on ~40 % of real tokens."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, V, (bsz, length), generator=g)
+    mask = torch.ones(bsz, length, dtype=torch.bool)
+    if pads:
+        mask[1, 7:] = False
+        mask[2, 2:] = False
+    labels = torch.where(torch.rand(bsz, length, generator=g) < 0.4, ids, -100).masked_fill(~mask, -100)
+    return ids, mask, labels
+
+
+# ---------------------------------------------------------------- off: the plain model, bit for bit
+REFERENCE_CASES = {"mup_sp-dense": dict(attention_impl="dense"), "mup_sp-blockwise": dict(attention_impl="blockwise"),
+                   "mup_sp-fused": dict(attention_impl="fused"), "mup-dense": dict(parametrization="mup"),
+                   "sp-dense": dict(parametrization="sp")}
+PINNED = {  # (float64 loss, sum |logits|, gradient norm), computed by this code on the commit before the levers
+    "mup_sp-dense": ("0x1.d2cc62c8261efp+1", "0x1.7eb8b7e3c3c9cp+7", "0x1.2039a0892922dp+3"),
+    "mup_sp-blockwise": ("0x1.d2cc62d099094p+1", "0x1.7eb8b7f331b57p+7", "0x1.2039a0b920c85p+3"),
+    "mup_sp-fused": ("0x1.cd1770e941441p+1", "0x1.b65b841673242p+7", "0x1.d506c23d21a8bp+2"),
+    "mup-dense": ("0x1.c127372b53880p+1", "0x1.55a58446d9f6dp+6", "0x1.b23cdbba8a2b6p+0"),
+    "sp-dense": ("0x1.bfd692d3bc5b4p+1", "0x1.126097e31574ep+8", "0x1.a97a0b9820bf8p+0"),
+}
+
+
+def reference_numbers(case: str) -> tuple[float, float, float]:
+    """Loss, sum |logits| and gradient norm of a float64 MLM step of a width-32 PT (pads except on 'fused')."""
+    model = _model(**REFERENCE_CASES[case])
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, V, (3, 11), generator=g)
+    mask = torch.ones(3, 11, dtype=torch.bool)
+    if not case.endswith("fused"):
+        mask[1, 7:] = False
+    labels = torch.where(torch.rand(3, 11, generator=g) < 0.4, ids, -100).masked_fill(~mask, -100)
+    logits = mlm_logits(model, ids, mask, labels)
+    loss = F.cross_entropy(logits, labels[labels != -100])
+    loss.backward()
+    gnorm = torch.sqrt(sum(p.grad.pow(2).sum() for p in model.parameters()))
+    return float(loss.detach()), float(logits.detach().abs().sum()), float(gnorm)
+
+
+@pytest.mark.parametrize("case", list(REFERENCE_CASES))
+def test_every_lever_off_is_the_model_before_the_levers(float64, case):
+    """Bit-equal on the machine that pinned them (2026-11, torch 2.13 CPU); 1e-14 allows another CPU's BLAS."""
+    got = reference_numbers(case)
+    for value, pinned in zip(got, PINNED[case]):
+        assert value == pytest.approx(float.fromhex(pinned), rel=1e-14, abs=0), (case, value.hex(), pinned)
+
+
+@pytest.mark.parametrize("impl", ["dense", "blockwise", "fused"])
+def test_off_no_lever_code_runs_and_the_objective_is_the_mlm_loss(monkeypatch, impl):
+    def boom(*a, **k):
+        raise AssertionError("lever code ran with every lever off")
+
+    for module, name in ((pt_levers, "row_rms_normalize"), (pt_attention, "row_rms_normalize"),
+                         (pt_levers, "LossTerms"), (pt_levers, "z_loss_value"), (pt_levers, "mean_entropy")):
+        monkeypatch.setattr(module, name, boom)
+    model = _model(attention_impl=impl)
+    assert model.z_scale == 1.0 and model.topic_scale == 1.0 and aux_loss_terms(model) == ()
+    ids, mask, labels = _inputs(pads=impl != "fused")
+    objective, loss, terms = training_objective(model, ids, mask, labels)
+    assert objective is loss and terms == {}
+    objective.backward()
+    assert model.U.grad is not None
+
+
+# ---------------------------------------------------------------- config and identity
+@pytest.mark.parametrize("kw, message", [
+    (dict(z_loss=-1e-4), "model.z_loss: must be >= 0, got -0.0001"),
+    (dict(z_loss=math.nan), "model.z_loss: must be >= 0, got nan"),
+    (dict(z_loss_iters="every"), "model.z_loss_iters: must be one of ['final', 'all'], got 'every'"),
+    (dict(qz_entropy_floor=1.0), "model.qz_entropy_floor: must be a fraction of log N in [0, 1), got 1.0"),
+    (dict(qz_entropy_floor=-0.1), "model.qz_entropy_floor: must be a fraction of log N in [0, 1), got -0.1"),
+    (dict(qz_entropy_weight=0.0), "model.qz_entropy_weight: must be positive, got 0.0"),
+    (dict(attn_score_norm="qk"), "model.attn_score_norm: must be one of ['none', 'row_rms'], got 'qk'"),
+    (dict(attn_score_norm="row_rms", attention_impl="fused"),
+     "model.attn_score_norm: row_rms is not implemented on the fused path (its kernels never see a whole row of "
+     "scores); use model.attention_impl=dense, auto or blockwise"),
+    (dict(z_scale_rule="log"), "model.z_scale_rule: must be one of ['none', 'sqrt_log'], got 'log'"),
+    (dict(z_scale_rule="sqrt_log", base_width=1, base_channels=1),
+     "model.z_scale_rule: sqrt_log needs width and base_width >= 2 (log N0 > 0), got 32 and 1"),
+    (dict(topic_scale_rule="sqrt"), "model.topic_scale_rule: must be one of ['none', 'inv_sqrt'], got 'sqrt'"),
+])
+def test_bad_lever_values_are_one_line_config_errors(kw, message):
+    with pytest.raises(ConfigError) as e:
+        _cfg(**kw).validate()
+    assert str(e.value) == message
+
+
+def _keys(*overrides: str) -> tuple[str, str]:
+    cfg = compose(["preset=lr_study", "model.width=128", "model.base_width=32", "model.scaling=rank",
+                   "model.base_rank=8", *overrides])
+    return config_hash(cfg), trial_key(to_dict(cfg), {})
+
+
+def test_the_levers_change_an_identity_only_where_they_change_the_computation():
+    plain = _keys()
+    off = ("model.z_loss=0.0", "model.z_loss_iters=final", "model.qz_entropy_floor=0.0", "model.qz_entropy_weight=1.0",
+           "model.attn_score_norm=none", "model.z_scale_rule=none", "model.topic_scale_rule=none")
+    assert _keys(*off) == plain
+    # a setting of a lever that is off computes nothing new
+    assert _keys("model.z_loss_iters=all", "model.qz_entropy_weight=5.0") == plain
+    on = ["model.z_loss=1e-4", "model.qz_entropy_floor=0.5", "model.attn_score_norm=row_rms",
+          "model.z_scale_rule=sqrt_log", "model.topic_scale_rule=inv_sqrt"]
+    keys = [_keys(o) for o in on] + [_keys("model.z_loss=1e-4", "model.z_loss_iters=all"),
+                                     _keys("model.qz_entropy_floor=0.5", "model.qz_entropy_weight=5.0")]
+    assert len({k for pair in keys for k in pair} | set(plain)) == 2 * len(keys) + 2  # every one new, all distinct
+    # the width rules at the anchor width, and any lever of the no-inference control, are the plain model
+    for rule in ("model.z_scale_rule=sqrt_log", "model.topic_scale_rule=inv_sqrt"):
+        assert _keys(rule, "model.width=32") == _keys("model.width=32")
+    for lever in on:
+        assert _keys(lever, "model.n_iters=0") == _keys("model.n_iters=0")
+
+
+def test_a_sweep_override_of_a_lever_reaches_the_model():
+    cfg = with_overrides(compose(["preset=smoke"]), {"model.z_loss": 1e-3, "model.attn_score_norm": "row_rms"})
+    model = ProbabilisticTransformer(cfg.model, V)
+    assert aux_loss_terms(model) == ("z_loss",) and model.attention_scale() == cfg.model.w_attn
+
+
+# ---------------------------------------------------------------- auxiliary loss terms
+def _real_tokens(mask: torch.Tensor) -> list[tuple[int, int]]:
+    return [(b, i) for b in range(mask.shape[0]) for i in range(mask.shape[1]) if mask[b, i]]
+
+
+def _brute_z_loss(z_logits: torch.Tensor, mask: torch.Tensor) -> float:
+    """mean over real tokens of log(sum_n exp l_n)^2, one token at a time."""
+    vals = [math.log(sum(math.exp(x) for x in z_logits[b, i].tolist())) ** 2 for b, i in _real_tokens(mask)]
+    return sum(vals) / len(vals)
+
+
+def _brute_entropy(q_z: torch.Tensor, mask: torch.Tensor) -> float:
+    """mean over real tokens of -sum_n q_n log q_n, one token at a time."""
+    vals = [-sum(p * math.log(p) for p in q_z[b, i].tolist() if p > 0) for b, i in _real_tokens(mask)]
+    return sum(vals) / len(vals)
+
+
+@pytest.mark.parametrize("iters", ["final", "all"])
+def test_z_loss_is_the_mean_squared_logsumexp_of_the_traced_logits(float64, iters):
+    model = _model(z_loss=0.01, z_loss_iters=iters)
+    ids, mask, _ = _inputs()
+    trace, aux = [], {}
+    model.mfvi(ids, mask, trace, aux)
+    chosen = trace if iters == "all" else trace[-1:]
+    expected = 0.01 * sum(_brute_z_loss(step["z_logits"], mask) for step in chosen) / len(chosen)
+    assert set(aux) == {"z_loss"} and aux_loss_terms(model) == ("z_loss",)
+    assert aux["z_loss"].item() == pytest.approx(expected, rel=1e-12)
+    assert len(trace) == 3 and expected > 0
+
+
+def test_entropy_floor_is_the_hinge_on_the_brute_force_mean_entropy(float64):
+    floor, weight = 0.9, 3.0
+    model = _model(qz_entropy_floor=floor, qz_entropy_weight=weight)
+    with torch.no_grad():
+        model.unary.mul_(40.0)  # sharp Q_z: the floor binds
+    ids, mask, _ = _inputs()
+    trace, aux = [], {}
+    model.mfvi(ids, mask, trace, aux)
+    hinges = [max(0.0, floor * math.log(32) - _brute_entropy(step["q_z"], mask)) ** 2 for step in trace]
+    assert min(hinges) > 0, hinges
+    assert set(aux) == {"qz_entropy_floor"}
+    assert aux["qz_entropy_floor"].item() == pytest.approx(weight * sum(hinges) / len(hinges), rel=1e-12)
+
+
+def test_entropy_floor_below_the_entropy_adds_nothing_and_no_gradient(float64):
+    model = _model(qz_entropy_floor=0.05)  # Q_z near uniform at init: entropy ~log N, far above the floor
+    ids, mask, _ = _inputs()
+    aux = {}
+    model.mfvi(ids, mask, aux=aux)
+    assert aux["qz_entropy_floor"].item() == 0.0
+    aux["qz_entropy_floor"].backward()
+    assert all(p.grad is None or float(p.grad.abs().max()) == 0.0 for p in model.parameters())
+
+
+def test_no_mfvi_no_terms():
+    model = _model(z_loss=0.1, qz_entropy_floor=0.5, n_iters=0)
+    assert aux_loss_terms(model) == ()
+    ids, mask, labels = _inputs()
+    objective, loss, terms = training_objective(model, ids, mask, labels)
+    assert objective is loss and terms == {}
+
+
+def _fd_check(model, fn, n_dirs: int = 3, eps: float = 1e-6, seed: int = 0) -> None:
+    """Autograd's directional derivative of fn() against central differences along random directions of every
+    parameter at once."""
+    params = [p for p in model.parameters()]
+    model.zero_grad()
+    fn().backward()
+    grads = [p.grad.clone() if p.grad is not None else torch.zeros_like(p) for p in params]
+    g = torch.Generator().manual_seed(seed)
+    for _ in range(n_dirs):
+        dirs = [torch.randn(p.shape, generator=g, dtype=p.dtype) for p in params]
+        with torch.no_grad():
+            for p, d in zip(params, dirs):
+                p.add_(eps * d)
+            plus = float(fn())
+            for p, d in zip(params, dirs):
+                p.sub_(2 * eps * d)
+            minus = float(fn())
+            for p, d in zip(params, dirs):
+                p.add_(eps * d)
+        analytic = float(sum((gr * d).sum() for gr, d in zip(grads, dirs)))
+        numeric = (plus - minus) / (2 * eps)
+        assert numeric == pytest.approx(analytic, rel=1e-6, abs=1e-9), (numeric, analytic)
+
+
+def test_lever_loss_terms_have_the_finite_difference_gradient(float64):
+    model = _model(width=8, base_width=8, z_loss=0.05, z_loss_iters="all", qz_entropy_floor=0.95,
+                   qz_entropy_weight=2.0)
+    with torch.no_grad():
+        model.unary.mul_(10.0)  # the hinge binds (a kink-free point of it)
+    ids, mask, _ = _inputs()
+
+    def terms():
+        aux = {}
+        model.mfvi(ids, mask, aux=aux)
+        assert aux["qz_entropy_floor"].item() > 0
+        return aux["z_loss"] + aux["qz_entropy_floor"]
+
+    _fd_check(model, terms)
+
+
+# ---------------------------------------------------------------- row-RMS attention scores
+def test_row_rms_normalize_matches_a_loop_over_rows(float64):
+    g = torch.Generator().manual_seed(0)
+    scores = torch.randn(2, 3, 4, 6, generator=g)
+    valid = torch.rand(2, 1, 4, 6, generator=g) < 0.6
+    valid[0, 0, 1] = False  # a row without a valid head
+    out = pt_levers.row_rms_normalize(scores, valid)
+    for b in range(2):
+        for c in range(3):
+            for i in range(4):
+                js = [j for j in range(6) if valid[b, 0, i, j]]
+                mean_sq = sum(float(scores[b, c, i, j]) ** 2 for j in js) / max(len(js), 1)
+                for j in range(6):
+                    ref = float(scores[b, c, i, j]) / math.sqrt(mean_sq + pt_levers.SCORE_NORM_EPS)
+                    assert float(out[b, c, i, j]) == pytest.approx(ref, rel=1e-12, abs=1e-15)
+
+
+def test_row_rms_attention_logits_have_rms_w_attn_on_every_row(float64):
+    model = _model(attn_score_norm="row_rms", w_attn=2.5)
+    ids, mask, _ = _inputs()
+    trace = model.inspect(ids, mask)
+    valid = model.valid_pairs(mask)                                            # (B, 1, L, L)
+
+    def mean_sq(x, keep):
+        return (x.pow(2) * keep).sum(-1) / keep.sum(-1).clamp_min(1)
+
+    for step in trace:
+        a = step["attn_logits"]                                                # (B, C, L, L)
+        keep = valid.expand_as(a).to(a.dtype)
+        rows = keep.sum(-1) > 0
+        raw = mean_sq(pt_dense.pair_scores(step["q"], step["v"], model._layout(a.shape[-1], a.device)), keep)
+        expected = 2.5 * (raw / (raw + pt_levers.SCORE_NORM_EPS)).sqrt()          # RMS w_attn but for eps
+        assert torch.allclose(mean_sq(a, keep).sqrt()[rows], expected[rows], rtol=1e-10)
+    with pytest.raises(ValueError, match="row_rms needs the attention mask"):
+        model.attention_logits(trace[0]["q"], trace[0]["v"])
+
+
+def _encode_and_grads(model, ids, mask, weights):
+    model.zero_grad()
+    aux = {}
+    h = model.encode(ids, mask, aux=aux)
+    ((h * weights).sum() + sum(aux.values())).backward()
+    return [h.detach(), *(t.item() for t in aux.values()),
+            *(torch.zeros_like(p) if p.grad is None else p.grad.clone() for p in model.parameters())]
+
+
+def test_row_rms_is_the_same_on_the_dense_and_blockwise_paths(float64):
+    """Two blocks of 32 rows (L = 37), pads, every parameter's gradient; the z-loss rides along. Within 1e-6: the
+    blockwise path takes its softmax in float32 (as the dense one does for half precision only)."""
+    dense = _model(attn_score_norm="row_rms", attention_impl="dense", z_loss=0.01)
+    block = _model(attn_score_norm="row_rms", attention_impl="blockwise", z_loss=0.01)
+    block.load_state_dict(dense.state_dict())
+    ids, mask, _ = _inputs(length=37)
+    mask[1, 30:] = False
+    weights = torch.randn(*ids.shape, 32, generator=torch.Generator().manual_seed(3))
+    plain = _model(attention_impl="dense", z_loss=0.01)
+    plain.load_state_dict(dense.state_dict())
+    ref = _encode_and_grads(dense, ids, mask, weights)
+    got = _encode_and_grads(block, ids, mask, weights)
+    assert float((ref[0] - _encode_and_grads(plain, ids, mask, weights)[0]).abs().max()) > 1e-3  # the lever acts
+    for a, b in zip(got, ref):
+        a, b = torch.as_tensor(a), torch.as_tensor(b)
+        assert float((a - b).abs().max()) <= 1e-6 * max(float(b.abs().max()), 1e-12)
+
+
+def test_row_rms_gradient_matches_finite_differences(float64):
+    """On the dense path (the blockwise one's float32 softmax would drown central differences; the test above holds
+    its gradients to the dense ones)."""
+    model = _model(width=8, base_width=8, attn_score_norm="row_rms", attention_impl="dense", n_iters=2)
+    ids, mask, _ = _inputs()
+    weights = torch.randn(*ids.shape, 8, generator=torch.Generator().manual_seed(4))
+    _fd_check(model, lambda: (model.encode(ids, mask) * weights).sum())
+
+
+# ---------------------------------------------------------------- width rules
+def test_sqrt_log_scales_combine_z_by_the_log_ratio_of_widths():
+    g = torch.Generator().manual_seed(0)
+    msgs = {name: torch.randn(2, 5, 64, generator=g) for name in MESSAGES}
+    plain = _model(width=64, base_width=16).combine_z(msgs)
+    for width, ratio in ((64, math.sqrt(math.log(64) / math.log(16))), (32, math.sqrt(1.25)), (16, 1.0)):
+        ruled = _model(width=width, base_width=16, z_scale_rule="sqrt_log").combine_z(msgs)
+        assert torch.allclose(ruled, ratio * plain, rtol=1e-6)
+    assert torch.equal(_model(width=16, base_width=16, z_scale_rule="sqrt_log").combine_z(msgs),
+                       _model(width=16, base_width=16).combine_z(msgs))  # 1 at the anchor, exactly
+
+
+def test_sqrt_log_enters_the_mfvi_update_before_damping(float64):
+    """l^(1) = beta_Z S_w + (1 - beta_Z) sigma_Z sum_k w_k m_k from the traced (unweighted) messages."""
+    model = _model(width=64, base_width=16, z_scale_rule="sqrt_log", w_child=1.5, w_topic_z=0.5)
+    ids, mask, _ = _inputs()
+    step = model.inspect(ids, mask)[0]
+    beta, sigma = model.cfg.z_damping, math.sqrt(1.5)
+    weights = {"unary": 1.0, "child": 1.5, "head": 1.0, "topic": 0.5}
+    total = sum(weights[name] * step[f"msg_{name}"] for name in MESSAGES)
+    expected = beta * model.unary[ids] * mask[..., None] + (1 - beta) * sigma * total
+    assert beta == 0.5 and torch.allclose(step["z_logits"], expected, rtol=1e-12, atol=1e-12)
+
+
+def test_inv_sqrt_topic_logits_from_the_traced_features(float64):
+    """E = w_topic_g s_G sqrt(N0 / N) B P^ (no H/G damping), and the plain model's logits at the anchor."""
+    model = _model(width=64, base_width=16, topic_scale_rule="inv_sqrt", w_topic_g=1.5)
+    ids, mask, _ = _inputs()
+    for step in model.inspect(ids, mask):
+        expected = 1.5 * model.const.s_g * 0.5 * (step["p_hat"] @ model.B.t())
+        assert torch.allclose(step["topic_logits"], expected, rtol=1e-12, atol=1e-12)
+    anchored = _model(width=16, base_width=16, topic_scale_rule="inv_sqrt")
+    plain = _model(width=16, base_width=16)
+    p_hat = torch.rand(2, 5, 16)
+    assert anchored.topic_scale == 1.0 and torch.equal(anchored.topic_logits(p_hat), plain.topic_logits(p_hat))
+
+
+# ---------------------------------------------------------------- training step and loop
+@pytest.mark.parametrize("micro", [0, 1])
+def test_a_training_step_backpropagates_the_terms_and_returns_the_mlm_loss(micro):
+    model = _model(z_loss=0.02, qz_entropy_floor=0.999)
+    ids, mask, labels = _inputs()
+    batch = {"input_ids": ids, "attention_mask": mask, "labels": labels}
+    terms: dict = {}
+    loss = accumulate_gradients(model, batch, micro, torch.device("cpu"), "fp32", terms)
+    got = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    rows = [slice(0, 3)] if micro == 0 else [slice(b, b + 1) for b in range(3)]
+    n = [int((labels[r] != -100).sum()) for r in rows]
+    want_loss, want_terms = 0.0, {"z_loss": 0.0, "qz_entropy_floor": 0.0}
+    for r, n_r in zip(rows, n):  # by hand: each micro-batch's (MLM + terms), weighted by its share of the targets
+        if n_r == 0:
+            continue  # a micro-batch without targets is skipped
+        aux = {}
+        logits = mlm_logits(model, ids[r], mask[r], labels[r], aux)
+        mlm = F.cross_entropy(logits, labels[r][labels[r] != -100])
+        ((mlm + aux["z_loss"] + aux["qz_entropy_floor"]) * (n_r / sum(n))).backward()
+        want_loss += mlm.item() * n_r / sum(n)
+        for k in want_terms:
+            want_terms[k] += aux[k].item() * n_r / sum(n)
+    assert float(loss) == pytest.approx(want_loss, rel=1e-6)
+    assert set(terms) == set(want_terms) and float(terms["z_loss"]) > 0
+    for k in want_terms:
+        assert float(terms[k]) == pytest.approx(want_terms[k], rel=1e-5, abs=1e-9)
+    for a, p in zip(got, model.parameters()):
+        assert torch.allclose(a, p.grad, rtol=1e-4, atol=1e-7)
+
+
+def test_the_history_reports_the_lever_terms(cache_dir, tmp_path, monkeypatch):
+    from ptsweep import train
+    from ptsweep.tracking import LocalTracker
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    cfg = compose(["preset=smoke", "tracker=disabled", f"out_dir={tmp_path}", f"data.cache_dir={cache_dir}",
+                   "model.width=32", "model.base_width=32", "model.base_rank=8", "model.scaling=rank",
+                   "train.tokens=2048", "model.z_loss=1e-3", "model.qz_entropy_floor=0.99"])
+    metrics = train.run(cfg, LocalTracker())
+    logged = [row for row in metrics["history"] if "train_loss" in row]
+    assert metrics["status"] == "ok" and logged
+    for row in logged:
+        assert row["aux/z_loss"] > 0 and math.isfinite(row["aux/z_loss"]) and row["aux/qz_entropy_floor"] >= 0
+
+
+def test_the_basin_script_plans_each_lever_beside_the_default_over_the_high_side():
+    """run_basin_levers.sh with PY=echo prints its commands; each plans eta*/2, eta*, 2 eta* at widths 32 and 128
+    for the default and for the lever (the control group: the lever on, MFVI kept), 3 seeds at every value."""
+    import shlex
+    import subprocess
+    from pathlib import Path
+
+    from ptsweep.sweeps.lr_transfer_plan import refine_values, stage1_trials
+
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run(["bash", "experiments/lr-transfer/run_basin_levers.sh"], cwd=root, check=True,
+                         capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "PY": "echo"}).stdout
+    commands = [shlex.split(line) for line in out.splitlines()]
+    assert len(commands) == 9 and all(c[:3] == ["-m", "ptsweep", "lr-transfer"] for c in commands)
+    levers = set()
+    for c in commands:
+        cfg = compose(c[3:])
+        lt = cfg.sweep.lr_transfer
+        assert (lt.widths, lt.seeds, lt.refine_top, cfg.train.tokens) == ([32, 128], 3, 0, 1228800)
+        trials, labels = stage1_trials(cfg)
+        assert len(trials) == 12 and refine_values(cfg, None)[("control", "mup_sp", 128)] == [0.01, 0.02, 0.04]
+        for ov, label in zip(trials, labels):
+            assert ov["optim.lr"] in (0.01, 0.02, 0.04)
+            model = with_overrides(cfg, ov).model
+            changed = {k: v for k, v in to_dict(model).items() if v != to_dict(PTConfig())[k]
+                       and k not in ("width", "scaling", "base_width", "base_rank", "damping_z", "w_attn")}
+            if label.startswith("lr-"):
+                assert changed == {} and model.w_attn == 1.0
+            else:
+                assert label.startswith("ctrl-") and model.n_iters == 4 and len(changed) in (1, 2)
+                levers |= set(changed)
+    assert levers >= {"z_loss", "z_loss_iters", "qz_entropy_floor", "attn_score_norm", "z_scale_rule",
+                      "topic_scale_rule"}

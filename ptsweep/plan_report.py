@@ -82,7 +82,7 @@ def edge_lines(cfg: RunConfig, hw: planner.Hardware) -> list[str]:
                                    hw).gpu_hours for key, t in firsts.items())
     return [f"  LR edge rule (sweep.baseline.lr_widen={cfg.sweep.baseline.lr_widen}), not counted above: up to "
             f"{sum(runs.values())} more search runs, {hours:,.1f} GPU-hours ({max(runs.values())} per searched "
-            f"(baseline, scale), run only while its best LR is on an edge of the LRs tried)"]
+            f"(model, scale) with an LR grid or search, run only while its best LR is on an edge of the LRs tried)"]
 
 
 def format_plan(rows: list[planner.TrialPlan], cfg: RunConfig, hw: planner.Hardware,

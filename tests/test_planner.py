@@ -227,16 +227,16 @@ def test_unknown_sweep_is_a_one_line_error(capsys):
 
 def test_the_plan_names_the_lr_edge_rule_runs_it_leaves_out():
     """The edge rule's runs are not in the plan's rows (as no widening round is); its line says how many at most and
-    their hours: preset=trained (grid of 3 LRs, lr_widen 2, 2 baselines x 2 scales) 8 grid trials = 2/3 of the
-    grids' hours; the paper (64 TPE trials, lr_widen 2 here) 2 x 64 per searched (baseline, scale): twice the
+    their hours: preset=trained (grid of 3 LRs, lr_widen 2, 2 baselines x 2 scales and PT's LR grid) 10 grid trials =
+    2/3 of the grids' hours; the paper (64 TPE trials, lr_widen 2 here) 2 x 64 per searched (baseline, scale): twice the
     searches' hours, under 'extrapolate' only at its 3 searched scales."""
     hw = planner.Hardware(peak_tflops=1e-3)  # hours large enough to compare at one decimal
     trained = compose(["preset=trained"])
     rows = planner.plan(trained, ["scaling-curves"], hw)
     search = [r for r in rows if r.stage == "search"]
-    assert sum(r.count for r in search) == 2 * 2 * 3  # the grids, no edge-rule trial
+    assert sum(r.count for r in search) == 2 * 2 * 3 + 3  # the grids (PT's LR grid at width 32 too), no edge trial
     (line,) = plan_report.edge_lines(trained, hw)
-    assert "lr_widen=2" in line and "up to 8 more search runs" in line
+    assert "lr_widen=2" in line and "up to 10 more search runs" in line  # 2 per grid: 4 baseline grids and PT's
     assert f"{sum(r.gpu_hours for r in search) * 2 / 3:,.1f} GPU-hours (2 per searched" in line
     paper = compose(["preset=paper", "sweep.baseline.lr_widen=2"])
     search = [r for r in planner.plan(paper, ["scaling-curves"], hw) if r.stage == "search"]

@@ -60,3 +60,45 @@ def pytest_configure(config):
         return
     generate_and_save_token()
     protect_token_file()
+
+
+@pytest.fixture
+def one_thread():
+    """One torch thread for the test: at tiny shapes a kernel call with two threads spends its time in thread
+    synchronisation (measured ~10-20 ms per call beside a busy core, 8x slower tests). Modules use it with
+    ``pytestmark = pytest.mark.usefixtures("one_thread")``."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def float64():
+    """float64 as torch's default dtype for the test (brute-force and finite-difference comparisons)."""
+    import torch
+
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(previous)
+
+
+@pytest.fixture
+def rows_tracker():
+    """A tracker class that keeps every row ``train.run`` logs (what W&B would get) in ``.rows`` as (step, metrics),
+    beside the local tracker's own files."""
+    from ptsweep.tracking import LocalTracker
+
+    class RowsTracker(LocalTracker):
+        def __init__(self) -> None:
+            super().__init__()
+            self.rows: list[tuple[int, dict]] = []
+
+        def log(self, metrics: dict, step: int) -> None:
+            super().log(metrics, step)
+            self.rows.append((step, dict(metrics)))
+
+    return RowsTracker

@@ -24,7 +24,6 @@ from ptsweep.config import PTConfig, compose
 from ptsweep.errors import ConfigError
 from ptsweep.models import build_model
 from ptsweep.models.pt import ProbabilisticTransformer
-from ptsweep.tracking import LocalTracker
 from ptsweep.train import message_stats
 
 WEIGHTS = {"w_unary": 0.7, "w_child": 1.3, "w_head": 2.1, "w_topic_z": 0.4, "w_attn": 1.7, "w_topic_g": 0.9}
@@ -163,29 +162,18 @@ def test_message_stats_key_checks_the_model() -> None:
     assert not compose(["preset=smoke"]).train.message_stats  # off by default
 
 
-class _Rows(LocalTracker):
-    """The local tracker, keeping the rows ``train.run`` logs (what W&B would get)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.rows: list[tuple[int, dict]] = []
-
-    def log(self, metrics: dict, step: int) -> None:
-        super().log(metrics, step)
-        self.rows.append((step, dict(metrics)))
-
-
-def _smoke_run(cache_dir: Path, out: Path, on: bool) -> tuple[dict, _Rows, list[dict]]:
+def _smoke_run(cache_dir: Path, out: Path, on: bool, rows_tracker) -> tuple[dict, object, list[dict]]:
     cfg = compose(["preset=smoke", "tracker=disabled", f"out_dir={out}", f"data.cache_dir={cache_dir}",
                    f"train.message_stats={str(on).lower()}"])
-    tracker = _Rows()
+    tracker = rows_tracker()
     m = train.run(cfg, tracker)
     history = [json.loads(line) for line in (Path(m["run_dir"]) / "history.jsonl").read_text().splitlines()]
     return m, tracker, history
 
 
-def test_training_writes_message_stats_to_the_history_only_when_asked(cache_dir: Path, tmp_path: Path) -> None:
-    m, tracker, history = _smoke_run(cache_dir, tmp_path / "on", on=True)
+def test_training_writes_message_stats_to_the_history_only_when_asked(cache_dir: Path, tmp_path: Path,
+                                                                      rows_tracker) -> None:
+    m, tracker, history = _smoke_run(cache_dir, tmp_path / "on", on=True, rows_tracker=rows_tracker)
     evals = [r for r in history if "val_loss" in r]
     assert [r["step"] for r in evals] == [0, 8, 16]  # the initial evaluation and every train.eval_every
     for r in evals:
@@ -205,7 +193,7 @@ def test_training_writes_message_stats_to_the_history_only_when_asked(cache_dir:
     assert evals[-1]["msg/q_h_entropy"] == pytest.approx(again["msg/q_h_entropy"], rel=1e-5)
     assert evals[-1]["msg/child_ratio"] != evals[0]["msg/child_ratio"]  # training moved them
 
-    m_off, tracker_off, history_off = _smoke_run(cache_dir, tmp_path / "off", on=False)
+    m_off, tracker_off, history_off = _smoke_run(cache_dir, tmp_path / "off", on=False, rows_tracker=rows_tracker)
     assert any("val_loss" in r for r in history_off)
     assert not any(k.startswith("msg") for r in history_off for k in r)
     assert not any(k.startswith("msg") for _, r in tracker_off.rows for k in r)

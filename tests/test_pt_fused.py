@@ -18,21 +18,7 @@ def _cfg(**kw):
     return PTConfig(**{**base, **kw})
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """One thread: at these tiny shapes a kernel call with two threads spends its time in thread synchronisation
-    (measured ~10-20 ms per call beside a busy core, 8x slower tests); ``make test`` runs one thread per worker."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture
-def float64():
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(torch.float32)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny shapes: conftest says why
 
 
 def test_private_flash_ops_exist_with_the_signatures_used():

@@ -20,20 +20,7 @@ V = 30
 MESSAGES = ("unary", "child", "head", "topic")
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """One thread: these shapes are tiny, and the machine is shared (``test_pt_fused`` says why)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture
-def float64():
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(torch.float32)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny shapes: conftest says why
 
 
 def _cfg(**kw) -> PTConfig:

@@ -13,7 +13,6 @@ from ptsweep import train
 from ptsweep.config import PTConfig, compose
 from ptsweep.models import build_model, mlm_loss
 from ptsweep.parametrization import build_optimizer
-from ptsweep.tracking import LocalTracker
 from ptsweep.train import monitor
 
 
@@ -69,25 +68,13 @@ def test_update_rms_of_adamw_first_step_is_the_group_lr() -> None:
         assert got[f"param_rms/{role}"] == pytest.approx(float(flat.pow(2).mean().sqrt()), rel=1e-5)
 
 
-class _Rows(LocalTracker):
-    """The local tracker, keeping the rows ``train.run`` logs."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.rows: list[tuple[int, dict]] = []
-
-    def log(self, metrics: dict, step: int) -> None:
-        super().log(metrics, step)
-        self.rows.append((step, dict(metrics)))
-
-
 def test_cpu_run_logs_update_sizes_per_role_and_no_gpu_metrics(cache_dir: Path, tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+                                                                monkeypatch: pytest.MonkeyPatch, rows_tracker) -> None:
     measured: list[int] = []  # the update sizes are measured at the log steps only (a copy of the tracked tensors)
     real = monitor.UpdateSizes.snapshot
     monkeypatch.setattr(monitor.UpdateSizes, "snapshot", lambda self: measured.append(1) or real(self))
     cfg = compose(["preset=smoke", "tracker=disabled", f"out_dir={tmp_path}", f"data.cache_dir={cache_dir}"])
-    tracker = _Rows()
+    tracker = rows_tracker()
     m = train.run(cfg, tracker)
     assert len(measured) == 4
     training = [(s, r) for s, r in tracker.rows if "train_loss" in r]

@@ -101,8 +101,8 @@ class BaselineSearchConfig:
                 "must be 0 < low < high <= 0.5")
         require(0 < self.search_frac <= 1, "sweep.baseline.search_frac", "must be in (0, 1]")
         require(self.lr_widen >= 0, "sweep.baseline.lr_widen", "must be >= 0")
-        require(not self.grid or increasing_lr_grid(self.grid), "sweep.baseline.grid", f"must be [] or >= 3 increasing positive LRs (3 can bracket an optimum), "
-                f"got {self.grid}")
+        require(not self.grid or increasing_lr_grid(self.grid), "sweep.baseline.grid",
+                f"must be [] or >= 3 increasing positive LRs (3 can bracket an optimum), got {self.grid}")
         require(self.search_scales >= 2, "sweep.baseline.search_scales", "must be >= 2 (a power law has 2 parameters)")
         require(self.local_points >= 1, "sweep.baseline.local_points", "must be >= 1")
         require(self.local_factor > 1, "sweep.baseline.local_factor", "must be > 1")

@@ -49,7 +49,7 @@ def hub_reachable(timeout: float = 3.0) -> bool:
         return False
 
 
-def _unit_hash(*parts: str) -> float:
+def unit_hash(*parts: str) -> float:
     """A stable number in [0, 1) from the given strings (sha1; independent of PYTHONHASHSEED)."""
     h = hashlib.sha1("\x1f".join(parts).encode("utf-8", "surrogatepass")).digest()
     return int.from_bytes(h[:8], "big") / 2.0**64
@@ -77,9 +77,9 @@ def split_documents(docs: Sequence[str], val_fraction: float, key: str = "") -> 
     ``val_fraction``. Units are the documents when there are >= 100, else ~2000-character chunks of whole paragraphs
     (hashed with their document's index). Both sides are non-empty whenever there are >= 2 units."""
     if len(docs) >= SPLIT_MIN_DOCS:
-        units = [(d, _unit_hash(key, d)) for d in docs]
+        units = [(d, unit_hash(key, d)) for d in docs]
     else:
-        units = [(c, _unit_hash(key, str(i), c)) for i, d in enumerate(docs) for c in _chunks(d)]
+        units = [(c, unit_hash(key, str(i), c)) for i, d in enumerate(docs) for c in _chunks(d)]
     units = [(u, h) for u, h in units if u.strip()]
     if not units:
         raise DataError("the corpus is empty: no text found")
@@ -234,7 +234,7 @@ def _split_dataset(ds: Any, cfg: DataConfig) -> tuple[Any, Any]:
         return split_documents(list(ds[cfg.text_field]), cfg.val_fraction, key=cfg.name)
     frac, tf, key = cfg.val_fraction, cfg.text_field, cfg.name
     np_ = worker_count(cfg) if len(ds) > 50_000 else None
-    flags = ds.map(lambda b: {"_val": [_unit_hash(key, t or "") < frac for t in b[tf]]}, batched=True,
+    flags = ds.map(lambda b: {"_val": [unit_hash(key, t or "") < frac for t in b[tf]]}, batched=True,
                    num_proc=np_, remove_columns=[c for c in ds.column_names if c != tf])["_val"]
     val_idx = [i for i, f in enumerate(flags) if f]
     train_idx = [i for i, f in enumerate(flags) if not f]

@@ -22,11 +22,11 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from ptsweep.data.corpora import _unit_hash
+from ptsweep.data.corpora import unit_hash
 from ptsweep.data.keys import locked
 from ptsweep.data.rst_text import rst_to_text, section_labels
 from ptsweep.errors import DataError
-from ptsweep.io import replace_atomically, repo_root, resolve_path, write_json
+from ptsweep.io import read_json, replace_atomically, repo_root, resolve_path, write_json
 
 PACKAGE = "python3.11-doc"
 CORPUS = "python-docs"
@@ -59,7 +59,7 @@ def documents_from_sources(sources: Path) -> dict[str, str]:
 
 def split_by_path(docs: dict[str, str], fraction: float = HELD_OUT_FRACTION) -> dict[str, dict[str, str]]:
     """{'train': {...}, 'validation': {...}}: a page is held out iff sha1(corpus, path) < ``fraction``."""
-    held_out = {p for p in docs if _unit_hash(CORPUS, p) < fraction}
+    held_out = {p for p in docs if unit_hash(CORPUS, p) < fraction}
     if not held_out or len(held_out) == len(docs):
         raise DataError(f"{len(docs)} pages cannot be split into train and validation at fraction {fraction}")
     return {"train": {p: t for p, t in docs.items() if p not in held_out},
@@ -127,7 +127,7 @@ def read_manifest(folder: Path) -> dict | None:
     man = folder / "manifest.json"
     if not man.is_file() or not all((folder / f"{s}.jsonl").is_file() for s in SPLITS):
         return None
-    return json.loads(man.read_text())
+    return read_json(man)
 
 
 def build_python_docs(dest: str | Path | None = None, deb: str | Path | None = None,

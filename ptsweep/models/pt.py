@@ -362,6 +362,8 @@ class ProbabilisticTransformer(nn.Module):
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids, dtype=torch.bool)
         trace: list[dict] = []
-        self.mfvi(input_ids, attention_mask, trace)
-        self.train(was_training)
+        try:
+            self.mfvi(input_ids, attention_mask, trace)
+        finally:
+            self.train(was_training)
         return trace

@@ -62,12 +62,17 @@ def z_loss_value(logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return masked_token_mean(lse.pow(2), mask)
 
 
-def mean_entropy(q_z: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Hbar = mean over real tokens of H(Q_z,i) = -sum_n q log q (nats; 0 log 0 = 0). The log reads q clamped at
+def token_entropy(q: torch.Tensor) -> torch.Tensor:
+    """H(q) = -sum q log q over the last axis (nats; 0 log 0 = 0), in float32 or wider. The log reads q clamped at
     the dtype's smallest normal number: the same value, and a finite gradient where q = 0 (pads, underflowed
     labels), where xlogy's log q + 1 = -inf would turn the zero upstream gradient into NaN."""
-    q = q_z.float() if q_z.dtype in (torch.float16, torch.bfloat16) else q_z
-    return masked_token_mean(-(q * q.clamp_min(torch.finfo(q.dtype).tiny).log()).sum(-1), mask)
+    q = q.float() if q.dtype in (torch.float16, torch.bfloat16) else q
+    return -(q * q.clamp_min(torch.finfo(q.dtype).tiny).log()).sum(-1)
+
+
+def mean_entropy(q_z: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Hbar = mean over real tokens of H(Q_z,i) (:func:`token_entropy`)."""
+    return masked_token_mean(token_entropy(q_z), mask)
 
 
 class LossTerms:

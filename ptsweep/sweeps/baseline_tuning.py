@@ -213,14 +213,7 @@ def trial_counts(cfg: RunConfig, provenance: dict, lr_info: dict[str, dict], bas
     out: dict[str, dict] = {}
     if "pt" in sweep_cfg.models:
         n = int(provenance.get("num_samples", sweep_cfg.num_samples))
-        out["pt"] = {"total": n, "per_scale": {}, "description": (
-            "0 trials: the config's own values (sweep.transfer_from=config), untuned at every scale"
-            if provenance.get("source") == "config" else
-            f"{n} trials once (optim.lr on the grid {provenance.get('grid')} at width {provenance.get('width')}, "
-            f"no early stopping; the 6 information weights the config's own), transferred untuned to every scale"
-            if provenance.get("source") == "grid" else
-            f"{n} trials once (tune-small at width {provenance.get('width', cfg.model.width)}: optim.lr + "
-            f"the 6 information weights, TPE + ASHA), transferred untuned to every scale")}
+        out["pt"] = {"total": n, "per_scale": {}, "description": _pt_effort(cfg, provenance, n)}
     for kind in baselines:
         searches = {str(s): lr_info[f"{kind}-w{s}"] for s in sweep_cfg.scales if f"{kind}-w{s}" in lr_info}
         per = {s: info["n_trials"] for s, info in searches.items()}
@@ -232,6 +225,18 @@ def trial_counts(cfg: RunConfig, provenance: dict, lr_info: dict[str, dict], bas
                      + f"; total {total}" + (f" ({not_run} more never ran: re-run to run them)" if not_run else ""),
                      "not_run": not_run}
     return out
+
+
+def _pt_effort(cfg: RunConfig, provenance: dict, n: int) -> str:
+    """PT's tuning effort in words, by where its values come from (provenance "source")."""
+    source, width = provenance.get("source"), provenance.get("width", cfg.model.width)
+    if source == "config":
+        return "0 trials: the config's own values (sweep.transfer_from=config), untuned at every scale"
+    if source == "grid":
+        return (f"{n} trials once (optim.lr on the grid {provenance.get('grid')} at width {width}, no early stopping; "
+                f"the 6 information weights the config's own), transferred untuned to every scale")
+    return (f"{n} trials once (tune-small at width {width}: optim.lr + the 6 information weights, TPE + ASHA), "
+            f"transferred untuned to every scale")
 
 
 def _scale_text(scale: str, info: dict) -> str:

@@ -63,11 +63,11 @@ def apply(transferred: dict, provenance: dict, info: dict, cfg: RunConfig) -> No
         provenance["error"] = "every PT grid trial failed or diverged"
 
 
-def planned(cfg: RunConfig, sweep: str, model) -> list[PlannedTrial]:
-    """The grid's first round as planned search runs (``model``: trial_plan.shape_cache's builder); a widened LR past
-    an edge is counted as the baselines' are (``baseline_rule.planned_search``)."""
-    width = tuning_width(cfg)
-    pt = model({"model.width": width, "model.scaling": "rank" if cfg.sweep.scaling == "rank" else "channels"})
-    return [PlannedTrial(sweep, "search", pt, baseline_tuning.search_tokens(cfg),
-                         baseline_tuning.search_training_seed(cfg), cfg.train.batch_size, width, f"hp-pt-w{width}-{i}")
+def planned(cfg: RunConfig, sweep: str, model, pt_scaling: str) -> list[PlannedTrial]:
+    """The grid's first round as planned search runs (``model``: trial_plan.shape_cache's builder; ``pt_scaling``:
+    the study's first paradigm, as the driver's); a widened LR past an edge is counted as the baselines' are
+    (``baseline_rule.planned_search``)."""
+    width, label = tuning_width(cfg), baseline_tuning.grid_label("pt", tuning_width(cfg))
+    return [PlannedTrial(sweep, "search", model(model_overrides(cfg, pt_scaling)), baseline_tuning.search_tokens(cfg),
+                         baseline_tuning.search_training_seed(cfg), cfg.train.batch_size, width, f"{label}-{i}")
             for i in range(len(cfg.sweep.transfer_grid))]

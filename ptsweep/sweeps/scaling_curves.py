@@ -378,6 +378,6 @@ def planned_trials(cfg: RunConfig) -> list[PlannedTrial]:
             out += [PlannedTrial(SWEEP, "final", mcfg, tokens, sd, batch, s, f"final-{kind}-w{s}-s{i}")
                     for i, sd in enumerate(final_seeds(cfg))]
     pt = pt_finals(cfg, {}) if "pt" in sweep_cfg.models else []  # as the driver: no PT runs without model pt
-    out += pt_grid.planned(cfg, SWEEP, model) if pt_grid.active(cfg) else []
+    out += pt_grid.planned(cfg, SWEEP, model, paradigms(sweep_cfg)[0]) if pt_grid.active(cfg) else []
     return out + [PlannedTrial(SWEEP, "final", model({k: over[k] for k in ("model.width", "model.scaling")}), tokens,
                                over["seed"], batch, over["model.width"], label) for label, over in pt]

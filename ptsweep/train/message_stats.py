@@ -28,6 +28,8 @@ import math
 
 import torch
 
+from ptsweep.models.pt_levers import token_entropy
+
 MESSAGES = ("unary", "child", "head", "topic")
 """The four messages into Z, in ``combine_z``'s order; the ratios are the last three over the first."""
 
@@ -35,11 +37,6 @@ MESSAGES = ("unary", "child", "head", "topic")
 def rms(x: torch.Tensor, keep: torch.Tensor) -> float:
     """Root mean square of the entries of ``x`` where ``keep`` (broadcast to x's shape) is True."""
     return float(x.detach()[keep.expand_as(x)].double().pow(2).mean().sqrt())
-
-
-def entropy(p: torch.Tensor) -> torch.Tensor:
-    """-sum p log p over the last axis (0 log 0 = 0), in nats."""
-    return -torch.special.xlogy(p, p).sum(-1)
 
 
 def iteration_stats(model, step: dict, mask: torch.Tensor) -> dict[str, float]:
@@ -60,27 +57,22 @@ def iteration_stats(model, step: dict, mask: torch.Tensor) -> dict[str, float]:
     out["z_logit_rms"] = rms(step["z_logits"], tokens)
     out["z_logit_std"] = rms(step["z_logits"] - step["z_logits"].mean(-1, keepdim=True), tokens)
     rows = pairs.any(-1)                                              # (B, 1, L): a real token with a valid head
-    out["q_h_entropy"] = float(entropy(step["q_h"])[rows.expand(-1, step["q_h"].shape[1], -1)].double().mean())
-    q_g_entropy = entropy(step["q_g"])[mask].double().mean()
+    q_h_entropy = token_entropy(step["q_h"])                         # (B, C, L): over the heads j
+    out["q_h_entropy"] = float(q_h_entropy[rows.expand_as(q_h_entropy)].double().mean())
+    q_g_entropy = token_entropy(step["q_g"])[mask].double().mean()
     out["q_g_entropy"] = float(q_g_entropy)
     out["q_g_entropy_frac"] = float(q_g_entropy) / math.log(step["q_g"].shape[-1])
-    out["q_z_entropy_frac"] = float(entropy(step["q_z"])[mask].double().mean()) / math.log(step["q_z"].shape[-1])
+    q_z_entropy = token_entropy(step["q_z"])[mask].double().mean()
+    out["q_z_entropy_frac"] = float(q_z_entropy) / math.log(step["q_z"].shape[-1])
     return out
 
 
-@torch.no_grad()
 def measure(model, batch: dict, device: torch.device) -> dict[str, float]:
     """``msg/<name>`` (last MFVI iteration) and ``msg_mean/<name>`` (mean over iterations) of ``model`` on
-    ``batch`` (input_ids, attention_mask), in eval mode and fp32; the model's training mode is restored."""
-    was_training = model.training
-    model.eval()
-    trace: list[dict] = []
-    try:
-        ids, mask = batch["input_ids"].to(device), batch["attention_mask"].to(device).bool()
-        model.mfvi(ids, mask, trace)
-        per_iter = [iteration_stats(model, step, mask) for step in trace]
-    finally:
-        model.train(was_training)
+    ``batch`` (input_ids, attention_mask): the trace of ``model.inspect`` (no grad, eval mode, fp32; the model's
+    training mode restored)."""
+    ids, mask = batch["input_ids"].to(device), batch["attention_mask"].to(device).bool()
+    per_iter = [iteration_stats(model, step, mask) for step in model.inspect(ids, mask)]
     last = {f"msg/{k}": v for k, v in per_iter[-1].items()}
     mean = {f"msg_mean/{k}": sum(s[k] for s in per_iter) / len(per_iter) for k in per_iter[-1]}
     return {**last, **mean}

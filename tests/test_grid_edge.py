@@ -100,3 +100,34 @@ def test_grid_edge_rule_runs_past_the_top_edge_until_bracketed_and_a_rerun_train
     again, info_again = tune(3)
     assert len(_starts(sdir)) == 5 and list(again["trial_key"]) == list(df["trial_key"])
     assert info_again == info
+
+
+@pytest.mark.usefixtures("ray_local")
+def test_edge_rounds_of_several_searches_train_in_one_list_and_each_search_then_reads_them(tmp_path, monkeypatch):
+    """``grid_edges_together``: round r trains every open search's added LR in one run_trials call (Ray fills its
+    slots), with the keys ``tune`` would give them, so each search's own edge rule then trains nothing. The two
+    searches share BERT's smoke shape (so both have the top-edge best measured above) under two scale labels."""
+    from ptsweep.sweeps.runner import warm_data
+
+    cfg = _edge_cfg(tmp_path, 1)
+    vocab = warm_data(cfg)
+    over = scaling_curves.model_overrides(match_shape("bert", cfg.model, vocab, cfg.data.seq_len,
+                                                      cfg.data.mask_prob, cfg.sweep.match))
+    sdir, calls, real = tmp_path / "study", [], baseline_tuning.run_trials
+
+    def recording_run_trials(cfg, trials, study_dir, name, **kw):  # the real runner; records what each call lists
+        calls.append((name, [t["optim.lr"] for t in trials], list(kw["labels"])))
+        return real(cfg, trials, study_dir, name, **kw)
+
+    monkeypatch.setattr(baseline_tuning, "run_trials", recording_run_trials)
+    baseline_tuning.grid_edges_together(cfg, [("bert", 64, over, GRID), ("bert", 128, over, GRID)], sdir, "e", [])
+    assert [name for name, _, _ in calls] == ["search-edges-round0", "search-edges-round1"]
+    assert calls[1][1] == [*GRID, 1e-2, *GRID, 1e-2]  # both searches' edge LR in the same list
+    assert calls[1][2] == ["hp-bert-w64"] * 4 + ["hp-bert-w128"] * 4
+    starts = _starts(sdir)
+    assert len(starts) == 8 and {s.split("-")[2] for s in starts[6:]} == {"w64", "w128"}
+
+    for scale in (64, 128):  # each search's own rule: the same choice, every trial from the ledger
+        df, info = baseline_tuning.tune(cfg, "bert", scale, over, sdir, "e", [])
+        assert list(df["optim.lr"]) == [*GRID, 1e-2] and info["rounds"] == 1 and info["best_lr"] == 1e-2
+    assert len(_starts(sdir)) == 8

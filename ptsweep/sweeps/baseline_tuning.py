@@ -161,10 +161,10 @@ def grid_search(cfg: RunConfig, kind: str, scale: int, model_over: dict, sdir: P
         df = run_trials(cfg, grid_trials(cfg, model_over, run, warmup_frac), sdir,
                         f"search-{kind}-w{scale}-{mode}" + (f"-edge{rounds}" if rounds else ""),
                         labels=[grid_label(kind, scale, mode)] * len(run), tags=tags, group=group)
-        edge = lr_edge(df)
-        if edge not in ("low", "high") or rounds >= widen:
+        edge, added = lr_edge(df), next_edge_lr(df, run, rounds, widen)
+        if added is None:
             break
-        run.append(step_beyond(run, edge))
+        run.append(added)
         rounds += 1
     lr_range = f"{mode} [{', '.join(f'{v:g}' for v in grid)}]" + (
         f" + edge [{', '.join(f'{v:g}' for v in run[len(grid):])}]" if rounds else "")
@@ -181,6 +181,36 @@ def grid_search(cfg: RunConfig, kind: str, scale: int, model_over: dict, sdir: P
     best = good.loc[good["val_loss"].idxmin()]
     values = {"optim.lr": float(best["optim.lr"]), "optim.warmup_frac": warmup}
     return df, {**info, "best": values, "best_lr": values["optim.lr"], "edges": {"optim.lr": edge}, "edge": edge}
+
+
+def next_edge_lr(trials: pd.DataFrame, run: list[float], rounds: int, widen: int) -> float | None:
+    """The grid's edge rule after round ``rounds`` of the LRs ``run`` (``trials``: their rows): one LR a grid step
+    past the best's edge (:func:`step_beyond`), or None when the best is bracketed or ``widen`` rounds were run."""
+    edge = lr_edge(trials)
+    return step_beyond(run, edge) if edge in ("low", "high") and rounds < widen else None
+
+
+def grid_edges_together(cfg: RunConfig, searches: list[tuple[str, int, dict, list[float]]], sdir: Path, group: str,
+                        tags: list[str]) -> None:
+    """The grid's edge rounds of several (model, scale) searches at once: round r trains every open search's r-th
+    added LR in one fixed list, so Ray keeps every slot busy instead of training one search's LR at a time.
+    ``searches``: (kind, scale, shape overrides, grid LRs), mode "grid". Trains only (the same trial keys as
+    :func:`grid_search`, which then reads every round from the ledger)."""
+    runs = {i: list(lrs) for i, (_, _, _, lrs) in enumerate(searches)}
+    for rounds in range(cfg.sweep.baseline.lr_widen + 1):
+        trials, labels, spans = [], [], {}
+        for i, lrs in runs.items():
+            kind, scale, over, _ = searches[i]
+            spans[i] = (len(trials), len(trials) + len(lrs))
+            trials += grid_trials(cfg, over, lrs)
+            labels += [grid_label(kind, scale)] * len(lrs)
+        if not trials:
+            return
+        df = run_trials(cfg, trials, sdir, f"search-edges-round{rounds}", labels=labels, tags=tags, group=group)
+        for i, (a, b) in spans.items():
+            added = next_edge_lr(df.iloc[a:b], runs[i], rounds, cfg.sweep.baseline.lr_widen)
+            runs[i] = runs[i] + [added] if added is not None else None
+        runs = {i: lrs for i, lrs in runs.items() if lrs is not None}
 
 
 def lr_edge(trials: pd.DataFrame) -> str:

@@ -35,12 +35,6 @@ def model_overrides(cfg: RunConfig, pt_scaling: str) -> dict:
     return {"model.width": tuning_width(cfg), "model.scaling": pt_scaling}
 
 
-def grid_trials(cfg: RunConfig, pt_scaling: str) -> tuple[list[dict], list[str]]:
-    """(overrides, labels) of the grid's first round, for scaling-curves' list of trials that wait on nothing."""
-    trials = baseline_tuning.grid_trials(cfg, model_overrides(cfg, pt_scaling), cfg.sweep.transfer_grid)
-    return trials, [baseline_tuning.grid_label("pt", tuning_width(cfg))] * len(trials)
-
-
 def tune(cfg: RunConfig, pt_scaling: str, sdir: Path, group: str, tags: list[str]) -> tuple[pd.DataFrame, dict]:
     """The grid's trials (from the ledger when they ran, widened past an edge as a baseline's) and their result:
     (trials table with model and scale columns, info as ``baseline_tuning.grid_search``'s)."""

@@ -156,7 +156,10 @@ def _train(cfg: RunConfig, plan: _Plan, baselines: list[str], pt_scaling: str, p
     transferred, provenance = pt_values
     with ray_session(cfg.ray):
         if cfg.sweep.baseline.grid:  # fixed lists: every grid trial and PT run of a scale at once, smallest first
-            _run_independent(cfg, baselines, pt_scaling, transferred, vocab, sdir)
+            searches = _grid_searches(cfg, baselines, pt_scaling, vocab)
+            _run_independent(cfg, searches, pt_scaling, transferred, sdir)
+            baseline_tuning.grid_edges_together(cfg, searches, sdir, study_name(cfg, SWEEP).replace("/", "-"),
+                                                [f"sweep={SWEEP}"])  # every search's edge round at once
         for kind in baselines:  # match width, LR search (validation split), seeds at the best LR
             searched: dict[float, dict] = {}  # the rule's searched scales: size -> best values
             for s in sorted(cfg.sweep.scales):  # ascending: 'extrapolate' fits the smaller, searched scales
@@ -218,32 +221,36 @@ def _failed(plan: _Plan, row: dict, reason: str) -> None:
                   for sd in plan.seeds]
 
 
-def _run_independent(cfg: RunConfig, baselines: list[str], pt_scaling: str, transferred: dict, vocab: int,
-                     sdir: Path) -> None:
-    """Under sweep.baseline.grid, the trials that depend on no other's result (every baseline's grid trials at the
-    rule's searched scales and PT's final runs) in one fixed list ordered by scale, so Ray keeps every slot busy and
-    a scale finishes before the next starts. The per-model steps that follow find them in the ledger."""
-    trials, labels = pt_grid.grid_trials(cfg, pt_scaling) if pt_grid.active(cfg) else ([], [])
-    # PT's finals wait on nothing unless their LR comes from PT's grid
-    pt = pt_finals(cfg, transferred) if "pt" in cfg.sweep.models and not pt_grid.active(cfg) else []
-    for scale in cfg.sweep.scales:
+def _grid_searches(cfg: RunConfig, baselines: list[str], pt_scaling: str,
+                   vocab: int) -> list[tuple[str, int, dict, list[float]]]:
+    """The fixed-list searches under sweep.baseline.grid as (kind, scale, shape overrides, grid LRs): PT's LR grid at
+    the smallest scale (transfer_from 'grid'), then every baseline at the rule's searched scales, by scale."""
+    out = [("pt", pt_grid.tuning_width(cfg), pt_grid.model_overrides(cfg, pt_scaling),
+            list(cfg.sweep.transfer_grid))] if pt_grid.active(cfg) else []
+    for scale in (s for s in cfg.sweep.scales if s in baseline_rule.searched_scales(cfg)):
+        pt_cfg = with_overrides(cfg, {"model.width": scale, "model.scaling": pt_scaling})
         for kind in baselines:  # the baselines first: their learning curves say whether the budget is long enough
-            pt_cfg = with_overrides(cfg, {"model.width": scale, "model.scaling": pt_scaling})
             try:
                 mcfg = match_shape(kind, pt_cfg.model, vocab, cfg.data.seq_len, cfg.data.mask_prob, cfg.sweep.match)
             except ValueError:
                 continue  # recorded as failed rows by _plan_baseline
-            if scale not in baseline_rule.searched_scales(cfg):
-                continue  # rule 'extrapolate': its local LRs wait for the searched scales' results
-            for over in baseline_tuning.grid_trials(cfg, model_overrides(mcfg)):
-                trials.append(over)
-                labels.append(baseline_tuning.grid_label(kind, scale))
-        for lab, over in pt:
-            if over["model.width"] == scale:
-                trials.append(over)
-                labels.append(lab)
-    run_trials(cfg, trials, sdir, "independent", labels=labels, tags=[f"sweep={SWEEP}"],
-               group=study_name(cfg, SWEEP).replace("/", "-"))
+            out.append((kind, scale, model_overrides(mcfg), list(cfg.sweep.baseline.grid)))
+    return out
+
+
+def _run_independent(cfg: RunConfig, searches: list[tuple[str, int, dict, list[float]]], pt_scaling: str,
+                     transferred: dict, sdir: Path) -> None:
+    """Under sweep.baseline.grid, the trials that depend on no other's result (the first round of every search of
+    :func:`_grid_searches`, and PT's final runs unless their LR comes from PT's grid) in one fixed list: PT's grid
+    first, then by scale, a scale's baselines before its PT runs, so Ray keeps every slot busy and a scale finishes
+    before the next starts. The per-model steps that follow find them in the ledger."""
+    items = [(-1 if kind == "pt" else scale, over, baseline_tuning.grid_label(kind, scale))
+             for kind, scale, model_over, lrs in searches for over in baseline_tuning.grid_trials(cfg, model_over, lrs)]
+    if "pt" in cfg.sweep.models and not pt_grid.active(cfg):
+        items += [(over["model.width"], over, lab) for lab, over in pt_finals(cfg, transferred)]
+    items.sort(key=lambda item: item[0])  # stable
+    run_trials(cfg, [over for _, over, _ in items], sdir, "independent", labels=[lab for _, _, lab in items],
+               tags=[f"sweep={SWEEP}"], group=study_name(cfg, SWEEP).replace("/", "-"))
 
 
 def _tune_pt(cfg: RunConfig, plan: _Plan, pt_scaling: str, transferred: dict, provenance: dict, sdir: Path) -> None:

@@ -77,7 +77,9 @@ def edge_lines(cfg: RunConfig, hw: planner.Hardware) -> list[str]:
             firsts.setdefault((t.model_name, t.scale), t)
     if not firsts:
         return []
-    runs = {key: baseline_rule.edge_runs(cfg, t.scale) for key, t in firsts.items()}
+    # PT's LR grid (sweep.transfer_from=grid) adds one LR per round even where the baselines search with TPE
+    runs = {key: cfg.sweep.baseline.lr_widen if key[0] == "pt" else baseline_rule.edge_runs(cfg, t.scale)
+            for key, t in firsts.items()}
     hours = sum(planner.plan_trial(cfg, "scaling-curves", "search", t.model, runs[key], t.tokens, t.batch_size,
                                    hw).gpu_hours for key, t in firsts.items())
     return [f"  LR edge rule (sweep.baseline.lr_widen={cfg.sweep.baseline.lr_widen}), not counted above: up to "

@@ -245,3 +245,5 @@ def test_the_plan_names_the_lr_edge_rule_runs_it_leaves_out():
     cheap = with_overrides(paper, {"sweep.baseline.rule": "extrapolate"})
     assert f"up to {2 * 3 * 2 * 64} more search runs" in plan_report.edge_lines(cheap, hw)[0]
     assert plan_report.edge_lines(with_overrides(paper, {"sweep.baseline.lr_widen": 0}), hw) == []
+    pt_grid = with_overrides(paper, {"sweep.transfer_from": "grid", "sweep.transfer_grid": [1e-3, 2e-3, 4e-3]})
+    assert f"up to {2 * 7 * 2 * 64 + 2} more search runs" in plan_report.edge_lines(pt_grid, hw)[0]  # PT's: 1 a round

@@ -6,14 +6,14 @@ from __future__ import annotations
 from ptsweep import planner
 from ptsweep.config import RunConfig, with_overrides
 
-COLUMNS = (f"{'sweep':<16}{'stage':<7}{'model':<6}{'scaling':<9}{'width':>6}{'runs':>5}{'tokens':>9}{'params':>9}"
+COLUMNS = (f"{'sweep':<16}{'stage':<7}{'model':<11}{'scaling':<9}{'width':>6}{'runs':>5}{'tokens':>9}{'params':>9}"
            f"{'GFLOP/tok':>10}{'act MB/seq':>11}{'static GB':>10}{'micro':>6}{'peak GB':>9}{'GPU-h':>10}  time from")
 
 
 def row_line(r: planner.TrialPlan, gpu_mem_gb: float) -> str:
     """One table line; the peak is marked '!' when it exceeds the GPU's memory."""
     over = "!" if r.peak_bytes > gpu_mem_gb * 1e9 else " "
-    return (f"{r.sweep:<16}{r.stage:<7}{r.model:<6}{r.scaling or '-':<9}{r.width:>6}{r.count:>5}{r.tokens:>9.3g}"
+    return (f"{r.sweep:<16}{r.stage:<7}{r.model:<11}{r.scaling or '-':<9}{r.width:>6}{r.count:>5}{r.tokens:>9.3g}"
             f"{r.params / 1e6:>8.1f}M{r.exec_flops_per_token / 1e9:>10.3f}{r.act_per_seq_bytes / 1e6:>11.1f}"
             f"{r.static_bytes / 1e9:>10.2f}{r.micro_batch if r.fit_micro_batch else 'OOM':>6}"
             f"{r.peak_bytes / 1e9:>8.1f}{over}{r.gpu_hours:>10.1f}  {r.time_source}")
@@ -35,7 +35,7 @@ def sweep_lines(name: str, rows: list[planner.TrialPlan]) -> list[str]:
     out = [f"{name}: {sum(r.count for r in rows)} runs, {total:,.1f} GPU-hours (time from: {'; '.join(sources)})"]
     for (model, stage), (runs, hours) in breakdown(rows).items():
         share = hours / total if total > 0 else 0.0
-        out.append(f"  {model:<5}{stage:<7}{runs:>6} runs {hours:>11,.1f} GPU-h {share:>7.1%}")
+        out.append(f"  {model:<11}{stage:<7}{runs:>6} runs {hours:>11,.1f} GPU-h {share:>7.1%}")
     if name == "coord-check":
         out.append("  (coord-check runs in-process on the CPU: its GPU-hours are nominal)")
     if any(r.peak_bytes > r.static_bytes + r.fit_micro_batch * r.act_per_seq_bytes for r in rows):

@@ -7,6 +7,9 @@
 # {model.n_iters: 0}, and Hydra merges a dict override into it.
 #   PY=.venv/bin/python setsid nohup bash experiments/lr-transfer/run_basin_levers.sh > runs/levers-basin.log 2>&1 &
 #   SEEDS=1 bash experiments/lr-transfer/run_basin_levers.sh z_loss-1e-4 row_rms-wattn2   # a screen of two levers
+#   DATA=python_docs bash experiments/lr-transfer/run_basin_levers.sh   # the second corpus (make corpus-python-docs),
+#                                                                       # in its own study folder levers-basin-python_docs
+# EXTRA: more overrides for every call that change no trial key (the device and Ray settings of gpu_levers.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source experiments/lr-transfer/study_env.sh
@@ -14,7 +17,8 @@ BASE=(preset=lr_study tracker=disabled train.tokens=1228800 optim.warmup_frac=0.
       'sweep.lr_transfer.parametrizations=[mup_sp]' model.base_width=32 model.base_rank=8
       'sweep.lr_transfer.widths=[32,128]' 'sweep.lr_transfer.weight_grid=[]' sweep.lr_transfer.grid_points=3
       'sweep.lr_transfer.sp_grid_range=[0.01,0.04]' sweep.lr_transfer.refine_top=0
-      "sweep.lr_transfer.seeds=${SEEDS:-3}" sweep.study=levers-basin)
+      "sweep.lr_transfer.seeds=${SEEDS:-3}" "sweep.study=levers-basin${DATA:+-$DATA}" ${DATA:+"data=$DATA"})
+read -r -a EXTRA_ARGS <<< "${EXTRA:-}"
 LEVERS=(  # name control-overrides
   "z_loss-1e-4 {model.n_iters:4,model.z_loss:1.0e-4}"
   "z_loss-1e-3 {model.n_iters:4,model.z_loss:1.0e-3}"
@@ -30,5 +34,5 @@ for entry in "${LEVERS[@]}"; do
   name=${entry%% *}
   if [ $# -gt 0 ] && [[ " $* " != *" $name "* ]]; then continue; fi
   echo "== $name $(date -u +%H:%M:%S)" >&2
-  $PY -m ptsweep lr-transfer "${BASE[@]}" "sweep.lr_transfer.control=${entry#* }"
+  $PY -m ptsweep lr-transfer "${BASE[@]}" "${EXTRA_ARGS[@]}" "sweep.lr_transfer.control=${entry#* }"
 done

@@ -120,14 +120,15 @@ def test_edge_rounds_of_several_searches_train_in_one_list_and_each_search_then_
         return real(cfg, trials, study_dir, name, **kw)
 
     monkeypatch.setattr(baseline_tuning, "run_trials", recording_run_trials)
-    baseline_tuning.grid_edges_together(cfg, [("bert", 64, over, GRID), ("bert", 128, over, GRID)], sdir, "e", [])
+    grid = GRID[1:]  # best on the top edge (1e-3), and 1e-2 a grid step past it
+    baseline_tuning.grid_edges_together(cfg, [("bert", 64, over, grid), ("bert", 128, over, grid)], sdir, "e", [])
     assert [name for name, _, _ in calls] == ["search-edges-round0", "search-edges-round1"]
-    assert calls[1][1] == [*GRID, 1e-2, *GRID, 1e-2]  # both searches' edge LR in the same list
-    assert calls[1][2] == ["hp-bert-w64"] * 4 + ["hp-bert-w128"] * 4
+    assert calls[1][1] == [*grid, 1e-2, *grid, 1e-2]  # both searches' edge LR in the same list
+    assert calls[1][2] == ["hp-bert-w64"] * 3 + ["hp-bert-w128"] * 3
     starts = _starts(sdir)
-    assert len(starts) == 8 and {s.split("-")[2] for s in starts[6:]} == {"w64", "w128"}
+    assert len(starts) == 6 and {s.split("-")[2] for s in starts[4:]} == {"w64", "w128"}
 
     for scale in (64, 128):  # each search's own rule: the same choice, every trial from the ledger
-        df, info = baseline_tuning.tune(cfg, "bert", scale, over, sdir, "e", [])
-        assert list(df["optim.lr"]) == [*GRID, 1e-2] and info["rounds"] == 1 and info["best_lr"] == 1e-2
-    assert len(_starts(sdir)) == 8
+        df, info = baseline_tuning.grid_search(cfg, "bert", scale, over, sdir, "e", [], lrs=grid)
+        assert list(df["optim.lr"]) == [*grid, 1e-2] and info["rounds"] == 1 and info["best_lr"] == 1e-2
+    assert len(_starts(sdir)) == 6

@@ -137,10 +137,16 @@ def test_makefile_and_code_keep_ray_token_auth_on():
     assert r.stdout.strip() == "token", r.stdout + r.stderr
 
 
-def test_disabled_auth_is_refused_with_one_line(tmp_path):
+def _tune_small_s(out_dir, env: dict) -> tuple[subprocess.CompletedProcess, float]:
+    """(the finished ``tune-small preset=smoke`` in a child process, its wall time in s)."""
+    t0 = time.time()
     r = subprocess.run([sys.executable, "-m", "ptsweep", "tune-small", "preset=smoke", "tracker=disabled",
-                        f"out_dir={tmp_path}"], cwd=REPO, env=_env(RAY_AUTH_MODE="disabled"),
-                       capture_output=True, text=True, timeout=120)
+                        f"out_dir={out_dir}"], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    return r, time.time() - t0
+
+
+def test_disabled_auth_is_refused_with_one_line(tmp_path):
+    r, _ = _tune_small_s(tmp_path, _env(RAY_AUTH_MODE="disabled"))
     assert r.returncode == 2
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "RAY_AUTH_MODE=disabled" in lines[0] and "token" in lines[0], r.stderr
@@ -156,14 +162,6 @@ def test_ray_imported_before_token_auth_is_refused_with_one_line(tmp_path):
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert r.returncode == 2 and len(lines) == 1 and "imported before" in lines[0] and "RAY_AUTH_MODE" in lines[0], \
         r.stderr
-
-
-def _tune_small_s(out_dir, env: dict) -> tuple[subprocess.CompletedProcess, float]:
-    """(the finished ``tune-small preset=smoke`` in a child process, its wall time in s)."""
-    t0 = time.time()
-    r = subprocess.run([sys.executable, "-m", "ptsweep", "tune-small", "preset=smoke", "tracker=disabled",
-                        f"out_dir={out_dir}"], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
-    return r, time.time() - t0
 
 
 PROBE_S = 6

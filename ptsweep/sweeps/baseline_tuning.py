@@ -161,7 +161,8 @@ def grid_search(cfg: RunConfig, kind: str, scale: int, model_over: dict, sdir: P
         df = run_trials(cfg, grid_trials(cfg, model_over, run, warmup_frac), sdir,
                         f"search-{kind}-w{scale}-{mode}" + (f"-edge{rounds}" if rounds else ""),
                         labels=[grid_label(kind, scale, mode)] * len(run), tags=tags, group=group)
-        edge, added = lr_edge(df), next_edge_lr(df, run, rounds, widen)
+        edge = lr_edge(df)
+        added = next_edge_lr(edge, run, rounds, widen)
         if added is None:
             break
         run.append(added)
@@ -183,10 +184,9 @@ def grid_search(cfg: RunConfig, kind: str, scale: int, model_over: dict, sdir: P
     return df, {**info, "best": values, "best_lr": values["optim.lr"], "edges": {"optim.lr": edge}, "edge": edge}
 
 
-def next_edge_lr(trials: pd.DataFrame, run: list[float], rounds: int, widen: int) -> float | None:
-    """The grid's edge rule after round ``rounds`` of the LRs ``run`` (``trials``: their rows): one LR a grid step
-    past the best's edge (:func:`step_beyond`), or None when the best is bracketed or ``widen`` rounds were run."""
-    edge = lr_edge(trials)
+def next_edge_lr(edge: str, run: list[float], rounds: int, widen: int) -> float | None:
+    """The grid's edge rule after round ``rounds`` of the LRs ``run`` (``edge``: their :func:`lr_edge`): one LR a grid
+    step past the best's edge (:func:`step_beyond`), or None when the best is bracketed or ``widen`` rounds were run."""
     return step_beyond(run, edge) if edge in ("low", "high") and rounds < widen else None
 
 
@@ -208,7 +208,7 @@ def grid_edges_together(cfg: RunConfig, searches: list[tuple[str, int, dict, lis
             return
         df = run_trials(cfg, trials, sdir, f"search-edges-round{rounds}", labels=labels, tags=tags, group=group)
         for i, (a, b) in spans.items():
-            added = next_edge_lr(df.iloc[a:b], runs[i], rounds, cfg.sweep.baseline.lr_widen)
+            added = next_edge_lr(lr_edge(df.iloc[a:b]), runs[i], rounds, cfg.sweep.baseline.lr_widen)
             runs[i] = runs[i] + [added] if added is not None else None
         runs = {i: lrs for i, lrs in runs.items() if lrs is not None}
 

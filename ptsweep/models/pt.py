@@ -279,8 +279,11 @@ class ProbabilisticTransformer(nn.Module):
 
     # ------------------------------------------------------------------ full inference
     def initial_logits(self, input_ids: torch.Tensor, maskf: torch.Tensor) -> torch.Tensor:
-        """l^(0) = m * S_w (B, L, N): Q_z is initialised from the unary only (spec §3.2; [PT] eq. 7)."""
-        return self.unary[input_ids] * maskf
+        """l^(0) = m * S_w (B, L, N): Q_z is initialised from the unary only (spec §3.2; [PT] eq. 7). A gather by
+        ``F.embedding``, not ``self.unary[input_ids]``: the indexing's backward (``index_put_`` with accumulation)
+        sums repeated tokens in a different order on every call when torch has 2+ CPU threads, so a run would not
+        repeat; the embedding's backward repeats, and with one thread it is the same sum bit for bit."""
+        return F.embedding(input_ids, self.unary) * maskf
 
     def mfvi(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
              trace: list[dict] | None = None, aux: dict | None = None) -> torch.Tensor:

@@ -117,3 +117,19 @@ def test_framings_use_each_axis_and_pt_own_x():
     assert {s: r["x"] for s, r in out["flops"]["per_scale"].items()} == pytest.approx(pt_x)
     # at PT's largest FLOPs the baseline (0.8 x PT's FLOPs per run) is 25 % beyond its last run: extrapolated
     assert out["flops"]["per_scale"]["512"]["decided"] == "extrapolated"
+
+
+def test_one_scale_reads_no_fit_and_the_report_shows_the_seed_interval():
+    """One scale: no curve can be fitted, so each framing says "no fit" there (not "undecided", which is for an
+    interval that straddles 0), and the report's as-run lines give the per-scale difference with its t interval."""
+    rows = [{"series": s, "scale": 32, "seed": k, "params": 5e5, "non_embedding_params": 2e4, "train_flops": 3e16,
+             "loss": loss} for s, losses in (("pt", (4.605, 4.651)), ("bert", (4.752, 4.619))) for k, loss in
+            enumerate(losses)]
+    res = framings.framings(pd.DataFrame(rows), ["pt"], ["bert"], n_boot=20)["total"]["pt-bert"]
+    assert res["every_scale"] is None and res["failed_at"] == ["32"] and res["undecided_at"] == []
+    diff = {"32": {"diff": -0.0574, "lo": -0.2416, "hi": 0.1267, "decided": "undecided"}}
+    summary = {"framings": {"total": {"pt-bert": res}}, "differences": {"pt-bert": diff},
+               "statements": {"pt_beats_bert_at_every_scale": "undecided (N = 32)"}}
+    text = "\n".join(framings.report_lines(summary))
+    assert "(no fit at N = 32)" in text and "undecided at N = 32" not in text
+    assert "- pt-bert: N=32: -0.0574 [-0.2416, +0.1267] undecided" in text

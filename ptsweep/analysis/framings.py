@@ -153,7 +153,7 @@ def every_scale(per_scale: Mapping[str, Mapping], win: str = "a_lower") -> dict:
     errors = [s for s, d in per_scale.items() if "error" in d]
     gated = [s for s, d in per_scale.items() if d.get("no_context")]
     edged = [s for s, d in per_scale.items() if d.get("lr_edge")]
-    by["undecided"] = [s for s in by["undecided"] if s not in gated and s not in edged]
+    by["undecided"] = [s for s in by["undecided"] if s not in gated and s not in edged and s not in errors]
     verdict = (False if by[lose] else True if per_scale and not errors and len(by[win]) == len(per_scale)
                else None)
     return {"every_scale": verdict, "n_scales": len(per_scale), "pt_lower_at": by["a_lower"],
@@ -259,21 +259,28 @@ def report_lines(summary: Mapping, as_run: bool = True) -> list[str]:
     for name, res in summary.get("framings", {}).items():
         out += [f"**{LABELS.get(name, name)}** (x = {FRAMINGS.get(name, '?')}):", ""]
         for pair, r in res.items():
-            cells = [f"N={s}: no fit" if "error" in d
-                     else f"N={s}: {d['diff']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}] {decision_text(d)}"
-                     for s, d in r["per_scale"].items()]
-            out.append(f"- {pair}: " + "; ".join(cells)
+            out.append(f"- {pair}: " + _cells(r["per_scale"])
                        + f". **At every scale: {verdict_text(r['every_scale'], r['per_scale'])}**" + _scales_against(r))
         out.append("")
     if as_run and "statements" in summary:
         st = summary["statements"]
-        out.append(f"As run (the runs matched by {m}, per-scale mean difference with a t interval, `differences`): PT "
-                   f"beats BERT at every scale: {st.get('pt_beats_bert_at_every_scale', 'n/a')}; UT beats PT at every "
-                   f"scale: {st.get('ut_beats_pt_at_every_scale', 'n/a')}.")
+        level = int(100 * summary.get("framing_level", 0.95))
+        out += [f"As run (the runs matched by {m}, per-scale mean difference with a {level} % t interval over seeds, "
+                f"`differences`): PT beats BERT at every scale: {st.get('pt_beats_bert_at_every_scale', 'n/a')}; UT "
+                f"beats PT at every scale: {st.get('ut_beats_pt_at_every_scale', 'n/a')}.", ""]
+        out += [f"- {pair}: {_cells(per)}" for pair, per in summary.get("differences", {}).items()]
     return out
 
 
+def _cells(per_scale: Mapping[str, Mapping]) -> str:
+    """'N=32: -0.0574 [-0.2416, +0.1267] undecided; N=64: no fit': each scale's difference, interval and decision."""
+    return "; ".join(f"N={s}: no fit" if "error" in d
+                     else f"N={s}: {d['diff']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}] {decision_text(d)}"
+                     for s, d in per_scale.items())
+
+
 def _scales_against(r: Mapping) -> str:
-    parts = [f"{k.replace('_at', '').replace('_', ' ')} at N = {', '.join(r[k])}"
-             for k in ("baseline_lower_at", "undecided_at", "extrapolated_at", "failed_at") if r.get(k)]
+    labels = {"baseline_lower_at": "baseline lower", "undecided_at": "undecided", "extrapolated_at": "extrapolated",
+              "failed_at": "no fit"}
+    parts = [f"{label} at N = {', '.join(r[k])}" for k, label in labels.items() if r.get(k)]
     return f" ({'; '.join(parts)})" if parts and r["every_scale"] is not True else ""

@@ -123,20 +123,10 @@ def test_the_history_reports_the_lever_terms(cache_dir, tmp_path, monkeypatch):
 def test_the_basin_script_plans_each_lever_beside_the_default_over_the_high_side():
     """run_basin_levers.sh with PY=echo prints its commands; each plans eta*/2, eta*, 2 eta* at widths 32 and 128
     for the default and for the lever (the control group: the lever on, MFVI kept), 3 seeds at every value."""
-    import shlex
-    import subprocess
-    from pathlib import Path
-
     from ptsweep.sweeps.lr_transfer_plan import refine_values, stage1_trials
 
-    root = Path(__file__).resolve().parents[1]
-    out = subprocess.run(["bash", "experiments/lr-transfer/run_basin_levers.sh"], cwd=root, check=True,
-                         capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "PY": "echo"}).stdout
-    commands = [shlex.split(line) for line in out.splitlines()]
-    assert len(commands) == 9 and all(c[:3] == ["-m", "ptsweep", "lr-transfer"] for c in commands)
     levers = set()
-    for c in commands:
-        cfg = compose(c[3:])
+    for cfg in _script_configs("run_basin_levers.sh", 9):
         lt = cfg.sweep.lr_transfer
         assert (lt.widths, lt.seeds, lt.refine_top, cfg.train.tokens) == ([32, 128], 3, 0, 1228800)
         trials, labels = stage1_trials(cfg)
@@ -153,3 +143,46 @@ def test_the_basin_script_plans_each_lever_beside_the_default_over_the_high_side
                 levers |= set(changed)
     assert levers >= {"z_loss", "z_loss_iters", "qz_entropy_floor", "attn_score_norm", "z_scale_rule",
                       "topic_scale_rule"}
+
+
+def test_the_weight_script_plans_each_weight_grid_and_the_lr_grid_per_variant():
+    """run_weight_levers.sh with PY=echo prints its commands: per variant (default, then each width rule) and per
+    weight, the LR grid 0.01 / 0.02 / 0.04 and the weight's grid 0.5-4 at eta 0.02, at widths 32 and 128, seed 0
+    first and 3 seeds at each grid's best two, in the variant's own study folder; the rule reaches every trial."""
+    from ptsweep.sweeps.lr_transfer_plan import stage1_trials
+
+    seen = set()
+    for cfg in _script_configs("run_weight_levers.sh", 12):
+        lt = cfg.sweep.lr_transfer
+        assert (lt.widths, lt.weight_widths, lt.seeds, lt.refine_top) == ([32, 128], [32, 128], 3, 2)
+        trials, labels = stage1_trials(cfg)
+        weight = lt.weight_key
+        assert sorted({ov["optim.lr"] for ov, lab in zip(trials, labels) if lab.startswith("lr-")}) == [0.01, 0.02, 0.04]
+        weight_trials = [ov for ov, lab in zip(trials, labels) if lab.startswith("w")]
+        # 1.0 is the LR grid's 0.02 trial (the same run); the preset's control is PT without inference
+        assert sorted({ov[weight] for ov in weight_trials}) == [0.5, 2.0, 4.0] and len(weight_trials) == 6
+        assert all(ov["optim.lr"] == 0.02 for ov in weight_trials)
+        assert all(ov["model.n_iters"] == 0 for ov, lab in zip(trials, labels) if lab.startswith("ctrl-"))
+        assert len(trials) == 6 + 6 + 6
+        rule = (cfg.model.z_scale_rule, cfg.model.topic_scale_rule)
+        variant = cfg.sweep.study.removeprefix("weights-")
+        assert rule == {"default": ("none", "none"), "z_scale": ("sqrt_log", "none"),
+                        "topic_scale": ("none", "inv_sqrt")}[variant]
+        assert all(with_overrides(cfg, ov).model.z_scale_rule == rule[0] for ov in trials)
+        seen.add((variant, weight))
+    assert len(seen) == 12
+
+
+def _script_configs(script: str, n: int) -> list:
+    """The configs of the ``lr-transfer`` calls that ``experiments/lr-transfer/<script>`` makes (run with PY=echo, so
+    it prints them); there must be ``n``."""
+    import shlex
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run(["bash", f"experiments/lr-transfer/{script}"], cwd=root, check=True, capture_output=True,
+                         text=True, env={"PATH": "/usr/bin:/bin", "PY": "echo"}).stdout
+    commands = [shlex.split(line) for line in out.splitlines()]
+    assert len(commands) == n and all(c[:3] == ["-m", "ptsweep", "lr-transfer"] for c in commands)
+    return [compose(c[3:]) for c in commands]

@@ -121,7 +121,8 @@ def test_framings_use_each_axis_and_pt_own_x():
 
 def test_one_scale_reads_no_fit_and_the_report_shows_the_seed_interval():
     """One scale: no curve can be fitted, so each framing says "no fit" there (not "undecided", which is for an
-    interval that straddles 0), and the report's as-run lines give the per-scale difference with its t interval."""
+    interval that straddles 0), and the report's as-run lines give the per-scale difference with its t interval and
+    name the reason: the interval includes 0."""
     rows = [{"series": s, "scale": 32, "seed": k, "params": 5e5, "non_embedding_params": 2e4, "train_flops": 3e16,
              "loss": loss} for s, losses in (("pt", (4.605, 4.651)), ("bert", (4.752, 4.619))) for k, loss in
             enumerate(losses)]
@@ -129,7 +130,23 @@ def test_one_scale_reads_no_fit_and_the_report_shows_the_seed_interval():
     assert res["every_scale"] is None and res["failed_at"] == ["32"] and res["undecided_at"] == []
     diff = {"32": {"diff": -0.0574, "lo": -0.2416, "hi": 0.1267, "decided": "undecided"}}
     summary = {"framings": {"total": {"pt-bert": res}}, "differences": {"pt-bert": diff},
-               "statements": {"pt_beats_bert_at_every_scale": "undecided (N = 32)"}}
+               "statements": {"pt_beats_bert_at_every_scale": framings.verdict_text(None, diff)}}
     text = "\n".join(framings.report_lines(summary))
-    assert "(no fit at N = 32)" in text and "undecided at N = 32" not in text
+    assert "undecided at N = 32" not in text and "failed" not in text
     assert "- pt-bert: N=32: -0.0574 [-0.2416, +0.1267] undecided" in text
+    assert "At every scale: undecided: no fit (N = 32)**" in text
+    assert "PT beats BERT at every scale: undecided: the interval includes 0 (N = 32)" in text
+
+
+def test_an_undecided_verdict_names_each_scales_reason():
+    """A context gate's reason, then the scales left undecided by their interval, no fit or extrapolation."""
+    gate = "undecided: bert learned no context at this budget"
+    per = {"32": {"decided": "undecided", "no_context": ["bert"], "reason": gate},
+           "64": {"decided": "undecided", "diff": -0.05, "lo": -0.2, "hi": 0.1},
+           "128": {"decided": "extrapolated"}, "256": {"decided": "a_lower"}}
+    assert framings.verdict_text(None, per) == (f"{gate} (N = 32); PT's x outside the baseline's range (N = 128); "
+                                                "the interval includes 0 (N = 64)")
+    del per["32"]
+    assert framings.verdict_text(None, per) == ("undecided: PT's x outside the baseline's range (N = 128); "
+                                                "the interval includes 0 (N = 64)")
+    assert framings.verdict_text(False, per) == "no" and framings.verdict_text(True, {}) == "yes"

@@ -94,8 +94,8 @@ def decision_text(d: Mapping) -> str:
 
 
 def verdict_text(verdict: bool | None, per_scale: Mapping[str, Mapping]) -> str:
-    """"yes" / "no" / "undecided: bert learned no context at this budget (N = 32, 64)" / "undecided (N = 64)": an
-    every-scale verdict in words with why it is undecided."""
+    """"yes" / "no" / "undecided: bert learned no context at this budget (N = 32, 64)" / "undecided: the interval
+    includes 0 (N = 64)": an every-scale verdict in words with why it is undecided at which scales."""
     if verdict is not None:
         return "yes" if verdict else "no"
     reasons = []
@@ -108,10 +108,14 @@ def verdict_text(verdict: bool | None, per_scale: Mapping[str, Mapping]) -> str:
         if d.get("lr_edge"):
             edged.setdefault(d["reason"], []).append(s)
     reasons += [f"{reason} (N = {', '.join(scales)})" for reason, scales in edged.items()]
-    if reasons:
-        return "; ".join(reasons)
-    rest = [s for s, d in per_scale.items() if d.get("decided") not in ("a_lower", "b_lower")]
-    return f"undecided (N = {', '.join(rest)})" if rest else "undecided"
+    rest = {s: d for s, d in per_scale.items() if not d.get("no_context") and not d.get("lr_edge")}
+    why = {"no fit": [s for s, d in rest.items() if "error" in d],
+           "PT's x outside the baseline's range": [s for s, d in rest.items() if d.get("decided") == "extrapolated"],
+           "the interval includes 0": [s for s, d in rest.items() if "error" not in d and d.get("decided") == "undecided"]}
+    parts = [f"{what} (N = {', '.join(scales)})" for what, scales in why.items() if scales]
+    if reasons:  # each gate's reason says "undecided: ..." itself
+        return "; ".join(reasons + parts)
+    return f"undecided: {'; '.join(parts)}" if parts else "undecided"
 
 
 def compare_at(x_a: Sequence[float], y_a: Sequence[float], x_b: Sequence[float], y_b: Sequence[float],
@@ -283,4 +287,4 @@ def _scales_against(r: Mapping) -> str:
     labels = {"baseline_lower_at": "baseline lower", "undecided_at": "undecided", "extrapolated_at": "extrapolated",
               "failed_at": "no fit"}
     parts = [f"{label} at N = {', '.join(r[k])}" for k, label in labels.items() if r.get(k)]
-    return f" ({'; '.join(parts)})" if parts and r["every_scale"] is not True else ""
+    return f" ({'; '.join(parts)})" if parts and r["every_scale"] is False else ""  # "undecided" names its own

@@ -34,6 +34,9 @@ def test_crossing_step_is_the_first_evaluation_at_or_above_the_threshold():
     assert lc.crossing_step(c, 1.0) == 20  # reached exactly at 20, the dip at 30 does not move it
     assert lc.crossing_step(c, 1.2) == 40
     assert math.isinf(lc.crossing_step(c, 2.0))
+    # between evaluations: 0.4 at 10 -> 1.0 at 20 meets 0.7 at 15; 0.9 at 30 -> 1.3 at 40 meets 1.2 at 37.5
+    assert lc.interpolated_crossing(c, 0.7) == pytest.approx(15.0) and lc.interpolated_crossing(c, 1.2) == 37.5
+    assert lc.interpolated_crossing(c, -0.5) == 0 and math.isinf(lc.interpolated_crossing(c, 2.0))
 
 
 def test_budget_check_takes_the_slowest_seed_of_the_slowest_baseline_and_ignores_pt():
@@ -46,6 +49,9 @@ def test_budget_check_takes_the_slowest_seed_of_the_slowest_baseline_and_ignores
     assert check["crossings"]["bert at scale 64"] == [20, 30] and check["covered"] is True  # 45 = 1.5 x 30
     assert lc.budget_check(curves, budget_steps=44)["covered"] is False
     assert "1.50x" in lc.budget_text(check) and "covered" in lc.budget_text(check)
+    # the slowest seed (1) is 0.5 at 20 and 1.2 at 30: ~27.1 between evaluations, reported, not judged
+    assert check["slowest_interpolated"] == pytest.approx(20 + 10 * 0.5 / 0.7)
+    assert "crosses at ~27 (1.658x)" in lc.budget_text(check)
     never = lc.budget_check(pd.concat([curves, _curve([0, 10], [0, 0.3], series="ut", scale=128)]), 45)
     assert never["slowest"] == "ut at scale 128" and never["covered"] is False
     assert "NOT COVERED" in lc.budget_text(never) and "never" in lc.budget_text(never)

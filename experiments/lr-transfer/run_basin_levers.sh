@@ -13,12 +13,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source experiments/lr-transfer/study_env.sh
-BASE=(preset=lr_study tracker=disabled train.tokens=1228800 optim.warmup_frac=0.25 model.damping_z=0.5
-      'sweep.lr_transfer.parametrizations=[mup_sp]' model.base_width=32 model.base_rank=8
-      'sweep.lr_transfer.widths=[32,128]' 'sweep.lr_transfer.weight_grid=[]' sweep.lr_transfer.grid_points=3
-      'sweep.lr_transfer.sp_grid_range=[0.01,0.04]' sweep.lr_transfer.refine_top=0
-      "sweep.lr_transfer.seeds=${SEEDS:-3}" "sweep.study=levers-basin${DATA:+-$DATA}" ${DATA:+"data=$DATA"})
-read -r -a EXTRA_ARGS <<< "${EXTRA:-}"
+source experiments/lr-transfer/lever_design.sh
+BASE=("${LEVER_DESIGN[@]}" 'sweep.lr_transfer.weight_grid=[]' sweep.lr_transfer.refine_top=0
+      "sweep.lr_transfer.seeds=${SEEDS:-3}" "sweep.study=levers-basin${DATA:+-$DATA}")
 LEVERS=(  # name control-overrides
   "z_loss-1e-4 {model.n_iters:4,model.z_loss:1.0e-4}"
   "z_loss-1e-3 {model.n_iters:4,model.z_loss:1.0e-3}"

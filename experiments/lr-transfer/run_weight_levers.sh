@@ -12,12 +12,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source experiments/lr-transfer/study_env.sh
-BASE=(preset=lr_study tracker=disabled train.tokens=1228800 optim.warmup_frac=0.25 model.damping_z=0.5
-      'sweep.lr_transfer.parametrizations=[mup_sp]' model.base_width=32 model.base_rank=8
-      'sweep.lr_transfer.widths=[32,128]' sweep.lr_transfer.grid_points=3 'sweep.lr_transfer.sp_grid_range=[0.01,0.04]'
-      sweep.lr_transfer.seeds=3 sweep.lr_transfer.refine_top=2 'sweep.lr_transfer.weight_grid=[0.5,1.0,2.0,4.0]'
-      sweep.lr_transfer.weight_lr=0.02 'sweep.lr_transfer.weight_widths=[32,128]' ${DATA:+"data=$DATA"})
-read -r -a EXTRA_ARGS <<< "${EXTRA:-}"
+source experiments/lr-transfer/lever_design.sh
+BASE=("${LEVER_DESIGN[@]}" sweep.lr_transfer.seeds=3 sweep.lr_transfer.refine_top=2
+      'sweep.lr_transfer.weight_grid=[0.5,1.0,2.0,4.0]' sweep.lr_transfer.weight_lr=0.02
+      'sweep.lr_transfer.weight_widths=[32,128]')
 VARIANTS=(  # name model-overrides (one word each)
   "default"
   "z_scale model.z_scale_rule=sqrt_log"

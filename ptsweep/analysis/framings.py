@@ -108,10 +108,10 @@ def verdict_text(verdict: bool | None, per_scale: Mapping[str, Mapping]) -> str:
         if d.get("lr_edge"):
             edged.setdefault(d["reason"], []).append(s)
     reasons += [f"{reason} (N = {', '.join(scales)})" for reason, scales in edged.items()]
-    rest = {s: d for s, d in per_scale.items() if not d.get("no_context") and not d.get("lr_edge")}
-    why = {"no fit": [s for s, d in rest.items() if "error" in d],
-           "PT's x outside the baseline's range": [s for s, d in rest.items() if d.get("decided") == "extrapolated"],
-           "the interval includes 0": [s for s, d in rest.items() if "error" not in d and d.get("decided") == "undecided"]}
+    by = every_scale(per_scale)  # its lists leave the gated scales out, except "failed_at"
+    gates = set(by["no_context_at"]) | set(by["lr_edge_at"])
+    why = {"no fit": [s for s in by["failed_at"] if s not in gates],
+           "PT's x outside the baseline's range": by["extrapolated_at"], "the interval includes 0": by["undecided_at"]}
     parts = [f"{what} (N = {', '.join(scales)})" for what, scales in why.items() if scales]
     if reasons:  # each gate's reason says "undecided: ..." itself
         return "; ".join(reasons + parts)
@@ -255,10 +255,10 @@ def report_lines(summary: Mapping, as_run: bool = True) -> list[str]:
     out = ["Tuning effort (trials per model and scale; PT is tuned once at its base width and transferred):", ""]
     for model, t in summary.get("tuning_trials", {}).items():  # and a line per scale whose LR was extrapolated
         out += [f"- {model}: {t['description']}", *(f"  - {line}" for line in t.get("extrapolated", []))]
-    m = summary.get("match", "total")
+    m, level = summary.get("match", "total"), int(100 * summary.get("framing_level", 0.95))
     out += ["", f"Baselines are sized by the rule in docs/baselines.md \"Baseline shapes\", matched to PT by **{m}** "
                 f"(`sweep.match`). Each framing compares the fitted curves at PT's own x (negative = PT lower), "
-                f"{int(100 * summary.get('framing_level', 0.95))} % bootstrap interval; \"extrapolated\" = PT's x lies "
+                f"{level} % bootstrap interval; \"extrapolated\" = PT's x lies "
                 f"outside the baseline's measured range (no verdict).", ""]
     for name, res in summary.get("framings", {}).items():
         out += [f"**{LABELS.get(name, name)}** (x = {FRAMINGS.get(name, '?')}):", ""]
@@ -268,7 +268,6 @@ def report_lines(summary: Mapping, as_run: bool = True) -> list[str]:
         out.append("")
     if as_run and "statements" in summary:
         st = summary["statements"]
-        level = int(100 * summary.get("framing_level", 0.95))
         out += [f"As run (the runs matched by {m}, per-scale mean difference with a {level} % t interval over seeds, "
                 f"`differences`): PT beats BERT at every scale: {st.get('pt_beats_bert_at_every_scale', 'n/a')}; UT "
                 f"beats PT at every scale: {st.get('ut_beats_pt_at_every_scale', 'n/a')}.", ""]

@@ -146,6 +146,22 @@ def test_config_rejects_bad_settings(smoke_cfg):
         with_overrides(smoke_cfg, {"sweep.lr_transfer.refine_top": -1})
 
 
+def test_control_is_cleared_by_null_and_its_keys_are_checked_before_any_trial():
+    """The lr_study preset's control (PT without inference) plans ctrl- trials; ``control=null`` removes them
+    (``{}`` would merge into the preset's mapping), and an unknown key fails the plan, not each trial."""
+    base = ["preset=lr_study", "tracker=disabled", "sweep.lr_transfer.weight_grid=[]"]
+    with_ctrl = plan.stage1_trials(compose(base))[1]
+    assert any(lab.startswith("ctrl-") for lab in with_ctrl)
+    cleared = compose([*base, "sweep.lr_transfer.control=null"])
+    assert cleared.sweep.lr_transfer.control is None
+    labels = plan.stage1_trials(cleared)[1]
+    assert labels and not any(lab.startswith("ctrl-") for lab in labels)
+    assert len(labels) == len(with_ctrl) - sum(lab.startswith("ctrl-") for lab in with_ctrl)
+    assert lt._settings(cleared)["control"] == {}
+    with pytest.raises(ConfigError, match="model.n_itres: unknown config key"):
+        plan.stage1_trials(compose([*base, "sweep.lr_transfer.control={model.n_itres:4}"]))
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Analysis on synthetic tables with known optima
 # ---------------------------------------------------------------------------------------------------------------

@@ -182,9 +182,10 @@ class LrTransferConfig:
     """Parametrizations compared."""
     weight_grid: list[float] = field(default_factory=lambda: [0.25, 0.5, 1.0, 2.0, 4.0])
     """Grid of the information weight ``weight_key`` (muP only) for the weight study ([] = skip it)."""
-    control: dict[str, Any] = field(default_factory=dict)
+    control: dict[str, Any] | None = field(default_factory=dict)
     """Overrides of a control model run over muP's LR grid beside PT (e.g. {"model.n_iters": 0}: PT without
-    inference); empty = no control. Reported as study "control"."""
+    inference); empty or null = no control (``sweep.lr_transfer.control=null`` clears a preset's: Hydra merges
+    ``{}`` into it). Reported as study "control"."""
     weight_key: str = "model.w_attn"
     """The information weight of the weight study (one of model.w_unary ... model.w_topic_g)."""
     weight_lr: float = 0.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ptsweep.config import RunConfig, anchor_at
+from ptsweep.config import RunConfig, anchor_at, with_overrides
 from ptsweep.parametrization import MUP_VARIANTS
 from ptsweep.sweeps.trial_plan import PlannedTrial, shape_cache
 
@@ -69,17 +69,25 @@ def _trial(cfg: RunConfig, study: str, par: str, width: int, x: float, seed: int
     if study == "lr":
         ov[LR_KEY] = float(x)
     elif study == "control":
-        ov.update({k: v for k, v in cfg.sweep.lr_transfer.control.items()}, **{LR_KEY: float(x)})
+        ov.update(cfg.sweep.lr_transfer.control, **{LR_KEY: float(x)})
     else:
         ov[LR_KEY] = weight_lr(cfg)
         ov[cfg.sweep.lr_transfer.weight_key] = float(x)
     return ov, _label(cfg, study, par, width)
 
 
+def _check_control(cfg: RunConfig) -> None:
+    """An unknown or invalid key in ``sweep.lr_transfer.control`` fails the plan with the schema's one-line error,
+    before any trial runs (not as one failed trial per grid point)."""
+    if cfg.sweep.lr_transfer.control:
+        with_overrides(cfg, dict(cfg.sweep.lr_transfer.control))
+
+
 def _groups(cfg: RunConfig) -> list[tuple[str, str, int, list[float]]]:
     """(study, parametrization, width, grid) of every group of the study, narrowest first."""
     lt = cfg.sweep.lr_transfer
     wpar = weight_parametrization(cfg)
+    _check_control(cfg)
     out = []
     for width in sorted(lt.widths):
         for par in lt.parametrizations:

@@ -148,7 +148,8 @@ def _settings(cfg: RunConfig) -> dict:
             "seq_len": cfg.data.seq_len, "max_val_blocks": cfg.data.max_val_blocks,
             "schedule": cfg.optim.schedule, "warmup_frac": cfg.optim.warmup_frac,
             "scaling": lt.scaling, "data": cfg.data.name, "preset": cfg.preset,
-            "weight_parametrizations": [p for p in [weight_parametrization(cfg)] if p], "control": dict(lt.control or {})}
+            "weight_parametrizations": [p for p in [weight_parametrization(cfg)] if p],
+            "control": dict(lt.control or {})}
 
 
 def _print_optima(result: dict) -> None:

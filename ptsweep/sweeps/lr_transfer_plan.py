@@ -87,7 +87,6 @@ def _groups(cfg: RunConfig) -> list[tuple[str, str, int, list[float]]]:
     """(study, parametrization, width, grid) of every group of the study, narrowest first."""
     lt = cfg.sweep.lr_transfer
     wpar = weight_parametrization(cfg)
-    _check_control(cfg)
     out = []
     for width in sorted(lt.widths):
         for par in lt.parametrizations:
@@ -114,7 +113,9 @@ def default_weight(cfg: RunConfig) -> float:
 
 
 def stage1_trials(cfg: RunConfig) -> tuple[list[dict], list[str]]:
-    """Stage 1: every grid value of every group, seed ``cfg.seed``."""
+    """Stage 1: every grid value of every group, seed ``cfg.seed``. Every plan starts here, so the control's
+    overrides are checked here, once (a composition each: not in :func:`_groups`, which stage 2 reads again)."""
+    _check_control(cfg)
     anchor = _anchor(cfg)
     return _unzip(_trial(cfg, study, par, width, x, cfg.seed, anchor) for study, par, width, grid in _groups(cfg)
                   for x in grid)

@@ -2,7 +2,8 @@
 
 Each trial's in-loop evaluations (``history.jsonl``: validation [MASK]-target context gain every train.eval_every
 steps) at every ``--every``-th step, the step at which the gain first reaches +1 nat, the last training throughput,
-and, for a finished trial, its test loss and context gain ± SE (``final.json``). Markdown on stdout.
+and, for a finished trial, its test loss and context gain ± SE (``final.json``); an unfinished one says how long ago
+it last wrote a line (a trial of an earlier plan, or of a stopped sweep, stays unfinished). Markdown on stdout.
 
     python experiments/scaling/curves_table.py runs/scaling-trained [--every 2400]
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import time
 from pathlib import Path
 
 from ptsweep.analysis.learning_curves import crossing_step
@@ -26,11 +28,12 @@ def trial_row(trial: Path, every: int) -> dict:
     evals = pd.DataFrame([r for r in rows if "context_gain" in r])
     speed = [r["tokens_per_s"] for r in rows if "train_loss" in r]
     final = json.loads((trial / "final.json").read_text()) if (trial / "final.json").exists() else {}
+    idle_h = (time.time() - (trial / "history.jsonl").stat().st_mtime) / 3600
     return {"trial": trial.name, "model": over.get("model.name", "pt"), "lr": over.get("optim.lr", math.nan),
             "seed": over.get("seed"),
             "gains": {int(r.step): r.context_gain for r in evals.itertuples() if r.step % every == 0},
             "cross": crossing_step(evals, 1.0) if len(evals) else math.inf,
-            "tok_s": speed[-1] if speed else math.nan, "final": final}
+            "tok_s": speed[-1] if speed else math.nan, "final": final, "idle_h": idle_h}
 
 
 def markdown(rows: list[dict], every: int) -> str:
@@ -41,7 +44,7 @@ def markdown(rows: list[dict], every: int) -> str:
     for r in rows:
         f = r["final"]
         test = (f"{f['test_loss']:.3f}", f"{f['test_context_gain']:+.3f} ± {f['test_context_gain_se']:.3f}") \
-            if "test_loss" in f else ("running", "")
+            if "test_loss" in f else (f"unfinished (last line {r['idle_h']:.1f} h ago)", "")
         cells = [r["trial"], f"{r['lr']:g}", str(r["seed"]),
                  *(f"{r['gains'][s]:+.2f}" if s in r["gains"] else "" for s in steps),
                  "never" if math.isinf(r["cross"]) else f"{r['cross']:,.0f}", f"{r['tok_s']:,.0f}", *test]

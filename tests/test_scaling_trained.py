@@ -175,6 +175,10 @@ def test_scaling_curves_grid_mode_learning_curves_and_budget(tmp_path):
     check = summary["budget_check"]
     assert check["budget_steps"] == 16 and check["slowest"] == "bert at scale 64"
     assert "Budget check" in (sdir / "report.md").read_text()
+    late = summary["plateau_late"]  # the plateau gate's cells, from these curves: 16 steps reach +1 nat nowhere
+    assert late == {f"{m} at scale 64": f"{m} never reached +1 nat of context gain in 16 steps" for m in ("pt", "bert")}
+    report = (sdir / "report.md").read_text()
+    assert "Plateau gate: no verdict from the comparisons of bert at scale 64 (bert never" in report
     assert Path(sdir / "learning_curves.parquet").exists()
     # experiments/scaling/curves_table.py: one row per trial with a history, finished ones with their test gain
     spec = importlib.util.spec_from_file_location("curves_table", REPO / "experiments/scaling/curves_table.py")

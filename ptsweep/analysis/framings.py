@@ -12,7 +12,9 @@ Interval: the percentile interval (``level``) of D* over the two fits' independe
 context gain is not > 2 SE (a model that has not started using context says nothing about its architecture).
 ``edge_gate``: no verdict against a model whose best LR lies on an edge of the LRs its tuning tried (its loss may
 be lower at an LR not tried: a baseline's grid or search, PT's LR grid under sweep.transfer_from=grid); a verdict for
-it stands, as more tuning could only lower its loss further.
+it stands, as more tuning could only lower its loss further. ``plateau_gate``: no verdict where either side was
+still leaving its loss plateau (its context gain first reached a threshold late in the budget, or never:
+``learning_curves.plateau_cells``), since then the comparison measures who learned first.
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ NO_CONTEXT = "undecided: {models} learned no context at this budget"
 """The verdict of a comparison with a side whose context gain is not > 2 SE (module docstring)."""
 LR_EDGE = "undecided: {model}'s LR is at the edge of its tuning range ({lr:g})"
 """The verdict of a comparison a model lost while its best LR was not bracketed by its tuning (module docstring)."""
+PLATEAU = "undecided: {why}, so it was still leaving its plateau"
+"""The verdict of a comparison with a side that reached the context-gain threshold late in the budget or never
+(module docstring); ``why``: ``learning_curves.plateau_cells``' words."""
 
 
 def learned_cells(table) -> set[tuple[str, str]]:
@@ -54,6 +59,20 @@ def context_gate(per_scale: Mapping[str, Mapping], pair: Sequence[str], learned:
         who = [m for m in pair if (m, str(s)) not in learned]
         out[str(s)] = ({**d, "decided": "undecided", "no_context": who,
                         "reason": NO_CONTEXT.format(models=" and ".join(who))} if who else dict(d))
+    return out
+
+
+def plateau_gate(per_scale: Mapping[str, Mapping], pair: Sequence[str],
+                 late: Mapping[tuple[str, str], str]) -> dict:
+    """``per_scale`` ({scale: comparison row}, already through :func:`context_gate`) with every scale not gated
+    there where a side of ``pair`` is in ``late`` (``learning_curves.plateau_cells``: {(series, scale): why}) made
+    "undecided", its row carrying ``plateau`` (the sides) and ``reason`` (PLATEAU)."""
+    out = {}
+    for s, d in per_scale.items():
+        who = [m for m in pair if (m, str(s)) in late]
+        out[str(s)] = ({**d, "decided": "undecided", "plateau": who,
+                        "reason": PLATEAU.format(why="; ".join(late[(m, str(s))] for m in who))}
+                       if who and not d.get("no_context") else dict(d))
     return out
 
 
@@ -82,9 +101,11 @@ def edge_gate(per_scale: Mapping[str, Mapping], pair: Sequence[str], edged: Mapp
 
 
 def gate(per_scale: Mapping[str, Mapping], pair: Sequence[str], learned: set[tuple[str, str]],
-         edged: Mapping[tuple[str, str], float]) -> dict:
-    """Both gates of a comparison: :func:`context_gate`, then :func:`edge_gate`."""
-    return edge_gate(context_gate(per_scale, pair, learned), pair, edged)
+         edged: Mapping[tuple[str, str], float], late: Mapping[tuple[str, str], str] | None = None) -> dict:
+    """The gates of a comparison: :func:`context_gate`, :func:`plateau_gate` (``late`` None: none), then
+    :func:`edge_gate`."""
+    per = context_gate(per_scale, pair, learned)
+    return edge_gate(per if late is None else plateau_gate(per, pair, late), pair, edged)
 
 
 def decision_text(d: Mapping) -> str:
@@ -103,13 +124,13 @@ def verdict_text(verdict: bool | None, per_scale: Mapping[str, Mapping]) -> str:
     if gated:
         who = list(dict.fromkeys(m for d in gated.values() for m in d["no_context"]))
         reasons.append(f"{NO_CONTEXT.format(models=' and '.join(who))} (N = {', '.join(gated)})")
-    edged: dict[str, list[str]] = {}  # each LR_EDGE reason (one per baseline and LR) -> its scales
+    gated_by: dict[str, list[str]] = {}  # each PLATEAU / LR_EDGE reason (one per model and cause) -> its scales
     for s, d in per_scale.items():
-        if d.get("lr_edge"):
-            edged.setdefault(d["reason"], []).append(s)
-    reasons += [f"{reason} (N = {', '.join(scales)})" for reason, scales in edged.items()]
+        if d.get("plateau") or d.get("lr_edge"):
+            gated_by.setdefault(d["reason"], []).append(s)
+    reasons += [f"{reason} (N = {', '.join(scales)})" for reason, scales in gated_by.items()]
     by = every_scale(per_scale)  # its lists leave the gated scales out, except "failed_at"
-    gates = set(by["no_context_at"]) | set(by["lr_edge_at"])
+    gates = set(by["no_context_at"]) | set(by["plateau_at"]) | set(by["lr_edge_at"])
     why = {"no fit": [s for s in by["failed_at"] if s not in gates],
            "PT's x outside the baseline's range": by["extrapolated_at"], "the interval includes 0": by["undecided_at"]}
     parts = [f"{what} (N = {', '.join(scales)})" for what, scales in why.items() if scales]
@@ -156,24 +177,26 @@ def every_scale(per_scale: Mapping[str, Mapping], win: str = "a_lower") -> dict:
     lose = "b_lower" if win == "a_lower" else "a_lower"
     errors = [s for s, d in per_scale.items() if "error" in d]
     gated = [s for s, d in per_scale.items() if d.get("no_context")]
+    late = [s for s, d in per_scale.items() if d.get("plateau")]
     edged = [s for s, d in per_scale.items() if d.get("lr_edge")]
-    by["undecided"] = [s for s in by["undecided"] if s not in gated and s not in edged and s not in errors]
+    by["undecided"] = [s for s in by["undecided"] if s not in {*gated, *late, *edged, *errors}]
     verdict = (False if by[lose] else True if per_scale and not errors and len(by[win]) == len(per_scale)
                else None)
     return {"every_scale": verdict, "n_scales": len(per_scale), "pt_lower_at": by["a_lower"],
             "baseline_lower_at": by["b_lower"], "undecided_at": by["undecided"],
             "extrapolated_at": by["extrapolated"], "failed_at": errors, "no_context_at": gated,
-            "lr_edge_at": edged}
+            "plateau_at": late, "lr_edge_at": edged}
 
 
 def framings(runs, pt_series: Sequence[str], baselines: Sequence[str], n_boot: int = 1000, level: float = 0.95,
              seed: int = 0, learned: set[tuple[str, str]] | None = None,
-             edged: Mapping[tuple[str, str], float] | None = None) -> dict:
+             edged: Mapping[tuple[str, str], float] | None = None,
+             late: Mapping[tuple[str, str], str] | None = None) -> dict:
     """{framing: {"<pt series>-<baseline>": {"axis", "per_scale": {scale: compare_at row}, **every_scale}}}.
 
     ``runs``: the scaling-curves runs table (columns series, scale, loss and the FRAMINGS columns); ``learned``
-    (``learned_cells``): every comparison passes ``context_gate`` (None: no gate); ``edged`` (``edge_cells``): then
-    ``edge_gate`` (None: no gate)."""
+    (``learned_cells``): every comparison passes ``context_gate`` (None: no gate); ``late``
+    (``learning_curves.plateau_cells``): then ``plateau_gate``; ``edged`` (``edge_cells``): then ``edge_gate``."""
     out: dict = {}
     finite = runs[np.isfinite(runs["loss"].astype(float))]
     for name, col in FRAMINGS.items():
@@ -191,6 +214,8 @@ def framings(runs, pt_series: Sequence[str], baselines: Sequence[str], n_boot: i
                            for s, x in at.items()}
                 if learned is not None:
                     per = context_gate(per, (pts, base), learned)
+                if late is not None:
+                    per = plateau_gate(per, (pts, base), late)
                 if edged is not None:
                     per = edge_gate(per, (pts, base), edged)
                 res[f"{pts}-{base}"] = {"axis": col, "per_scale": per, **every_scale(per)}
@@ -199,9 +224,11 @@ def framings(runs, pt_series: Sequence[str], baselines: Sequence[str], n_boot: i
 
 
 def comparisons(runs, table, pt_series: list[str], baselines: list[str], scales: list,
-                pooled: tuple[float, int], n_boot: int, seed: int) -> dict:
+                pooled: tuple[float, int], n_boot: int, seed: int,
+                late: Mapping[tuple[str, str], str] | None = None) -> dict:
     """Every PT - baseline statement of the summary, each through :func:`gate` (no verdict from a model that
-    learned nothing, none against a baseline whose LR tuning left its best LR on an edge): ``differences`` (as run,
+    learned nothing, none from a model still leaving its plateau (``late``: :func:`plateau_gate`; None: no such gate),
+    none against a baseline whose LR tuning left its best LR on an edge): ``differences`` (as run,
     per scale: mean difference with the pooled-seed t interval), the three ``framings``, the every-scale verdicts
     (True / False / None) with ``statements`` in words, and ``winners`` per scale (:func:`winner`). ``runs``: one
     row per run; ``table``: one row per series x scale with the seed-mean context gain (and lr_edge, best_lr)."""
@@ -212,8 +239,8 @@ def comparisons(runs, table, pt_series: list[str], baselines: list[str], scales:
             per = {str(s): difference_ci(runs[(runs["series"] == pts) & (runs["scale"] == s)]["loss"].tolist(),
                                          runs[(runs["series"] == other) & (runs["scale"] == s)]["loss"].tolist(),
                                          *pooled) for s in scales}
-            differences[f"{pts}-{other}"] = gate(per, (pts, other), learned, edged)
-    by_name = framings(runs, pt_series, baselines, n_boot=n_boot, seed=seed, learned=learned, edged=edged)
+            differences[f"{pts}-{other}"] = gate(per, (pts, other), learned, edged, late)
+    by_name = framings(runs, pt_series, baselines, n_boot=n_boot, seed=seed, learned=learned, edged=edged, late=late)
     by_framing = {f: {pair: r["every_scale"] for pair, r in res.items()} for f, res in by_name.items()}
     ut_by_framing = {f: every_scale(res["pt-ut"]["per_scale"], win="b_lower")["every_scale"]
                      for f, res in by_name.items() if "pt-ut" in res}
@@ -223,20 +250,24 @@ def comparisons(runs, table, pt_series: list[str], baselines: list[str], scales:
         per = differences.get(pair, {})
         verdicts[key] = every_scale(per, win=win)["every_scale"] if per else None
         statements[key] = verdict_text(verdicts[key], per) if per else "n/a (not run)"
-    winners = {str(int(s)): winner(g, str(int(s)), learned, edged)
+    winners = {str(int(s)): winner(g, str(int(s)), learned, edged, late)
                for s, g in table[table["loss"].map(math.isfinite)].groupby("scale")}
     return {"differences": differences, "framings": by_name, "winners": winners, **verdicts,
             "statements": statements, "pt_beats_bert_by_framing": {f: v.get("pt-bert") for f, v in by_framing.items()},
             "ut_beats_pt_by_framing": ut_by_framing, "pt_beats_by_framing": by_framing}
 
 
-def winner(cells, scale: str, learned: set[tuple[str, str]], edged: Mapping[tuple[str, str], float]) -> dict:
+def winner(cells, scale: str, learned: set[tuple[str, str]], edged: Mapping[tuple[str, str], float],
+           late: Mapping[tuple[str, str], str] | None = None) -> dict:
     """The lowest loss among one scale's ``cells`` (results-table rows): "winner" (None with the "reason" when a
-    series there learned no context, or a series that lost has its LR on an edge, ``edge_gate``), "loss", "losses"."""
+    series there learned no context, one was still leaving its plateau (``late``), or one that lost has its LR on
+    an edge, ``edge_gate``), "loss", "losses"."""
     best = cells.loc[cells["loss"].idxmin()]
     idle = [x for x in cells["series"] if (x, scale) not in learned]
+    slow = [late[(x, scale)] for x in cells["series"] if (x, scale) in (late or {})]
     lost = [x for x in cells["series"] if x != best["series"] and (x, scale) in edged]
     reason = (NO_CONTEXT.format(models=" and ".join(idle)) if idle else
+              PLATEAU.format(why="; ".join(slow)) if slow else
               "; ".join(LR_EDGE.format(model=x, lr=edged[(x, scale)]) for x in lost))
     return {"winner": None if reason else best["series"], "loss": float(best["loss"]),
             "losses": {r["series"]: float(r["loss"]) for _, r in cells.iterrows()}, **({"reason": reason} if reason

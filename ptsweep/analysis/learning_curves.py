@@ -5,7 +5,8 @@ blocks): the MLM loss, the unigram and no-context baselines of the same targets,
 (unigram - model, ``ptsweep.metrics``). :func:`read_curves` gathers them, :func:`plot_scale` draws one figure per
 scale (every model on the same axes), :func:`budget_check` finds the step at which each run's context gain first
 reaches a threshold: a comparison at a budget shorter than a baseline's plateau measures who leaves the plateau
-first, not the models' quality where trained.
+first, not the models' quality where trained. :func:`plateau_cells` names the cells that reached it too late, whose
+comparisons ``framings.plateau_gate`` leaves undecided.
 """
 
 from __future__ import annotations
@@ -81,6 +82,34 @@ def budget_check(curves: pd.DataFrame, budget_steps: int, threshold: float = 1.0
                    slowest_interpolated=interpolated_crossing(runs[int(np.argmax(crossings[slowest]))], threshold),
                    covered=bool(budget_steps >= factor * baselines[slowest]))
     return out
+
+
+def plateau_cells(curves: pd.DataFrame, budget_steps: int, threshold: float = 1.0,
+                  factor: float = 1.5) -> dict[tuple[str, str], str]:
+    """{(series, scale): why} of every cell, PT's included, whose slowest seed first reaches ``threshold`` nats of
+    context gain (:func:`crossing_step`) after ``budget_steps`` / ``factor``, or never: a model still leaving its
+    loss plateau for part of the budget, whose comparisons measure who learned first (``framings.plateau_gate``).
+    ``why``: "bert first reached +1 nat of context gain at step 16,800, after 24,000 / 1.5 steps". Cells without
+    curves are not judged (the budget check says so)."""
+    out, limit = {}, budget_steps / factor
+    for (series, scale), cell in curves.groupby(["series", "scale"]):
+        step = max(crossing_step(g, threshold) for _, g in cell.groupby("seed"))
+        if step > limit:
+            when = (f"never reached {threshold:+g} nat of context gain in {budget_steps:,} steps" if math.isinf(step)
+                    else f"first reached {threshold:+g} nat of context gain at step {step:,.0f}, after "
+                         f"{budget_steps:,} / {factor:g} steps")
+            out[(str(series), str(int(scale)))] = f"{series} {when}"
+    return out
+
+
+def plateau_text(late: dict[str, str] | None) -> str:
+    """The plateau gate in one sentence; ``late``: "<series> at scale <s>" -> why (:func:`plateau_cells`), None: off."""
+    if late is None:
+        return "Plateau gate: off (sweep.plateau_gate=false): comparisons with a model still leaving its plateau count."
+    if not late:
+        return "Plateau gate: every model reached the threshold in time; no comparison is withheld for it."
+    return ("Plateau gate: no verdict from the comparisons of " + "; ".join(f"{cell} ({why})" for cell, why in
+                                                                        late.items()) + ".")
 
 
 def budget_text(check: dict) -> str:

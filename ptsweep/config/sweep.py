@@ -302,6 +302,15 @@ class SweepConfig:
     """scaling-curves: the BERT / UT searches at each scale."""
     bootstrap: int = 1000
     """scaling-curves: bootstrap resamples (over seeds) of the fits and of the PT - baseline differences."""
+    plateau_gain: float = 1.0
+    """scaling-curves: the [MASK]-target context gain (nats) that marks a model off its loss plateau."""
+    plateau_factor: float = 1.5
+    """scaling-curves: the budget check asks for a budget >= this x the step at which every model's slowest seed
+    first reaches ``plateau_gain`` (``analysis.learning_curves.budget_check``)."""
+    plateau_gate: bool = True
+    """scaling-curves: no verdict from a comparison with a model that reached ``plateau_gain`` only after
+    budget / ``plateau_factor`` (or never): it measures who learned first (``analysis.framings.plateau_gate``;
+    off in the demo, whose 300 steps compare who learns first)."""
     coord_check: CoordCheckConfig = field(default_factory=CoordCheckConfig)
     """coord-check (``ptsweep.sweeps.coord_check``)."""
     lr_transfer: LrTransferConfig = field(default_factory=LrTransferConfig)
@@ -339,6 +348,8 @@ class SweepConfig:
         require(set(self.models) <= set(MODEL_SCHEMAS) and len(self.models) >= 1, "sweep.models",
                 f"must be a subset of {sorted(MODEL_SCHEMAS)}, got {self.models}")
         require(self.bootstrap >= 0, "sweep.bootstrap", "must be >= 0")
+        require(self.plateau_gain > 0, "sweep.plateau_gain", "must be > 0 nats")
+        require(self.plateau_factor >= 1, "sweep.plateau_factor", "must be >= 1 (budget / crossing step)")
         require(self.transfer_from != "grid" or increasing_lr_grid(self.transfer_grid), "sweep.transfer_grid",
                 f"must be >= 3 increasing positive LRs with sweep.transfer_from=grid, got {self.transfer_grid}")
         self.baseline.validate()

@@ -111,16 +111,19 @@ def run(cfg: RunConfig) -> Path:
     fits = _fits(runs, sweep_cfg, plan.notes)
     pt_series = sorted(x for x in runs["series"].unique() if x.startswith("pt"))
     present = [b for b in baselines if b in set(runs["series"])]
-    comp = framings_mod.comparisons(runs, table, pt_series, present, list(sweep_cfg.scales), pooled,
-                                    sweep_cfg.bootstrap, sweep_cfg.search_seed)
-    images = _figures(runs, table, pt_series, fits, comp["framings"], sdir, split, plan.notes)
     curves = learning_curves.read_curves(runs, sdir)  # the in-loop evaluations of every reported run
     save_table(curves, sdir, "learning_curves")
+    plateau = (sweep_cfg.plateau_gain, sweep_cfg.plateau_factor)
+    late = learning_curves.plateau_cells(curves, num_steps(cfg), *plateau) if sweep_cfg.plateau_gate else None
+    comp = framings_mod.comparisons(runs, table, pt_series, present, list(sweep_cfg.scales), pooled,
+                                    sweep_cfg.bootstrap, sweep_cfg.search_seed, late)
+    images = _figures(runs, table, pt_series, fits, comp["framings"], sdir, split, plan.notes)
     images.update(learning_curves.plot_all(curves, sdir))
     summary = {"study": name, "loss_split": split, "seeds": plan.seeds, "fits": fits["params"],
                "fits_non_embedding": fits["non_embedding_params"], "fits_flops": fits["train_flops"],
                "match": sweep_cfg.match, "framing_level": 0.95, **comp,
-               "budget_check": learning_curves.budget_check(curves, num_steps(cfg)),
+               "budget_check": learning_curves.budget_check(curves, num_steps(cfg), *plateau),
+               "plateau_late": None if late is None else {f"{m} at scale {s}": w for (m, s), w in late.items()},
                **_settings(cfg, plan, pooled, provenance, present, vocab),
                "transfer_file": str(tpath) if tpath else None, "transfer_provenance": provenance,
                "transfer_mismatch": provenance.get("mismatch", {}), "transferred": transferred,

@@ -91,6 +91,8 @@ def cell_row(series: str, scale, g: pd.DataFrame, q: float, pooled_var: float, l
 def report_lines(table: pd.DataFrame, split: str, summary: dict) -> list[str]:
     """report.md's body (also printed): :func:`context_lines`, then ``framings.report_lines``."""
     budget = [learning_curves.budget_text(summary["budget_check"]), ""] if "budget_check" in summary else []
+    if "plateau_late" in summary:
+        budget += [learning_curves.plateau_text(summary["plateau_late"]), ""]
     return [*context_lines(table, split), *budget, *framings_mod.report_lines(summary)]
 
 

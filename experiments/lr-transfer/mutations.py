@@ -11,7 +11,7 @@ M = [
  ("drift sign reversed", "ptsweep/analysis/transfer_drift.py", 'res["drift_log2"] = float(math.log2(hi["x_opt"] / lo["x_opt"]))', 'res["drift_log2"] = float(math.log2(lo["x_opt"] / hi["x_opt"]))'),
  ("gain SE without seed spread", "ptsweep/metric_keys.py", 'var = sum((v - mean) ** 2 for v in vals) / (n - 1) if n > 1 else 0.0', 'var = 0.0'),
  ("stage 2 refines the worst values", "ptsweep/sweeps/lr_transfer_plan.py", 'order = sorted(zip(loss[ok], xs[ok]))', 'order = sorted(zip(loss[ok], xs[ok]), reverse=True)'),
- ("stage 2 reuses seed 0", "ptsweep/sweeps/lr_transfer_plan.py", 'ov, lab = _trial(cfg, study, par, width, x, cfg.seed + s)', 'ov, lab = _trial(cfg, study, par, width, x, cfg.seed + s - 1)'),
+ ("stage 2 reuses seed 0", "ptsweep/sweeps/lr_transfer_plan.py", 'pairs += [_trial(cfg, study, par, width, x, cfg.seed + s, anchor)', 'pairs += [_trial(cfg, study, par, width, x, cfg.seed + s - 1, anchor)'),
  ("edge flag ignores the lower edge", "ptsweep/analysis/transfer_drift.py", 'at_edge=bool(i_curve == 0 or i_curve == len(c) - 1)', 'at_edge=bool(i_curve == len(c) - 1)'),
  ("bootstrap not paired (independent per value)", "ptsweep/analysis/transfer_drift.py", 'boot_means = m[idx].mean(axis=1)  # (n_boot, n_candidates)', 'boot_means = np.stack([m[rng.integers(0, m.shape[0], size=(n_boot, m.shape[0])), j].mean(axis=1) for j in range(m.shape[1])], axis=1)'),
 ]

@@ -1,6 +1,6 @@
 """Single points of the information-weight study (width, weight, value, seed) at the long budget, without re-running
 the LR grid that an lr-transfer weight study carries with it: each point is the trial the lr-transfer plan builds
-(``lr_transfer_plan._trial``, study "weight": mup_sp anchored at the smallest of ``sweep.lr_transfer.widths``, eta
+(``lr_transfer_plan.point_trial``, study "weight": mup_sp anchored at the smallest of ``sweep.lr_transfer.widths``, eta
 ``sweep.lr_transfer.weight_lr``), run by ``sweeps.runner.run_trials`` (real Ray Tune, resumable from the ledger in
 ``runs/<sweep.study>/trials``). Tables: ``lever_table.py runs/<study> --width 128``.
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 
 from ptsweep.config import compose
-from ptsweep.sweeps.lr_transfer_plan import _trial
+from ptsweep.sweeps.lr_transfer_plan import point_trial
 from ptsweep.sweeps.outputs import study_path
 from ptsweep.sweeps.ray_session import ray_session
 from ptsweep.sweeps.runner import run_trials
@@ -45,7 +45,7 @@ def main() -> None:
     trials, labels = [], []
     for key, value, seed in points(specs):
         cfg = compose(STUDY + [f"sweep.lr_transfer.weight_key={key}"] + overrides)
-        ov, label = _trial(cfg, "weight", "mup_sp", args.width, value, seed)
+        ov, label = point_trial(cfg, "weight", "mup_sp", args.width, value, seed)
         trials.append(ov)
         labels.append(label)
     sdir = study_path(cfg, "lr-transfer")

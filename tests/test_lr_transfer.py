@@ -145,6 +145,19 @@ def test_a_single_point_is_the_plans_own_trial(smoke_cfg):
     assert plan.point_trial(cfg, "lr", "mup_sp", 32, 5e-3, cfg.seed) in list(zip(trials, labels))
 
 
+def test_every_mutation_of_the_mutation_check_still_applies():
+    """experiments/lr-transfer/mutations.py breaks the code on purpose, one line at a time: each line it mutates must
+    still be in the code (once), or the check would test nothing there."""
+    import runpy
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    mutations = runpy.run_path(str(root / "experiments/lr-transfer/mutations.py"), run_name="mutation_list")["M"]
+    assert len(mutations) >= 10
+    for name, path, old, new in mutations:
+        assert (root / path).read_text().count(old) == 1 and new != old, name
+
+
 def test_config_rejects_bad_settings(smoke_cfg):
     with pytest.raises(ConfigError, match="sweep.lr_transfer.grid_range"):
         with_overrides(smoke_cfg, {"sweep.lr_transfer.grid_range": [1e-1, 1e-3]})

@@ -100,12 +100,13 @@ def edge_gate(per_scale: Mapping[str, Mapping], pair: Sequence[str], edged: Mapp
     return out
 
 
-def gate(per_scale: Mapping[str, Mapping], pair: Sequence[str], learned: set[tuple[str, str]],
-         edged: Mapping[tuple[str, str], float], late: Mapping[tuple[str, str], str] | None = None) -> dict:
-    """The gates of a comparison: :func:`context_gate`, :func:`plateau_gate` (``late`` None: none), then
-    :func:`edge_gate`."""
-    per = context_gate(per_scale, pair, learned)
-    return edge_gate(per if late is None else plateau_gate(per, pair, late), pair, edged)
+def gate(per_scale: Mapping[str, Mapping], pair: Sequence[str], learned: set[tuple[str, str]] | None,
+         edged: Mapping[tuple[str, str], float] | None, late: Mapping[tuple[str, str], str] | None = None) -> dict:
+    """The gates of a comparison in their order: :func:`context_gate`, :func:`plateau_gate`, :func:`edge_gate`;
+    a None argument (``learned``, ``late``, ``edged``) skips its gate."""
+    per = dict(per_scale) if learned is None else context_gate(per_scale, pair, learned)
+    per = per if late is None else plateau_gate(per, pair, late)
+    return per if edged is None else edge_gate(per, pair, edged)
 
 
 def decision_text(d: Mapping) -> str:
@@ -195,8 +196,8 @@ def framings(runs, pt_series: Sequence[str], baselines: Sequence[str], n_boot: i
     """{framing: {"<pt series>-<baseline>": {"axis", "per_scale": {scale: compare_at row}, **every_scale}}}.
 
     ``runs``: the scaling-curves runs table (columns series, scale, loss and the FRAMINGS columns); ``learned``
-    (``learned_cells``): every comparison passes ``context_gate`` (None: no gate); ``late``
-    (``learning_curves.plateau_cells``): then ``plateau_gate``; ``edged`` (``edge_cells``): then ``edge_gate``."""
+    (``learned_cells``), ``late`` (``learning_curves.plateau_cells``) and ``edged`` (``edge_cells``): every
+    comparison passes :func:`gate` (None: that gate skipped)."""
     out: dict = {}
     finite = runs[np.isfinite(runs["loss"].astype(float))]
     for name, col in FRAMINGS.items():
@@ -212,12 +213,7 @@ def framings(runs, pt_series: Sequence[str], baselines: Sequence[str], n_boot: i
                 except ValueError as e:  # fewer than 2 distinct x with a finite loss
                     per = {str(int(s)): {"x": float(x), "error": str(e), "decided": "undecided"}
                            for s, x in at.items()}
-                if learned is not None:
-                    per = context_gate(per, (pts, base), learned)
-                if late is not None:
-                    per = plateau_gate(per, (pts, base), late)
-                if edged is not None:
-                    per = edge_gate(per, (pts, base), edged)
+                per = gate(per, (pts, base), learned, edged, late)
                 res[f"{pts}-{base}"] = {"axis": col, "per_scale": per, **every_scale(per)}
         out[name] = res
     return out

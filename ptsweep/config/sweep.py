@@ -305,8 +305,9 @@ class SweepConfig:
     plateau_gain: float = 1.0
     """scaling-curves: the [MASK]-target context gain (nats) that marks a model off its loss plateau."""
     plateau_factor: float = 1.5
-    """scaling-curves: the budget check asks for a budget >= this x the step at which every model's slowest seed
-    first reaches ``plateau_gain`` (``analysis.learning_curves.budget_check``)."""
+    """scaling-curves: the budget check asks for a budget >= this x the step at which the slowest baseline's slowest
+    seed first reaches ``plateau_gain`` (``analysis.learning_curves.budget_check``); the plateau gate applies the
+    same rule to every model at every scale."""
     plateau_gate: bool = True
     """scaling-curves: no verdict from a comparison with a model that reached ``plateau_gain`` only after
     budget / ``plateau_factor`` (or never): it measures who learned first (``analysis.framings.plateau_gate``;

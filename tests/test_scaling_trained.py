@@ -189,3 +189,17 @@ def test_scaling_curves_grid_mode_learning_curves_and_budget(tmp_path):
     assert len(text) == 2 + len(rows) == 2 + 3 + 2 + 2  # header, rule, 3 grid + 2 BERT finals + 2 PT runs
     assert all(r["final"]["test_context_gain"] == pytest.approx(float(t.split("|")[-2].split("±")[0]), abs=6e-4)
                for r, t in zip(rows, text[2:]))
+
+
+def test_context_lines_give_a_failed_cells_error_not_an_inf_loss():
+    from ptsweep.sweeps.scaling_tables import context_lines
+    table = pd.DataFrame([
+        {"series": "modernbert", "scale": 64, "loss": math.inf, "status": "failed",
+         "error": "no modernbert shape of the sizing rule matches total = 2.11e+05 within a factor 1.5"},
+        {"series": "modernbert", "scale": 128, "loss": 6.7066, "unigram_loss": 5.9074, "no_context_loss": 5.3983,
+         "context_gain": 0.5, "context_gain_se": 0.1, "status": "ok", "error": None}])
+    lines = context_lines(table, "test")
+    assert lines[2] == ("- modernbert at scale 64: failed: no modernbert shape of the sizing rule matches total = "
+                        "2.11e+05 within a factor 1.5")
+    assert lines[3].startswith("- modernbert at scale 128: loss 6.7066 (unigram 5.9074, no-context 5.3983); ")
+    assert "inf" not in "\n".join(lines) and "nan" not in "\n".join(lines)

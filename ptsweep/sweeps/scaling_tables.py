@@ -98,10 +98,13 @@ def report_lines(table: pd.DataFrame, split: str, summary: dict) -> list[str]:
 
 def context_lines(table: pd.DataFrame, split: str) -> list[str]:
     """One line per (series, scale): loss next to the unigram and no-context baselines and the [MASK]-target
-    context gain (seed mean ± SE), marked when not learned."""
+    context gain (seed mean ± SE), marked when not learned; a failed cell gives its error."""
     lines = [f"Losses on the {split} split with both context-free baselines; context gain = unigram - model on "
              f"[MASK] targets (> 2 SE = learned):", ""]
     for _, r in table.iterrows():
+        if r.get("status") == "failed":  # no run to score: the reason, not an inf loss beside nan baselines
+            lines.append(f"- {r['series']} at scale {int(r['scale'])}: failed: {r.get('error')}")
+            continue
         lines.append(f"- {r['series']} at scale {int(r['scale'])}: loss {r['loss']:.4f} (unigram "
                      f"{r['unigram_loss']:.4f}, no-context {r.get('no_context_loss', math.nan):.4f}); "
                      f"{metric_keys.context_line(dict(r))}")

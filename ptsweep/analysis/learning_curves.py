@@ -63,23 +63,30 @@ def interpolated_crossing(curve: pd.DataFrame, threshold: float) -> float:
     return s0 + (first - s0) * (threshold - g0) / (g1 - g0)
 
 
+def seed_crossings(curves: pd.DataFrame, threshold: float) -> dict[tuple, list[tuple[pd.DataFrame, float]]]:
+    """{(series, scale): [(curve, step), one per seed]}: each seed's first evaluation at ``threshold`` nats of
+    context gain (:func:`crossing_step`; inf: never), the per-seed steps that the budget check and the plateau gate
+    both judge."""
+    return {(series, scale): [(g, crossing_step(g, threshold)) for _, g in cell.groupby("seed")]
+            for (series, scale), cell in curves.groupby(["series", "scale"])}
+
+
 def budget_check(curves: pd.DataFrame, budget_steps: int, threshold: float = 1.0, factor: float = 1.5) -> dict:
     """Does the budget cover ``factor`` x the step at which the slowest baseline (a series not starting with 'pt';
     a cell's step is its slowest seed's) first reaches ``threshold`` nats of context gain? ``covered`` is None
     without baseline curves. ``crossings``: "<series> at scale <s>" -> one step per seed (inf: never), the first
     evaluation at the threshold, which the verdict uses; ``slowest_interpolated``: the slowest seed's crossing
     between evaluations (:func:`interpolated_crossing`), reported beside it."""
-    cells = {f"{s} at scale {sc}": [g for _, g in cell.groupby("seed")]
-             for (s, sc), cell in curves.groupby(["series", "scale"])}
-    crossings = {k: [crossing_step(g, threshold) for g in runs] for k, runs in cells.items()}
+    cells = {f"{s} at scale {sc}": runs for (s, sc), runs in seed_crossings(curves, threshold).items()}
+    crossings = {k: [step for _, step in runs] for k, runs in cells.items()}
     baselines = {k: max(v) for k, v in crossings.items() if not k.startswith("pt")}
     out = {"threshold": threshold, "factor": factor, "budget_steps": int(budget_steps), "crossings": crossings,
            "slowest": None, "slowest_step": None, "slowest_interpolated": None, "covered": None}
     if baselines:
         slowest = max(baselines, key=baselines.get)
-        runs = cells[slowest]
+        slowest_curve = max(cells[slowest], key=lambda run: run[1])[0]
         out.update(slowest=slowest, slowest_step=baselines[slowest],
-                   slowest_interpolated=interpolated_crossing(runs[int(np.argmax(crossings[slowest]))], threshold),
+                   slowest_interpolated=interpolated_crossing(slowest_curve, threshold),
                    covered=bool(budget_steps >= factor * baselines[slowest]))
     return out
 
@@ -87,13 +94,13 @@ def budget_check(curves: pd.DataFrame, budget_steps: int, threshold: float = 1.0
 def plateau_cells(curves: pd.DataFrame, budget_steps: int, threshold: float = 1.0,
                   factor: float = 1.5) -> dict[tuple[str, str], str]:
     """{(series, scale): why} of every cell, PT's included, whose slowest seed first reaches ``threshold`` nats of
-    context gain (:func:`crossing_step`) after ``budget_steps`` / ``factor``, or never: a model still leaving its
+    context gain (:func:`seed_crossings`) after ``budget_steps`` / ``factor``, or never: a model still leaving its
     loss plateau for part of the budget, whose comparisons measure who learned first (``framings.plateau_gate``).
     ``why``: "bert first reached +1 nat of context gain at step 16,800, after 24,000 / 1.5 steps". Cells without
     curves are not judged (the budget check says so)."""
     out, limit = {}, budget_steps / factor
-    for (series, scale), cell in curves.groupby(["series", "scale"]):
-        step = max(crossing_step(g, threshold) for _, g in cell.groupby("seed"))
+    for (series, scale), runs in seed_crossings(curves, threshold).items():
+        step = max(s for _, s in runs)
         if step > limit:
             when = (f"never reached {threshold:+g} nat of context gain in {budget_steps:,} steps" if math.isinf(step)
                     else f"first reached {threshold:+g} nat of context gain at step {step:,.0f}, after "

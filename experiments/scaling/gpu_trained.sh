@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The trained-budget comparison (preset=trained: 24,000 steps of 16 x 64) on one GPU, every trial of the study at
+# The trained-budget comparison (preset=trained: 32,400 steps of 16 x 64) on one GPU, every trial of the study at
 # once through Ray Tune with fractional GPUs (1 CPU and 1/CONCURRENT of the GPU per trial), in fp32 like the CPU.
 # A call runs at most LIMIT_S seconds, then stops the sweep with SIGINT: the ledger keeps finished trials and each
 # running trial its last checkpoint (every 60 s here), so the same call continues it on the same machine.

@@ -150,3 +150,18 @@ def test_an_undecided_verdict_names_each_scales_reason():
     assert framings.verdict_text(None, per) == ("undecided: PT's x outside the baseline's range (N = 128); "
                                                 "the interval includes 0 (N = 64)")
     assert framings.verdict_text(False, per) == "no" and framings.verdict_text(True, {}) == "yes"
+
+
+def test_a_scale_winner_needs_a_decided_interval_against_every_other_model():
+    """The width-64 test losses of the trained comparison (PT 4.373 / 4.366, UT 4.176 / 3.854): UT's mean is 0.354
+    lower; with the seed SD 0.168 pooled at 6 df the 95 % half-width is t(0.975, 6) x 0.168 = 2.447 x 0.168 = 0.411
+    > 0.354, so no winner; with a pooled SD of 0.004 it is 0.0098, and UT wins. One model alone wins nothing."""
+    cells = pd.DataFrame({"series": ["pt", "ut"], "loss": [4.3695, 4.015]})
+    seeds = {"pt": [4.373, 4.366], "ut": [4.176, 3.854]}
+    learned = {("pt", "64"), ("ut", "64")}
+    noisy = framings.winner(cells, "64", learned, {}, None, seeds, (0.168 ** 2, 6))
+    assert noisy["winner"] is None
+    assert noisy["reason"] == "undecided: ut has the lowest loss, but its 95 % interval against pt includes 0"
+    assert framings.winner(cells, "64", learned, {}, None, seeds, (0.004 ** 2, 6))["winner"] == "ut"
+    alone = framings.winner(cells.iloc[:1], "64", learned, {}, None, {"pt": seeds["pt"]}, (0.004 ** 2, 6))
+    assert alone["winner"] is None and alone["reason"] == "undecided: only pt ran at this scale"

@@ -41,6 +41,11 @@ LR_EDGE = "undecided: {model}'s LR is at the edge of its tuning range ({lr:g})"
 PLATEAU = "undecided: {why}, so it was still leaving its plateau"
 """The verdict of a comparison with a side that reached the context-gain threshold late in the budget or never
 (module docstring); ``why``: ``learning_curves.plateau_cells``' words."""
+ALONE = "undecided: only {model} ran at this scale"
+"""A scale's winner when one model ran there: nothing was compared."""
+WITHIN_NOISE = "undecided: {model} has the lowest loss, but its 95 % interval against {others} includes 0"
+"""A scale's winner when the lowest loss is not below every other model's by its as-run interval (``difference_ci``
+with the pooled seed variance)."""
 
 
 def learned_cells(table) -> set[tuple[str, str]]:
@@ -246,7 +251,8 @@ def comparisons(runs, table, pt_series: list[str], baselines: list[str], scales:
         per = differences.get(pair, {})
         verdicts[key] = every_scale(per, win=win)["every_scale"] if per else None
         statements[key] = verdict_text(verdicts[key], per) if per else "n/a (not run)"
-    winners = {str(int(s)): winner(g, str(int(s)), learned, edged, late)
+    winners = {str(int(s)): winner(g, str(int(s)), learned, edged, late, pooled=pooled, seed_losses={
+        x: runs[(runs["series"] == x) & (runs["scale"] == s)]["loss"].tolist() for x in g["series"]})
                for s, g in table[table["loss"].map(math.isfinite)].groupby("scale")}
     return {"differences": differences, "framings": by_name, "winners": winners, **verdicts,
             "statements": statements, "pt_beats_bert_by_framing": {f: v.get("pt-bert") for f, v in by_framing.items()},
@@ -254,10 +260,12 @@ def comparisons(runs, table, pt_series: list[str], baselines: list[str], scales:
 
 
 def winner(cells, scale: str, learned: set[tuple[str, str]], edged: Mapping[tuple[str, str], float],
-           late: Mapping[tuple[str, str], str] | None = None) -> dict:
+           late: Mapping[tuple[str, str], str] | None = None, seed_losses: Mapping[str, list] | None = None,
+           pooled: tuple[float, int] | None = None) -> dict:
     """The lowest loss among one scale's ``cells`` (results-table rows): "winner" (None with the "reason" when a
-    series there learned no context, one was still leaving its plateau (``late``), or one that lost has its LR on
-    an edge, ``edge_gate``), "loss", "losses"."""
+    series there learned no context, one was still leaving its plateau (``late``), one that lost has its LR on
+    an edge (``edge_gate``), only one series ran, or, given each series' ``seed_losses`` and the ``pooled`` seed
+    variance, the lowest loss is not below another's by a decided as-run interval), "loss", "losses"."""
     best = cells.loc[cells["loss"].idxmin()]
     idle = [x for x in cells["series"] if (x, scale) not in learned]
     slow = [late[(x, scale)] for x in cells["series"] if (x, scale) in (late or {})]
@@ -265,6 +273,12 @@ def winner(cells, scale: str, learned: set[tuple[str, str]], edged: Mapping[tupl
     reason = (NO_CONTEXT.format(models=" and ".join(idle)) if idle else
               PLATEAU.format(why="; ".join(slow)) if slow else
               "; ".join(LR_EDGE.format(model=x, lr=edged[(x, scale)]) for x in lost))
+    if not reason and len(cells) < 2:
+        reason = ALONE.format(model=best["series"])
+    if not reason and seed_losses is not None:
+        close = [x for x in cells["series"] if x != best["series"] and difference_ci(
+            seed_losses[best["series"]], seed_losses[x], *(pooled or (None, None)))["decided"] != "a_lower"]
+        reason = WITHIN_NOISE.format(model=best["series"], others=" and ".join(close)) if close else ""
     return {"winner": None if reason else best["series"], "loss": float(best["loss"]),
             "losses": {r["series"]: float(r["loss"]) for _, r in cells.iterrows()}, **({"reason": reason} if reason
                                                                                         else {})}

@@ -237,9 +237,8 @@ def comparisons(runs, table, pt_series: list[str], baselines: list[str], scales:
     differences = {}
     for pts in pt_series:
         for other in baselines:
-            per = {str(s): difference_ci(runs[(runs["series"] == pts) & (runs["scale"] == s)]["loss"].tolist(),
-                                         runs[(runs["series"] == other) & (runs["scale"] == s)]["loss"].tolist(),
-                                         *pooled) for s in scales}
+            per = {str(s): difference_ci(seed_losses(runs, pts, s), seed_losses(runs, other, s), *pooled)
+                   for s in scales}
             differences[f"{pts}-{other}"] = gate(per, (pts, other), learned, edged, late)
     by_name = framings(runs, pt_series, baselines, n_boot=n_boot, seed=seed, learned=learned, edged=edged, late=late)
     by_framing = {f: {pair: r["every_scale"] for pair, r in res.items()} for f, res in by_name.items()}
@@ -251,21 +250,27 @@ def comparisons(runs, table, pt_series: list[str], baselines: list[str], scales:
         per = differences.get(pair, {})
         verdicts[key] = every_scale(per, win=win)["every_scale"] if per else None
         statements[key] = verdict_text(verdicts[key], per) if per else "n/a (not run)"
-    winners = {str(int(s)): winner(g, str(int(s)), learned, edged, late, pooled=pooled, seed_losses={
-        x: runs[(runs["series"] == x) & (runs["scale"] == s)]["loss"].tolist() for x in g["series"]})
+    winners = {str(int(s)): winner(g, str(int(s)), learned, edged, late, pooled=pooled,
+                                   by_series={x: seed_losses(runs, x, s) for x in g["series"]})
                for s, g in table[table["loss"].map(math.isfinite)].groupby("scale")}
     return {"differences": differences, "framings": by_name, "winners": winners, **verdicts,
             "statements": statements, "pt_beats_bert_by_framing": {f: v.get("pt-bert") for f, v in by_framing.items()},
             "ut_beats_pt_by_framing": ut_by_framing, "pt_beats_by_framing": by_framing}
 
 
+def seed_losses(runs, series: str, scale) -> list[float]:
+    """One loss per seed of ``series`` at ``scale`` (rows of the runs table): the samples of ``difference_ci``."""
+    return runs[(runs["series"] == series) & (runs["scale"] == scale)]["loss"].tolist()
+
+
 def winner(cells, scale: str, learned: set[tuple[str, str]], edged: Mapping[tuple[str, str], float],
-           late: Mapping[tuple[str, str], str] | None = None, seed_losses: Mapping[str, list] | None = None,
+           late: Mapping[tuple[str, str], str] | None = None, by_series: Mapping[str, list] | None = None,
            pooled: tuple[float, int] | None = None) -> dict:
     """The lowest loss among one scale's ``cells`` (results-table rows): "winner" (None with the "reason" when a
     series there learned no context, one was still leaving its plateau (``late``), one that lost has its LR on
-    an edge (``edge_gate``), only one series ran, or, given each series' ``seed_losses`` and the ``pooled`` seed
-    variance, the lowest loss is not below another's by a decided as-run interval), "loss", "losses"."""
+    an edge (``edge_gate``), only one series ran, or, given each series' seed losses (``by_series``) and the
+    ``pooled`` seed variance, the lowest loss is not below another's by a decided as-run interval), "loss",
+    "losses"."""
     best = cells.loc[cells["loss"].idxmin()]
     idle = [x for x in cells["series"] if (x, scale) not in learned]
     slow = [late[(x, scale)] for x in cells["series"] if (x, scale) in (late or {})]
@@ -275,9 +280,9 @@ def winner(cells, scale: str, learned: set[tuple[str, str]], edged: Mapping[tupl
               "; ".join(LR_EDGE.format(model=x, lr=edged[(x, scale)]) for x in lost))
     if not reason and len(cells) < 2:
         reason = ALONE.format(model=best["series"])
-    if not reason and seed_losses is not None:
+    if not reason and by_series is not None:
         close = [x for x in cells["series"] if x != best["series"] and difference_ci(
-            seed_losses[best["series"]], seed_losses[x], *(pooled or (None, None)))["decided"] != "a_lower"]
+            by_series[best["series"]], by_series[x], *(pooled or (None, None)))["decided"] != "a_lower"]
         reason = WITHIN_NOISE.format(model=best["series"], others=" and ".join(close)) if close else ""
     return {"winner": None if reason else best["series"], "loss": float(best["loss"]),
             "losses": {r["series"]: float(r["loss"]) for _, r in cells.iterrows()}, **({"reason": reason} if reason

@@ -6,7 +6,8 @@ the LR grid that an lr-transfer weight study carries with it: each point is the 
 
     PYTHONPATH=. python experiments/lr-transfer/weight_points.py w_topic_g=2:0,1,2 w_child=8:0 sweep.study=weight-points
 
-Arguments of the form ``weight=value:seeds`` are points; every other argument is a Hydra override.
+Arguments of the form ``weight=value:seeds`` are points, ``lr=value:seeds`` the every-weight-1 point at another eta;
+every other argument is a Hydra override.
 """
 
 from __future__ import annotations
@@ -35,16 +36,24 @@ def points(specs: list[str]) -> list[tuple[str, float, int]]:
     return out
 
 
+def _lr_point(key: str, value: float) -> tuple[str, float, list[str]]:
+    """An ``lr=eta`` point is the every-weight-1 point (w_unary = 1) at eta; a weight point keeps the study's eta."""
+    if key == "model.lr":
+        return "model.w_unary", 1.0, [f"sweep.lr_transfer.weight_lr={value}"]
+    return key, value, []
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("args", nargs="+", help="points (weight=value:seed,seed) and Hydra overrides")
     ap.add_argument("--width", type=int, default=128)
     args = ap.parse_args()
-    specs = [a for a in args.args if ":" in a and a.startswith("w_")]
+    specs = [a for a in args.args if ":" in a and a.startswith(("w_", "lr="))]
     overrides = [a for a in args.args if a not in specs]
     trials, labels = [], []
     for key, value, seed in points(specs):
-        cfg = compose(STUDY + [f"sweep.lr_transfer.weight_key={key}"] + overrides)
+        key, value, at_lr = _lr_point(key, value)
+        cfg = compose(STUDY + [f"sweep.lr_transfer.weight_key={key}"] + overrides + at_lr)
         ov, label = point_trial(cfg, "weight", "mup_sp", args.width, value, seed)
         trials.append(ov)
         labels.append(label)

@@ -1,0 +1,100 @@
+"""The information-weight grid of one width, read from ``weight_points.py`` ledgers: per weight, each value's seed
+mean (seeds), the optimum with its plausible set (``transfer_drift.optimum``: the values with the most seeds within
+2 paired SE of the best), and the seed-paired difference of the best value against 1 with its 95 % t interval; then
+the LR points (every weight 1). A run with every weight 1 at the study's eta is every weight's value 1.
+
+    PYTHONPATH=. python experiments/weight-drift/weight_grid.py runs/zscreen-z --width 128
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+from scipy import stats
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lr-transfer"))
+from paired_gap import load_runs  # noqa: E402
+
+from ptsweep.analysis.context_transfer import paired_difference  # noqa: E402
+from ptsweep.analysis.transfer_drift import optimum  # noqa: E402
+
+WEIGHTS = ("w_unary", "w_attn", "w_head", "w_child", "w_topic_z", "w_topic_g")
+STUDY_LR = 0.02
+STEPS_TOKENS = 1228800
+
+
+def points(folders: list[Path], width: int) -> pd.DataFrame:
+    """One row per finished run at ``width`` and the study's budget: weight (None: every weight 1), value, lr,
+    seed, val_loss, context_gain. A run that changed anything else than one weight is left out."""
+    rows = []
+    for r in load_runs(folders, variants=True):
+        if int(r["width"]) != width or float(r["tokens"]) != STEPS_TOKENS:
+            continue
+        changed = dict(r["variant"])
+        if len(changed) > 1 or (changed and next(iter(changed)) not in WEIGHTS):
+            continue
+        weight, value = next(iter(changed.items())) if changed else (None, 1.0)
+        rows.append({"weight": weight, "value": float(value), "lr": float(r["lr"]), "seed": int(r["seed"]),
+                     "val_loss": float(r["val_loss"]), "context_gain": r.get("context_gain", float("nan"))})
+    return pd.DataFrame(rows, columns=["weight", "value", "lr", "seed", "val_loss", "context_gain"])
+
+
+def _against_one(g: pd.DataFrame, best: float) -> str:
+    """best - 1, paired by seed: mean ± SE [95 % t] (n), or '-' without two shared seeds."""
+    by = {x: dict(zip(gx["seed"], gx["val_loss"])) for x, gx in g.groupby("value")}
+    p = paired_difference(by.get(best, {}), by.get(1.0, {}))
+    if best == 1.0 or p["n"] < 2:
+        return "-"
+    h = float(stats.t.ppf(0.975, p["n"] - 1)) * p["se"]
+    return f"{p['diff']:+.4f} ± {p['se']:.4f} [{p['diff'] - h:+.3f}, {p['diff'] + h:+.3f}] ({p['n']})"
+
+
+def weight_table(df: pd.DataFrame) -> list[str]:
+    """Markdown rows: weight | value: mean (seeds) ... | optimum [plausible] | best - 1 (paired)."""
+    ones = df[(df["weight"].isna()) & (df["lr"] == STUDY_LR)]
+    out = ["| weight | values: seed mean (seeds) | optimum [plausible set] | best - 1, seed-paired |", "|---|---|---|---|"]
+    for w in WEIGHTS:
+        g = pd.concat([ones, df[(df["weight"] == w) & (df["lr"] == STUDY_LR)]])
+        if g["value"].nunique() < 2:
+            continue
+        o = optimum(g, "value")
+        cells = " / ".join(f"{x:g}: {m:.4f} ({n})" for x, n, m in zip(o["curve"]["x"], o["curve"]["n"],
+                                                                       o["curve"]["mean"]))
+        edge = ", edge" if o["at_edge"] else ""
+        plaus = ", ".join(f"{x:g}" for x in o["plausible"])
+        out.append(f"| {w} | {cells} | {o['x_opt']:g} [{plaus}]{edge} | {_against_one(g, o['x_opt'])} |")
+    return out
+
+
+def lr_table(df: pd.DataFrame) -> list[str]:
+    """Markdown rows of the every-weight-1 runs per eta: seed mean (seeds), context gain, % above the best."""
+    g = df[df["weight"].isna()]
+    if g["lr"].nunique() < 2:
+        return ["(fewer than two LRs with every weight 1)"]
+    o = optimum(g.rename(columns={"lr": "eta"}), "eta")
+    out = ["| eta | seed mean (seeds) | context gain | % above the best |", "|---:|---|---:|---:|"]
+    for x, n, m in zip(o["curve"]["x"], o["curve"]["n"], o["curve"]["mean"]):
+        gain = g[g["lr"] == x]["context_gain"].astype(float).mean()
+        out.append(f"| {x:g} | {m:.4f} ({n}) | {gain:+.3f} | {100 * (m / o['loss_opt'] - 1):+.1f} % |")
+    plaus = ", ".join(f"{x:g}" for x in o["plausible"])
+    return out + [f"", f"eta* = {o['x_opt']:g}, plausible set [{plaus}]"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("folders", nargs="+", type=Path)
+    ap.add_argument("--width", type=int, default=128)
+    args = ap.parse_args()
+    df = points(args.folders, args.width)
+    if df.empty:
+        raise SystemExit(f"no finished weight points at width {args.width} under {args.folders}")
+    print(f"width {args.width}, eta {STUDY_LR} unless stated, validation loss\n")
+    print("\n".join(weight_table(df)) + "\n")
+    print("\n".join(lr_table(df)))
+
+
+if __name__ == "__main__":
+    main()

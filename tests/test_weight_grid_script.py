@@ -4,7 +4,6 @@ another eta)."""
 
 import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,16 +16,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _load(rel: str, name: str):
-    path = ROOT / rel
-    sys.path.insert(0, str(path.parent))
-    sys.path.insert(0, str(ROOT / "experiments" / "lr-transfer"))  # weight_grid imports paired_gap from there
-    try:
-        spec = importlib.util.spec_from_file_location(name, path)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-    finally:
-        sys.path.remove(str(path.parent))
-        sys.path.remove(str(ROOT / "experiments" / "lr-transfer"))
+    """A script as a module (weight_grid.py puts its sibling folder lr-transfer on the path itself)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / rel)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
     return mod
 
 

@@ -53,11 +53,15 @@ def _against_one(g: pd.DataFrame, best: float) -> str:
 
 
 def weight_table(df: pd.DataFrame) -> list[str]:
-    """Markdown rows: weight | value: mean (seeds) ... | optimum [plausible] | best - 1 (paired)."""
+    """Markdown rows: weight | value: mean (seeds) ... | optimum [plausible] | best - 1 (paired), over the seeds the
+    weight's runs have."""
     ones = df[(df["weight"].isna()) & (df["lr"] == STUDY_LR)]
     out = ["| weight | values: seed mean (seeds) | optimum [plausible set] | best - 1, seed-paired |", "|---|---|---|---|"]
     for w in WEIGHTS:
-        g = pd.concat([ones, df[(df["weight"] == w) & (df["lr"] == STUDY_LR)]])
+        gw = df[(df["weight"] == w) & (df["lr"] == STUDY_LR)]
+        # value 1 on the weight's own seeds: an extra every-weight-1 seed (e.g. an LR study's) would make 1 the only
+        # value with the most seeds, the only candidate of transfer_drift.optimum
+        g = pd.concat([ones[ones["seed"].isin(gw["seed"])], gw])
         if g["value"].nunique() < 2:
             continue
         o = optimum(g, "value")

@@ -27,18 +27,19 @@ STUDY = ["preset=lr_study", "tracker=disabled", "optim.warmup_frac=0.25", "model
 
 
 def points(specs: list[str]) -> list[tuple[str, float, int]]:
-    """``w_child=8:0,1`` -> [("model.w_child", 8.0, 0), ("model.w_child", 8.0, 1)]."""
+    """``w_child=8:0,1`` -> [("model.w_child", 8.0, 0), ("model.w_child", 8.0, 1)]; ``lr=0.04:0`` -> [("lr", 0.04, 0)]."""
     out = []
     for spec in specs:
         key, rest = spec.split("=", 1)
         value, seeds = rest.split(":", 1)
-        out += [(f"model.{key}", float(value), int(s)) for s in seeds.split(",")]
+        key = key if key == "lr" else f"model.{key}"
+        out += [(key, float(value), int(s)) for s in seeds.split(",")]
     return out
 
 
 def _lr_point(key: str, value: float) -> tuple[str, float, list[str]]:
     """An ``lr=eta`` point is the every-weight-1 point (w_unary = 1) at eta; a weight point keeps the study's eta."""
-    if key == "model.lr":
+    if key == "lr":
         return "model.w_unary", 1.0, [f"sweep.lr_transfer.weight_lr={value}"]
     return key, value, []
 

@@ -13,12 +13,10 @@ import sys
 from pathlib import Path
 
 import pandas as pd
-from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lr-transfer"))
-from paired_gap import load_runs  # noqa: E402
+from paired_gap import load_runs, paired  # noqa: E402
 
-from ptsweep.analysis.context_transfer import paired_difference  # noqa: E402
 from ptsweep.analysis.transfer_drift import optimum  # noqa: E402
 
 WEIGHTS = ("w_unary", "w_attn", "w_head", "w_child", "w_topic_z", "w_topic_g")
@@ -44,12 +42,11 @@ def points(folders: list[Path], width: int) -> pd.DataFrame:
 
 def _against_one(g: pd.DataFrame, best: float) -> str:
     """best - 1, paired by seed: mean ± SE [95 % t] (n), or '-' without two shared seeds."""
-    by = {x: dict(zip(gx["seed"], gx["val_loss"])) for x, gx in g.groupby("value")}
-    p = paired_difference(by.get(best, {}), by.get(1.0, {}))
-    if best == 1.0 or p["n"] < 2:
+    by = {x: {s: {"val_loss": v} for s, v in zip(gx["seed"], gx["val_loss"])} for x, gx in g.groupby("value")}
+    diff, se, h, n = paired(by.get(best, {}), by.get(1.0, {}), "val_loss")
+    if best == 1.0 or n < 2:
         return "-"
-    h = float(stats.t.ppf(0.975, p["n"] - 1)) * p["se"]
-    return f"{p['diff']:+.4f} ± {p['se']:.4f} [{p['diff'] - h:+.3f}, {p['diff'] + h:+.3f}] ({p['n']})"
+    return f"{diff:+.4f} ± {se:.4f} [{diff - h:+.3f}, {diff + h:+.3f}] ({n})"
 
 
 def weight_table(df: pd.DataFrame) -> list[str]:
@@ -78,13 +75,13 @@ def lr_table(df: pd.DataFrame) -> list[str]:
     g = df[df["weight"].isna()]
     if g["lr"].nunique() < 2:
         return ["(fewer than two LRs with every weight 1)"]
-    o = optimum(g.rename(columns={"lr": "eta"}), "eta")
+    o = optimum(g, "lr")
     out = ["| eta | seed mean (seeds) | context gain | % above the best |", "|---:|---|---:|---:|"]
     for x, n, m in zip(o["curve"]["x"], o["curve"]["n"], o["curve"]["mean"]):
         gain = g[g["lr"] == x]["context_gain"].astype(float).mean()
         out.append(f"| {x:g} | {m:.4f} ({n}) | {gain:+.3f} | {100 * (m / o['loss_opt'] - 1):+.1f} % |")
     plaus = ", ".join(f"{x:g}" for x in o["plausible"])
-    return out + [f"", f"eta* = {o['x_opt']:g}, plausible set [{plaus}]"]
+    return out + ["", f"eta* = {o['x_opt']:g}, plausible set [{plaus}]"]
 
 
 def main() -> None:

@@ -78,8 +78,15 @@ def test_weight_row_gives_seed_means_optimum_and_the_paired_t_interval_of_best_m
 def test_lr_rows_are_the_every_weight_1_runs_per_eta(ledger):
     lines = weight_grid.lr_table(weight_grid.points([ledger], 128))
     assert lines[2].startswith(f"| 0.02 | {sum(ONES.values()) / 3:.4f} (3) |")
-    assert lines[3] == f"| 0.04 | 4.7600 (1) | +1.300 | {100 * (4.76 / (sum(ONES.values()) / 3) - 1):+.1f} % |"
+    assert lines[3] == f"| 0.04 | 4.7600 (1) | +1.300 | {100 * (4.76 / (sum(ONES.values()) / 3) - 1):+.1f} % | - |"
     assert lines[-1] == "eta* = 0.02, plausible set [0.02]"
+    _write(ledger, 1, 5.81, lr=0.04)  # a second seed at 0.04: eta - 0.02 paired over seeds 0-1, against scipy
+    row = weight_grid.lr_table(weight_grid.points([ledger], 128))[3]
+    high, base = [4.76, 5.81], [ONES[0], ONES[1]]
+    lo, hi = stats.ttest_rel(high, base).confidence_interval(0.95)
+    diff = (high[0] - base[0] + high[1] - base[1]) / 2
+    assert row.endswith(f"| {diff:+.4f} ± {abs(high[0] - base[0] - (high[1] - base[1])) / 2:.4f} "
+                        f"[{lo:+.3f}, {hi:+.3f}] (2), {100 * diff / (sum(base) / 2):+.1f} % |")
 
 
 def test_an_lr_point_is_the_every_weight_1_trial_at_that_eta():

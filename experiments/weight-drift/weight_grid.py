@@ -1,7 +1,8 @@
 """The information-weight grid of one width, read from ``weight_points.py`` ledgers: per weight, each value's seed
 mean (seeds), the optimum with its plausible set (``transfer_drift.optimum``: the values with the most seeds within
 2 paired SE of the best), and the seed-paired difference of the best value against 1 with its 95 % t interval; then
-the LR points (every weight 1). A run with every weight 1 at the study's eta is every weight's value 1.
+the LR points (every weight 1), each eta against the study's eta paired by seed. A run with every weight 1 at the
+study's eta is every weight's value 1.
 
     PYTHONPATH=. python experiments/weight-drift/weight_grid.py runs/zscreen-z --width 128
 """
@@ -40,13 +41,21 @@ def points(folders: list[Path], width: int) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["weight", "value", "lr", "seed", "val_loss", "context_gain"])
 
 
+def _paired_text(g: pd.DataFrame, key: str, a: float, b: float) -> tuple[str, float]:
+    """a - b of column ``key``'s values, paired by seed: ('mean ± SE [95 % t] (n)', the percent of b's mean over
+    the shared seeds), or ('-', nan) for a == b or fewer than two shared seeds."""
+    by = {x: {s: {"val_loss": v} for s, v in zip(gx["seed"], gx["val_loss"])} for x, gx in g.groupby(key)}
+    diff, se, h, n = paired(by.get(a, {}), by.get(b, {}), "val_loss")
+    if a == b or n < 2:
+        return "-", float("nan")
+    shared = set(by[a]) & set(by[b])
+    ref = sum(by[b][s]["val_loss"] for s in shared) / len(shared)
+    return f"{diff:+.4f} ± {se:.4f} [{diff - h:+.3f}, {diff + h:+.3f}] ({n})", 100 * diff / ref
+
+
 def _against_one(g: pd.DataFrame, best: float) -> str:
     """best - 1, paired by seed: mean ± SE [95 % t] (n), or '-' without two shared seeds."""
-    by = {x: {s: {"val_loss": v} for s, v in zip(gx["seed"], gx["val_loss"])} for x, gx in g.groupby("value")}
-    diff, se, h, n = paired(by.get(best, {}), by.get(1.0, {}), "val_loss")
-    if best == 1.0 or n < 2:
-        return "-"
-    return f"{diff:+.4f} ± {se:.4f} [{diff - h:+.3f}, {diff + h:+.3f}] ({n})"
+    return _paired_text(g, "value", best, 1.0)[0]
 
 
 def weight_table(df: pd.DataFrame) -> list[str]:
@@ -71,15 +80,19 @@ def weight_table(df: pd.DataFrame) -> list[str]:
 
 
 def lr_table(df: pd.DataFrame) -> list[str]:
-    """Markdown rows of the every-weight-1 runs per eta: seed mean (seeds), context gain, % above the best."""
+    """Markdown rows of the every-weight-1 runs per eta: seed mean (seeds), context gain, % above the best, and
+    eta - the study's eta paired by seed (with its percent of the study's eta's loss over the shared seeds)."""
     g = df[df["weight"].isna()]
     if g["lr"].nunique() < 2:
         return ["(fewer than two LRs with every weight 1)"]
     o = optimum(g, "lr")
-    out = ["| eta | seed mean (seeds) | context gain | % above the best |", "|---:|---|---:|---:|"]
+    out = [f"| eta | seed mean (seeds) | context gain | % above the best | eta - {STUDY_LR:g}, seed-paired |",
+           "|---:|---|---:|---:|---|"]
     for x, n, m in zip(o["curve"]["x"], o["curve"]["n"], o["curve"]["mean"]):
         gain = g[g["lr"] == x]["context_gain"].astype(float).mean()
-        out.append(f"| {x:g} | {m:.4f} ({n}) | {gain:+.3f} | {100 * (m / o['loss_opt'] - 1):+.1f} % |")
+        text, pct = _paired_text(g, "lr", x, STUDY_LR)
+        vs = text if text == "-" else f"{text}, {pct:+.1f} %"
+        out.append(f"| {x:g} | {m:.4f} ({n}) | {gain:+.3f} | {100 * (m / o['loss_opt'] - 1):+.1f} % | {vs} |")
     plaus = ", ".join(f"{x:g}" for x in o["plausible"])
     return out + ["", f"eta* = {o['x_opt']:g}, plausible set [{plaus}]"]
 

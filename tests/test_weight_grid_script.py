@@ -72,7 +72,8 @@ def test_weight_row_gives_seed_means_optimum_and_the_paired_t_interval_of_best_m
     assert "| 2 [1, 2], edge |" in row  # 2 is the top of this grid
     assert not any(ln.startswith("| w_head ") for ln in lines)  # no single-weight w_head run: no row
     _write(ledger, 3, 4.75, w_unary=1.0)  # a 4th every-weight-1 seed (an LR study's) leaves w_attn's row as it was
-    assert [ln for ln in weight_grid.weight_table(weight_grid.points([ledger], 128)) if ln.startswith("| w_attn ")] == [row]
+    again = weight_grid.weight_table(weight_grid.points([ledger], 128))
+    assert [ln for ln in again if ln.startswith("| w_attn ")] == [row]
 
 
 def test_lr_rows_are_the_every_weight_1_runs_per_eta(ledger):

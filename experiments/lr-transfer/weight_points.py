@@ -27,7 +27,8 @@ STUDY = ["preset=lr_study", "tracker=disabled", "optim.warmup_frac=0.25", "model
 
 
 def points(specs: list[str]) -> list[tuple[str, float, int]]:
-    """``w_child=8:0,1`` -> [("model.w_child", 8.0, 0), ("model.w_child", 8.0, 1)]; ``lr=0.04:0`` -> [("lr", 0.04, 0)]."""
+    """``w_child=8:0,1`` -> [("model.w_child", 8.0, 0), ("model.w_child", 8.0, 1)];
+    ``lr=0.04:0`` -> [("lr", 0.04, 0)]."""
     out = []
     for spec in specs:
         key, rest = spec.split("=", 1)

@@ -44,9 +44,11 @@ def points(folders: list[Path], width: int) -> pd.DataFrame:
 def _paired_text(g: pd.DataFrame, key: str, a: float, b: float) -> tuple[str, float]:
     """a - b of column ``key``'s values, paired by seed: ('mean ± SE [95 % t] (n)', the percent of b's mean over
     the shared seeds), or ('-', nan) for a == b or fewer than two shared seeds."""
+    if a == b:
+        return "-", float("nan")
     by = {x: {s: {"val_loss": v} for s, v in zip(gx["seed"], gx["val_loss"])} for x, gx in g.groupby(key)}
     diff, se, h, n = paired(by.get(a, {}), by.get(b, {}), "val_loss")
-    if a == b or n < 2:
+    if n < 2:
         return "-", float("nan")
     shared = set(by[a]) & set(by[b])
     ref = sum(by[b][s]["val_loss"] for s in shared) / len(shared)
@@ -62,7 +64,8 @@ def weight_table(df: pd.DataFrame) -> list[str]:
     """Markdown rows: weight | value: mean (seeds) ... | optimum [plausible] | best - 1 (paired), over the seeds the
     weight's runs have."""
     ones = df[(df["weight"].isna()) & (df["lr"] == STUDY_LR)]
-    out = ["| weight | values: seed mean (seeds) | optimum [plausible set] | best - 1, seed-paired |", "|---|---|---|---|"]
+    out = ["| weight | values: seed mean (seeds) | optimum [plausible set] | best - 1, seed-paired |",
+           "|---|---|---|---|"]
     for w in WEIGHTS:
         gw = df[(df["weight"] == w) & (df["lr"] == STUDY_LR)]
         # value 1 on the weight's own seeds: an extra every-weight-1 seed (e.g. an LR study's) would make 1 the only

@@ -61,6 +61,7 @@ LEGACY_EQUIVALENT = {
     "model.attn_score_norm": lambda flat: _lever_off(flat, "model.attn_score_norm", "none"),
     "model.z_scale_rule": lambda flat: flat["model.z_scale_rule"] == "none" or _at_anchor(flat),
     "model.topic_scale_rule": lambda flat: flat["model.topic_scale_rule"] == "none" or _at_anchor(flat),
+    "model.unary_lr_scale": lambda flat: flat["model.unary_lr_scale"] == 1.0,  # S trains without inference too
 }
 
 

@@ -35,6 +35,9 @@ from test_pt_levers import V, _cfg, _inputs, _model
     (dict(z_scale_rule="sqrt_log", base_width=1, base_channels=1),
      "model.z_scale_rule: sqrt_log needs width and base_width >= 2 (log N0 > 0), got 32 and 1"),
     (dict(topic_scale_rule="sqrt"), "model.topic_scale_rule: must be one of ['none', 'inv_sqrt'], got 'sqrt'"),
+    (dict(unary_lr_scale=0.0), "model.unary_lr_scale: must be positive, got 0.0"),
+    (dict(unary_lr_scale=2.0, parametrization="sp"),
+     "model.unary_lr_scale: scales a muP LR constant, which 'sp' does not read; use a muP parametrization"),
 ])
 def test_bad_lever_values_are_one_line_config_errors(kw, message):
     with pytest.raises(ConfigError) as e:
@@ -65,6 +68,30 @@ def test_the_levers_change_an_identity_only_where_they_change_the_computation():
         assert _keys(rule, "model.width=32") == _keys("model.width=32")
     for lever in on:
         assert _keys(lever, "model.n_iters=0") == _keys("model.n_iters=0")
+    # S's LR factor: 1 is the plain model; any other value is a new run, with or without inference (S trains in both)
+    assert _keys("model.unary_lr_scale=1.0") == plain
+    assert len({*_keys("model.unary_lr_scale=2.0"), *plain}) == 4
+    assert _keys("model.unary_lr_scale=2.0", "model.n_iters=0") != _keys("model.n_iters=0")
+
+
+def test_the_unary_lr_scale_multiplies_the_adamw_step_of_s_and_of_nothing_else():
+    """One AdamW step from the same init: S moves by exactly the factor times the plain model's step (Adam's first
+    step is lr * sign(g) elementwise), every other tensor by the same amount as in the plain model."""
+    from ptsweep.parametrization import build_optimizer
+
+    ids, mask, labels = _inputs()
+    steps = {}
+    for scale in (1.0, 2.5):
+        model = _model(unary_lr_scale=scale)
+        before = {k: p.detach().clone() for k, p in model.named_parameters()}
+        opt = build_optimizer(model, model.cfg.width, model.cfg.parametrization, lr=1e-3)
+        F.cross_entropy(mlm_logits(model, ids, mask, labels), labels[labels >= 0]).backward()
+        opt.step()
+        steps[scale] = {k: p.detach() - before[k] for k, p in model.named_parameters()}
+    for name, step in steps[1.0].items():
+        factor = 2.5 if name == "unary" else 1.0
+        torch.testing.assert_close(steps[2.5][name], factor * step, rtol=1e-4, atol=1e-9)
+    assert steps[1.0]["unary"].abs().max() > 0  # S did move (its rows for the batch's tokens)
 
 
 def test_a_sweep_override_of_a_lever_reaches_the_model():

@@ -154,6 +154,11 @@ class PTConfig:
     topic_scale_rule: str = "none"
     """'inv_sqrt': the topic logits times sqrt(N0 / N) (1 at N0). Why: measured, they grow ~N^0.5 over training
     although muP's eta/N on B predicts no growth (experiments/weight-drift). 'none': no factor."""
+    unary_lr_scale: float = 1.0
+    """A factor on the LR of the unary S (muP family only; 1 = off). Why: AdamW's step is scale-free, so w_unary
+    scales both S's logits at init and their updates; w_unary = 2 with 0.5 here doubles only the init, w_unary = 1
+    with 2 only the updates, which separates what the wider model's preference for w_unary = 2 is made of
+    (experiments/weight-drift)."""
 
     def __post_init__(self) -> None:  # OmegaConf hands sequences over as lists; the schema's tuples stay tuples
         self.dists, self.messages_off = tuple(self.dists), tuple(self.messages_off)
@@ -251,7 +256,7 @@ class PTConfig:
         self.validate_levers()
 
     def validate_levers(self) -> None:
-        """The basin levers' values (``z_loss`` ... ``topic_scale_rule``)."""
+        """The basin levers' values (``z_loss`` ... ``unary_lr_scale``)."""
         require(math.isfinite(self.z_loss) and self.z_loss >= 0, "model.z_loss", f"must be >= 0, got {self.z_loss}")
         one_of(self.z_loss_iters, ("final", "all"), "model.z_loss_iters")
         require(0.0 <= self.qz_entropy_floor < 1.0, "model.qz_entropy_floor",
@@ -266,6 +271,10 @@ class PTConfig:
         require(self.z_scale_rule == "none" or (self.base_width >= 2 and self.width >= 2), "model.z_scale_rule",
                 f"sqrt_log needs width and base_width >= 2 (log N0 > 0), got {self.width} and {self.base_width}")
         one_of(self.topic_scale_rule, ("none", "inv_sqrt"), "model.topic_scale_rule")
+        require(math.isfinite(self.unary_lr_scale) and self.unary_lr_scale > 0, "model.unary_lr_scale",
+                f"must be positive, got {self.unary_lr_scale}")
+        require(self.unary_lr_scale == 1.0 or self.parametrization != "sp", "model.unary_lr_scale",
+                "scales a muP LR constant, which 'sp' does not read; use a muP parametrization")
 
 
 @dataclass

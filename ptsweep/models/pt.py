@@ -142,7 +142,8 @@ class ProbabilisticTransformer(nn.Module):
         # of init and LR (MFVIConstants) are declared at creation.
         const = self.const
         self.unary = declare(nn.Parameter(torch.empty(v, n)), Role.INPUT,
-                             _sp_uniform(math.sqrt(6.0 / (v + n))), const.init_s, const.lr_s)  # S: xavier (SP)
+                             _sp_uniform(math.sqrt(6.0 / (v + n))), const.init_s,
+                             const.lr_s * cfg.unary_lr_scale)  # S: xavier (SP)
         self.U = declare(nn.Parameter(torch.empty(k, c, n, r)), Role.HIDDEN, _sp_normal(1 / math.sqrt(r)), const.init_u,
                          const.lr_uv)
         self.V = declare(nn.Parameter(torch.empty(k, c, n, r)), Role.HIDDEN, _sp_normal(1 / math.sqrt(r)), const.init_v,

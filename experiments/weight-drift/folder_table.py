@@ -1,0 +1,83 @@
+"""Study folders side by side, one variant per folder: per folder and eta the seeds' losses, their mean and context
+gain, the seed-paired difference against the first folder at the same eta, and against the folder's own run at
+``--ref-lr`` (its basin: 2 eta* - eta*), each with its 95 % t interval and its percent of the reference's mean.
+
+A study's global Hydra overrides (``model.unary_lr_scale=2``, ``data=python_docs``) are not in its trials'
+overrides, so ``paired_gap.load_runs`` cannot tell two such studies apart: here the folder names the variant. Each
+folder must hold one variant of its trials' overrides (e.g. w_unary = 2 at every eta); one that holds more is an error.
+
+    PYTHONPATH=. python experiments/weight-drift/folder_table.py runs/zdec-w1-py runs/zdec-lr2-py --width 128
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lr-transfer"))
+from paired_gap import load_runs, paired  # noqa: E402
+
+STEPS_TOKENS = 1228800
+
+
+def cells(folder: Path, width: int) -> dict[float, dict[int, dict]]:
+    """{eta: {seed: run}} of one folder's finished runs at ``width`` and the study's budget."""
+    out: dict[float, dict[int, dict]] = {}
+    variants = set()
+    for r in load_runs([folder], variants=True):
+        if int(r["width"]) == width and float(r["tokens"]) == STEPS_TOKENS:
+            out.setdefault(float(r["lr"]), {})[int(r["seed"])] = r
+            variants.add(r["variant"])
+    if len(variants) > 1:
+        raise ValueError(f"{folder} holds {len(variants)} variants at width {width} ({sorted(variants)}); "
+                         "give each variant its own study folder")
+    return out
+
+
+def versus(a: dict[int, dict], b: dict[int, dict]) -> str:
+    """a - b paired by seed: 'mean ± SE [95 % t] (n), percent of b's mean over the shared seeds', or '-' without
+    two shared seeds."""
+    diff, se, h, n = paired(a, b, "val_loss")
+    if n < 2:
+        return "-"
+    shared = set(a) & set(b)
+    ref = sum(b[s]["val_loss"] for s in shared) / len(shared)
+    return f"{diff:+.4f} ± {se:.4f} [{diff - h:+.3f}, {diff + h:+.3f}] ({n}), {100 * diff / ref:+.1f} %"
+
+
+def table(folders: list[Path], width: int, ref_lr: float) -> list[str]:
+    """Markdown lines: one row per (folder, eta)."""
+    by_folder = {f: cells(f, width) for f in folders}
+    first = folders[0]
+    out = [f"| study (width {width}) | eta | val_loss by seed | mean (seeds) | context gain | - {first.name} "
+           f"at the same eta | - its own eta {ref_lr:g} |", "|---|---:|---|---|---|---|---|"]
+    for f, by_lr in by_folder.items():
+        for lr, runs in sorted(by_lr.items()):
+            losses = " / ".join(f"{runs[s]['val_loss']:.4f}" for s in sorted(runs))
+            mean = sum(r["val_loss"] for r in runs.values()) / len(runs)
+            gains = " / ".join(f"{runs[s].get('context_gain', float('nan')):+.2f}" for s in sorted(runs))
+            vs_first = versus(runs, by_folder[first].get(lr, {})) if f != first else "-"
+            vs_ref = versus(runs, by_lr.get(ref_lr, {})) if lr != ref_lr else "-"
+            out.append(f"| {f.name} | {lr:g} | {losses} | {mean:.4f} ({len(runs)}) | {gains} | {vs_first} | "
+                       f"{vs_ref} |")
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("folders", nargs="+", type=Path, help="study folders; the first is the reference")
+    ap.add_argument("--width", type=int, default=128)
+    ap.add_argument("--ref-lr", type=float, default=0.02, help="the eta each folder's other etas are paired with")
+    args = ap.parse_args(argv)
+    missing = [str(f) for f in args.folders if not f.is_dir()]
+    if missing:
+        sys.exit(f"folder_table: no such study folder: {', '.join(missing)}")
+    try:
+        print("\n".join(table(args.folders, args.width, args.ref_lr)))
+    except ValueError as e:
+        sys.exit(f"folder_table: {e}")
+
+
+if __name__ == "__main__":
+    main()

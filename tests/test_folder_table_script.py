@@ -1,0 +1,62 @@
+"""experiments/weight-drift/folder_table.py (study folders side by side, one variant each) against by-hand seed
+means and percents and scipy's paired t interval."""
+
+import statistics
+
+import pytest
+from scipy import stats
+
+from test_weight_grid_script import _load, _write
+
+folder_table = _load("experiments/weight-drift/folder_table.py", "folder_table")
+
+BASE = {0: 4.5665, 1: 4.5545, 2: 4.5695}
+BASE_HIGH = {0: 4.6627, 1: 4.5907, 2: 4.5986}
+FAST = {0: 4.5010, 1: 4.5062, 2: 4.5008}
+
+
+@pytest.fixture()
+def studies(tmp_path):
+    base, fast = tmp_path / "base", tmp_path / "fast"
+    for s in range(3):
+        _write(base, s, BASE[s])
+        _write(base, s, BASE_HIGH[s], lr=0.04)
+        _write(fast, s, FAST[s])
+    _write(fast, 0, 9.0, width=32)  # another width: left out
+    return base, fast
+
+
+def _row(lines: list[str], name: str, lr: str) -> list[str]:
+    return next(line.removesuffix(" |").split(" | ") for line in lines if line.startswith(f"| {name} | {lr} |"))
+
+
+def _interval(a: dict, b: dict) -> str:
+    lo, hi = stats.ttest_rel([a[s] for s in range(3)], [b[s] for s in range(3)]).confidence_interval(0.95)
+    return f"[{lo:+.3f}, {hi:+.3f}] (3)"
+
+
+def test_each_folder_against_the_first_and_against_its_own_reference_eta(studies):
+    lines = folder_table.table(list(studies), 128, 0.02)
+    fast = _row(lines, "fast", "0.02")
+    assert fast[2] == "4.5010 / 4.5062 / 4.5008" and fast[3] == f"{sum(FAST.values()) / 3:.4f} (3)"
+    diff = sum(FAST[s] - BASE[s] for s in range(3)) / 3
+    pct = 100 * diff / (sum(BASE.values()) / 3)
+    se = statistics.stdev(FAST[s] - BASE[s] for s in range(3)) / 3 ** 0.5
+    assert fast[5] == f"{diff:+.4f} ± {se:.4f} {_interval(FAST, BASE)}, {pct:+.1f} %"
+    assert fast[6] == "-"  # its eta is the reference eta
+    high = _row(lines, "base", "0.04")
+    diff = sum(BASE_HIGH[s] - BASE[s] for s in range(3)) / 3
+    assert high[5] == "-"  # the reference folder is not paired with itself
+    assert high[6].startswith(f"{diff:+.4f} ± ") and high[6].endswith(f"{_interval(BASE_HIGH, BASE)}, +1.2 %")
+    assert not any(line.startswith("| fast | 0.04 |") for line in lines)
+
+
+def test_a_folder_with_two_variants_is_a_one_line_error(studies, capsys):
+    base, _ = studies
+    _write(base, 0, 4.53, w_unary=2.0)
+    with pytest.raises(SystemExit) as e:
+        folder_table.main([str(base), "--width", "128"])
+    assert str(e.value).startswith(f"folder_table: {base} holds 2 variants at width 128")
+    with pytest.raises(SystemExit) as e:
+        folder_table.main([str(base / "missing")])
+    assert str(e.value) == f"folder_table: no such study folder: {base / 'missing'}"

@@ -155,10 +155,10 @@ class PTConfig:
     """'inv_sqrt': the topic logits times sqrt(N0 / N) (1 at N0). Why: measured, they grow ~N^0.5 over training
     although muP's eta/N on B predicts no growth (experiments/weight-drift). 'none': no factor."""
     unary_lr_scale: float = 1.0
-    """A factor on the LR of the unary S (muP family only; 1 = off). Why: AdamW's step is scale-free, so w_unary
-    scales both S's logits at init and their updates; w_unary = 2 with 0.5 here doubles only the init, w_unary = 1
-    with 2 only the updates, which separates what the wider model's preference for w_unary = 2 is made of
-    (experiments/weight-drift)."""
+    """A factor on the LR of the unary S (muP family only; 1 = off): a diagnostic, not a basin lever. Why: AdamW's
+    step is scale-free, so w_unary scales both S's logits at init and their updates; w_unary = 2 with 0.5 here
+    doubles only the init, w_unary = 1 with 2 only the updates. Measured: 2 helps at width 128 and not at 32, and
+    stalls the model at 2 eta* (experiments/weight-drift)."""
 
     def __post_init__(self) -> None:  # OmegaConf hands sequences over as lists; the schema's tuples stay tuples
         self.dists, self.messages_off = tuple(self.dists), tuple(self.messages_off)

@@ -103,6 +103,17 @@ def paired(a: dict[int, dict], b: dict[int, dict], key: str) -> tuple[float, flo
     return p["diff"], p["se"], float(stats.t.ppf(0.975, p["n"] - 1)) * p["se"] if p["n"] > 1 else math.nan, p["n"]
 
 
+def paired_text(a: dict[int, dict], b: dict[int, dict], key: str = "val_loss") -> tuple[str, float]:
+    """a - b of ``key`` paired by seed as 'mean ± SE [95 % t] (n)', and its percent of b's mean over the shared
+    seeds; ('-', nan) without two shared seeds."""
+    diff, se, h, n = paired(a, b, key)
+    if n < 2:
+        return "-", math.nan
+    shared = set(a) & set(b)
+    ref = sum(b[s][key] for s in shared) / len(shared)
+    return f"{diff:+.4f} ± {se:.4f} [{diff - h:+.3f}, {diff + h:+.3f}] ({n})", 100 * diff / ref
+
+
 def _mean(rows: dict[int, dict], key: str) -> float:
     return sum(r[key] for r in rows.values()) / len(rows)
 

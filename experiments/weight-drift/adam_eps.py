@@ -68,13 +68,14 @@ def first_step(widths: list[int], overrides: list[str]) -> list[str]:
     """Per width, the init gradient of one training batch: median |g| over touched entries and eps's share."""
     rows: dict[str, list[tuple[int, float]]] = {}
     out = []
+    cfg = compose(STUDY + POINT + overrides)  # the data and the batch are the same at every width
+    corpus = data_mod.prepare(cfg.data)
+    batch = data_mod.train_batch(corpus, cfg.data, 0, cfg.train.batch_size, cfg.seed)
+    ids, mask, labels = batch["input_ids"], batch["attention_mask"], batch["labels"]
     for width in widths:
         cfg = compose(STUDY + POINT + [f"model.width={width}", *overrides])
         seed_everything(cfg.seed)
-        corpus = data_mod.prepare(cfg.data)
         model = build_model(cfg.model, corpus.vocab_size, cfg.data.seq_len)
-        batch = data_mod.train_batch(corpus, cfg.data, 0, cfg.train.batch_size, cfg.seed)
-        ids, mask, labels = batch["input_ids"], batch["attention_mask"], batch["labels"]
         F.cross_entropy(mlm_logits(model, ids, mask, labels), labels[labels != -100]).backward()
         line = [f"width {width}:"]
         for name, p in model.named_parameters():

@@ -15,10 +15,10 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lr-transfer"))
-from paired_gap import load_runs, paired  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # weight_grid.py puts lr-transfer on the path itself
+from weight_grid import STEPS_TOKENS  # noqa: E402
 
-STEPS_TOKENS = 1228800
+from paired_gap import load_runs, paired_text  # noqa: E402
 
 
 def cells(folder: Path, width: int) -> dict[float, dict[int, dict]]:
@@ -38,12 +38,8 @@ def cells(folder: Path, width: int) -> dict[float, dict[int, dict]]:
 def versus(a: dict[int, dict], b: dict[int, dict]) -> str:
     """a - b paired by seed: 'mean ± SE [95 % t] (n), percent of b's mean over the shared seeds', or '-' without
     two shared seeds."""
-    diff, se, h, n = paired(a, b, "val_loss")
-    if n < 2:
-        return "-"
-    shared = set(a) & set(b)
-    ref = sum(b[s]["val_loss"] for s in shared) / len(shared)
-    return f"{diff:+.4f} ± {se:.4f} [{diff - h:+.3f}, {diff + h:+.3f}] ({n}), {100 * diff / ref:+.1f} %"
+    text, pct = paired_text(a, b)
+    return text if text == "-" else f"{text}, {pct:+.1f} %"
 
 
 def table(folders: list[Path], width: int, ref_lr: float) -> list[str]:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lr-transfer"))
-from paired_gap import load_runs, paired  # noqa: E402
+from paired_gap import load_runs, paired_text  # noqa: E402
 
 from ptsweep.analysis.transfer_drift import optimum  # noqa: E402
 
@@ -47,12 +47,7 @@ def _paired_text(g: pd.DataFrame, key: str, a: float, b: float) -> tuple[str, fl
     if a == b:
         return "-", float("nan")
     by = {x: {s: {"val_loss": v} for s, v in zip(gx["seed"], gx["val_loss"])} for x, gx in g.groupby(key)}
-    diff, se, h, n = paired(by.get(a, {}), by.get(b, {}), "val_loss")
-    if n < 2:
-        return "-", float("nan")
-    shared = set(by[a]) & set(by[b])
-    ref = sum(by[b][s]["val_loss"] for s in shared) / len(shared)
-    return f"{diff:+.4f} ± {se:.4f} [{diff - h:+.3f}, {diff + h:+.3f}] ({n})", 100 * diff / ref
+    return paired_text(by.get(a, {}), by.get(b, {}))
 
 
 def _against_one(g: pd.DataFrame, best: float) -> str:

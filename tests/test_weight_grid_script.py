@@ -71,9 +71,24 @@ def test_weight_row_gives_seed_means_optimum_and_the_paired_t_interval_of_best_m
     # seed 2 prefers 1 by 0.005 while seeds 0-1 prefer 2 by ~0.02: 1 stays within 2 paired SE
     assert "| 2 [1, 2], edge |" in row  # 2 is the top of this grid
     assert not any(ln.startswith("| w_head ") for ln in lines)  # no single-weight w_head run: no row
+    assert row.endswith(f"| 2: {sum(diffs) / 3:+.4f} ± {stats.sem(diffs):.4f} [{lo:+.3f}, {hi:+.3f}] (3) |")
     _write(ledger, 3, 4.75, w_unary=1.0)  # a 4th every-weight-1 seed (an LR study's) leaves w_attn's row as it was
     again = weight_grid.weight_table(weight_grid.points([ledger], 128))
     assert [ln for ln in again if ln.startswith("| w_attn ")] == [row]
+
+
+def test_where_1_is_the_optimum_the_last_column_is_the_runner_up_minus_1(ledger):
+    """Values 0.5 (3 seeds, worse) and 4 (1 seed, worse still): the runner-up among the values with the most seeds
+    is 0.5, and its gap to 1 is the column, paired by seed."""
+    worse = {0: 4.76, 1: 4.74, 2: 4.78}
+    for s in range(3):
+        _write(ledger, s, worse[s], w_head=0.5)
+    _write(ledger, 0, 4.74, w_head=4.0)  # lower than 0.5's seed mean, but on one seed: not the runner-up
+    (row,) = [ln for ln in weight_grid.weight_table(weight_grid.points([ledger], 128)) if ln.startswith("| w_head ")]
+    assert "| 1 [1" in row
+    diffs = [worse[s] - ONES[s] for s in range(3)]
+    lo, hi = stats.ttest_rel(list(worse.values()), list(ONES.values())).confidence_interval(0.95)
+    assert row.endswith(f"| 0.5: {sum(diffs) / 3:+.4f} ± {stats.sem(diffs):.4f} [{lo:+.3f}, {hi:+.3f}] (3) |")
 
 
 def test_lr_rows_are_the_every_weight_1_runs_per_eta(ledger):

@@ -1,6 +1,7 @@
 """The information-weight grid of one width, read from ``weight_points.py`` ledgers: per weight, each value's seed
 mean (seeds), the optimum with its plausible set (``transfer_drift.optimum``: the values with the most seeds within
-2 paired SE of the best), and the seed-paired difference of the best value against 1 with its 95 % t interval; then
+2 paired SE of the best), and the seed-paired difference against 1 of the best value other than 1 (the optimum,
+or the runner-up where 1 is the optimum) with its 95 % t interval; then
 the LR points (every weight 1), each eta against the study's eta paired by seed. A run with every weight 1 at the
 study's eta is every weight's value 1.
 
@@ -50,16 +51,30 @@ def _paired_text(g: pd.DataFrame, key: str, a: float, b: float) -> tuple[str, fl
     return paired_text(by.get(a, {}), by.get(b, {}))
 
 
-def _against_one(g: pd.DataFrame, best: float) -> str:
-    """best - 1, paired by seed: mean ± SE [95 % t] (n), or '-' without two shared seeds."""
-    return _paired_text(g, "value", best, 1.0)[0]
+def _best_other_than_one(curve: dict) -> float | None:
+    """The optimum's curve's best value other than 1: among the values != 1 with the most seeds, the lowest mean
+    (the optimum itself unless 1 is the optimum); None for a curve with no other value."""
+    others = [(x, n, m) for x, n, m in zip(curve["x"], curve["n"], curve["mean"]) if x != 1.0]
+    if not others:
+        return None
+    most = max(n for _, n, _ in others)
+    return min((m, x) for x, n, m in others if n == most)[1]
+
+
+def _against_one(g: pd.DataFrame, curve: dict) -> str:
+    """'x: x - 1' for the best value x other than 1, paired by seed: mean ± SE [95 % t] (n), or '-' without two
+    shared seeds."""
+    x = _best_other_than_one(curve)
+    text = "-" if x is None else _paired_text(g, "value", x, 1.0)[0]
+    return text if text == "-" else f"{x:g}: {text}"
 
 
 def weight_table(df: pd.DataFrame) -> list[str]:
-    """Markdown rows: weight | value: mean (seeds) ... | optimum [plausible] | best - 1 (paired), over the seeds the
-    weight's runs have."""
+    """Markdown rows: weight | value: mean (seeds) ... | optimum [plausible] | best value other than 1, minus 1
+    (paired), over the seeds the weight's runs have."""
     ones = df[(df["weight"].isna()) & (df["lr"] == STUDY_LR)]
-    out = ["| weight | values: seed mean (seeds) | optimum [plausible set] | best - 1, seed-paired |",
+    out = ["| weight | values: seed mean (seeds) | optimum [plausible set] | best value x other than 1: x - 1, "
+           "seed-paired |",
            "|---|---|---|---|"]
     for w in WEIGHTS:
         gw = df[(df["weight"] == w) & (df["lr"] == STUDY_LR)]
@@ -73,7 +88,7 @@ def weight_table(df: pd.DataFrame) -> list[str]:
                                                                        o["curve"]["mean"]))
         edge = ", edge" if o["at_edge"] else ""
         plaus = ", ".join(f"{x:g}" for x in o["plausible"])
-        out.append(f"| {w} | {cells} | {o['x_opt']:g} [{plaus}]{edge} | {_against_one(g, o['x_opt'])} |")
+        out.append(f"| {w} | {cells} | {o['x_opt']:g} [{plaus}]{edge} | {_against_one(g, o['curve'])} |")
     return out
 
 

@@ -60,3 +60,26 @@ def test_a_folder_with_two_variants_is_a_one_line_error(studies, capsys):
     with pytest.raises(SystemExit) as e:
         folder_table.main([str(base / "missing")])
     assert str(e.value) == f"folder_table: no such study folder: {base / 'missing'}"
+
+
+def test_variant_picks_one_variant_in_every_folder(studies, capsys):
+    """A folder holding w_unary 1 and 2: --variant w_unary=2 keeps the 2s (paired with the first folder's 2s),
+    'default' the runs that changed nothing; a malformed --variant is a one-line error."""
+    base, fast = studies
+    twos = {0: 4.53, 1: 4.52, 2: 4.55}
+    fast_twos = {0: 4.50, 1: 4.53, 2: 4.52}
+    for s in range(3):
+        _write(base, s, twos[s], w_unary=2.0)
+        _write(fast, s, fast_twos[s], w_unary=2.0)
+    lines = folder_table.table([base, fast], 128, 0.02, folder_table.parse_variant("w_unary=2"))
+    assert _row(lines, "base", "0.02")[3] == f"{sum(twos.values()) / 3:.4f} (3)"
+    assert not any(line.startswith("| base | 0.04 |") for line in lines)  # the 0.04 runs are w_unary 1
+    diff = sum(fast_twos[s] - twos[s] for s in range(3)) / 3
+    assert _row(lines, "fast", "0.02")[5].startswith(f"{diff:+.4f} ± ")
+    assert _row(lines, "fast", "0.02")[5].endswith(f"{_interval(fast_twos, twos)}, {100 * diff / 4.5333:+.1f} %")
+    lines = folder_table.table([base, fast], 128, 0.02, folder_table.parse_variant("default"))
+    assert _row(lines, "fast", "0.02")[2] == "4.5010 / 4.5062 / 4.5008"
+    assert _row(lines, "base", "0.04")[3] == f"{sum(BASE_HIGH.values()) / 3:.4f} (3)"
+    with pytest.raises(SystemExit) as e:
+        folder_table.main([str(base), "--variant", "w_unary"])
+    assert str(e.value) == "folder_table: --variant 'w_unary': expected field=value[,field=value] or 'default'"

@@ -4,9 +4,11 @@ gain, the seed-paired difference against the first folder at the same eta, and a
 
 A study's global Hydra overrides (``model.unary_lr_scale=2``, ``data=python_docs``) are not in its trials'
 overrides, so ``paired_gap.load_runs`` cannot tell two such studies apart: here the folder names the variant. Each
-folder must hold one variant of its trials' overrides (e.g. w_unary = 2 at every eta); one that holds more is an error.
+folder must hold one variant of its trials' overrides (e.g. w_unary = 2 at every eta), or ``--variant`` picks one
+in every folder (``w_unary=2``; ``default`` for the runs that changed nothing); a folder left with more is an error.
 
     PYTHONPATH=. python experiments/weight-drift/folder_table.py runs/zdec-w1-py runs/zdec-lr2-py --width 128
+    PYTHONPATH=. python experiments/weight-drift/folder_table.py runs/zdec-w1-py runs/zlev-zl-py --variant default
 """
 
 from __future__ import annotations
@@ -21,17 +23,46 @@ from weight_grid import STEPS_TOKENS  # noqa: E402
 from paired_gap import load_runs, paired_text  # noqa: E402
 
 
-def cells(folder: Path, width: int) -> dict[float, dict[int, dict]]:
-    """{eta: {seed: run}} of one folder's finished runs at ``width`` and the study's budget."""
+def parse_variant(text: str | None) -> dict[str, float | str] | None:
+    """``--variant``'s text as {field: value}: 'w_unary=2,w_child=2' -> {'w_unary': 2.0, 'w_child': 2.0},
+    'default' -> {} (the runs that changed nothing), None -> None (no filter)."""
+    if text is None:
+        return None
+    if text == "default":
+        return {}
+    out = {}
+    for item in text.split(","):
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--variant {text!r}: expected field=value[,field=value] or 'default'")
+        out[key] = _value(value)
+    return out
+
+
+def _value(text: str) -> float | str:
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def _matches(variant: tuple, want: dict | None) -> bool:
+    """Whether a run's variant (``load_runs``: sorted (field, str(value)) pairs) is ``want``; None matches all."""
+    return want is None or {k: _value(v) for k, v in variant} == want
+
+
+def cells(folder: Path, width: int, want: dict | None = None) -> dict[float, dict[int, dict]]:
+    """{eta: {seed: run}} of one folder's finished runs at ``width`` and the study's budget (of variant ``want``
+    only, when given)."""
     out: dict[float, dict[int, dict]] = {}
     variants = set()
     for r in load_runs([folder], variants=True):
-        if int(r["width"]) == width and float(r["tokens"]) == STEPS_TOKENS:
+        if int(r["width"]) == width and float(r["tokens"]) == STEPS_TOKENS and _matches(r["variant"], want):
             out.setdefault(float(r["lr"]), {})[int(r["seed"])] = r
             variants.add(r["variant"])
     if len(variants) > 1:
         raise ValueError(f"{folder} holds {len(variants)} variants at width {width} ({sorted(variants)}); "
-                         "give each variant its own study folder")
+                         "pick one with --variant or give each its own study folder")
     return out
 
 
@@ -42,9 +73,9 @@ def versus(a: dict[int, dict], b: dict[int, dict]) -> str:
     return text if text == "-" else f"{text}, {pct:+.1f} %"
 
 
-def table(folders: list[Path], width: int, ref_lr: float) -> list[str]:
-    """Markdown lines: one row per (folder, eta)."""
-    by_folder = {f: cells(f, width) for f in folders}
+def table(folders: list[Path], width: int, ref_lr: float, want: dict | None = None) -> list[str]:
+    """Markdown lines: one row per (folder, eta), of variant ``want`` only when given."""
+    by_folder = {f: cells(f, width, want) for f in folders}
     first = folders[0]
     out = [f"| study (width {width}) | eta | val_loss by seed | mean (seeds) | context gain | - {first.name} "
            f"at the same eta | - its own eta {ref_lr:g} |", "|---|---:|---|---|---|---|---|"]
@@ -65,12 +96,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("folders", nargs="+", type=Path, help="study folders; the first is the reference")
     ap.add_argument("--width", type=int, default=128)
     ap.add_argument("--ref-lr", type=float, default=0.02, help="the eta each folder's other etas are paired with")
+    ap.add_argument("--variant", help="only the runs of this variant in every folder: field=value[,...] "
+                    "(e.g. w_unary=2) or 'default'")
     args = ap.parse_args(argv)
     missing = [str(f) for f in args.folders if not f.is_dir()]
     if missing:
         sys.exit(f"folder_table: no such study folder: {', '.join(missing)}")
     try:
-        print("\n".join(table(args.folders, args.width, args.ref_lr)))
+        print("\n".join(table(args.folders, args.width, args.ref_lr, parse_variant(args.variant))))
     except ValueError as e:
         sys.exit(f"folder_table: {e}")
 

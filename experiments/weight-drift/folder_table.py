@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # weight_grid.py puts lr-transfer on the path itself
 from weight_grid import STEPS_TOKENS  # noqa: E402
 
-from paired_gap import load_runs, paired_text  # noqa: E402
+from paired_gap import load_runs, paired_text, with_percent  # noqa: E402
 
 
 def parse_variant(text: str | None) -> dict[str, float | str] | None:
@@ -69,8 +69,7 @@ def cells(folder: Path, width: int, want: dict | None = None) -> dict[float, dic
 def versus(a: dict[int, dict], b: dict[int, dict]) -> str:
     """a - b paired by seed: 'mean ± SE [95 % t] (n), percent of b's mean over the shared seeds', or '-' without
     two shared seeds."""
-    text, pct = paired_text(a, b)
-    return text if text == "-" else f"{text}, {pct:+.1f} %"
+    return with_percent(*paired_text(a, b))
 
 
 def table(folders: list[Path], width: int, ref_lr: float, want: dict | None = None) -> list[str]:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lr-transfer"))
-from paired_gap import load_runs, paired_text  # noqa: E402
+from paired_gap import load_runs, paired_text, with_percent  # noqa: E402
 
 from ptsweep.analysis.transfer_drift import optimum  # noqa: E402
 
@@ -103,8 +103,7 @@ def lr_table(df: pd.DataFrame) -> list[str]:
            "|---:|---|---:|---:|---|"]
     for x, n, m in zip(o["curve"]["x"], o["curve"]["n"], o["curve"]["mean"]):
         gain = g[g["lr"] == x]["context_gain"].astype(float).mean()
-        text, pct = _paired_text(g, "lr", x, STUDY_LR)
-        vs = text if text == "-" else f"{text}, {pct:+.1f} %"
+        vs = with_percent(*_paired_text(g, "lr", x, STUDY_LR))
         out.append(f"| {x:g} | {m:.4f} ({n}) | {gain:+.3f} | {100 * (m / o['loss_opt'] - 1):+.1f} % | {vs} |")
     plaus = ", ".join(f"{x:g}" for x in o["plausible"])
     return out + ["", f"eta* = {o['x_opt']:g}, plausible set [{plaus}]"]

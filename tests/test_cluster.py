@@ -38,6 +38,23 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _start_head(node_env: dict, node: list[str], token: str, first_port: int | None = None) -> int:
+    """``ray start --head`` on a free port; returns the port. Another process can take the port between
+    :func:`_free_port` and the GCS's bind (seen once in a full test run: "Failed to start the grpc server"), so such
+    a start is cleaned up and retried on a new port, three tries in all; any other failure fails at once."""
+    port = first_port or _free_port()
+    for _ in range(3):
+        r = subprocess.run([RAY, "start", "--head", f"--port={port}", "--include-dashboard=false", *node],
+                           env=node_env, capture_output=True, text=True, timeout=120)
+        if r.returncode == 0:
+            return port
+        _stop_cluster(token)
+        if "Failed to start the grpc server" not in r.stdout + r.stderr:
+            break
+        port = _free_port()
+    raise AssertionError(r.stdout[-1500:] + r.stderr[-1500:])
+
+
 def _ours(token: str) -> list[psutil.Process]:
     """Processes started with this test's token, and everything below them (Ray renames its agents, which
     clobbers their environment, so they are found as children)."""
@@ -136,7 +153,6 @@ def _study(sdir: Path):
 def test_two_node_sweep_lands_on_both_nodes_and_resumes_after_the_driver_is_killed(tmp_path):
     token = secrets.token_hex(32)
     temp = Path(tempfile.mkdtemp(prefix="ptc-", dir="/tmp"))  # short: Ray's unix socket paths must stay < 108 chars
-    port = _free_port()
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token, "RAY_USAGE_STATS_ENABLED": "0",
            "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "disabled"}
     env.pop("RAY_ADDRESS", None)
@@ -155,10 +171,10 @@ def test_two_node_sweep_lands_on_both_nodes_and_resumes_after_the_driver_is_kill
             "train.checkpoint_every_s=0.001"]
     sdir = shared / "runs" / "tune-small"
     try:
-        for cmd in ([RAY, "start", "--head", f"--port={port}", "--include-dashboard=false", *node],
-                    [RAY, "start", f"--address=127.0.0.1:{port}", *node]):
-            r = subprocess.run(cmd, env=node_env, capture_output=True, text=True, timeout=120)
-            assert r.returncode == 0, r.stdout[-1500:] + r.stderr[-1500:]
+        port = _start_head(node_env, node, token)
+        r = subprocess.run([RAY, "start", f"--address=127.0.0.1:{port}", *node], env=node_env, capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 0, r.stdout[-1500:] + r.stderr[-1500:]
         env["RAY_ADDRESS"] = f"127.0.0.1:{port}"
 
         # the driver joins the cluster; a trial's worker is killed mid-run, and Tune runs the trial again; the

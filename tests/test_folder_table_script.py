@@ -83,3 +83,31 @@ def test_variant_picks_one_variant_in_every_folder(studies, capsys):
     with pytest.raises(SystemExit) as e:
         folder_table.main([str(base), "--variant", "w_unary"])
     assert str(e.value) == "folder_table: --variant 'w_unary': expected field=value[,field=value] or 'default'"
+
+
+def test_folders_joined_with_plus_are_one_study_and_may_not_overlap(studies, tmp_path):
+    """A rule run through one option at eta* (folder 'fast') and another at 2 eta* (folder 'high'): its basin is
+    high - fast paired by seed; joined with a folder holding the same (eta, seed), a one-line error."""
+    base, fast = studies
+    high = tmp_path / "high"
+    for s in range(3):
+        _write(high, s, BASE_HIGH[s], lr=0.04)
+    lines = folder_table.table([base, folder_table.parse_study(f"{fast}+{high}")], 128, 0.02)
+    row = _row(lines, "fast+high", "0.04")
+    diff = sum(BASE_HIGH[s] - FAST[s] for s in range(3)) / 3
+    pct = 100 * diff / (sum(FAST.values()) / 3)
+    assert row[6].startswith(f"{diff:+.4f} ± ") and row[6].endswith(f"{_interval(BASE_HIGH, FAST)}, {pct:+.1f} %")
+    assert row[5].lstrip("+-").startswith("0.0000 ± 0.0000")  # at 0.04 the joined study's runs are the base folder's
+    assert _row(lines, "fast+high", "0.02")[2] == "4.5010 / 4.5062 / 4.5008"
+    at = folder_table.table([folder_table.parse_study(f"{fast}@0.02+{base}@0.04")], 128, 0.02)  # each its one eta
+    assert _row(at, "fast@0.02+base@0.04", "0.04")[6] == row[6]
+    late = tmp_path / "late"  # more seeds of the same eta in another folder: merged
+    _write(late, 3, 4.5100)
+    merged = folder_table.table([folder_table.parse_study(f"{fast}+{late}")], 128, 0.02)
+    assert _row(merged, "fast+late", "0.02")[2] == "4.5010 / 4.5062 / 4.5008 / 4.5100"
+    with pytest.raises(SystemExit) as e:
+        folder_table.main([f"{fast}+{base}"])
+    assert str(e.value) == "folder_table: fast+base: eta 0.02 seed 0 is in two of its folders"
+    with pytest.raises(SystemExit) as e:
+        folder_table.main([f"{fast}+{tmp_path / 'none'}"])
+    assert str(e.value) == f"folder_table: no such study folder: {tmp_path / 'none'}"

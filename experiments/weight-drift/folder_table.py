@@ -6,9 +6,15 @@ A study's global Hydra overrides (``model.unary_lr_scale=2``, ``data=python_docs
 overrides, so ``paired_gap.load_runs`` cannot tell two such studies apart: here the folder names the variant. Each
 folder must hold one variant of its trials' overrides (e.g. w_unary = 2 at every eta), or ``--variant`` picks one
 in every folder (``w_unary=2``; ``default`` for the runs that changed nothing); a folder left with more is an error.
+Folders joined with '+' are one study: a rule run through a different existing option at each eta (the capped S
+rate: ``model.unary_lr_scale=2`` at 0.02, the default at 0.04); ``folder@eta`` takes that eta of a folder only; an
+(eta, seed) in two of them is an error.
 
     PYTHONPATH=. python experiments/weight-drift/folder_table.py runs/zdec-w1-py runs/zdec-lr2-py --width 128
     PYTHONPATH=. python experiments/weight-drift/folder_table.py runs/zdec-w1-py runs/zlev-zl-py --variant default
+    PYTHONPATH=. python experiments/weight-drift/folder_table.py runs/zdec-w1-py runs/zcsr-eta-py+runs/zcsr-2eta-py
+    PYTHONPATH=. python experiments/weight-drift/folder_table.py runs/zdec-w1-py \
+        runs/zdec-lr2-py@0.02+runs/zdec-w1-py@0.04
 """
 
 from __future__ import annotations
@@ -66,17 +72,54 @@ def cells(folder: Path, width: int, want: dict | None = None) -> dict[float, dic
     return out
 
 
+Study = Path | tuple[tuple[Path, float | None], ...]
+"""One folder, or several joined with '+', each with the one eta it contributes or None for all
+(:func:`parse_study`)."""
+
+
+def parse_study(text: str) -> tuple[tuple[Path, float | None], ...]:
+    """'runs/a@0.02+runs/b' -> ((Path('runs/a'), 0.02), (Path('runs/b'), None))."""
+    parts = []
+    for part in text.split("+"):
+        folder, sep, eta = part.rpartition("@")
+        parts.append((Path(folder), float(eta)) if sep else (Path(part), None))
+    return tuple(parts)
+
+
+def _parts(study: Study) -> tuple[tuple[Path, float | None], ...]:
+    return study if isinstance(study, tuple) else ((study, None),)
+
+
+def study_name(study: Study) -> str:
+    return "+".join(part.name + ("" if eta is None else f"@{eta:g}") for part, eta in _parts(study))
+
+
+def study_cells(study: Study, width: int, want: dict | None = None) -> dict[float, dict[int, dict]]:
+    """:func:`cells` of each of the study's folders (of its one eta where it names one), merged; an (eta, seed) in
+    two of them is a ValueError."""
+    out: dict[float, dict[int, dict]] = {}
+    for part, only in _parts(study):
+        for lr, runs in cells(part, width, want).items():
+            if only is not None and lr != only:
+                continue
+            both = out.setdefault(lr, {}).keys() & runs.keys()
+            if both:
+                raise ValueError(f"{study_name(study)}: eta {lr:g} seed {min(both)} is in two of its folders")
+            out[lr].update(runs)
+    return out
+
+
 def versus(a: dict[int, dict], b: dict[int, dict]) -> str:
     """a - b paired by seed: 'mean ± SE [95 % t] (n), percent of b's mean over the shared seeds', or '-' without
     two shared seeds."""
     return with_percent(*paired_text(a, b))
 
 
-def table(folders: list[Path], width: int, ref_lr: float, want: dict | None = None) -> list[str]:
-    """Markdown lines: one row per (folder, eta), of variant ``want`` only when given."""
-    by_folder = {f: cells(f, width, want) for f in folders}
+def table(folders: list[Study], width: int, ref_lr: float, want: dict | None = None) -> list[str]:
+    """Markdown lines: one row per (study, eta), of variant ``want`` only when given."""
+    by_folder = {f: study_cells(f, width, want) for f in folders}
     first = folders[0]
-    out = [f"| study (width {width}) | eta | val_loss by seed | mean (seeds) | context gain | - {first.name} "
+    out = [f"| study (width {width}) | eta | val_loss by seed | mean (seeds) | context gain | - {study_name(first)} "
            f"at the same eta | - its own eta {ref_lr:g} |", "|---|---:|---|---|---|---|---|"]
     for f, by_lr in by_folder.items():
         for lr, runs in sorted(by_lr.items()):
@@ -85,20 +128,21 @@ def table(folders: list[Path], width: int, ref_lr: float, want: dict | None = No
             gains = " / ".join(f"{runs[s].get('context_gain', float('nan')):+.2f}" for s in sorted(runs))
             vs_first = versus(runs, by_folder[first].get(lr, {})) if f != first else "-"
             vs_ref = versus(runs, by_lr.get(ref_lr, {})) if lr != ref_lr else "-"
-            out.append(f"| {f.name} | {lr:g} | {losses} | {mean:.4f} ({len(runs)}) | {gains} | {vs_first} | "
+            out.append(f"| {study_name(f)} | {lr:g} | {losses} | {mean:.4f} ({len(runs)}) | {gains} | {vs_first} | "
                        f"{vs_ref} |")
     return out
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("folders", nargs="+", type=Path, help="study folders; the first is the reference")
+    ap.add_argument("folders", nargs="+", type=parse_study,
+                    help="study folders (several joined with '+' are one study); the first is the reference")
     ap.add_argument("--width", type=int, default=128)
     ap.add_argument("--ref-lr", type=float, default=0.02, help="the eta each folder's other etas are paired with")
     ap.add_argument("--variant", help="only the runs of this variant in every folder: field=value[,...] "
                     "(e.g. w_unary=2) or 'default'")
     args = ap.parse_args(argv)
-    missing = [str(f) for f in args.folders if not f.is_dir()]
+    missing = [str(part) for f in args.folders for part, _ in f if not part.is_dir()]
     if missing:
         sys.exit(f"folder_table: no such study folder: {', '.join(missing)}")
     try:

@@ -62,6 +62,8 @@ LEGACY_EQUIVALENT = {
     "model.z_scale_rule": lambda flat: flat["model.z_scale_rule"] == "none" or _at_anchor(flat),
     "model.topic_scale_rule": lambda flat: flat["model.topic_scale_rule"] == "none" or _at_anchor(flat),
     "model.unary_lr_scale": lambda flat: flat["model.unary_lr_scale"] == 1.0,  # S trains without inference too
+    "model.unary_lr_rule": lambda flat: flat["model.unary_lr_rule"] == "const",
+    "model.unary_lr_cap": lambda flat: flat["model.unary_lr_cap"] == 0,  # 0 only under 'const' (config checks)
 }
 
 

@@ -2,7 +2,8 @@
 
 A parameter gets its role where it is created (:func:`declare`), never from its name. The table below is the whole
 rule set; `build_optimizer` makes one AdamW group per (role, multiplier) and the LR schedule multiplies each group's
-``lr_mult`` (it never sets absolute LRs, which would silently undo muP).
+``lr_mult`` (it never sets absolute LRs, which would silently undo muP; the one absolute number is a cap a
+parameter may declare on its peak LR, ``mup_lr_cap``, applied under muP only).
 
 | role   | tensors in PT                   | muP init        | muP LR  | SP (original PT)                |
 |--------|---------------------------------|-----------------|---------|---------------------------------|
@@ -52,6 +53,7 @@ class Declared(NamedTuple):
     sp_init: Callable[[torch.Tensor], None] | None
     mup_init_mult: float
     mup_lr_mult: float
+    mup_lr_cap: float = math.inf
 
 
 MUP_VARIANTS = ("mup_sp", "mup", "mup_paper")
@@ -68,11 +70,12 @@ def is_mup(parametrization: str) -> bool:
 
 
 def declare(param: nn.Parameter, role: Role, sp_init: Callable[[torch.Tensor], None] | None = None,
-            mup_init_mult: float = 1.0, mup_lr_mult: float = 1.0) -> nn.Parameter:
+            mup_init_mult: float = 1.0, mup_lr_mult: float = 1.0, mup_lr_cap: float = math.inf) -> nn.Parameter:
     """Tag ``param`` with its muP ``role``, the in-place init used under SP, and two base-shape constants: one
-    multiplying the role's muP init std, one its muP LR (1 = [S] Table 2; same exponent of N, another constant).
-    Returns the parameter."""
-    setattr(param, _DECLARED_ATTR, Declared(Role(role), sp_init, float(mup_init_mult), float(mup_lr_mult)))
+    multiplying the role's muP init std, one its muP LR (1 = [S] Table 2; same exponent of N, another constant),
+    and under muP an absolute cap on its peak LR (inf = none). Returns the parameter."""
+    setattr(param, _DECLARED_ATTR, Declared(Role(role), sp_init, float(mup_init_mult), float(mup_lr_mult),
+                                            float(mup_lr_cap)))
     return param
 
 
@@ -117,28 +120,35 @@ def init_parameters(module: nn.Module, width: int, parametrization: str,
 
 
 def param_groups(module: nn.Module, width: int, parametrization: str, weight_decay: float = 0.0) -> list[dict]:
-    """One optimizer group per (role, declared LR constant), in :class:`Role` order, each carrying ``lr_mult`` = the
-    role's multiplier x the constant under muP (SP: 1) and ``role`` for logging. Weight decay applies to matrices
+    """One optimizer group per (role, declared LR constant, declared cap), in :class:`Role` order, each carrying
+    ``lr_mult`` = the role's multiplier x the constant under muP (SP: 1), ``lr_cap`` = the declared cap on the peak
+    LR under muP (SP, or none declared: inf) and ``role`` for logging. Weight decay applies to matrices
     (input/hidden/output) but not to gains and biases."""
     mup = is_mup(parametrization)
-    by_key: dict[tuple[Role, float], list[nn.Parameter]] = {}
+    by_key: dict[tuple[Role, float, float], list[nn.Parameter]] = {}
     for p in module.parameters():
         if p.requires_grad:
-            role = role_of(p)
-            const = getattr(p, _DECLARED_ATTR).mup_lr_mult if mup else 1.0
-            by_key.setdefault((role, const), []).append(p)
+            declared = getattr(p, _DECLARED_ATTR)
+            const, cap = (declared.mup_lr_mult, declared.mup_lr_cap) if mup else (1.0, math.inf)
+            by_key.setdefault((role_of(p), const, cap), []).append(p)
     return [{"params": params, "role": role.value, "lr_mult": lr_multiplier(role, width, parametrization) * const,
-             "weight_decay": 0.0 if role in (Role.GAIN, Role.BIAS) else weight_decay}
-            for (role, const), params in sorted(by_key.items(), key=lambda kv: list(Role).index(kv[0][0]))]
+             "lr_cap": cap, "weight_decay": 0.0 if role in (Role.GAIN, Role.BIAS) else weight_decay}
+            for (role, const, cap), params in sorted(by_key.items(), key=lambda kv: list(Role).index(kv[0][0]))]
+
+
+def group_lr(group: dict, base_lr: float, schedule_factor: float = 1.0) -> float:
+    """A group's LR: ``schedule_factor * min(base_lr * lr_mult, lr_cap)`` (a group without ``lr_cap``, e.g. from a
+    checkpoint written before caps existed, has none)."""
+    return schedule_factor * min(base_lr * group["lr_mult"], group.get("lr_cap", math.inf))
 
 
 def build_optimizer(module: nn.Module, width: int, parametrization: str, lr: float,
                     betas: Iterable[float] = (0.9, 0.98), eps: float = 1e-8,
                     weight_decay: float = 0.0, device_type: str | None = None) -> torch.optim.AdamW:
-    """AdamW with one group per role; each group's LR is ``lr * lr_mult`` (see :func:`set_lr`). ``device_type``
-    'cuda': the fused kernel (one launch per step instead of several per tensor); 'cpu': the multi-tensor
-    (foreach) path; None: torch's default."""
-    groups = [{**g, "lr": lr * g["lr_mult"]} for g in param_groups(module, width, parametrization, weight_decay)]
+    """AdamW with one group per role; each group's LR is :func:`group_lr` at ``lr`` (see :func:`set_lr`).
+    ``device_type`` 'cuda': the fused kernel (one launch per step instead of several per tensor); 'cpu': the
+    multi-tensor (foreach) path; None: torch's default."""
+    groups = [{**g, "lr": group_lr(g, lr)} for g in param_groups(module, width, parametrization, weight_decay)]
     impl = {"cuda": {"fused": True}, "cpu": {"foreach": True}, None: {}}
     if device_type not in impl:
         raise ValueError(f"build_optimizer: device_type must be 'cuda', 'cpu' or None, got {device_type!r}")
@@ -147,6 +157,7 @@ def build_optimizer(module: nn.Module, width: int, parametrization: str, lr: flo
 
 
 def set_lr(optimizer: torch.optim.Optimizer, base_lr: float, schedule_factor: float) -> None:
-    """Apply a schedule: every group gets ``base_lr * schedule_factor * lr_mult`` (never an absolute LR)."""
+    """Apply a schedule: every group gets ``schedule_factor * min(base_lr * lr_mult, lr_cap)`` (:func:`group_lr`;
+    never an absolute LR but a declared cap)."""
     for g in optimizer.param_groups:
-        g["lr"] = base_lr * schedule_factor * g["lr_mult"]
+        g["lr"] = group_lr(g, base_lr, schedule_factor)

@@ -38,6 +38,13 @@ from test_pt_levers import V, _cfg, _inputs, _model
     (dict(unary_lr_scale=0.0), "model.unary_lr_scale: must be positive, got 0.0"),
     (dict(unary_lr_scale=2.0, parametrization="sp"),
      "model.unary_lr_scale: scales a muP LR constant, which 'sp' does not read; use a muP parametrization"),
+    (dict(unary_lr_rule="sqrt"), "model.unary_lr_rule: must be one of ['const', 'sqrt_capped'], got 'sqrt'"),
+    (dict(unary_lr_rule="sqrt_capped", unary_lr_cap=0.04, parametrization="sp"),
+     "model.unary_lr_rule: sqrt_capped scales a muP LR constant, which 'sp' does not read; use a muP parametrization"),
+    (dict(unary_lr_rule="sqrt_capped"), "model.unary_lr_cap: must be a positive LR under unary_lr_rule=sqrt_capped "
+     "and 0 under const, got 0.0 with sqrt_capped"),
+    (dict(unary_lr_cap=0.04), "model.unary_lr_cap: must be a positive LR under unary_lr_rule=sqrt_capped and 0 under "
+     "const, got 0.04 with const"),
 ])
 def test_bad_lever_values_are_one_line_config_errors(kw, message):
     with pytest.raises(ConfigError) as e:
@@ -72,6 +79,11 @@ def test_the_levers_change_an_identity_only_where_they_change_the_computation():
     assert _keys("model.unary_lr_scale=1.0") == plain
     assert len({*_keys("model.unary_lr_scale=2.0"), *plain}) == 4
     assert _keys("model.unary_lr_scale=2.0", "model.n_iters=0") != _keys("model.n_iters=0")
+    # S's LR rule: 'const' (cap 0) is the plain model; the capped rule is a new run, even at the anchor width
+    assert _keys("model.unary_lr_rule=const", "model.unary_lr_cap=0.0") == plain
+    capped = ("model.unary_lr_rule=sqrt_capped", "model.unary_lr_cap=0.04")
+    assert len({*_keys(*capped), *_keys(*capped[:1], "model.unary_lr_cap=0.08"), *plain}) == 6
+    assert _keys(*capped, "model.width=32") != _keys("model.width=32")
 
 
 def test_the_unary_lr_scale_multiplies_the_adamw_step_of_s_and_of_nothing_else():

@@ -159,6 +159,16 @@ class PTConfig:
     step is scale-free, so w_unary scales both S's logits at init and their updates; w_unary = 2 with 0.5 here
     doubles only the init, w_unary = 1 with 2 only the updates. Measured: 2 helps at width 128 and not at 32, and
     stalls the model at 2 eta* (experiments/weight-drift)."""
+    unary_lr_rule: str = "const"
+    """How S's LR follows width (muP family only). 'const' (default): eta x ``unary_lr_scale``, width-free ([S]
+    Table 2's input row). 'sqrt_capped': S's peak LR = min(eta x ``unary_lr_scale`` x sqrt(N / N0),
+    ``unary_lr_cap``), the warm-up and decay multiplying it as every group's. Why: measured, S trains best at about
+    eta at width 32 and at about 2 eta* at widths 128 and 256 (the growth levels off), and an S at 4 eta* with the
+    rest at 2 eta* stalls; the cap (set from the tuned eta*_0, e.g. 2 eta*_0) keeps S's step where it was at eta*
+    when eta doubles (experiments/weight-drift). Below the anchor S's LR falls like sqrt(N / N0) (not measured)."""
+    unary_lr_cap: float = 0.0
+    """S's peak LR cap under ``unary_lr_rule='sqrt_capped'``, an absolute LR (required > 0 there; 0 under
+    'const')."""
 
     def __post_init__(self) -> None:  # OmegaConf hands sequences over as lists; the schema's tuples stay tuples
         self.dists, self.messages_off = tuple(self.dists), tuple(self.messages_off)
@@ -256,7 +266,7 @@ class PTConfig:
         self.validate_levers()
 
     def validate_levers(self) -> None:
-        """The basin levers' values (``z_loss`` ... ``unary_lr_scale``)."""
+        """The basin levers' values (``z_loss`` ... ``unary_lr_cap``)."""
         require(math.isfinite(self.z_loss) and self.z_loss >= 0, "model.z_loss", f"must be >= 0, got {self.z_loss}")
         one_of(self.z_loss_iters, ("final", "all"), "model.z_loss_iters")
         require(0.0 <= self.qz_entropy_floor < 1.0, "model.qz_entropy_floor",
@@ -275,6 +285,13 @@ class PTConfig:
                 f"must be positive, got {self.unary_lr_scale}")
         require(self.unary_lr_scale == 1.0 or self.parametrization != "sp", "model.unary_lr_scale",
                 "scales a muP LR constant, which 'sp' does not read; use a muP parametrization")
+        one_of(self.unary_lr_rule, ("const", "sqrt_capped"), "model.unary_lr_rule")
+        require(self.unary_lr_rule == "const" or self.parametrization != "sp", "model.unary_lr_rule",
+                "sqrt_capped scales a muP LR constant, which 'sp' does not read; use a muP parametrization")
+        capped = self.unary_lr_rule == "sqrt_capped"
+        require(math.isfinite(self.unary_lr_cap) and (self.unary_lr_cap > 0 if capped else self.unary_lr_cap == 0),
+                "model.unary_lr_cap", f"must be a positive LR under unary_lr_rule=sqrt_capped and 0 under const, got "
+                f"{self.unary_lr_cap} with {self.unary_lr_rule}")
 
 
 @dataclass

@@ -141,9 +141,10 @@ class ProbabilisticTransformer(nn.Module):
         # Roles ([S] Table 1), the original PT's SP init (spec §3.4, §8 last bullet) and the muP base-shape constants
         # of init and LR (MFVIConstants) are declared at creation.
         const = self.const
+        s_lr, s_cap = pt_levers.unary_lr(cfg)  # (1, inf) unless S's LR lever or rule is on
         self.unary = declare(nn.Parameter(torch.empty(v, n)), Role.INPUT,
                              _sp_uniform(math.sqrt(6.0 / (v + n))), const.init_s,
-                             const.lr_s * cfg.unary_lr_scale)  # S: xavier (SP)
+                             const.lr_s * s_lr, mup_lr_cap=s_cap)  # S: xavier (SP)
         self.U = declare(nn.Parameter(torch.empty(k, c, n, r)), Role.HIDDEN, _sp_normal(1 / math.sqrt(r)), const.init_u,
                          const.lr_uv)
         self.V = declare(nn.Parameter(torch.empty(k, c, n, r)), Role.HIDDEN, _sp_normal(1 / math.sqrt(r)), const.init_v,

@@ -10,6 +10,7 @@ With l^(t) the Z logits after iteration t, Q_z^(t) = softmax(l^(t-1)) the distri
     score norm       A[c,i,j] = w_attn * S[c,i,j] / sqrt(mean_{valid j} S[c,i,j]^2 + eps)   (replaces w_attn s_H S)
     Z scale          l^(t) = (1 - beta_Z) sigma_Z sum_k w_k m_k + beta_Z l^(t-1),   sigma_Z = sqrt(log N / log N0)
     topic scale      E = w_topic_g s_G sqrt(N0 / N) B P^
+    S's LR rule      peak LR of S = min(eta s_S sqrt(N / N0), cap)    (s_S = ``unary_lr_scale``)
 
 The first two are auxiliary loss terms (``LossTerms``), added to the MLM loss in training
 (``models.training_objective``); the others change the forward. Spec references: ``pt-mup-spec.md`` §6.3.
@@ -36,6 +37,14 @@ def z_scale(cfg) -> float:
 def topic_scale(cfg) -> float:
     """sqrt(N0 / N) under ``topic_scale_rule='inv_sqrt'`` (1 at N = N0), else 1."""
     return math.sqrt(cfg.base_width / cfg.width) if cfg.topic_scale_rule == "inv_sqrt" else 1.0
+
+
+def unary_lr(cfg) -> tuple[float, float]:
+    """(factor on S's muP LR, cap on S's peak LR): (s_S sqrt(N / N0), ``unary_lr_cap``) under
+    ``unary_lr_rule='sqrt_capped'``, (s_S, inf) under 'const' (s_S = ``unary_lr_scale``)."""
+    if cfg.unary_lr_rule == "sqrt_capped":
+        return cfg.unary_lr_scale * math.sqrt(cfg.width / cfg.base_width), cfg.unary_lr_cap
+    return cfg.unary_lr_scale, math.inf
 
 
 def row_rms_normalize(scores: torch.Tensor, valid: torch.Tensor, eps: float = SCORE_NORM_EPS) -> torch.Tensor:

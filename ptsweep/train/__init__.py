@@ -4,10 +4,10 @@ Modules: ``loop`` (``run``: set-up, the step loop, the final metrics), ``step`` 
 exact gradient accumulation, evaluation; the schedule's formulas), ``state`` (device, precision, TF32, compile, RNG,
 checkpoints, resume check, run folders), ``prefetch`` (the next batch built on a background thread), ``monitor``
 (update sizes per muP role, peak GPU memory, MFU), ``message_stats`` (PT's message sizes at each evaluation, with
-``train.message_stats``). One AdamW step per batch of ``train.batch_size`` blocks: group lr
-= optim.lr * factor(step) * group["lr_mult"] (``parametrization.set_lr``), loss ``models.mlm_loss``, global grad
-norm clipped at ``optim.grad_clip``. Precision: bf16 autocast on CUDA (``train.precision=auto``), fp32 on CPU; on
-CUDA TF32 for the fp32 matmuls (``train.tf32``) and the fused AdamW kernel (foreach on the CPU).
+``train.message_stats``). One AdamW step per batch of ``train.batch_size`` blocks: group lr = factor(step) *
+min(optim.lr * group["lr_mult"], group["lr_cap"]) (``parametrization.set_lr``), loss ``models.mlm_loss``, global grad
+norm clipped at ``optim.grad_clip``. Precision: bf16 autocast on CUDA (``train.precision=auto``), fp32 on CPU; on CUDA
+TF32 for the fp32 matmuls (``train.tf32``) and the fused AdamW kernel (foreach on the CPU).
 
 Evaluation every ``train.eval_every`` steps (0 = 10 per run) on the fixed-mask validation batches, every masked
 token counted once (``ptsweep.metrics``: block-clustered SEs, the unigram baseline on the same tokens); one before

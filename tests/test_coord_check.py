@@ -118,6 +118,19 @@ def test_equal_draws_and_anchor_settings(base_cfg):
         sizes.anchor_of(with_overrides(cfg, {"sweep.coord_check.anchor": 96}))
 
 
+def test_a_setting_one_run_refuses_is_a_one_line_error_before_any_run(base_cfg):
+    """S's LR factor is muP-only: with SP among the parametrizations the check stops before the first run (no run
+    logged, no corpus prepared: ``corpus=None``), naming the run, instead of after the muP runs' work."""
+    cfg = with_overrides(base_cfg, {"model.unary_lr_scale": 2.0, "sweep.coord_check.parametrizations": ["mup", "sp"]})
+    logged: list[str] = []
+    with pytest.raises(ConfigError) as e:
+        cc.collect(cfg, None, log=logged.append)
+    assert str(e.value) == ("model.unary_lr_scale: scales a muP LR constant, which 'sp' does not read; use a muP "
+                            "parametrization (coord-check's sp run at width 64; sweep.coord_check.parametrizations "
+                            "lists the runs)")
+    assert logged == []
+
+
 def test_broken_hidden_lr_fails_the_check(base_cfg, corpus, monkeypatch):
     """Hidden weights trained with eta instead of eta/N: their updates blow up with width."""
     real = parametrization.lr_multiplier

@@ -27,6 +27,7 @@ import torch
 from ptsweep import data as data_mod
 from ptsweep.analysis.fits import coord_slopes
 from ptsweep.config import PTConfig, RunConfig, anchor_at, with_overrides
+from ptsweep.errors import ConfigError
 from ptsweep.models import IGNORE_INDEX, build_model, training_objective
 from ptsweep.parametrization import MUP_VARIANTS, build_optimizer, set_lr
 from ptsweep.train import lr_factor, resolve_device
@@ -165,18 +166,32 @@ def collect(cfg: RunConfig, corpus=None, log=print) -> pd.DataFrame:
     resolve_device("cpu")  # the check runs on the CPU; flush denormals there exactly as training does
     if cfg.train.threads > 0:  # as in training (train.threads); on a loaded machine 1 thread avoids thrashing
         torch.set_num_threads(cfg.train.threads)
+    runs = run_configs(cfg)
     corpus = corpus if corpus is not None else data_mod.prepare(cfg.data)
     batch_size = cc.batch_size or cfg.train.batch_size
     frames = []
-    for ov in run_overrides(cfg):
+    for ov, run_cfg in runs:
         t0 = time.perf_counter()
         par, width, seed = ov["model.parametrization"], ov["model.width"], ov["seed"]
-        run_cfg = with_overrides(cfg, ov)
         rows = measure_run(run_cfg, corpus, cc.steps, cc.lr, batch_size, cc.schedule, cc.measure_steps)
         frames.append(pd.DataFrame(rows).assign(parametrization=par, width=width, seed=seed,
                                                 base_width=getattr(run_cfg.model, "base_width", None)))
         log(f"coord-check {cfg.model.name} {par} width {width} seed {seed}: {time.perf_counter() - t0:.1f}s")
     return pd.concat(frames, ignore_index=True)
+
+
+def run_configs(cfg: RunConfig) -> list[tuple[dict, RunConfig]]:
+    """(overrides, config) of every measured run, all built before the first one runs: a setting one of them
+    refuses (a muP-only lever in the SP run beside muP) is a one-line ConfigError naming that run, not an error after
+    the other runs' work."""
+    out = []
+    for ov in run_overrides(cfg):
+        try:
+            out.append((ov, with_overrides(cfg, ov)))
+        except ConfigError as e:
+            raise ConfigError(f"{e} (coord-check's {ov['model.parametrization']} run at width {ov['model.width']}; "
+                              "sweep.coord_check.parametrizations lists the runs)") from None
+    return out
 
 
 def run_overrides(cfg: RunConfig) -> list[dict]:

@@ -165,7 +165,9 @@ class PTConfig:
     ``unary_lr_cap``), the warm-up and decay multiplying it as every group's. Why: measured, S trains best at about
     eta at width 32 and at about 2 eta* at widths 128 and 256 (the growth levels off), and an S at 4 eta* with the
     rest at 2 eta* stalls; the cap (set from the tuned eta*_0, e.g. 2 eta*_0) keeps S's step where it was at eta*
-    when eta doubles (experiments/weight-drift). Below the anchor S's LR falls like sqrt(N / N0) (not measured)."""
+    when eta doubles. Measured: it removes w_unary's drift and keeps eta*, but S's updates grow like N^0.5 by design,
+    so it fails the coordinate check, and its 2 eta* costs +3.7 % on Shakespeare: a diagnostic, not a default
+    (experiments/weight-drift). Below the anchor S's LR falls like sqrt(N / N0) (not measured)."""
     unary_lr_cap: float = 0.0
     """S's peak LR cap under ``unary_lr_rule='sqrt_capped'``, an absolute LR (required > 0 there; 0 under
     'const')."""

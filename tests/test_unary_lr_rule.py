@@ -4,14 +4,17 @@ runs it reproduces (experiments/weight-drift), and the LR schedule applied under
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from ptsweep.config import compose
 from ptsweep.models import mlm_logits
 from ptsweep.models.pt import ProbabilisticTransformer
-from ptsweep.parametrization import build_optimizer, set_lr
+from ptsweep.parametrization import Role, build_optimizer, declare, param_groups, set_lr
 from test_pt_levers import V, _inputs, _model
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny shapes: conftest says why
@@ -73,3 +76,11 @@ def test_the_schedule_multiplies_the_capped_peak_lr():
     assert [g["lr"] for g in opt.param_groups] == [pytest.approx(0.02), pytest.approx(0.08)]
     set_lr(opt, base_lr=0.01, schedule_factor=0.5)
     assert [g["lr"] for g in opt.param_groups] == [pytest.approx(0.01), pytest.approx(0.01)]
+
+
+def test_a_declared_cap_acts_under_mup_only():
+    """The cap is a muP constant like the LR multiplier: under SP every group is uncapped."""
+    module = nn.Module()
+    module.s = declare(nn.Parameter(torch.zeros(4, 8)), Role.INPUT, nn.init.zeros_, mup_lr_cap=0.04)
+    assert [g["lr_cap"] for g in param_groups(module, 8, "mup_sp")] == [0.04]
+    assert [g["lr_cap"] for g in param_groups(module, 8, "sp")] == [math.inf]

@@ -1,6 +1,7 @@
 """PT's basin levers: optional changes to the MFVI and its training loss, each a ``model.*`` key that is off by
 default (the model is then the plain one, bit for bit). Candidates against the narrow high-LR side of the default
-PT's basin, where Q_z collapses to one-hot (experiments/lr-transfer/levers.md); none is measured yet.
+PT's basin, where Q_z collapses to one-hot, and against the drift of w_unary's optimum with width; each is measured
+in experiments/lr-transfer/levers.md or experiments/weight-drift, and none is the default.
 
 With l^(t) the Z logits after iteration t, Q_z^(t) = softmax(l^(t-1)) the distribution iteration t starts from
 (real tokens i only, T = ``n_iters``, N0 = ``base_width``):

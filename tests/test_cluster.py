@@ -38,11 +38,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _start_head(node_env: dict, node: list[str], token: str, first_port: int | None = None) -> int:
+def _start_head(node_env: dict, node: list[str], token: str) -> int:
     """``ray start --head`` on a free port; returns the port. Another process can take the port between
     :func:`_free_port` and the GCS's bind (seen once in a full test run: "Failed to start the grpc server"), so such
     a start is cleaned up and retried on a new port, three tries in all; any other failure fails at once."""
-    port = first_port or _free_port()
+    port = _free_port()
     for _ in range(3):
         r = subprocess.run([RAY, "start", "--head", f"--port={port}", "--include-dashboard=false", *node],
                            env=node_env, capture_output=True, text=True, timeout=120)

@@ -114,10 +114,10 @@ def paired_text(a: dict[int, dict], b: dict[int, dict], key: str = "val_loss") -
     return f"{diff:+.4f} ± {se:.4f} [{diff - h:+.3f}, {diff + h:+.3f}] ({n})", 100 * diff / ref
 
 
-
 def with_percent(text: str, pct: float) -> str:
     """``paired_text``'s pair as one cell: 'mean ± SE [95 % t] (n), +x.x %', or '-' as it came."""
     return text if text == "-" else f"{text}, {pct:+.1f} %"
+
 
 def _mean(rows: dict[int, dict], key: str) -> float:
     return sum(r[key] for r in rows.values()) / len(rows)

@@ -13,7 +13,7 @@ export RAY_AUTH_MODE ?= token
 export RAY_USAGE_STATS_ENABLED ?= 0
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: setup corpus-python-docs test demo tune-small verify-transfer scaling-curves coord-check lr-transfer bench bench-memory bench-cluster plan size train clean-runs help
+.PHONY: setup corpus-python-docs test demo tune-small verify-transfer scaling-curves coord-check lr-transfer bench bench-memory bench-cluster plan report size train clean-runs help
 
 help:
 	@echo "make setup            create .venv and install ptsweep (CPU torch pinned)"
@@ -28,6 +28,7 @@ help:
 	@echo "make bench            PT vs BERT vs UT speed/memory at matched size -> runs/bench/"
 	@echo "make bench-memory     per-sequence training memory, PT/BERT/UT, L=128,512 -> runs/bench/memory.{json,md}"
 	@echo "make bench-cluster    packed trials, MFU +- CUDA graphs, PT/BERT, width 3072 (a GPU) -> runs/bench/cluster/"
+	@echo "make report           STUDY=<results folder>: re-render a study's report.md and figures (no training)"
 	@echo "make plan             GPU plan of the three sweeps (PRESET=$(PRESET)): memory, micro-batch, GPU-hours"
 
 $(STAMP): pyproject.toml
@@ -86,6 +87,11 @@ bench-memory: setup
 
 bench-cluster: setup
 	$(VPY) bench/bench_cluster.py $(ARGS)
+
+# A study's report.md and figures from its results folder alone (no training): STUDY=experiments/scaling/results/...
+report: setup
+	@test -n "$(STUDY)" || { echo "error: STUDY=<results folder> is required, e.g. make report STUDY=experiments/scaling/results/scaling-trained" >&2; exit 2; }
+	$(VPY) -m ptsweep report $(STUDY)
 
 plan: setup
 	$(VPY) -m ptsweep plan preset=$(PRESET) $(ARGS)

@@ -25,8 +25,13 @@ def require_pt(cfg: RunConfig, message: str) -> None:
 
 
 def open_study(cfg: RunConfig, default: str) -> tuple[str, Path]:
-    """(study name, its folder ``<out_dir>/<study>``, created if missing)."""
+    """(study name, its folder ``<out_dir>/<study>``, created if missing); a results folder (sweep.results) of
+    another study or sweep is refused here, before anything runs."""
+    from ptsweep import results
+
     study_dir = study_path(cfg, default)
+    if results.folder(cfg) is not None:
+        results.check_study(results.folder(cfg), study_name(cfg, default), default)
     study_dir.mkdir(parents=True, exist_ok=True)
     return study_name(cfg, default), study_dir
 

@@ -16,11 +16,15 @@ from typing import Any, Mapping, Sequence
 from ptsweep.config import RunConfig, to_dict, with_overrides
 from ptsweep.errors import SweepError, SweepInterrupted
 from ptsweep.identity import trial_key
+from ptsweep import results
 from ptsweep.sweeps.code_version import REFUSED, SOURCE_CHANGED
 from ptsweep.sweeps.fields import METRIC, MODE, TABLE_METRICS, TRIAL_FIELD, finite_or_inf, one_line
 from ptsweep.sweeps.ledger import interrupt_marker, read_ledger
 from ptsweep.sweeps.ray_session import interrupt_guard, make_stopper
 from ptsweep.sweeps.trainable import driver_source, trainable_with_resources
+
+
+MISSING = "not in the results folder (report only: not trained)"
 
 
 def prepare_base(cfg: RunConfig, study_dir: Path, group: str, tags: Sequence[str]) -> RunConfig:
@@ -38,9 +42,12 @@ def prepare_base(cfg: RunConfig, study_dir: Path, group: str, tags: Sequence[str
 
 
 def warm_data(cfg: RunConfig) -> int:
-    """Tokenise/cache the corpus once in the driver (trials then only open the cache); returns the vocab size."""
+    """Tokenise/cache the corpus once in the driver (trials then only open the cache); returns the vocab size
+    (under sweep.report_only the one the results folder recorded: no corpus needed)."""
     from ptsweep import data as data_mod
 
+    if cfg.sweep.report_only:
+        return int(results.read_study(results.folder(cfg))["vocab_size"])
     return int(data_mod.prepare(cfg.data).vocab_size)
 
 
@@ -55,17 +62,22 @@ def _storage(cfg: RunConfig, study_dir: Path) -> str:
     return str(Path(sp).expanduser().resolve() / Path(study_dir).name)
 
 
-def _progress_callback(name: str, total: int):
+def _progress_callback(name: str, total: int, study_dir: Path, results_dir: Path | None, base: dict):
     from ray.tune import Callback
 
     class _Progress(Callback):
-        """One line per finished trial (Ray's own progress table is off)."""
+        """One line per finished trial (Ray's own progress table is off); its record goes to the results folder."""
 
         n = 0  # trials finished so far
 
         def on_trial_complete(self, iteration, trials, trial, **info):
             self.n += 1
             r = trial.last_result or {}
+            if results_dir is not None and r.get("trial_key"):
+                try:
+                    results.export(study_dir, results_dir, base, [r["trial_key"]])
+                except results.ResultsError as e:  # the ledger keeps the trial; the next sync says why again
+                    print(f"[{name}] not exported to the results folder: {e}", file=sys.stderr, flush=True)
             print(f"[{name}] trial {r.get('trial_key', trial.trial_id)} {r.get('status', 'done')} "
                   f"val_loss={r.get('val_loss', float('nan')):.4f} ({self.n}/{total})", file=sys.stderr, flush=True)
 
@@ -77,11 +89,13 @@ def _progress_callback(name: str, total: int):
 
 
 def make_tuner(trainable, cfg: RunConfig, study_dir: Path, experiment_name: str, total: int, *,
-               param_space: Mapping[str, Any] | None = None, search_alg=None, scheduler=None, num_samples: int = 1):
+               param_space: Mapping[str, Any] | None = None, search_alg=None, scheduler=None, num_samples: int = 1,
+               base: dict | None = None):
     """The one ``tune.Tuner`` of the sweeps: ``total`` trials of ``trainable`` (a grid over ``param_space``, or
     ``num_samples`` proposals of ``search_alg``), ``max_concurrent`` at a time; a trial whose worker died is started
     again up to ``ray.max_failures`` times (it resumes from its checkpoint), the Ctrl-C stopper, one progress line
-    per trial.
+    per trial; given the trials' ``base`` config, each finished trial's record goes to the results folder
+    (sweep.results).
 
     Each invocation is a fresh experiment ``<experiment_name>-<timestamp>``: resume goes through the ledger and the
     Optuna study, not ``Tuner.restore`` (which replays the stopped experiment's own trial list). ``reuse_actors=False``:
@@ -100,7 +114,8 @@ def make_tuner(trainable, cfg: RunConfig, study_dir: Path, experiment_name: str,
                                     trial_dirname_creator=short_dirname),
         run_config=tune.RunConfig(name=name, storage_path=_storage(cfg, study_dir), verbose=0, stop=make_stopper(),
                                   failure_config=tune.FailureConfig(max_failures=cfg.ray.max_failures),
-                                  callbacks=[_progress_callback(name, total)]),
+                                  callbacks=[_progress_callback(name, total, Path(study_dir),
+                                                                results.folder(cfg) if base else None, base or {})]),
     )
 
 
@@ -155,18 +170,27 @@ def run_trials(cfg: RunConfig, trials: Sequence[Mapping[str, Any]], study_dir: P
     if len(set(keys)) != len(keys):
         raise ValueError("two trials have identical configs (same trial key); give them different seeds or labels")
     planned = {k: {"overrides": dict(ov), "label": lab} for k, ov, lab in zip(keys, trials, labels)}
+    rdir = results.folder(cfg)
+    if rdir is not None:
+        results.restore(rdir, study_dir)
+        if not cfg.sweep.report_only:
+            results.export(study_dir, rdir, base)
     pending = [k for k in keys if read_ledger(study_dir, k) is None]
+    in_repo = sum(1 for k in keys if rdir is not None and (rdir / "trials" / f"{k}.json").exists())
     print(f"[{study_dir.name}/{experiment_name}] {len(keys)} trials: {len(keys) - len(pending)} already finished "
-          f"(ledger), {len(pending)} to run", file=sys.stderr, flush=True)
+          f"(ledger{f'; {in_repo} in the repository, {rdir}' if rdir is not None else ''}), {len(pending)} "
+          f"{'missing from the results folder' if cfg.sweep.report_only else 'to run'}", file=sys.stderr, flush=True)
 
     errors: dict[str, str] = {}
-    if pending:
+    if pending and cfg.sweep.report_only:
+        errors = {k: MISSING for k in pending}
+    elif pending:
         from ray import tune
 
         warm_data(base_cfg)
         trainable = trainable_with_resources(base_cfg, base, {}, study_dir, planned=planned)
         tuner = make_tuner(trainable, cfg, study_dir, experiment_name, len(pending),
-                           param_space={TRIAL_FIELD: tune.grid_search(pending)})
+                           param_space={TRIAL_FIELD: tune.grid_search(pending)}, base=base)
         grid = fit(tuner, study_dir, experiment_name)
         errors = {r.config.get(TRIAL_FIELD, ""): one_line(r.error) for r in grid if r.error is not None and r.config}
 
@@ -174,9 +198,9 @@ def run_trials(cfg: RunConfig, trials: Sequence[Mapping[str, Any]], study_dir: P
     for k in keys:
         record = read_ledger(study_dir, k)
         row = {"trial_key": k, "label": planned[k]["label"], **planned[k]["overrides"]}
-        if record is None:  # the worker died without a record (e.g. killed by the OS)
-            record = {"status": "failed", "val_loss": math.inf,
-                   "error": errors.get(k, "no ledger record: the trial's worker died")}
+        if record is None:  # not run (report only), or the worker died without a record (e.g. killed by the OS)
+            record = {"status": "missing" if errors.get(k) == MISSING else "failed", "val_loss": math.inf,
+                      "error": errors.get(k, "no ledger record: the trial's worker died")}
         row.update({m: record.get(m) for m in TABLE_METRICS})
         row["val_loss"] = finite_or_inf(row["val_loss"])
         row["error"] = row["error"] or ""

@@ -19,6 +19,7 @@ resumable Optuna experiment.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import time
@@ -28,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ptsweep import results
 from ptsweep.analysis import fits as fits_mod
 from ptsweep.analysis import learning_curves
 from ptsweep.analysis import plots
@@ -97,6 +99,8 @@ def run(cfg: RunConfig) -> Path:
     for s, sc in itertools.product(sweep_cfg.scales, scalings):  # fail fast, naming the key, on a width PT lacks
         with_overrides(cfg, {"model.width": s, "model.scaling": sc})
     vocab = warm_data(cfg)
+    if results.folder(cfg) is not None and not sweep_cfg.report_only:
+        results.write_study(results.folder(cfg), cfg, name, SWEEP, vocab)
     baselines = [m for m in sweep_cfg.models if m in BASELINES]
     plan = _Plan(seeds=final_seeds(cfg))
     _train(cfg, plan, baselines, scalings[0], (transferred, provenance), vocab, sdir)
@@ -157,7 +161,7 @@ def _train(cfg: RunConfig, plan: _Plan, baselines: list[str], pt_scaling: str, p
     that waits on no other's result first, :func:`_run_independent`); fills ``plan``. ``pt_values``: (transferred,
     provenance), completed in place by PT's LR grid under transfer_from 'grid'."""
     transferred, provenance = pt_values
-    with ray_session(cfg.ray):
+    with contextlib.nullcontext() if cfg.sweep.report_only else ray_session(cfg.ray):
         if cfg.sweep.baseline.grid:  # fixed lists: every grid trial and PT run of a scale at once, smallest first
             searches = _grid_searches(cfg, baselines, pt_scaling, vocab)
             _run_independent(cfg, searches, pt_scaling, transferred, sdir)

@@ -1,0 +1,225 @@
+"""A study's results folder: the finished trial records that live in the repository (``sweep.results``).
+
+A results folder (e.g. ``experiments/scaling/results/scaling-trained/``) holds ``study.json`` (the study's name,
+sweep, the config of the command that last ran it and the vocabulary size it measured) and one record per finished
+trial, ``trials/<trial_key>.json``: the ledger record (status, validation and test metrics), label, overrides,
+seed, source fingerprint and commit, the config its trial key hashes (``identity.trial_config``) and the in-loop
+learning curve (one row per evaluation). A few kB each; checkpoints, logs and W&B files stay in runs/.
+
+Before a sweep plans each list of trials, a record found only in its results folder is restored into ``<study>/trials/<key>/`` (``final.json``, ``trial.json``,
+``history.jsonl``: :func:`restore`), so the ledger counts it as finished and every reader of the study folder sees
+it; a trial finished in runs/ is exported to the repository (:func:`export`, also as each trial ends).
+
+Every record read is checked (:func:`check_record`): its file name is its trial key, its key is the one this code
+computes from the config it stores (else it was made under an identity scheme this code does not produce), and its
+overrides are that config's values. A results folder of another study or sweep is refused (:func:`check_study`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import pandas as pd
+
+from ptsweep.errors import SweepError
+from ptsweep.identity import trial_config, trial_key
+from ptsweep.io import read_json, resolve_path, write_atomic
+
+RECORD_FORMAT = "ptsweep-trial-record/1"
+STUDY_FORMAT = "ptsweep-study/1"
+CURVE_FIELDS = ("step", "tokens", "val_loss", "val_loss_se", "unigram_loss", "no_context_loss", "context_gain",
+                "context_gain_se", "mask_loss")
+"""The numbers of each in-loop evaluation a record keeps (the learning curve)."""
+PORTABLE_DROP = ("out_dir", "data.cache_dir", "sweep.results", "sweep.report_only")
+"""Config keys study.json leaves out: where this machine keeps its files, and how the command was invoked."""
+
+
+class ResultsError(SweepError):
+    """A results folder or record this code cannot use: one line naming the file."""
+
+
+def folder(cfg) -> Path | None:
+    """The results folder of ``cfg`` (``sweep.results`` resolved against the repository root), or None."""
+    return resolve_path(cfg.sweep.results) if cfg.sweep.results else None
+
+
+def dumps(obj: Any) -> str:
+    """Deterministic JSON (sorted keys, one space indent, floats by repr, inf/nan as Infinity/NaN)."""
+    return json.dumps(obj, indent=1, sort_keys=True) + "\n"
+
+
+def _write_if_changed(path: Path, text: str) -> bool:
+    if path.exists() and path.read_text() == text:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, text)
+    return True
+
+
+# -- the study ---------------------------------------------------------------------------------------------------
+
+def read_study(results_dir: Path) -> dict:
+    """study.json of a results folder (ResultsError when it is missing or not one)."""
+    path = Path(results_dir) / "study.json"
+    try:
+        study = read_json(path)
+    except FileNotFoundError:
+        raise ResultsError(f"{path}: no study.json - not a results folder written by a ptsweep sweep") from None
+    except json.JSONDecodeError as e:
+        raise ResultsError(f"{path}: not JSON ({e.msg} at line {e.lineno})") from None
+    if not isinstance(study, dict) or study.get("format") != STUDY_FORMAT:
+        raise ResultsError(f"{path}: format {study.get('format') if isinstance(study, dict) else None!r}, this code "
+                           f"reads {STUDY_FORMAT!r}")
+    return study
+
+
+def check_study(results_dir: Path, study: str, sweep: str) -> None:
+    """Refuse a results folder that another study or sweep wrote (none yet: fine)."""
+    if not (Path(results_dir) / "study.json").exists():
+        return
+    got = read_study(results_dir)
+    if (got.get("study"), got.get("sweep")) != (study, sweep):
+        raise ResultsError(f"{results_dir}: results of study {got.get('study')!r} ({got.get('sweep')}), not of "
+                           f"{study!r} ({sweep}): point sweep.results at this study's own folder")
+
+
+def write_study(results_dir: Path, cfg, study: str, sweep: str, vocab: int) -> None:
+    """study.json: name, sweep, the portable config of this command (:data:`PORTABLE_DROP` left out), vocab size."""
+    from ptsweep.config import flatten, to_dict
+
+    config = {k: v for k, v in flatten(to_dict(cfg)).items() if k not in PORTABLE_DROP}
+    _write_if_changed(Path(results_dir) / "study.json", dumps({"format": STUDY_FORMAT, "study": study,
+                                                               "sweep": sweep, "vocab_size": int(vocab),
+                                                               "config": config}))
+
+
+def study_config(results_dir: Path, **overrides: Any):
+    """The RunConfig of the command recorded in study.json, with dotted ``overrides`` (e.g. out_dir) applied."""
+    from ptsweep.config import from_dict
+
+    nested: dict = {}
+    for key, value in {**read_study(results_dir)["config"], **overrides}.items():
+        node = nested
+        *parents, leaf = key.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+    return from_dict(nested)
+
+
+# -- records -----------------------------------------------------------------------------------------------------
+
+def record_of(trial_dir: Path, base: Mapping[str, Any]) -> dict | None:
+    """The repository record of a finished trial folder of runs/ (None unless its ledger record is final, or when
+    its overrides on ``base``, the sweep's trial base config, do not give its key: a trial of another base)."""
+    from ptsweep.sweeps.ledger import read_ledger
+
+    trial_dir = Path(trial_dir)
+    led = read_ledger(trial_dir.parent.parent, trial_dir.name)
+    if led is None:
+        return None
+    info = read_json(trial_dir / "trial.json") if (trial_dir / "trial.json").exists() else {}
+    label = info.get("label", led.get("label", ""))
+    overrides = info.get("overrides", led.get("overrides", {}))
+    if trial_key(base, overrides, label) != trial_dir.name:
+        return None
+    config = trial_config(base, overrides)
+    return {"format": RECORD_FORMAT, "trial_key": trial_dir.name, "label": label, "overrides": overrides,
+            "config": config, "seed": config.get("seed"),
+            "source_sha": led.get("source_sha") or info.get("source_sha", ""),
+            "git_commit": info.get("git_commit", ""), "record": {k: v for k, v in led.items() if k != "overrides"},
+            "curve": read_curve(trial_dir / "history.jsonl")}
+
+
+def read_curve(history: Path) -> list[dict]:
+    """The in-loop evaluations of a trial's history.jsonl (:data:`CURVE_FIELDS`, in step order)."""
+    rows = {}
+    if Path(history).exists():
+        for line in Path(history).read_text().splitlines():
+            rec = json.loads(line)
+            if "val_loss" in rec and "context_gain" in rec:
+                rows[int(rec["step"])] = {k: rec[k] for k in CURVE_FIELDS if k in rec}
+    return [rows[s] for s in sorted(rows)]
+
+
+def check_record(rec: Mapping[str, Any], path: Path) -> None:
+    """One-line ResultsError unless ``rec`` is a record this code would write for the trial it names."""
+    if not isinstance(rec, Mapping) or rec.get("format") != RECORD_FORMAT:
+        raise ResultsError(f"{path}: format {rec.get('format') if isinstance(rec, Mapping) else None!r}, this code "
+                           f"reads {RECORD_FORMAT!r}")
+    key, config = rec["trial_key"], rec["config"]
+    if Path(path).suffix == ".json" and Path(path).stem != key:
+        raise ResultsError(f"{path}: holds the record of trial {key}, not of {Path(path).stem}")
+    computed = trial_key(config, {}, rec["label"])
+    if computed != key:
+        raise ResultsError(f"{path}: trial key {key} was made under an identity scheme this code does not produce "
+                           f"(its config hashes to {computed} now); re-run the trial or read it with the commit "
+                           f"that wrote it ({rec.get('git_commit') or 'unknown'})")
+    bad = sorted(k for k, v in trial_config({}, rec["overrides"]).items() if config.get(k) != v)
+    if bad:
+        raise ResultsError(f"{path}: trial key {key} does not match its overrides ({', '.join(bad)} differ from "
+                           f"the config the key hashes)")
+
+
+def load_record(path: Path) -> dict:
+    """A record file, checked (:func:`check_record`)."""
+    try:
+        rec = read_json(path)
+    except json.JSONDecodeError as e:
+        raise ResultsError(f"{path}: not JSON ({e.msg} at line {e.lineno})") from None
+    check_record(rec, path)
+    return rec
+
+
+def record_paths(results_dir: Path) -> list[Path]:
+    return sorted((Path(results_dir) / "trials").glob("*.json"))
+
+
+def export(study_dir: Path, results_dir: Path, base: Mapping[str, Any], keys: Iterable[str] | None = None) -> int:
+    """Write the record of every finished trial of ``study_dir`` (or of ``keys``) planned on ``base`` to the
+    results folder; returns how many files were new or changed."""
+    trials = Path(study_dir) / "trials"
+    dirs = [trials / k for k in keys] if keys is not None else sorted(p for p in trials.glob("*") if p.is_dir())
+    n = 0
+    for d in dirs:
+        rec = record_of(d, base) if d.is_dir() else None
+        if rec is not None:
+            n += _write_if_changed(Path(results_dir) / "trials" / f"{d.name}.json", dumps(rec))
+    return n
+
+
+def restore(results_dir: Path, study_dir: Path) -> int:
+    """Copy every record of the results folder whose trial has no ledger record in ``study_dir`` into it (the
+    ledger's ``final.json``, ``trial.json``, ``history.jsonl``); returns how many were restored."""
+    from ptsweep.io import write_json
+    from ptsweep.sweeps.ledger import read_ledger, trial_dir
+
+    n = 0
+    for path in record_paths(results_dir):
+        rec = load_record(path)
+        key = rec["trial_key"]
+        if read_ledger(study_dir, key) is not None:
+            continue
+        tdir = trial_dir(study_dir, key)
+        write_json(tdir / "trial.json", {"trial_key": key, "label": rec["label"], "overrides": rec["overrides"],
+                                         "source_sha": rec["source_sha"], "git_commit": rec["git_commit"],
+                                         "restored_from": str(path)})
+        write_atomic(tdir / "history.jsonl", "".join(json.dumps(r) + "\n" for r in rec["curve"]))
+        write_json(tdir / "final.json", {**rec["record"], "overrides": rec["overrides"]})
+        n += 1
+    return n
+
+
+def read_records(results_dir: Path) -> pd.DataFrame:
+    """One row per record of a results folder: trial_key, label, seed, source_sha, git_commit, the ledger record's
+    scalar fields, and every config key (dotted, as the trial key hashes it) prefixed ``config.``."""
+    rows = []
+    for path in record_paths(results_dir):
+        rec = load_record(path)
+        scalars = {k: v for k, v in rec["record"].items() if isinstance(v, (int, float, str)) or v is None}
+        rows.append({**scalars, "trial_key": rec["trial_key"], "label": rec["label"], "seed": rec["seed"],
+                     "source_sha": rec["source_sha"], "git_commit": rec["git_commit"],
+                     **{f"config.{k}": v for k, v in rec["config"].items()}})
+    return pd.DataFrame(rows)

@@ -318,18 +318,18 @@ class SweepConfig:
     """lr-transfer (``ptsweep.sweeps.lr_transfer``)."""
     keep_checkpoints: bool = False
     """all sweeps: keep each finished trial's checkpoint.pt (off: deleted once the trial's ledger record is written)."""
-
-    def __post_init__(self) -> None:  # OmegaConf hands sequences over as lists; the schema's tuples stay tuples
-        self.lr_range, self.weight_range = tuple(self.lr_range), tuple(self.weight_range)
-        self.transfer_grid = [float(v) for v in self.transfer_grid]
-
-    def validate(self) -> None:
     results: str = ""
     """all sweeps: the study's results folder in the repository ('' = none; ``ptsweep.results``): finished trial
     records are exported there as they finish, and records found there count as finished on any machine."""
     report_only: bool = False
     """all sweeps: render the report from ``results`` alone (no Ray, no training; trials it lacks are reported as
     missing). ``make report STUDY=<results folder>`` sets it."""
+
+    def __post_init__(self) -> None:  # OmegaConf hands sequences over as lists; the schema's tuples stay tuples
+        self.lr_range, self.weight_range = tuple(self.lr_range), tuple(self.weight_range)
+        self.transfer_grid = [float(v) for v in self.transfer_grid]
+
+    def validate(self) -> None:
         """One check per sweep key, grouped by the sweep that reads it."""
         # tune-small: the search space
         require(self.num_samples >= 1, "sweep.num_samples", "must be >= 1")

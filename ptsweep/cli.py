@@ -241,15 +241,15 @@ def build_parser() -> argparse.ArgumentParser:
                       "H200; default: the only GPU the records have)")
     for name, (_, help_text) in SWEEPS.items():
         add(name, help_text)
+    report = sub.add_parser("report", help="re-render a study's report.md and figures from its results folder "
+                                           "(no training)")
+    report.add_argument("study", help="the results folder, e.g. experiments/scaling/results/scaling-trained")
+    report.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
     return parser
 
 
 def _resume_command(argv: list[str] | None) -> str:
     """The command line that repeats (and so resumes) this one."""
-    report = sub.add_parser("report", help="re-render a study's report.md and figures from its results folder "
-                                           "(no training)")
-    report.add_argument("study", help="the results folder, e.g. experiments/scaling/results/scaling-trained")
-    report.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
     return " ".join(shlex.quote(a) for a in ["python", "-m", "ptsweep", *(argv if argv is not None else sys.argv[1:])])
 
 
@@ -274,16 +274,16 @@ def _dispatch(args, stop_line) -> int:
     try:
         if args.command == "plan":
             return cmd_plan(args)
-        cfg = compose(args.overrides)
-        if args.cfg:
-            import yaml
-
-            print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="")
         if args.command == "report":
             from ptsweep.io import resolve_path
             from ptsweep.sweeps.study_report import render
 
             return 0 if render(resolve_path(args.study)) else 1
+        cfg = compose(args.overrides)
+        if args.cfg:
+            import yaml
+
+            print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="")
             return 0
         from ptsweep.tracking import OVERRIDES_ENV
 

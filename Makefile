@@ -27,7 +27,7 @@ help:
 	@echo "make lr-transfer      LR-transfer study (muP vs SP)"
 	@echo "make bench            PT vs BERT vs UT speed/memory at matched size -> runs/bench/"
 	@echo "make bench-memory     per-sequence training memory, PT/BERT/UT, L=128,512 -> runs/bench/memory.{json,md}"
-	@echo "make bench-cluster    packed trials, MFU +- CUDA graphs, PT/BERT, width 3072 (a GPU) -> runs/bench/cluster/"
+	@echo "make bench-cluster    the GPU check: step times +- CUDA graphs, packed trials, width 3072 -> bench/results/"
 	@echo "make report           STUDY=<results folder>: re-render a study's report.md and figures (no training)"
 	@echo "make plan             GPU plan of the three sweeps (PRESET=$(PRESET)): memory, micro-batch, GPU-hours"
 
@@ -94,7 +94,7 @@ report: setup
 	$(VPY) -m ptsweep report $(STUDY)
 
 plan: setup
-	$(VPY) -m ptsweep plan preset=$(PRESET) $(ARGS)
+	$(VPY) -m ptsweep plan preset=$(PRESET) --bench-dir bench/results,runs/bench $(ARGS)
 
 size: setup
 	$(VPY) -m ptsweep size $(ARGS)

@@ -1,11 +1,16 @@
 """Measured training speed for the run planner (``ptsweep.planner``): the records ``bench/bench_models.py`` writes to
 ``runs/bench/**/*.json``, ``{"meta": {"batch", "seq_len", ...}, "results": [{"model", "shape", "width",
-"flops_per_token", "tokens_per_s", "device", "device_name"}, ...]}`` (``bench/bench_output.py``).
+"flops_per_token", "tokens_per_s", "device", "device_name"}, ...]}`` (``bench/bench_output.py``), and the GPU
+check's records committed in ``bench/results/`` (``bench/bench_cluster.py``: meta ``kind`` "gpu-check"; rows with a
+``part``, the ``micro_batch`` they ran, ``compile`` and, for packed trials, ``trials`` per GPU and their aggregate
+tokens/s). Rows that failed or were skipped, and dry-run records, are never used.
 
 A planned run uses a record of the same GPU (``device_name``, e.g. "NVIDIA H200"; records written before it existed
 name only "cuda"), model, width, analytic FLOPs per token (within 1 %: this fixes the shape, the vocabulary and the
-sequence length) and, for PT, attention path. Of several, the one whose batch is closest to the run's micro-batch
-(rows per forward/backward; tokens/s grows with it on a launch-bound GPU) wins. CPU records are never used.
+sequence length), for PT attention path, ``train.compile`` mode and trials per GPU (a packed trial's GPU-hours are
+tokens / the aggregate tokens/s of the trials sharing the GPU; without a record of that packing, one trial alone).
+Of several, the one whose batch is closest to the run's micro-batch (rows per forward/backward; tokens/s grows with
+it on a launch-bound GPU) wins. CPU records are never used.
 """
 
 from __future__ import annotations
@@ -31,7 +36,11 @@ class Measurement:
     seq_len: int
     tokens_per_s: float
     source: str
-    """The file it came from, relative to the folder read."""
+    """The file it came from, relative to the folder read (prefixed with the folder when several were read)."""
+    compile: str = "none"
+    """``train.compile`` mode of the measured step."""
+    trials: int = 1
+    """Trials sharing the GPU; ``tokens_per_s`` is then their aggregate."""
 
 
 def pt_path(shape: str) -> str:
@@ -47,36 +56,57 @@ def planned_path(model_cfg) -> str:
     return "blockwise" if model_cfg.use_blockwise("cuda") else "dense"
 
 
-def load(folder: str | Path) -> tuple[list[Measurement], list[str]]:
-    """(every GPU step-time record under ``folder``, the names of the JSON files without such records). A file that
-    is not valid JSON is a one-line ValueError."""
-    folder = Path(folder)
+def load(folders: str | Path) -> tuple[list[Measurement], list[str]]:
+    """(every GPU step-time record under ``folders``, the names of the JSON files without such records); several
+    folders are separated by commas ("bench/results,runs/bench"). A file that is not valid JSON is a one-line
+    ValueError."""
+    parts = [p for p in str(folders).split(",") if p]
+    if len(parts) == 1:
+        return _load_one(Path(parts[0]), "")
+    records, skipped = [], []
+    for part in parts:
+        found, left = _load_one(Path(part), part.rstrip("/") + "/")
+        records, skipped = records + found, skipped + left
+    return records, skipped
+
+
+def _load_one(folder: Path, prefix: str) -> tuple[list[Measurement], list[str]]:
+    """``load`` of one folder, each source named ``prefix`` + its path relative to the folder."""
     records, skipped = [], []
     for f in sorted(folder.rglob("*.json")) if folder.is_dir() else []:
         try:
             doc = json.loads(f.read_text())
         except (OSError, json.JSONDecodeError) as e:
             raise ValueError(f"bench record {f}: not readable JSON ({type(e).__name__}: {e})".splitlines()[0]) from e
-        found = _records(doc, str(f.relative_to(folder))) if isinstance(doc, dict) else []
+        name = prefix + str(f.relative_to(folder))
+        found = _records(doc, name) if isinstance(doc, dict) else []
         records += found
         if not found:
-            skipped.append(str(f.relative_to(folder)))
+            skipped.append(name)
     return records, skipped
 
 
+def _usable(r, meta: dict) -> bool:
+    """A measured GPU row (not failed, skipped or from a dry run) with the fields a plan needs."""
+    need = ("model", "width", "flops_per_token", "tokens_per_s", "device")
+    return (isinstance(r, dict) and all(r.get(k) is not None for k in need) and str(r["device"]).startswith("cuda")
+            and "error" not in r and "skipped" not in r and not meta.get("dry")
+            and "batch" in meta and "seq_len" in meta)
+
+
 def _records(doc: dict, source: str) -> list[Measurement]:
-    """The GPU step-time records of one bench_models.py output (none for other benches' files)."""
+    """The GPU step-time records of one bench_models.py output or GPU check record (none for other files)."""
     meta, out = doc.get("meta") or {}, []
     for r in doc.get("results") or []:
-        need = ("model", "width", "flops_per_token", "tokens_per_s", "device")
-        if not isinstance(r, dict) or any(k not in r for k in need) or not str(r["device"]).startswith("cuda"):
-            continue
-        if "batch" not in meta or "seq_len" not in meta:
+        if not _usable(r, meta):
             continue
         out.append(Measurement(device=str(r.get("device_name") or r["device"]), model=str(r["model"]),
-                               width=int(r["width"]), path=pt_path(str(r.get("shape", ""))) if r["model"] == "pt"
-                               else "", flops_per_token=float(r["flops_per_token"]), batch=int(meta["batch"]),
-                               seq_len=int(meta["seq_len"]), tokens_per_s=float(r["tokens_per_s"]), source=source))
+                               width=int(r["width"]),
+                               path=pt_path(str(r.get("shape", ""))) if r["model"] == "pt" else "",
+                               flops_per_token=float(r["flops_per_token"]),
+                               batch=int(r.get("micro_batch") or meta["batch"]), seq_len=int(meta["seq_len"]),
+                               tokens_per_s=float(r["tokens_per_s"]), source=source,
+                               compile=str(r.get("compile") or "none"), trials=int(r.get("trials", 1))))
     return out
 
 
@@ -97,11 +127,14 @@ def choose_device(records: list[Measurement], device: str) -> str:
 
 
 def pick(records: list[Measurement], device: str, model_cfg, flops_per_token: float, seq_len: int,
-         micro_batch: int) -> Measurement | None:
-    """The record of ``device`` that measures this shape (module docstring), batch closest to ``micro_batch``."""
+         micro_batch: int, compile_mode: str = "none", trials: int = 1) -> Measurement | None:
+    """The record of ``device`` that measures this shape, compile mode and packing (module docstring; one trial alone
+    where no record has ``trials`` per GPU), batch closest to ``micro_batch``."""
     same = [r for r in records if r.device == device and r.model == model_cfg.name
             and r.width == int(model_cfg.width) and r.path == planned_path(model_cfg) and r.seq_len == seq_len
-            and abs(r.flops_per_token - flops_per_token) <= FLOPS_TOLERANCE * flops_per_token]
+            and abs(r.flops_per_token - flops_per_token) <= FLOPS_TOLERANCE * flops_per_token
+            and r.compile == compile_mode]
+    same = [r for r in same if r.trials == trials] or [r for r in same if r.trials == 1]
     if not same:
         return None
     return min(same, key=lambda r: (abs(math.log(r.batch / max(micro_batch, 1))), -r.batch))

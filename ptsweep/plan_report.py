@@ -87,6 +87,18 @@ def edge_lines(cfg: RunConfig, hw: planner.Hardware) -> list[str]:
             f"(model, scale) with an LR grid or search, run only while its best LR is on an edge of the LRs tried)"]
 
 
+def record_lines(rows: list[planner.TrialPlan]) -> list[str]:
+    """Which bench record files timed which runs, or that none did and every line is at the assumed MFU."""
+    used: dict[str, int] = {}
+    for r in rows:
+        if r.time_record:
+            used[r.time_record] = used.get(r.time_record, 0) + r.count
+    if not used:
+        return ["GPU-hours: every line at the assumed MFU (no bench record measures a planned shape)"]
+    return ["GPU-hours from measured step times where a record matches (else the assumed MFU): "
+            + "; ".join(f"{name} ({runs} runs)" for name, runs in used.items())]
+
+
 def format_plan(rows: list[planner.TrialPlan], cfg: RunConfig, hw: planner.Hardware,
                 bench_note: str = "") -> str:
     """The plan's table, each sweep's breakdown (scaling-curves with both baseline rules) and the assumptions."""
@@ -100,6 +112,7 @@ def format_plan(rows: list[planner.TrialPlan], cfg: RunConfig, hw: planner.Hardw
         out += sweep_lines(name, part)
         if name == "scaling-curves":
             out += rule_lines(cfg, part, hw) + edge_lines(cfg, hw)
+    out += record_lines(rows)
     out.append(f"total: {sum(r.count for r in rows)} runs, {sum(r.gpu_hours for r in rows):,.1f} GPU-hours. "
                "GFLOP/tok = executed training FLOPs (PT: incl. backward recomputation); act = predicted fp32 "
                "activation peak per sequence (bf16 autocast: less); micro = rows per forward/backward the run uses; "

@@ -18,10 +18,12 @@ gradients (12 K C r N elements) + ``OVERHEAD_GB``. ``micro_batch``: the largest 
 activations fit in ``gpu_mem * MEMORY_FRACTION`` next to it; the run's own micro-batch follows
 ``train.micro_batch_size`` (:func:`run_micro_batch`), and its peak is static + micro-batch x activations.
 
-Time of a run: tokens / the tokens/s measured on the GPU where a ``runs/bench`` record of the same shape exists
-(``bench_times``), else executed FLOPs / (peak x MFU), executed = the analytic training FLOPs (``models.sizing``) +
-the blockwise path's backward recomputation of q, v and the attention, 2 (2 K C N r + 3 C L r) per token and
-iteration. Measured on an H200 (bf16, paper preset, dense PT): MFU 0.21 at width 1536 and 0.04 at width 256
+Time of a run: tokens / the tokens/s measured on the GPU where a bench record of the same shape, ``train.compile``
+mode and trials per GPU exists (``bench_times``: the GPU check's committed ``bench/results`` records or
+``runs/bench``; a trial packed n per GPU by ``ray.pack_gpus_per_trial`` / ``ray.gpus_per_trial`` costs tokens / the
+n trials' aggregate tokens/s), else executed FLOPs / (peak x MFU), executed = the analytic training FLOPs
+(``models.sizing``) + the blockwise path's backward recomputation of q, v and the attention, 2 (2 K C N r + 3 C L r)
+per token and iteration. Measured on an H200 (bf16, paper preset, dense PT): MFU 0.21 at width 1536 and 0.04 at width 256
 (bench/README.md, "GPU"), so the default 0.3 is optimistic for PT. Each line of the plan says which it used.
 """
 
@@ -80,7 +82,9 @@ class TrialPlan:
     peak_bytes: float
     gpu_hours: float
     time_source: str
-    """'MFU <x>' or 'measured <GPU> B=<batch>': where the GPU-hours come from."""
+    """'MFU <x>' or 'measured <GPU> B=<batch>[ x<n>/GPU][ <compile>]': where the GPU-hours come from."""
+    time_record: str = ""
+    """The bench record file the measured time came from ('' when timed by MFU)."""
 
 
 def activation_bytes(model_cfg, vocab: int, seq_len: int, mask_prob: float = 0.15,
@@ -150,23 +154,39 @@ def plan_trial(cfg: RunConfig, sweep: str, stage: str, model_cfg, count: int, to
     fpt, exec_fpt = flops_per_token(model_cfg, V, L, f), executed_flops(model_cfg, V, L, f)
     fitting = micro_batch(batch, act, static, hw.gpu_mem_gb)
     micro = run_micro_batch(cfg.train.micro_batch_size, batch, fitting)
-    hours, source = run_hours(model_cfg, tokens, fpt, exec_fpt, L, max(micro, 1), hw)
+    per_gpu = trials_per_gpu(cfg, model_cfg)
+    hours, source, record = run_hours(model_cfg, tokens, fpt, exec_fpt, L, max(micro, 1), hw,
+                                      cfg.train.compile_mode, per_gpu)
     return TrialPlan(sweep=sweep, stage=stage, model=model_cfg.name, width=model_cfg.width,
                      scaling=model_cfg.scaling if model_cfg.name == "pt" else "", count=count, tokens=tokens,
                      batch=batch, params=param_count(model_cfg, V)["total"], flops_per_token=fpt,
                      exec_flops_per_token=exec_fpt, act_per_seq_bytes=act, static_bytes=static, micro_batch=micro,
                      fit_micro_batch=fitting, peak_bytes=static + micro * act, gpu_hours=count * hours,
-                     time_source=source)
+                     time_source=source, time_record=record)
 
 
-def run_hours(model_cfg, tokens: float, fpt: float, exec_fpt: float, seq_len: int, micro: int,
-              hw: Hardware) -> tuple[float, str]:
-    """(GPU-hours of one run, where they come from): the measured tokens/s of ``hw.device`` where a bench record of
-    the shape exists (``bench_times.pick``), else executed FLOPs at ``hw.peak_tflops`` x ``hw.mfu``."""
-    rec = bench_times.pick(list(hw.records), hw.device, model_cfg, fpt, seq_len, micro) if hw.device else None
+def trials_per_gpu(cfg: RunConfig, model_cfg) -> int:
+    """Trials of this model's width that share one GPU (``sweeps.placement.gpus_for_width``: a fraction 1/n packs
+    n; a whole GPU or more, or none, counts 1)."""
+    from ptsweep.sweeps.placement import gpus_for_width
+
+    gpus = gpus_for_width(cfg, int(model_cfg.width))
+    return max(1, round(1.0 / gpus)) if 0 < gpus < 1 else 1
+
+
+def run_hours(model_cfg, tokens: float, fpt: float, exec_fpt: float, seq_len: int, micro: int, hw: Hardware,
+              compile_mode: str = "none", per_gpu: int = 1) -> tuple[float, str, str]:
+    """(GPU-hours of one run, where they come from, the record file or ''): the measured tokens/s of ``hw.device``
+    where a bench record of the shape, compile mode and packing exists (``bench_times.pick``; a packed record's
+    tokens/s is the aggregate of the trials sharing the GPU, so tokens / it is one trial's share of GPU time), else
+    executed FLOPs at ``hw.peak_tflops`` x ``hw.mfu``."""
+    rec = bench_times.pick(list(hw.records), hw.device, model_cfg, fpt, seq_len, micro, compile_mode,
+                           per_gpu) if hw.device else None
     if rec is not None:
-        return tokens / rec.tokens_per_s / 3600.0, f"measured {rec.device} B={rec.batch}"
-    return tokens * exec_fpt / (hw.peak_tflops * 1e12 * hw.mfu) / 3600.0, f"MFU {hw.mfu:g}"
+        label = (f"measured {rec.device} B={rec.batch}" + (f" x{rec.trials}/GPU" if rec.trials > 1 else "")
+                 + (f" {rec.compile}" if rec.compile != "none" else ""))
+        return tokens / rec.tokens_per_s / 3600.0, label, rec.source
+    return tokens * exec_fpt / (hw.peak_tflops * 1e12 * hw.mfu) / 3600.0, f"MFU {hw.mfu:g}", ""
 
 
 def trial_lists() -> dict[str, Callable]:

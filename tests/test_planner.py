@@ -247,3 +247,43 @@ def test_the_plan_names_the_lr_edge_rule_runs_it_leaves_out():
     assert plan_report.edge_lines(with_overrides(paper, {"sweep.baseline.lr_widen": 0}), hw) == []
     pt_grid = with_overrides(paper, {"sweep.transfer_from": "grid", "sweep.transfer_grid": [1e-3, 2e-3, 4e-3]})
     assert f"up to {2 * 7 * 2 * 64 + 2} more search runs" in plan_report.edge_lines(pt_grid, hw)[0]  # PT's: 1 a round
+
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "gpu-check-fixture.json"
+"""A GPU check record with made-up numbers (bench/bench_cluster.py's schema), never under bench/results."""
+
+
+def test_plan_paper_prices_from_a_gpu_check_record_folder_and_names_it(tmp_path, capsys):
+    folder = tmp_path / "results"
+    folder.mkdir()
+    (folder / FIXTURE.name).write_text(FIXTURE.read_text())
+    records, skipped = bench_times.load(f"{folder},{tmp_path / 'absent'}")
+    assert skipped == [] and {r.trials for r in records} == {1, 2, 4}  # the failed pack of 8 is no record
+    hw = planner.Hardware(device=bench_times.choose_device(records, ""), records=tuple(records))
+    paper = compose(["preset=paper"])
+    rows = {r.sweep: r for r in planner.plan(paper, ["tune-small", "verify-transfer"], hw)}
+    tune, verify = rows["tune-small"], rows["verify-transfer"]
+    gpu = "FIXTURE GPU (made-up numbers, not a measurement)"
+    assert tune.time_source == f"measured {gpu} B=256 x4/GPU"  # paper: four width-256 trials per GPU
+    assert tune.gpu_hours == pytest.approx(tune.count * paper.train.tokens / 320000.0 / 3600)  # the 4's aggregate
+    assert verify.time_source == f"measured {gpu} B=256" and verify.time_record.endswith(FIXTURE.name)
+    assert verify.gpu_hours == pytest.approx(verify.count * paper.train.tokens / 90000.0 / 3600)
+    graphs = planner.plan(with_overrides(paper, {"train.compile": "reduce-overhead"}), ["verify-transfer"], hw)[0]
+    assert graphs.time_source.endswith("B=256 reduce-overhead")
+    assert graphs.gpu_hours == pytest.approx(verify.gpu_hours * 90000.0 / 225000.0)
+    eight = planner.plan(with_overrides(paper, {"ray.pack_gpus_per_trial": 0.125}), ["tune-small"], hw)[0]
+    assert eight.time_source == f"measured {gpu} B=256"  # no record of 8 per GPU: one trial alone
+    assert main(["plan", "preset=paper", "--bench-dir", f"{folder},{tmp_path / 'absent'}"]) == 0
+    out = capsys.readouterr().out
+    assert f"measured on {gpu}" in out and f"{folder}/{FIXTURE.name} (" in out
+    assert "GPU-hours from measured step times where a record matches (else the assumed MFU)" in out
+    assert main(["plan", "preset=paper", "--bench-dir", str(tmp_path / "absent")]) == 0
+    assert "GPU-hours: every line at the assumed MFU" in capsys.readouterr().out
+
+
+def test_the_committed_gpu_records_folder_holds_no_fixture():
+    """bench/results holds real GPU check records only: a made-up or dry record there would price real plans."""
+    results = Path(__file__).resolve().parents[1] / "bench" / "results"
+    docs = [json.loads(f.read_text()) for f in sorted(results.glob("*.json"))]
+    assert not [d["meta"] for d in docs if d["meta"].get("fixture") or d["meta"].get("dry")
+                or "fixture" in str(d["meta"].get("device_name", "")).lower()]

@@ -25,6 +25,7 @@ help:
 	@echo "make scaling-curves   [SCALES=256,512 MODELS=pt,bert,ut[,modernbert] SCALING=channels|rank|both]"
 	@echo "make coord-check      MODEL=pt|bert|ut: muP coordinate check with verdict"
 	@echo "make lr-transfer      LR-transfer study (muP vs SP)"
+	@echo "make lr-horizon       optimal LR over training budgets at the tuning width (PT + a baseline), eta*(T) fit"
 	@echo "make bench            PT vs BERT vs UT speed/memory at matched size -> runs/bench/"
 	@echo "make bench-memory     per-sequence training memory, PT/BERT/UT, L=128,512 -> runs/bench/memory.{json,md}"
 	@echo "make bench-cluster    the GPU check: step times +- CUDA graphs, packed trials, width 3072 -> bench/results/"
@@ -78,6 +79,10 @@ coord-check: setup
 
 lr-transfer: setup
 	$(VPY) -m ptsweep lr-transfer preset=$(PRESET) $(ARGS)
+
+.PHONY: lr-horizon
+lr-horizon: setup
+	$(VPY) -m ptsweep lr-horizon preset=$(PRESET) $(ARGS)
 
 bench: setup
 	$(VPY) bench/bench_models.py $(ARGS)

@@ -28,6 +28,7 @@ SWEEPS: dict[str, tuple[str, str]] = {
     "scaling-curves": ("ptsweep.sweeps.scaling_curves", "PT vs BERT vs UT loss over sweep.scales at matched parameter counts"),
     "coord-check": ("ptsweep.sweeps.coord_check", "muP coordinate check (activation scales across widths) with a verdict"),
     "lr-transfer": ("ptsweep.sweeps.lr_transfer", "optimal LR across widths, muP vs SP"),
+    "lr-horizon": ("ptsweep.sweeps.lr_horizon", "optimal LR across training budgets at the tuning width, eta*(T) fit"),
     "demo": ("ptsweep.sweeps.demo", "toy-scale chain of the three sweeps -> <out_dir>/demo/report.md"),
 }
 
@@ -169,13 +170,17 @@ def _widths(command: str, cfg: RunConfig) -> str:
             "scaling-curves": f"PT widths {sw.scales} ({sw.scaling} scaling)" + (f" beside {others}" if others else ""),
             "coord-check": f"{m.name.upper()} widths {sw.coord_check.widths}",
             "lr-transfer": f"PT widths {sw.lr_transfer.widths} ({sw.lr_transfer.scaling} scaling)",
+            "lr-horizon": f"PT width {sw.lr_horizon.width or m.width}"
+                          + (f" beside its matched {sw.lr_horizon.baseline.upper()}" if sw.lr_horizon.baseline else ""),
             "demo": f"PT widths {sw.scales} ({sw.scaling} scaling), tuned at {min(sw.scales)}"}[command]
 
 
-def _steps(command: str, cfg: RunConfig) -> int:
-    """Optimizer steps of each run of ``command`` (coord-check: the steps it measures)."""
+def _steps(command: str, cfg: RunConfig) -> int | str:
+    """Optimizer steps of each run of ``command`` (coord-check: the steps it measures; lr-horizon: its budgets)."""
     if command == "coord-check":
         return cfg.sweep.coord_check.steps
+    if command == "lr-horizon":
+        return " / ".join(str(t) for t in sorted(cfg.sweep.lr_horizon.steps))
     tokens = (cfg.sweep.lr_transfer.tokens if command == "lr-transfer" else 0) or cfg.train.tokens
     return round(tokens / (cfg.train.batch_size * cfg.data.seq_len))
 

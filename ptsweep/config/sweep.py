@@ -14,6 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 from ptsweep.config.checks import one_of, require
+from ptsweep.config.horizon import HorizonConfig, LrHorizonConfig
 from ptsweep.config.model import INFO_WEIGHTS, MODEL_SCHEMAS, PARAMETRIZATIONS, SCALINGS
 
 
@@ -316,6 +317,11 @@ class SweepConfig:
     """coord-check (``ptsweep.sweeps.coord_check``)."""
     lr_transfer: LrTransferConfig = field(default_factory=LrTransferConfig)
     """lr-transfer (``ptsweep.sweeps.lr_transfer``)."""
+    horizon: HorizonConfig = field(default_factory=HorizonConfig)
+    """verify-transfer / scaling-curves: the transferred LR at a budget other than tune-small's
+    (``ptsweep.sweeps.horizon_rule``)."""
+    lr_horizon: LrHorizonConfig = field(default_factory=LrHorizonConfig)
+    """lr-horizon (``ptsweep.sweeps.lr_horizon``)."""
     keep_checkpoints: bool = False
     """all sweeps: keep each finished trial's checkpoint.pt (off: deleted once the trial's ledger record is written)."""
     results: str = ""
@@ -362,6 +368,8 @@ class SweepConfig:
         self.baseline.validate()
         self.coord_check.validate()
         self.lr_transfer.validate()
+        self.horizon.validate()
+        self.lr_horizon.validate()
 
 
 _FLAT_PREFIXES = (("baseline", "baseline_", BaselineSearchConfig), ("coord_check", "coord_", CoordCheckConfig),

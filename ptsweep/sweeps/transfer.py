@@ -12,6 +12,7 @@ from typing import Any, Mapping
 
 from ptsweep.config import TRANSFER_KEYS, RunConfig, to_dict
 from ptsweep.errors import SweepError
+from ptsweep.sweeps import horizon_rule
 
 TUNE_STUDY = "tune-small"
 """Default study name of tune-small: where verify-transfer / scaling-curves look for transfer.yaml."""
@@ -50,7 +51,8 @@ def read_transfer(cfg: RunConfig) -> tuple[dict[str, float], dict, Path]:
         raise SweepError(f"sweep.transfer_file: {path} lacks {', '.join(missing)}")
     provenance = dict(doc.get("provenance", {}))
     provenance["mismatch"] = check_transfer(cfg, provenance, path)
-    return {k: float(values[k]) for k in TRANSFER_KEYS}, provenance, path
+    # another budget: optim.lr by the horizon rule, or as tuned with a warning (``horizon_rule``)
+    return horizon_rule.apply(cfg, {k: float(values[k]) for k in TRANSFER_KEYS}, provenance, path), provenance, path
 
 
 def config_transfer(cfg: RunConfig) -> tuple[dict[str, float], dict, None]:
@@ -108,17 +110,20 @@ def check_transfer(cfg: RunConfig, provenance: Mapping[str, Any], path: Path | s
     """Compare the settings recorded in transfer.yaml's ``provenance`` with ``cfg``'s.
 
     Returns {dotted key: {"tuned": recorded, "now": current}} for every mismatch (empty when all match). Raises
-    SweepError with one line naming the mismatched keys unless ``cfg.sweep.allow_transfer_mismatch``."""
+    SweepError with one line naming the mismatched keys unless ``cfg.sweep.allow_transfer_mismatch``. A different
+    token budget is left out under a horizon rule (``horizon_rule``), and named as a risk without one."""
     current = transfer_settings(cfg)
     recorded = dict(provenance.get("settings") or {})
     if not recorded:  # a file written before ``settings`` existed: the few keys it has at top level
         recorded = {dk: provenance[k] for k, dk in LEGACY_KEYS.items() if k in provenance}
     mismatch = {k: {"tuned": recorded[k], "now": current[k]} for k in sorted(recorded)
                 if k in current and not _same(recorded[k], current[k])}
+    if horizon_rule.active(cfg):  # the budget is the horizon rule's to handle, not a mismatch
+        mismatch.pop(horizon_rule.BUDGET_KEY, None)
     if mismatch and not cfg.sweep.allow_transfer_mismatch:
         what = ", ".join(f"{k} (tuned: {_setting_text(m['tuned'])}, now: {_setting_text(m['now'])})"
                          for k, m in mismatch.items())
         raise SweepError(f"transfer.yaml mismatch: {what} - {path} was tuned under other settings; re-run "
                          f"tune-small with these settings, or set sweep.allow_transfer_mismatch=true to proceed on "
-                         f"purpose")
+                         f"purpose{horizon_rule.risk_note(mismatch)}")
     return mismatch

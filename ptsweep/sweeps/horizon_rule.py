@@ -1,0 +1,125 @@
+"""The horizon rule: the LR of transfer.yaml at a training budget other than the one tune-small tuned it at
+(``sweep.horizon``; ``transfer.read_transfer`` applies it, verify-transfer and scaling-curves read it there).
+
+- rule 'off': a budget other than transfer.yaml's is a mismatch like any other setting; the refusal names the risk
+  (:func:`risk_note`), and under ``sweep.allow_transfer_mismatch`` the LR is used as tuned, with a warning line.
+- rule 'power': the budget is no longer a mismatch; optim.lr becomes lr_tuned (T / T_tuned)^-beta
+  (``analysis.horizon.scale_lr``; T in optimizer steps), beta = ``sweep.horizon.beta`` or the fit of this config's
+  model (name and parametrization) in an lr-horizon study's horizon.json, whose budgets must bracket the tuned and
+  the target budget (up to the factor ``sweep.horizon.extrapolate``). One line says the LR applied and why; the
+  provenance records it under "horizon".
+
+Each run's warm-up and decay already follow its own length (``train.step.lr_factor`` of its own step count), so the
+rule changes the peak LR only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Mapping
+
+from ptsweep.analysis.horizon import scale_lr
+from ptsweep.config import RunConfig
+from ptsweep.errors import SweepError
+
+BUDGET_KEY = "train.tokens"
+"""The transfer.yaml setting that holds the tuned budget."""
+RISK = "an LR tuned at a short budget can collapse a long run"
+FIX = ("set sweep.horizon.rule=power with sweep.horizon.beta=<number> or sweep.horizon.results=<an lr-horizon "
+       "study's horizon.json> (experiments/lr-horizon/README.md)")
+
+
+def active(cfg: RunConfig) -> bool:
+    """Whether a budget change is the rule's to handle (rule 'power') rather than a mismatch."""
+    return cfg.sweep.horizon.rule != "off"
+
+
+def risk_note(mismatch: Mapping[str, Any]) -> str:
+    """The words a refusal adds when the budget is among the mismatched settings ('' otherwise)."""
+    return f"; the budget differs and {RISK}: {FIX}" if BUDGET_KEY in mismatch else ""
+
+
+def _steps(tokens: float, batch: Any, seq_len: Any) -> float:
+    return float(tokens) / (float(batch) * float(seq_len))
+
+
+def budgets(cfg: RunConfig, provenance: Mapping[str, Any]) -> tuple[float, float] | None:
+    """(tuned steps, target steps), or None when transfer.yaml records no budget."""
+    rec = dict(provenance.get("settings") or {})
+    tuned = rec.get(BUDGET_KEY, provenance.get("token_budget"))
+    if tuned is None:
+        return None
+    batch, seq = rec.get("train.batch_size", cfg.train.batch_size), rec.get("data.seq_len", cfg.data.seq_len)
+    return _steps(tuned, batch, seq), _steps(cfg.train.tokens, cfg.train.batch_size, cfg.data.seq_len)
+
+
+def apply(cfg: RunConfig, values: dict[str, float], provenance: dict, source: Path | str) -> dict[str, float]:
+    """``values`` with optim.lr carried to this run's budget under rule 'power' (module docstring); prints one line
+    whenever the budget differs from transfer.yaml's, and records what was done in ``provenance["horizon"]``."""
+    span = budgets(cfg, provenance)
+    if span is None or math.isclose(span[0], span[1], rel_tol=1e-9):
+        return values
+    tuned, target = span
+    lr = float(values["optim.lr"])
+    if not active(cfg):
+        provenance["horizon"] = {"rule": "off", "tuned_steps": tuned, "target_steps": target, "lr": lr}
+        print(f"horizon rule off: optim.lr {lr:.4g} tuned at {tuned:,.0f} steps is used as it is for "
+              f"{target:,.0f} steps (sweep.allow_transfer_mismatch) - {RISK}; to scale it, {FIX}", flush=True)
+        return values
+    beta, why, fit = beta_of(cfg, tuned, target)
+    new = scale_lr(lr, tuned, target, beta)
+    provenance["horizon"] = {"rule": "power", "beta": beta, "source": why, "tuned_steps": tuned,
+                             "target_steps": target, "lr_tuned": lr, "lr": new, "beta_range": fit.get("beta_range")}
+    rng = fit.get("beta_range")
+    spread = (f"; its range [{rng[0]:.2f}, {rng[1]:.2f}] gives optim.lr {scale_lr(lr, tuned, target, rng[1]):.4g}"
+              f"-{scale_lr(lr, tuned, target, rng[0]):.4g}" if rng and all(map(math.isfinite, rng)) else "")
+    print(f"horizon rule power: optim.lr {lr:.4g} tuned at {tuned:,.0f} steps -> {new:.4g} at {target:,.0f} steps "
+          f"(x ({target:,.0f} / {tuned:,.0f})^-{beta:.3g} = {new / lr:.3g}); beta {beta:.3g} {why}{spread}",
+          flush=True)
+    return {**values, "optim.lr": new}
+
+
+def beta_of(cfg: RunConfig, tuned: float, target: float) -> tuple[float, str, dict]:
+    """(beta, where it comes from in words, the fit read or {}) of rule 'power'."""
+    hz = cfg.sweep.horizon
+    if hz.beta is not None:
+        return float(hz.beta), "(sweep.horizon.beta)", {}
+    path = Path(hz.results).expanduser().resolve()
+    fit, doc = model_fit(cfg, path)
+    lo, hi = min(fit["steps"]), max(fit["steps"])
+    for what, t in (("tuned", tuned), ("target", target)):
+        if not lo / hz.extrapolate * (1 - 1e-9) <= t <= hi * hz.extrapolate * (1 + 1e-9):
+            raise SweepError(f"sweep.horizon.results: {path} measured budgets {lo:,.0f}-{hi:,.0f} steps, which do not "
+                             f"bracket the {what} budget of {t:,.0f} steps; measure a budget past it, or set "
+                             f"sweep.horizon.extrapolate >= {max(lo / t, t / hi):.3g} to extrapolate on purpose")
+    m = fit["model"]
+    where = f"from {path} ({m['name']} {m.get('parametrization', '')} width {m.get('width')} on {doc.get('data')}, " \
+            f"budgets {lo:,.0f}-{hi:,.0f} steps" + (f"; this run trains on {cfg.data.name}"
+                                                    if doc.get("data") != cfg.data.name else "") + ")"
+    return float(fit["beta"]), where, fit
+
+
+def model_fit(cfg: RunConfig, path: Path) -> tuple[dict, dict]:
+    """(the fit of this config's model, the whole document) of an lr-horizon horizon.json; one-line SweepError when
+    the file is missing or unreadable, holds no fit of this model, or its fit has no finite beta."""
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise SweepError(f"sweep.horizon.results: cannot read {path} ({type(e).__name__}) - point it to the "
+                         f"horizon.json of a finished `make lr-horizon`") from None
+    if not isinstance(doc, dict) or doc.get("sweep") != "lr-horizon" or not isinstance(doc.get("fits"), dict):
+        raise SweepError(f"sweep.horizon.results: {path} is not an lr-horizon study's horizon.json")
+    name, par = cfg.model.name, getattr(cfg.model, "parametrization", "")
+    fits = [f for f in doc["fits"].values() if f.get("model", {}).get("name") == name
+            and f["model"].get("parametrization") == par]
+    if not fits:
+        held = ", ".join(f"{f['model'].get('name')} ({f['model'].get('parametrization')})"
+                         for f in doc["fits"].values() if "model" in f) or "no model"
+        raise SweepError(f"sweep.horizon.results: {path} holds the fit of {held}, not of this run's {name} ({par}): "
+                         f"a results file of another model")
+    if not isinstance(fits[0].get("beta"), (int, float)) or not math.isfinite(fits[0]["beta"]):
+        raise SweepError(f"sweep.horizon.results: {path} has no finite beta for {name} ({par}): "
+                         f"{fits[0].get('note') or 'too few budgets with an optimum'}")
+    return fits[0], doc

@@ -1,0 +1,162 @@
+"""lr-horizon: does the optimal LR move with the training budget? An LR grid x budgets x seeds at the tuning width,
+for PT (``model.*`` as configured, 'mup_sp' anchored at the tuning width: SP there) and one baseline
+(``sweep.lr_horizon.baseline``, matched to PT by sweep.match as scaling-curves matches it), every trial a fixed-list
+trial of ``runner.run_trials`` (resumable from its ledger; the label ``<model>-T<steps>``).
+
+Edge rule per (model, budget), as the baselines' grids (``baseline_tuning.step_beyond``): while the seed-mean optimum
+is on an edge of the LRs run (a diverged LR brackets it, a failed one does not), one more LR a grid step past it, at
+every seed, up to ``sweep.lr_horizon.lr_widen`` times; the open edges of every group train together, one round at a
+time. Analysis and output: ``lr_horizon_report`` (eta*(T) with its bracket, the basin, collapses, and the fit
+eta*(T) = eta0 (T / T0)^-beta of ``analysis.horizon``).
+
+Outputs in ``<out_dir>/<study or lr-horizon>/``: trials.csv/.parquet, summary.json, horizon.json (the fits that
+``sweep.horizon.results`` reads), report.md.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from ptsweep.config import RunConfig, anchor_at, with_overrides
+from ptsweep.sweeps import baseline_tuning
+from ptsweep.sweeps.ledger import with_ledger_metrics
+from ptsweep.sweeps.outputs import open_study, publish, require_pt, save_table, sweep_tags
+from ptsweep.sweeps.ray_session import ray_session
+from ptsweep.sweeps.runner import run_trials, warm_data
+
+SWEEP = "lr-horizon"
+PT_ONLY = "lr-horizon starts from the PT config (model=pt) and adds its baseline, got {name}"
+
+
+def tuning_width(cfg: RunConfig) -> int:
+    """PT's width in the study: sweep.lr_horizon.width, 0 = model.width."""
+    return int(cfg.sweep.lr_horizon.width or cfg.model.width)
+
+
+def pt_shape(cfg: RunConfig) -> dict:
+    """PT's overrides: the tuning width and paradigm, and 'mup_sp''s base shape moved there (SP at that width)."""
+    shape = {"model.width": tuning_width(cfg), "model.scaling": cfg.sweep.lr_horizon.scaling or cfg.model.scaling}
+    if cfg.model.parametrization == "mup_sp":
+        shape.update(anchor_at(cfg, tuning_width(cfg), shape))
+    return shape
+
+
+def shapes(cfg: RunConfig, vocab: int) -> dict[str, dict]:
+    """Model -> its shape overrides: "pt", and the baseline matched to PT at the tuning width (when one is set)."""
+    from ptsweep.models.sizing import match_shape
+    from ptsweep.sweeps.scaling_curves import model_overrides
+
+    out = {"pt": pt_shape(cfg)}
+    kind = cfg.sweep.lr_horizon.baseline
+    if kind:
+        d = cfg.data
+        mcfg = match_shape(kind, with_overrides(cfg, out["pt"]).model, vocab, d.seq_len, d.mask_prob,
+                           cfg.sweep.match)
+        out[kind] = model_overrides(mcfg)
+    return out
+
+
+def grid(cfg: RunConfig, model: str) -> list[float]:
+    """The LR grid of ``model`` before any edge round."""
+    lh = cfg.sweep.lr_horizon
+    return list(lh.grid if model == "pt" else lh.baseline_grid)
+
+
+def tokens(cfg: RunConfig, steps: int) -> float:
+    """The token budget of ``steps`` optimizer steps (train.batch_size blocks of data.seq_len)."""
+    return float(steps * cfg.train.batch_size * cfg.data.seq_len)
+
+
+def label(model: str, steps: int) -> str:
+    """The label of one (model, budget)'s trials."""
+    return f"{model}-T{steps}"
+
+
+def plan(cfg: RunConfig, model_shapes: dict[str, dict], lrs: dict[tuple[str, int], list[float]]) \
+        -> tuple[list[dict], list[str]]:
+    """(overrides, labels) of every trial: each (model, budget) of ``lrs`` at each of its LRs and every seed."""
+    trials, labels = [], []
+    for (model, steps), values in lrs.items():
+        for lr in values:
+            for s in range(cfg.sweep.lr_horizon.seeds):
+                trials.append({**model_shapes[model], "train.tokens": tokens(cfg, steps), "seed": cfg.seed + s,
+                               "optim.lr": float(lr)})
+                labels.append(label(model, steps))
+    return trials, labels
+
+
+def seed_means(g: pd.DataFrame) -> pd.DataFrame:
+    """One row per LR of one group's trials, as ``baseline_tuning.lr_edge`` reads them: val_loss the seed mean (inf
+    unless every seed is finite), status "ok" (every seed ok), "diverged" (ok or diverged) or "failed"."""
+    rows = []
+    for lr, gl in g.groupby("optim.lr", sort=True):
+        st = set(gl["status"])
+        status = "ok" if st == {"ok"} else ("diverged" if st <= {"ok", "diverged"} else "failed")
+        v = gl["val_loss"].astype(float)
+        rows.append({"optim.lr": float(lr), "status": status,
+                     "val_loss": float(v.mean()) if status == "ok" else float("inf")})
+    return pd.DataFrame(rows, columns=["optim.lr", "status", "val_loss"])
+
+
+def run_grids(cfg: RunConfig, model_shapes: dict[str, dict], sdir: Path, tags: list[str]) \
+        -> tuple[pd.DataFrame, dict[tuple[str, int], list[float]]]:
+    """Every group's grid, then the edge rounds (module docstring): (every trial, the LRs run per group)."""
+    lh = cfg.sweep.lr_horizon
+    lrs = {(m, int(t)): grid(cfg, m) for m in model_shapes for t in sorted(lh.steps)}
+    for rnd in range(lh.lr_widen + 1):
+        trials, labels = plan(cfg, model_shapes, lrs)
+        df = run_trials(cfg, trials, sdir, "grid" if rnd == 0 else f"edge{rnd}", labels=labels, tags=tags)
+        added = False
+        for (m, t), run in lrs.items():
+            edge = baseline_tuning.lr_edge(seed_means(df[df["label"] == label(m, t)]))
+            nxt = baseline_tuning.next_edge_lr(edge, run, len(run) - len(grid(cfg, m)), lh.lr_widen)
+            if nxt is not None:
+                run.append(nxt)
+                added = True
+        if not added:
+            break
+    return df, lrs
+
+
+def run(cfg: RunConfig) -> Path:
+    """Run (or resume) the study and write its tables, summary.json, horizon.json and report.md; returns the study
+    folder."""
+    from ptsweep.sweeps import lr_horizon_report as rep
+
+    require_pt(cfg, PT_ONLY)
+    t0 = time.time()
+    name, sdir = open_study(cfg, SWEEP)
+    tags = [f"sweep={SWEEP}", f"width={tuning_width(cfg)}"]
+    with ray_session(cfg.ray):
+        model_shapes = shapes(cfg, warm_data(cfg))
+        df, lrs = run_grids(cfg, model_shapes, sdir, tags)
+    df = with_ledger_metrics(df, sdir)
+    df["model"] = df["label"].str.split("-T").str[0]
+    df["steps"] = df["label"].str.split("-T").str[1].astype(int)
+    save_table(df, sdir, "trials")
+    result = rep.analyse(df, cfg, model_shapes)
+    horizon = rep.horizon_doc(result, cfg, name)
+    from ptsweep.io import write_json
+
+    write_json(sdir / "horizon.json", horizon)
+    summary = {"study": name, **result, "settings": settings(cfg, model_shapes, lrs), "n_trials": int(len(df)),
+               "status_counts": {str(k): int(v) for k, v in df["status"].value_counts().items()},
+               "wall_s": time.time() - t0, "notes": []}
+    publish(cfg, sdir, SWEEP, summary, {"trials": df}, {}, {"n_trials": int(len(df))}, report=rep.markdown)
+    print(rep.markdown(summary), end="")
+    return sdir
+
+
+def settings(cfg: RunConfig, model_shapes: dict[str, dict], lrs: dict[tuple[str, int], list[float]]) -> dict:
+    """The study's settings as summary.json records them."""
+    lh = cfg.sweep.lr_horizon
+    return {"steps": sorted(lh.steps), "grid": list(lh.grid), "baseline": lh.baseline,
+            "baseline_grid": list(lh.baseline_grid), "seeds": lh.seeds, "width": tuning_width(cfg),
+            "lr_widen": lh.lr_widen, "collapse_frac": lh.collapse_frac, "shapes": model_shapes,
+            "lrs_run": {label(m, t): sorted(v) for (m, t), v in lrs.items()},
+            "batch_size": cfg.train.batch_size, "seq_len": cfg.data.seq_len, "data": cfg.data.name,
+            "schedule": cfg.optim.schedule, "warmup_frac": cfg.optim.warmup_frac, "match": str(cfg.sweep.match),
+            "preset": cfg.preset}

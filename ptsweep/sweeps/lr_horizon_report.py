@@ -1,0 +1,163 @@
+"""The lr-horizon study's analysis and report (``sweeps.lr_horizon`` runs the trials).
+
+Per (model, budget): the optimum eta* of the seed-mean validation loss with its plausible set
+(``analysis.transfer_drift.optimum``: values within 2 paired SEs) and its bracket (the LRs run just below and just
+above the plausible set; open at an edge of the LRs run), the loss and [MASK]-target context gain at every LR, the
+basin (eta*/2 and 2 eta* against eta*, ``analysis.basin.window``) and collapses: a point that diverged, ends above
+the unigram loss, or keeps less than ``sweep.lr_horizon.collapse_frac`` of the context gain at eta*. Per model: the
+fit eta*(T) = eta0 (T / T0)^-beta and the range of beta through every bracket (``analysis.horizon``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from ptsweep import metric_keys
+from ptsweep.analysis import basin, horizon
+from ptsweep.analysis import transfer_drift as td
+from ptsweep.config import RunConfig, with_overrides
+
+
+def _points(g: pd.DataFrame, unigram: float, collapse_frac: float) -> list[dict]:
+    """One row per LR of one (model, budget): seeds, seed-mean loss and context gain (``metric_keys.seed_mean``),
+    status and the collapse mark (module docstring; '' when none)."""
+    rows = []
+    for lr, gl in g.groupby("optim.lr", sort=True):
+        loss = gl["val_loss"].astype(float)
+        gain, gain_se = metric_keys.seed_mean(gl["context_gain"], gl["context_gain_se"])
+        finite = bool(np.isfinite(loss).all())
+        rows.append({"lr": float(lr), "seeds": int(len(gl)), "loss": float(loss.mean()) if finite else math.inf,
+                     "context_gain": gain, "context_gain_se": gain_se,
+                     "status": ",".join(sorted(set(gl["status"]))), "mark": ""})
+    best = min((r for r in rows if math.isfinite(r["loss"])), key=lambda r: r["loss"], default=None)
+    for r in rows:
+        if not math.isfinite(r["loss"]):
+            r["mark"] = "diverged" if "diverged" in r["status"] else "failed"
+        elif math.isfinite(unigram) and r["loss"] >= unigram:
+            r["mark"] = "collapsed (above the unigram loss)"
+        elif best and best["context_gain"] > 0 and r["context_gain"] < collapse_frac * best["context_gain"]:
+            r["mark"] = f"collapsed (context gain {r['context_gain']:+.2f} against {best['context_gain']:+.2f})"
+    return rows
+
+
+def budget_result(g: pd.DataFrame, unigram: float, collapse_frac: float) -> dict:
+    """eta*, plausible set, bracket, basin, learned context and the points of one (model, budget)."""
+    points = _points(g, unigram, collapse_frac)
+    o = td.optimum(g, "optim.lr", n_boot=200)
+    if o.get("x_opt") is None:
+        return {"x_opt": None, "points": points}
+    xs = sorted(p["lr"] for p in points)
+    below = [x for x in xs if x < o["plausible"][0]]
+    above = [x for x in xs if x > o["plausible"][-1]]
+    at = next(p for p in points if math.isclose(p["lr"], o["x_opt"]))
+    win = basin.window([p["lr"] for p in points], [p["loss"] for p in points])
+    return {"x_opt": o["x_opt"], "plausible": o["plausible"], "bracket": [below[-1] if below else None,
+                                                                          above[0] if above else None],
+            "loss": at["loss"], "context_gain": at["context_gain"], "context_gain_se": at["context_gain_se"],
+            "learned": metric_keys.learned_context(at), "rise_half": win.get("rise_lo", math.nan),
+            "rise_double": win.get("rise_hi", math.nan), "points": points}
+
+
+def model_fit(budgets: dict[int, dict]) -> dict:
+    """The fit over the budgets with an optimum (module docstring), with a note on what bounds it."""
+    have = [t for t in sorted(budgets) if budgets[t].get("x_opt") is not None]
+    if len(have) < 2:
+        return {"beta": None, "beta_range": None, "note": f"{len(have)} budget(s) with an optimum: no fit"}
+    eta = [budgets[t]["x_opt"] for t in have]
+    lo = [budgets[t]["bracket"][0] or 0.0 for t in have]
+    hi = [budgets[t]["bracket"][1] or math.inf for t in have]
+    fit = horizon.fit_power(have, eta)
+    rng = horizon.beta_range(have, lo, hi)
+    notes = []
+    if rng is None:
+        notes.append("no power law passes through every bracket")
+    if any(budgets[t]["bracket"][0] is None or budgets[t]["bracket"][1] is None for t in have):
+        notes.append("an optimum at an edge of the LRs run: its side of the range is open")
+    if not all(budgets[t]["learned"] for t in have):
+        notes.append("no context learned at eta* of " + ", ".join(f"{t:,} steps" for t in have
+                                                                 if not budgets[t]["learned"])
+                     + ": that optimum measures a plateau")
+    return {**fit, "beta_range": list(rng) if rng else None, "note": "; ".join(notes)}
+
+
+def analyse(df: pd.DataFrame, cfg: RunConfig, model_shapes: dict[str, dict]) -> dict:
+    """{"unigram_loss", "no_context_loss", "models": {model: {"model": name / parametrization / width / scaling,
+    "budgets": {steps: :func:`budget_result`}, "fit": :func:`model_fit`}}}."""
+    uni = df["unigram_loss"].astype(float) if "unigram_loss" in df else pd.Series(dtype=float)
+    nc = df["no_context_loss"].astype(float) if "no_context_loss" in df else pd.Series(dtype=float)
+    unigram = float(uni[np.isfinite(uni)].mean()) if np.isfinite(uni).any() else math.nan
+    out: dict = {"unigram_loss": unigram,
+                 "no_context_loss": float(nc[np.isfinite(nc)].mean()) if np.isfinite(nc).any() else math.nan,
+                 "models": {}}
+    for model, shape in model_shapes.items():
+        m = with_overrides(cfg, shape).model
+        budgets = {int(t): budget_result(g, unigram, cfg.sweep.lr_horizon.collapse_frac)
+                   for t, g in df[df["model"] == model].groupby("steps", sort=True)}
+        out["models"][model] = {"model": {"name": m.name, "parametrization": str(m.parametrization),
+                                          "width": int(m.width), "scaling": str(getattr(m, "scaling", ""))},
+                                "budgets": budgets, "fit": model_fit(budgets)}
+    return out
+
+
+def horizon_doc(result: dict, cfg: RunConfig, study: str) -> dict:
+    """horizon.json: per model its identity, budgets, optima, brackets and fit (what ``sweep.horizon.results``
+    reads)."""
+    fits = {}
+    for model, r in result["models"].items():
+        have = [t for t in sorted(r["budgets"]) if r["budgets"][t].get("x_opt") is not None]
+        fits[model] = {"model": r["model"], "steps": have, "eta_opt": [r["budgets"][t]["x_opt"] for t in have],
+                       "brackets": [r["budgets"][t]["bracket"] for t in have],
+                       **{k: r["fit"].get(k) for k in ("beta", "eta0", "T0", "rms_log", "beta_range", "note")}}
+    return {"sweep": "lr-horizon", "study": study, "data": cfg.data.name, "batch_size": cfg.train.batch_size,
+            "seq_len": cfg.data.seq_len, "steps": sorted(cfg.sweep.lr_horizon.steps), "fits": fits}
+
+
+def _g(x) -> str:
+    return "open" if x is None else f"{x:.3g}"
+
+
+def _pct(x: float) -> str:
+    return "-" if x is None or not math.isfinite(x) else f"{100 * x:+.1f} %"
+
+
+def _fit_line(model: str, f: dict) -> str:
+    if f.get("beta") is None:
+        return f"- {model}: no fit ({f.get('note')})"
+    rng = f.get("beta_range")
+    span = "empty" if rng is None else f"[{rng[0]:.3g}, {rng[1]:.3g}]"
+    return (f"- {model}: eta*(T) = eta0 (T / T0)^-beta with beta {f['beta']:+.3g}, eta0 {f['eta0']:.3g}, T0 "
+            f"{f['T0']:,.0f} steps (least squares on the grid optima, RMS {f['rms_log']:.2f} in ln eta); beta through "
+            f"every bracket {span}"
+            + (f"; {f['note']}" if f.get("note") else ""))
+
+
+def markdown(summary: dict) -> str:
+    """report.md (also printed): per model the optimum per budget, every point, and the fit."""
+    lines = [f"# lr-horizon: {summary['study']}", "",
+             f"Unigram loss {summary.get('unigram_loss', math.nan):.4f}, no-context loss "
+             f"{summary.get('no_context_loss', math.nan):.4f}; width {summary['settings']['width']}, "
+             f"{summary['settings']['seeds']} seed(s), data {summary['settings']['data']}.", "", "## Fits", ""]
+    lines += [_fit_line(m, r["fit"]) for m, r in summary["models"].items()]
+    for model, r in summary["models"].items():
+        md = r["model"]
+        lines += ["", f"## {model} ({md['parametrization']}, width {md['width']})", "",
+                  "| steps | eta* | bracket | plausible | loss | context gain | eta*/2 | 2 eta* |", "|---|---|---|---|---|---|---|---|"]
+        for t, b in r["budgets"].items():
+            if b.get("x_opt") is None:
+                lines.append(f"| {t:,} | none finished | | | | | | |")
+                continue
+            lines.append(f"| {t:,} | {b['x_opt']:.3g} | [{_g(b['bracket'][0])}, {_g(b['bracket'][1])}] | "
+                         f"[{b['plausible'][0]:.3g}, {b['plausible'][-1]:.3g}] | {b['loss']:.4f} | "
+                         f"{b['context_gain']:+.3f} ± {b['context_gain_se']:.3f}"
+                         f"{'' if b['learned'] else ' (no context)'} | {_pct(b['rise_half'])} | "
+                         f"{_pct(b['rise_double'])} |")
+        lines += ["", "| steps | LR | seeds | loss | context gain | vs eta* | mark |", "|---|---|---|---|---|---|---|"]
+        for t, b in r["budgets"].items():
+            for p in b["points"]:
+                rel = p["loss"] / b["loss"] - 1 if b.get("x_opt") and math.isfinite(p["loss"]) else math.nan
+                lines.append(f"| {t:,} | {p['lr']:.3g} | {p['seeds']} | {p['loss']:.4f} | "
+                             f"{p['context_gain']:+.3f} | {_pct(rel)} | {p['mark'] or '-'} |")
+    return "\n".join(lines) + "\n"

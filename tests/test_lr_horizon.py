@@ -1,0 +1,165 @@
+"""The training-horizon pieces without Ray: the power-law fit and its beta range (analysis.horizon), the lr-horizon
+study's edge rounds and collapse marks, and the config's one-line errors."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ptsweep import cli
+from ptsweep.analysis import horizon
+from ptsweep.errors import ConfigError
+from ptsweep.sweeps import lr_horizon, lr_horizon_report
+from ptsweep.train.step import lr_factor
+
+STEPS = [1200, 4800, 19200, 76800]
+
+
+def test_fit_matches_numpy_polyfit_on_synthetic_optima():
+    rng = np.random.default_rng(3)
+    eta = 0.02 * (np.array(STEPS) / 1200.0) ** -0.46 * np.exp(rng.normal(0, 0.2, len(STEPS)))
+    fit = horizon.fit_power(STEPS, eta)
+    slope, icpt = np.polyfit(np.log(np.array(STEPS) / 1200.0), np.log(eta), 1)
+    assert fit["beta"] == pytest.approx(-slope, rel=1e-12)
+    assert fit["eta0"] == pytest.approx(math.exp(icpt), rel=1e-12) and fit["T0"] == 1200
+    resid = np.log(eta) - np.polyval([slope, icpt], np.log(np.array(STEPS) / 1200.0))
+    assert fit["rms_log"] == pytest.approx(float(np.sqrt(np.mean(resid ** 2))), rel=1e-9)
+    exact = horizon.fit_power(STEPS[:3], 0.02 * (np.array(STEPS[:3]) / 1200.0) ** -0.46)
+    assert exact["beta"] == pytest.approx(0.46) and exact["eta0"] == pytest.approx(0.02)
+
+
+def _grid_brackets(beta_true: float, factor: float = 2.0):
+    """Optima of eta = 0.02 (T / 1200)^-beta rounded to a factor-2 grid, each bracketed by its grid neighbours."""
+    grid = 0.02 * factor ** np.arange(-8, 5)
+    true = 0.02 * (np.array(STEPS) / 1200.0) ** -beta_true
+    opt = np.array([grid[np.argmin(np.abs(np.log(grid / t)))] for t in true])
+    return opt, opt / factor, opt * factor
+
+
+def closed_two(lo, hi) -> float:
+    """beta_min of two budgets' brackets: the shallowest line from the first's floor to the second's ceiling."""
+    return (math.log(lo[0]) - math.log(hi[1])) / math.log(STEPS[1] / STEPS[0])
+
+
+def _brute_force_range(steps, lo, hi):
+    """min / max beta over a fine (intercept, beta) grid of lines through every bracket."""
+    x = np.log(np.array(steps) / min(steps))
+    beta = np.linspace(-3, 3, 6001)[:, None, None]
+    a = np.linspace(np.log(1e-4), np.log(1.0), 1501)[None, :, None]
+    y = a - beta * x[None, None, :]
+    ok = ((y >= np.log(lo) - 1e-12) & (y <= np.log(hi) + 1e-12)).all(axis=2).any(axis=1)
+    b = beta[:, 0, 0][ok]
+    return (b.min(), b.max()) if len(b) else None
+
+
+@pytest.mark.parametrize("beta_true", [0.0, 0.32, 0.46, 0.8])
+def test_beta_range_holds_the_true_beta_and_matches_a_brute_force_scan(beta_true):
+    opt, lo, hi = _grid_brackets(beta_true)
+    rng = horizon.beta_range(STEPS, lo, hi)
+    assert rng[0] <= beta_true <= rng[1]
+    brute = _brute_force_range(STEPS, lo, hi)
+    assert rng == pytest.approx(brute, abs=2e-3)
+
+
+def test_beta_range_is_open_at_an_edge_and_none_without_a_power_law():
+    opt, lo, hi = _grid_brackets(0.46)
+    closed = horizon.beta_range(STEPS, lo, hi)
+    hi_open = hi.copy()
+    hi_open[0] = math.inf  # the shortest budget's optimum on the grid's top edge: a steeper fall is allowed
+    wider = horizon.beta_range(STEPS, lo, hi_open)
+    assert wider[0] == closed[0] and closed[1] < wider[1] < math.inf  # the other budgets still bound it
+    assert horizon.beta_range(STEPS[:2], lo[:2], hi_open[:2]) == (pytest.approx(closed_two(lo, hi)), math.inf)
+    assert horizon.beta_range(STEPS[:2], [lo[0], 0.0], hi[:2])[1] == math.inf
+    # optima that go down, then up, then down again by 16x each: no line passes through the narrow brackets
+    zig = np.array([0.02, 0.02 / 16, 0.02, 0.02 / 16])
+    assert horizon.beta_range(STEPS, zig / 1.5, zig * 1.5) is None
+
+
+def test_scale_lr_is_the_power_rule():
+    beta = math.log(4) / math.log(20)
+    assert horizon.scale_lr(0.02, 1200, 24000, beta) == pytest.approx(0.005)
+    assert horizon.scale_lr(0.02, 1200, 1200, 0.9) == 0.02
+    with pytest.raises(ValueError):
+        horizon.scale_lr(0.02, 0, 24000, beta)
+
+
+def test_schedule_warmup_and_decay_follow_each_runs_own_length():
+    for steps in (1200, 24000):
+        f = [lr_factor(s, steps, 0.25, "linear", 0.0) for s in range(steps)]
+        peak = int(np.argmax(f))
+        assert peak == round(0.25 * steps) - 1 and f[peak] == pytest.approx(1.0) and f[-1] < 0.01
+
+
+@pytest.mark.parametrize("over, key", [
+    ("sweep.horizon.beta=-0.3", "sweep.horizon.beta"),
+    ("sweep.horizon.rule=power", "sweep.horizon"),
+    ("sweep.lr_horizon.steps=[1200,4800,9600]", "sweep.lr_horizon.steps"),
+    ("sweep.lr_horizon.grid=[0.01,0.02]", "sweep.lr_horizon.grid"),
+    ("sweep.lr_horizon.baseline=pt", "sweep.lr_horizon.baseline"),
+    ("sweep.horizon.extrapolate=0.5", "sweep.horizon.extrapolate"),
+])
+def test_bad_horizon_settings_are_one_line_errors(over, key):
+    with pytest.raises(ConfigError) as e:
+        cli.compose(["preset=smoke", over])
+    assert str(e.value).startswith(key + ":") and "\n" not in str(e.value)
+
+
+def _fake_run_trials(loss_of):
+    """A run_trials stand-in: every trial 'ok' at loss_of(label, lr, seed) (inf = diverged); records each call."""
+    calls = []
+
+    def run(cfg, trials, sdir, name, labels, tags):
+        calls.append((name, len(trials)))
+        rows = []
+        for ov, lab in zip(trials, labels):
+            loss = loss_of(lab, ov["optim.lr"], ov["seed"])
+            rows.append({"label": lab, "optim.lr": ov["optim.lr"], "seed": ov["seed"], "val_loss": loss,
+                         "status": "ok" if math.isfinite(loss) else "diverged", "trial_key": f"{lab}-{ov['optim.lr']}"})
+        return pd.DataFrame(rows)
+    return run, calls
+
+
+def test_edge_rounds_widen_an_edge_optimum_of_the_seed_mean(monkeypatch):
+    cfg = cli.compose(["preset=smoke", "sweep.lr_horizon.seeds=2", "sweep.lr_horizon.lr_widen=2"])
+    # grid 1e-3 / 1e-2 / 1e-1: at 1 step the optimum 0.3 sits past the top (1.0 brackets it); at 16 steps 0.2 too,
+    # and 1.0 diverges there, which brackets it as well; at 4 steps 0.01 is inside
+    def loss(lab, lr, seed):
+        best = {"pt-T1": 0.3, "pt-T4": 0.01, "pt-T16": 0.2}[lab]
+        return math.inf if lab == "pt-T16" and lr >= 1.0 else 5 + (math.log10(lr / best)) ** 2 + 0.01 * seed
+    run, calls = _fake_run_trials(loss)
+    monkeypatch.setattr(lr_horizon, "run_trials", run)
+    df, lrs = lr_horizon.run_grids(cfg, {"pt": {}}, None, [])
+    assert lrs[("pt", 1)] == lrs[("pt", 16)] == [1e-3, 1e-2, 1e-1, 1.0]
+    assert lrs[("pt", 4)] == [1e-3, 1e-2, 1e-1]
+    assert [c[0] for c in calls] == ["grid", "edge1"] and len(df) == 2 * (4 + 3 + 4)
+    means = lr_horizon.seed_means(df[df["label"] == "pt-T1"])
+    assert means["val_loss"].tolist() == pytest.approx([loss("pt-T1", x, 0) + 0.005 for x in lrs[("pt", 1)]])
+
+
+def test_seed_means_mark_a_diverged_seed_and_a_failed_one():
+    g = pd.DataFrame({"optim.lr": [1, 1, 2, 2, 3, 3], "val_loss": [5, 6, 5, math.inf, 5, math.inf],
+                      "status": ["ok", "ok", "ok", "diverged", "ok", "failed"]})
+    m = lr_horizon.seed_means(g)
+    assert m["status"].tolist() == ["ok", "diverged", "failed"] and m["val_loss"].tolist() == [5.5, math.inf, math.inf]
+
+
+def test_report_marks_collapses_and_brackets_the_optimum():
+    lrs = [0.005, 0.01, 0.02, 0.04, 0.08]
+    loss = {0.005: 5.2, 0.01: 5.05, 0.02: 5.0, 0.04: 5.9, 0.08: 6.5}
+    gain = {0.005: 1.2, 0.01: 1.3, 0.02: 1.4, 0.04: 0.4, 0.08: -0.1}
+    rows = [{"optim.lr": x, "seed": s, "val_loss": loss[x] + 0.01 * s, "status": "ok",
+             "context_gain": gain[x], "context_gain_se": 0.03} for x in lrs for s in range(2)]
+    rows.append({"optim.lr": 0.16, "seed": 0, "val_loss": math.inf, "status": "diverged", "context_gain": math.nan,
+                 "context_gain_se": math.nan})
+    rows.append({"optim.lr": 0.16, "seed": 1, "val_loss": 7.0, "status": "ok", "context_gain": -1,
+                 "context_gain_se": 0.03})
+    b = lr_horizon_report.budget_result(pd.DataFrame(rows), unigram=6.3, collapse_frac=0.5)
+    assert b["x_opt"] == 0.02 and b["bracket"] == [0.01, 0.04] and b["learned"]
+    assert b["rise_half"] == pytest.approx(5.055 / 5.005 - 1) and b["rise_double"] == pytest.approx(5.905 / 5.005 - 1)
+    marks = {p["lr"]: p["mark"] for p in b["points"]}
+    assert marks[0.02] == marks[0.01] == marks[0.005] == ""
+    assert marks[0.04].startswith("collapsed (context gain +0.40")
+    assert marks[0.08].startswith("collapsed (above the unigram") and marks[0.16] == "diverged"

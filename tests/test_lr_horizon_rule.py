@@ -1,0 +1,126 @@
+"""The horizon rule where transfer.yaml is read (verify-transfer, scaling-curves): at another budget it applies the
+power rule and says so, or refuses naming the risk; bad rule input is a one-line error. No Ray: verify-transfer is
+stopped right after it has read transfer.yaml."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ptsweep import cli
+from ptsweep.config import TRANSFER_KEYS
+from ptsweep.errors import SweepError
+from ptsweep.sweeps import verify_transfer
+from ptsweep.sweeps.transfer import read_transfer, transfer_settings
+
+RISK = "an LR tuned at a short budget can collapse a long run"
+LONG = "train.tokens=16384"  # 64 steps of 8 x 32; the smoke preset (and transfer.yaml) has 16
+
+
+@pytest.fixture
+def tfile(tmp_path) -> Path:
+    """transfer.yaml tuned under the smoke preset (16 steps), optim.lr 0.02."""
+    cfg = cli.compose(["preset=smoke"])
+    doc = {"values": {k: (0.02 if k == "optim.lr" else 1.0) for k in TRANSFER_KEYS},
+           "provenance": {"study": "t", "settings": transfer_settings(cfg)}}
+    path = tmp_path / "transfer.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def _results(tmp_path, name="pt", parametrization="mup_sp", steps=(4, 16, 64), beta=0.5) -> Path:
+    path = tmp_path / "horizon.json"
+    path.write_text(json.dumps({"sweep": "lr-horizon", "data": "shakespeare", "fits": {name: {
+        "model": {"name": name, "parametrization": parametrization, "width": 64}, "steps": list(steps),
+        "beta": beta, "beta_range": [0.3, 0.7]}}}))
+    return path
+
+
+def _verify(monkeypatch, capsys, tfile, *over):
+    """``python -m ptsweep verify-transfer`` in-process, stopped (status 2) once transfer.yaml has been read."""
+    def stop(cfg, default):
+        raise SweepError("stopped here by the test, before any trial")
+    monkeypatch.setattr(verify_transfer, "open_study", stop)
+    rc = cli.main(["verify-transfer", "preset=smoke", f"sweep.transfer_file={tfile}", f"out_dir={tfile.parent}",
+                   *over])
+    return rc, capsys.readouterr()
+
+
+def test_verify_transfer_at_another_budget_prints_the_applied_rule(monkeypatch, capsys, tfile):
+    rc, out = _verify(monkeypatch, capsys, tfile, LONG, "sweep.horizon.rule=power", "sweep.horizon.beta=0.5")
+    assert rc == 2 and "stopped here by the test" in out.err  # it got past transfer.yaml
+    line = next(ln for ln in out.out.splitlines() if ln.startswith("horizon rule"))
+    assert "optim.lr 0.02 tuned at 16 steps -> 0.01 at 64 steps" in line and "sweep.horizon.beta" in line
+
+
+def test_verify_transfer_refuses_another_budget_naming_the_risk_with_the_rule_off(monkeypatch, capsys, tfile):
+    rc, out = _verify(monkeypatch, capsys, tfile, LONG)
+    assert rc == 2 and "stopped here" not in out.err
+    err = out.err.strip()
+    assert "\n" not in err and "train.tokens" in err and RISK in err and "sweep.horizon.rule=power" in err
+    assert "allow_transfer_mismatch" in err
+
+
+def test_the_rule_takes_the_budget_out_of_the_mismatch_and_scales_the_lr(tfile, capsys):
+    values, prov, _ = read_transfer(cli.compose(["preset=smoke", f"sweep.transfer_file={tfile}", LONG,
+                                                 "sweep.horizon.rule=power", "sweep.horizon.beta=0.5"]))
+    assert values["optim.lr"] == pytest.approx(0.01) and prov["mismatch"] == {}
+    assert prov["horizon"]["lr_tuned"] == 0.02 and prov["horizon"]["target_steps"] == 64
+    assert values["model.w_attn"] == 1.0  # only the LR moves
+    capsys.readouterr()
+    # at the tuned budget the rule changes nothing and says nothing
+    values, prov, _ = read_transfer(cli.compose(["preset=smoke", f"sweep.transfer_file={tfile}",
+                                                 "sweep.horizon.rule=power", "sweep.horizon.beta=0.5"]))
+    assert values["optim.lr"] == 0.02 and "horizon" not in prov and "horizon rule" not in capsys.readouterr().out
+
+
+def test_the_mismatch_override_with_the_rule_off_keeps_the_lr_and_names_the_risk(tfile, capsys):
+    values, prov, _ = read_transfer(cli.compose(["preset=smoke", f"sweep.transfer_file={tfile}", LONG,
+                                                 "sweep.allow_transfer_mismatch=true"]))
+    out = capsys.readouterr().out
+    assert values["optim.lr"] == 0.02 and "train.tokens" in prov["mismatch"]
+    assert "horizon rule off" in out and RISK in out
+
+
+def test_beta_from_an_lr_horizon_results_file(tmp_path, tfile, capsys):
+    res = _results(tmp_path)
+    values, prov, _ = read_transfer(cli.compose(["preset=smoke", f"sweep.transfer_file={tfile}", LONG,
+                                                 "sweep.horizon.rule=power", f"sweep.horizon.results={res}"]))
+    out = capsys.readouterr().out
+    assert values["optim.lr"] == pytest.approx(0.01) and prov["horizon"]["beta"] == 0.5
+    assert str(res) in out and "budgets 4-64 steps" in out
+    assert "0.007579-0.0132" in out  # beta 0.7 and 0.3 of the file's range: 0.02 (64 / 16)^-beta
+
+
+@pytest.mark.parametrize("case, match", [
+    ("another model", "a results file of another model"),
+    ("short budgets", "do not bracket the target budget of 64 steps"),
+    ("not a study", "is not an lr-horizon study's horizon.json"),
+    ("no beta", "has no finite beta"),
+    ("missing", "cannot read"),
+])
+def test_bad_results_files_are_one_line_errors(tmp_path, tfile, case, match):
+    res = {"another model": lambda: _results(tmp_path, name="bert", parametrization="sp"),
+           "short budgets": lambda: _results(tmp_path, steps=(1, 4, 16)),
+           "no beta": lambda: _results(tmp_path, beta=None),
+           "missing": lambda: tmp_path / "nowhere.json"}.get(case)
+    path = res() if res else tmp_path / "x.json"
+    if case == "not a study":
+        path.write_text(json.dumps({"sweep": "lr-transfer"}))
+    cfg = cli.compose(["preset=smoke", f"sweep.transfer_file={tfile}", LONG, "sweep.horizon.rule=power",
+                       f"sweep.horizon.results={path}"])
+    with pytest.raises(SweepError) as e:
+        read_transfer(cfg)
+    assert match in str(e.value) and "\n" not in str(e.value)
+
+
+def test_extrapolation_past_the_measured_budgets_is_allowed_only_on_purpose(tmp_path, tfile):
+    res = _results(tmp_path, steps=(1, 4, 16))
+    cfg = cli.compose(["preset=smoke", f"sweep.transfer_file={tfile}", LONG, "sweep.horizon.rule=power",
+                       f"sweep.horizon.results={res}", "sweep.horizon.extrapolate=4"])
+    values, _, _ = read_transfer(cfg)
+    assert math.isclose(values["optim.lr"], 0.01)

@@ -1,0 +1,55 @@
+"""`make lr-horizon` end to end at smoke size on a real Ray (PT and BERT, 3 budgets, 3 LRs, the edge rule), and its
+horizon.json read back by the horizon rule."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from ptsweep import cli
+from ptsweep.config import TRANSFER_KEYS
+from ptsweep.sweeps.transfer import read_transfer, transfer_settings
+
+pytest.importorskip("ray")
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "disabled"}
+
+
+@pytest.mark.slow
+def test_smoke_study_runs_on_ray_and_its_fit_drives_the_rule(tmp_path, capsys):
+    res = subprocess.run([sys.executable, "-m", "ptsweep", "lr-horizon", "preset=smoke", "tracker=disabled",
+                          f"out_dir={tmp_path}"], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stderr[-3000:]
+    out = res.stdout
+    assert out.startswith("lr-horizon: preset smoke") and "PT width 64 beside its matched BERT" in out
+    assert "1 / 4 / 16 steps per run" in out and "## Fits" in out and "- pt: eta*(T) = eta0 (T / T0)^-beta" in out
+    sdir = tmp_path / "lr-horizon"
+    trials = pd.read_csv(sdir / "trials.csv")
+    # 2 models x 3 budgets x 3 LRs, and one more LR wherever an optimum sat on an edge (lr_widen 1)
+    assert 18 <= len(trials) <= 24 and set(trials["label"].str.split("-T").str[0]) == {"pt", "bert"}
+    assert set(trials["steps"]) == {1, 4, 16} and (trials["status"] == "ok").all()
+    assert set(trials["tokens"]) == {256, 1024, 4096}  # each budget trained its own length
+    doc = json.loads((sdir / "horizon.json").read_text())
+    assert doc["sweep"] == "lr-horizon" and set(doc["fits"]) == {"pt", "bert"}
+    pt = doc["fits"]["pt"]
+    assert pt["model"]["name"] == "pt" and pt["steps"] == [1, 4, 16] and len(pt["eta_opt"]) == 3
+    assert pt["beta_range"] is None or pt["beta_range"][0] <= pt["beta"] <= pt["beta_range"][1]
+    assert (sdir / "report.md").read_text().startswith("# lr-horizon")
+
+    # the study's horizon.json as the rule's beta: transfer.yaml tuned at 16 steps, this run 4
+    cfg = cli.compose(["preset=smoke"])
+    tfile = tmp_path / "transfer.yaml"
+    tfile.write_text(yaml.safe_dump({"values": {k: (0.02 if k == "optim.lr" else 1.0) for k in TRANSFER_KEYS},
+                                     "provenance": {"settings": transfer_settings(cfg)}}))
+    values, prov, _ = read_transfer(cli.compose(["preset=smoke", f"sweep.transfer_file={tfile}", "train.tokens=1024",
+                                                 "sweep.horizon.rule=power",
+                                                 f"sweep.horizon.results={sdir / 'horizon.json'}"]))
+    assert values["optim.lr"] == pytest.approx(0.02 * (4 / 16) ** -pt["beta"])
+    assert prov["horizon"]["beta"] == pytest.approx(pt["beta"]) and "horizon rule power" in capsys.readouterr().out

@@ -2,16 +2,17 @@
 
 Every identity starts from :func:`result_config`: the flat config (dotted keys) minus the result-neutral keys
 (outputs, trackers, Ray, sweep settings, progress, threads, checkpointing, device and its TF32 switch, batch
-prefetching, where the token cache lies, the message statistics an evaluation logs, the command that builds a
-corpus' files), so two configs that differ only there share it. :func:`config_hash` (8 hex digits) names a run
-folder ``<out_dir>/train/<label>-<hash>`` and is the resume check; :func:`trial_key` (``[label-]`` + 10 hex digits)
-names a sweep trial's ledger folder ``<study>/trials/<key>/`` and, through :func:`trial_config`, the base config an
-Optuna study was created for.
+prefetching, where the token cache lies, the probes a run logs, the command that builds a corpus' files), so two
+configs that differ only there share it. :func:`config_hash` (8 hex digits) names a run folder
+``<out_dir>/train/<label>-<hash>`` and is the resume check; :func:`trial_key` (``[label-]`` + 10 hex digits) names a
+sweep trial's ledger folder ``<study>/trials/<key>/`` and, through :func:`trial_config`, the base config an Optuna
+study was created for.
 
 A key added to the schema after results were recorded is hashed only where it changes the computation
-(:data:`LEGACY_EQUIVALENT`); an unset key whose value in effect depends on another (``model.damping_z``) is hashed
-as that value. The two digests write floats differently (``config_hash`` by repr at the top level only, trial keys
-also inside lists); both are kept as they were, since existing run folders and ledgers are found by these values.
+(:data:`LEGACY_EQUIVALENT`), a key retired from it only where it did (``config.convert.RETIRED_KEYS``); an unset
+key whose value in effect depends on another (``model.damping_z``) is hashed as that value. The two digests write
+floats differently (``config_hash`` by repr at the top level only, trial keys also inside lists and their
+mappings); both are kept as they were, since existing run folders and ledgers are found by these values.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import json
 from typing import Any, Mapping
 
 from ptsweep.config import flatten, to_dict
+from ptsweep.config.convert import RETIRED_KEYS
 from ptsweep.config.model import default_z_damping
 
 __all__ = ["RESULT_NEUTRAL_PREFIXES", "RESULT_NEUTRAL_KEYS", "result_config", "config_hash", "trial_config",
@@ -32,49 +34,28 @@ RESULT_NEUTRAL_PREFIXES = ("tracker.", "ray.", "sweep.")
 RESULT_NEUTRAL_KEYS = {"out_dir", "run_name", "preset", "data.cache_dir", "data.num_proc", "train.progress",
                        "train.threads", "train.resume", "train.checkpoint", "train.checkpoint_every_s", "train.device",
                        "train.stop_after_steps", "train.log_every", "train.prefetch", "train.tf32",
-                       "data.token_cache", "train.message_stats", "data.build_command"}
-
-
-def _at_anchor(flat: Mapping[str, Any]) -> bool:
-    """N = N0 (the width rules' factors sqrt(log N / log N0), sqrt(N0 / N) are exactly 1) or no MFVI (T = 0)."""
-    return flat.get("model.width") == flat.get("model.base_width") or flat.get("model.n_iters") == 0
-
-
-def _lever_off(flat: Mapping[str, Any], key: str, off: Any) -> bool:
-    """``key`` at its off value, or no MFVI iteration for a lever to act on (T = 0: the no-inference control)."""
-    return flat[key] == off or flat.get("model.n_iters") == 0
+                       "data.token_cache", "train.probes", "data.build_command"}
 
 
 # key -> when its value computes what a config without the key computed: 'model.attn_base_rank' is read by 'mup_sp'
-# only, and at r_A = base_rank its attention scale is the earlier r0 / r. The basin levers (models/pt_levers.py) at
-# their off values, a setting of an off lever, the width rules at the anchor width and any lever of the
-# no-inference control (T = 0) change nothing.
+# only, and at r_A = base_rank its attention scale is the earlier r0 / r; no variant of PT is the paper's model.
 LEGACY_EQUIVALENT = {
     "model.attn_base_rank": lambda flat: (flat.get("model.parametrization") != "mup_sp"
                                           or flat["model.attn_base_rank"] == flat.get("model.base_rank")),
-    "model.z_loss": lambda flat: _lever_off(flat, "model.z_loss", 0),
-    "model.z_loss_iters": lambda flat: flat.get("model.z_loss", 0) == 0 or _lever_off(flat, "model.z_loss_iters",
-                                                                                      "final"),
-    "model.qz_entropy_floor": lambda flat: _lever_off(flat, "model.qz_entropy_floor", 0),
-    "model.qz_entropy_weight": lambda flat: (flat.get("model.qz_entropy_floor", 0) == 0
-                                             or _lever_off(flat, "model.qz_entropy_weight", 1)),
-    "model.attn_score_norm": lambda flat: _lever_off(flat, "model.attn_score_norm", "none"),
-    "model.z_scale_rule": lambda flat: flat["model.z_scale_rule"] == "none" or _at_anchor(flat),
-    "model.topic_scale_rule": lambda flat: flat["model.topic_scale_rule"] == "none" or _at_anchor(flat),
-    "model.unary_lr_scale": lambda flat: flat["model.unary_lr_scale"] == 1.0,  # S trains without inference too
-    "model.unary_lr_rule": lambda flat: flat["model.unary_lr_rule"] == "const",
-    "model.unary_lr_cap": lambda flat: flat["model.unary_lr_cap"] == 0,  # 0 only under 'const' (config checks)
+    "model.variants": lambda flat: not flat["model.variants"],
 }
 
 
 def _without_neutral(flat: Mapping[str, Any]) -> dict:
-    """``flat`` (dotted keys) sorted by key, minus the result-neutral keys and the keys at a legacy-equivalent
-    value; unset damping as the value in effect."""
+    """``flat`` (dotted keys) sorted by key, minus the result-neutral keys, the keys at a legacy-equivalent value
+    and retired keys at the value that computed nothing (``RETIRED_KEYS``: old checkpoints carry them); unset
+    damping as the value in effect."""
     if flat.get("model.damping_z", 0.0) is None:
         flat = {**flat, "model.damping_z": default_z_damping(flat["model.parametrization"])}
     return {k: v for k, v in sorted(flat.items())
             if k not in RESULT_NEUTRAL_KEYS and not k.startswith(RESULT_NEUTRAL_PREFIXES)
-            and not (k in LEGACY_EQUIVALENT and LEGACY_EQUIVALENT[k](flat))}
+            and not (k in LEGACY_EQUIVALENT and LEGACY_EQUIVALENT[k](flat))
+            and not (k in RETIRED_KEYS and v in RETIRED_KEYS[k])}
 
 
 def result_config(cfg_or_dict) -> dict:
@@ -84,11 +65,14 @@ def result_config(cfg_or_dict) -> dict:
 
 
 def _norm(v: Any, deep: bool = True) -> Any:
-    """Floats by repr (exact, and the same text on every platform); with ``deep`` also inside lists."""
+    """Floats by repr (exact, and the same text on every platform); with ``deep`` also inside lists and their
+    mappings (``model.variants``)."""
     if isinstance(v, float):
         return repr(v)
     if deep and isinstance(v, (list, tuple)):
         return [_norm(x) for x in v]
+    if deep and isinstance(v, dict):
+        return {k: _norm(x) for k, x in v.items()}
     return v
 
 

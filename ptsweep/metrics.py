@@ -188,3 +188,17 @@ def format_loss(m: dict, key: str = "val_loss", prefix: str = "") -> str:
                     f"{f(m.get(prefix + 'context_gain_se'))}: {mark}")
         out += ")"
     return out
+
+
+def masked_token_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean of x (B, L) over the real tokens (mask (B, L) bool); 0 when there are none."""
+    keep = mask.to(x.dtype)
+    return (x * keep).sum() / keep.sum().clamp_min(1.0)
+
+
+def token_entropy(q: torch.Tensor) -> torch.Tensor:
+    """H(q) = -sum q log q over the last axis (nats; 0 log 0 = 0), in float32 or wider. The log reads q clamped at
+    the dtype's smallest normal number: the same value, and a finite gradient where q = 0 (pads, underflowed
+    labels), where xlogy's log q + 1 = -inf would turn the zero upstream gradient into NaN."""
+    q = q.float() if q.dtype in (torch.float16, torch.bfloat16) else q
+    return -(q * q.clamp_min(torch.finfo(q.dtype).tiny).log()).sum(-1)

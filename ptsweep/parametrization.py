@@ -2,8 +2,7 @@
 
 A parameter gets its role where it is created (:func:`declare`), never from its name. The table below is the whole
 rule set; `build_optimizer` makes one AdamW group per (role, multiplier) and the LR schedule multiplies each group's
-``lr_mult`` (it never sets absolute LRs, which would silently undo muP; the one absolute number is a cap a
-parameter may declare on its peak LR, ``mup_lr_cap``, applied under muP only).
+``lr_mult`` (it never sets absolute LRs, which would silently undo muP).
 
 | role   | tensors in PT                   | muP init        | muP LR  | SP (original PT)                |
 |--------|---------------------------------|-----------------|---------|---------------------------------|
@@ -19,6 +18,9 @@ forward multiplier; spec §8).
 'mup_paper' uses the table literally; 'mup' and 'mup_sp' multiply the init std and the LR of some tensors by
 base-shape constants declared with the parameter (``mup_init_mult``, ``mup_lr_mult``: same exponent of N;
 ``models.pt_constants.MFVIConstants``), 'mup_sp' so that at the base width every init and AdamW update is SP's.
+
+A variant of a model that trains one tensor at another LR says so here, through :func:`lr_rule` (a factor on the
+declared constant and an absolute cap on the peak LR, under muP only): the one hook for per-tensor LR rules.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ class Role(str, Enum):
 
 _DECLARED_ATTR = "_ptsweep_declared"
 """The parameter attribute where :func:`declare` keeps its :class:`Declared`."""
+_LR_RULE_ATTR = "_ptsweep_lr_rule"
+"""The parameter attribute where :func:`lr_rule` keeps (factor, cap)."""
 
 
 class Declared(NamedTuple):
@@ -53,7 +57,6 @@ class Declared(NamedTuple):
     sp_init: Callable[[torch.Tensor], None] | None
     mup_init_mult: float
     mup_lr_mult: float
-    mup_lr_cap: float = math.inf
 
 
 MUP_VARIANTS = ("mup_sp", "mup", "mup_paper")
@@ -70,13 +73,19 @@ def is_mup(parametrization: str) -> bool:
 
 
 def declare(param: nn.Parameter, role: Role, sp_init: Callable[[torch.Tensor], None] | None = None,
-            mup_init_mult: float = 1.0, mup_lr_mult: float = 1.0, mup_lr_cap: float = math.inf) -> nn.Parameter:
+            mup_init_mult: float = 1.0, mup_lr_mult: float = 1.0) -> nn.Parameter:
     """Tag ``param`` with its muP ``role``, the in-place init used under SP, and two base-shape constants: one
-    multiplying the role's muP init std, one its muP LR (1 = [S] Table 2; same exponent of N, another constant),
-    and under muP an absolute cap on its peak LR (inf = none). Returns the parameter."""
-    setattr(param, _DECLARED_ATTR, Declared(Role(role), sp_init, float(mup_init_mult), float(mup_lr_mult),
-                                            float(mup_lr_cap)))
+    multiplying the role's muP init std, one its muP LR (1 = [S] Table 2; same exponent of N, another constant).
+    Returns the parameter."""
+    setattr(param, _DECLARED_ATTR, Declared(Role(role), sp_init, float(mup_init_mult), float(mup_lr_mult)))
     return param
+
+
+def lr_rule(param: nn.Parameter, factor: float = 1.0, cap: float = math.inf) -> None:
+    """A variant's LR rule for one declared tensor: under muP its LR constant times ``factor`` and its peak LR at
+    most ``cap`` (an absolute LR; inf = none). SP's groups keep eta."""
+    role_of(param)  # declared first
+    setattr(param, _LR_RULE_ATTR, (float(factor), float(cap)))
 
 
 def role_of(param: nn.Parameter) -> Role:
@@ -120,25 +129,25 @@ def init_parameters(module: nn.Module, width: int, parametrization: str,
 
 
 def param_groups(module: nn.Module, width: int, parametrization: str, weight_decay: float = 0.0) -> list[dict]:
-    """One optimizer group per (role, declared LR constant, declared cap), in :class:`Role` order, each carrying
-    ``lr_mult`` = the role's multiplier x the constant under muP (SP: 1), ``lr_cap`` = the declared cap on the peak
-    LR under muP (SP, or none declared: inf) and ``role`` for logging. Weight decay applies to matrices
+    """One optimizer group per (role, LR constant, cap), in :class:`Role` order, each carrying ``lr_mult`` = the
+    role's multiplier x the declared constant (x an :func:`lr_rule`'s factor) under muP (SP: 1), ``role`` for
+    logging and, where an :func:`lr_rule` caps it under muP, ``lr_cap``. Weight decay applies to matrices
     (input/hidden/output) but not to gains and biases."""
     mup = is_mup(parametrization)
     by_key: dict[tuple[Role, float, float], list[nn.Parameter]] = {}
     for p in module.parameters():
         if p.requires_grad:
-            declared = getattr(p, _DECLARED_ATTR)
-            const, cap = (declared.mup_lr_mult, declared.mup_lr_cap) if mup else (1.0, math.inf)
-            by_key.setdefault((role_of(p), const, cap), []).append(p)
+            factor, cap = getattr(p, _LR_RULE_ATTR, (1.0, math.inf))
+            const = getattr(p, _DECLARED_ATTR).mup_lr_mult * factor if mup else 1.0
+            by_key.setdefault((role_of(p), const, cap if mup else math.inf), []).append(p)
     return [{"params": params, "role": role.value, "lr_mult": lr_multiplier(role, width, parametrization) * const,
-             "lr_cap": cap, "weight_decay": 0.0 if role in (Role.GAIN, Role.BIAS) else weight_decay}
+             "weight_decay": 0.0 if role in (Role.GAIN, Role.BIAS) else weight_decay,
+             **({"lr_cap": cap} if cap < math.inf else {})}
             for (role, const, cap), params in sorted(by_key.items(), key=lambda kv: list(Role).index(kv[0][0]))]
 
 
 def group_lr(group: dict, base_lr: float, schedule_factor: float = 1.0) -> float:
-    """A group's LR: ``schedule_factor * min(base_lr * lr_mult, lr_cap)`` (a group without ``lr_cap``, e.g. from a
-    checkpoint written before caps existed, has none)."""
+    """A group's LR: ``schedule_factor * min(base_lr * lr_mult, lr_cap)`` (no ``lr_cap``: uncapped)."""
     return schedule_factor * min(base_lr * group["lr_mult"], group.get("lr_cap", math.inf))
 
 
@@ -157,7 +166,6 @@ def build_optimizer(module: nn.Module, width: int, parametrization: str, lr: flo
 
 
 def set_lr(optimizer: torch.optim.Optimizer, base_lr: float, schedule_factor: float) -> None:
-    """Apply a schedule: every group gets ``schedule_factor * min(base_lr * lr_mult, lr_cap)`` (:func:`group_lr`;
-    never an absolute LR but a declared cap)."""
+    """Apply a schedule: every group gets :func:`group_lr` (never an absolute LR but an :func:`lr_rule`'s cap)."""
     for g in optimizer.param_groups:
         g["lr"] = group_lr(g, base_lr, schedule_factor)

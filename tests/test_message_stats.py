@@ -1,4 +1,4 @@
-"""PT's message statistics (``ptsweep.train.message_stats``, ``train.message_stats``) against an independent
+"""PT's message statistics (``ptsweep.train.message_stats``, the probe of ``train.probes``) against an independent
 recomputation, and the training loop writing them to the history only when asked.
 
 The recomputation takes the distributions of a traced forward (Q_z, Q_h, Q_g: the inputs of each iteration's
@@ -154,17 +154,19 @@ def test_message_stats_match_a_brute_force_recomputation(off) -> None:
     assert got["msg/z_logit_rms"] != got["msg_mean/z_logit_rms"]  # the iterations differ
 
 
-def test_message_stats_key_checks_the_model() -> None:
-    for overrides, words in ((["model=bert"], "measures PT's messages; model is bert"),
-                             (["model.n_iters=0"], "needs model.n_iters >= 1")):
-        with pytest.raises(ConfigError, match=f"train.message_stats: {words}"):
-            compose(["preset=smoke", "train.message_stats=true", *overrides])
-    assert not compose(["preset=smoke"]).train.message_stats  # off by default
+def test_the_message_stats_probe_checks_the_model() -> None:
+    for overrides, words in ((["model=bert"], "message_stats measures PT's messages; model is bert"),
+                             (["model.n_iters=0"], "message_stats needs model.n_iters >= 1")):
+        with pytest.raises(ConfigError, match=f"train.probes: {words}"):
+            compose(["preset=smoke", "train.probes=[message_stats]", *overrides])
+    with pytest.raises(ConfigError, match="train.probes: must be one of"):
+        compose(["preset=smoke", "train.probes=[grad_norms]"])
+    assert compose(["preset=smoke"]).train.probes == ["update_sizes"]  # off by default
 
 
 def _smoke_run(cache_dir: Path, out: Path, on: bool, rows_tracker) -> tuple[dict, object, list[dict]]:
     cfg = compose(["preset=smoke", "tracker=disabled", f"out_dir={out}", f"data.cache_dir={cache_dir}",
-                   f"train.message_stats={str(on).lower()}"])
+                   f"train.probes=[update_sizes{',message_stats' if on else ''}]"])
     tracker = rows_tracker()
     m = train.run(cfg, tracker)
     history = [json.loads(line) for line in (Path(m["run_dir"]) / "history.jsonl").read_text().splitlines()]
@@ -215,7 +217,7 @@ def test_message_sizes_script_runs_the_lr_transfer_trial_and_divides_width_128_b
     m = cfg.model
     assert (m.channels, m.rank, m.base_width, m.parametrization, m.messages_off) == (4, 32, 32, "mup_sp", ("topic",))
     assert cfg.optim.lr == 0.02 and cfg.train.tokens / (cfg.train.batch_size * cfg.data.seq_len) == 1200
-    assert cfg.train.eval_every == 200 and cfg.train.message_stats and cfg.data.vocab_size == 8192
+    assert cfg.train.eval_every == 200 and "message_stats" in cfg.train.probes and cfg.data.vocab_size == 8192
     stats = {k: 1.0 for k in ms.SHOWN}
     for width, scale, steps in ((32, 1.0, (0, 200, 400)), (128, 2.0, (0, 200))):
         run = tmp_path / f"w{width}"

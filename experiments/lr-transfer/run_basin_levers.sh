@@ -16,16 +16,16 @@ source experiments/lr-transfer/study_env.sh
 source experiments/lr-transfer/lever_design.sh
 BASE=("${LEVER_DESIGN[@]}" 'sweep.lr_transfer.weight_grid=[]' sweep.lr_transfer.refine_top=0
       "sweep.lr_transfer.seeds=${SEEDS:-3}" "sweep.study=levers-basin${DATA:+-$DATA}")
-LEVERS=(  # name control-overrides
-  "z_loss-1e-4 {model.n_iters:4,model.z_loss:1.0e-4}"
-  "z_loss-1e-3 {model.n_iters:4,model.z_loss:1.0e-3}"
-  "z_loss_all-1e-4 {model.n_iters:4,model.z_loss:1.0e-4,model.z_loss_iters:all}"
-  "qz_floor-0.5 {model.n_iters:4,model.qz_entropy_floor:0.5}"
-  "qz_floor-0.7 {model.n_iters:4,model.qz_entropy_floor:0.7}"
-  "row_rms-wattn2 {model.n_iters:4,model.attn_score_norm:row_rms,model.w_attn:2.0}"
-  "row_rms-wattn6 {model.n_iters:4,model.attn_score_norm:row_rms,model.w_attn:6.0}"
-  "z_scale {model.n_iters:4,model.z_scale_rule:sqrt_log}"
-  "topic_scale {model.n_iters:4,model.topic_scale_rule:inv_sqrt}"
+LEVERS=(  # name control-overrides (the lever: a variant of PT, model.variants; ptsweep/variants)
+  "z_loss-1e-4 {model.n_iters:4,model.variants:[{name:z_loss,coef:1.0e-4}]}"
+  "z_loss-1e-3 {model.n_iters:4,model.variants:[{name:z_loss,coef:1.0e-3}]}"
+  "z_loss_all-1e-4 {model.n_iters:4,model.variants:[{name:z_loss,coef:1.0e-4,iters:all}]}"
+  "qz_floor-0.5 {model.n_iters:4,model.variants:[{name:qz_entropy_floor,floor:0.5}]}"
+  "qz_floor-0.7 {model.n_iters:4,model.variants:[{name:qz_entropy_floor,floor:0.7}]}"
+  "row_rms-wattn2 {model.n_iters:4,model.variants:[{name:attn_row_rms}],model.w_attn:2.0}"
+  "row_rms-wattn6 {model.n_iters:4,model.variants:[{name:attn_row_rms}],model.w_attn:6.0}"
+  "z_scale {model.n_iters:4,model.variants:[{name:z_scale}]}"
+  "topic_scale {model.n_iters:4,model.variants:[{name:topic_scale}]}"
 )
 for entry in "${LEVERS[@]}"; do
   name=${entry%% *}

@@ -18,8 +18,8 @@ BASE=("${LEVER_DESIGN[@]}" sweep.lr_transfer.seeds=3 sweep.lr_transfer.refine_to
       'sweep.lr_transfer.weight_widths=[32,128]')
 VARIANTS=(  # name model-overrides (one word each)
   "default"
-  "z_scale model.z_scale_rule=sqrt_log"
-  "topic_scale model.topic_scale_rule=inv_sqrt"
+  "z_scale model.variants=[{name:z_scale}]"
+  "topic_scale model.variants=[{name:topic_scale}]"
 )
 for entry in "${VARIANTS[@]}"; do
   read -r -a words <<< "$entry"

@@ -1,5 +1,6 @@
 """How PT's MFVI messages change with width during training: PT and PT without the topic message into Z
-(``model=pt_no_topic``) at widths 32 and 128, trained with ``train.message_stats=true`` (README.md here).
+(``model=pt_no_topic``) at widths 32 and 128, trained with the probe ``message_stats`` (``train.probes``; README.md
+here).
 
 Each run is ``python -m ptsweep train`` (configs composed and validated by the CLI) on the lr-transfer study's
 long-budget setting: ``preset=lr_study``, rank paradigm anchored at width 32 (C = 4, r = N/4; the default 'mup_sp'
@@ -35,7 +36,7 @@ from ptsweep.train import CHECKPOINT, default_run_dir, message_stats
 
 STUDY = ["preset=lr_study", "tracker=disabled", "train.tokens=1228800", "train.eval_every=200", "optim.lr=0.02",
          "optim.warmup_frac=0.25", "model.scaling=rank", "model.base_width=32", "model.base_channels=4",
-         "model.base_rank=8", "seed=0", "train.threads=1", "train.message_stats=true"]
+         "model.base_rank=8", "seed=0", "train.threads=1", "train.probes=[update_sizes,message_stats]"]
 """The lr-transfer study's long-budget default at eta* (run_damped_study.sh), with the message statistics on."""
 MODELS = ("pt", "pt_no_topic")
 SHOWN = ("child_ratio", "head_ratio", "topic_ratio", "attn_logit_rms", "topic_logit_rms", "z_logit_rms",

@@ -7,9 +7,8 @@ Truth (relative loss bowl in the log-coordinates u_i = ln(S'_i / S_i) of :mod:`p
     mu(u) = loss * (1 + sum_i c_i (u_i - ln k_i)^2),   runs L_{j,s} = mu(u_j) + b_s + e_{j,s}                    (B1)
 
 k_i = the optimum's factor on axis i, b_s ~ N(0, (seed_sd loss)^2), e ~ N(0, (noise loss)^2); the design of
-verify-transfer: the base at m seeds, point j at k seeds (j + r) mod m. Curvatures c_i (relative, per (ln factor)^2)
-measured in experiments/lr-transfer/README.md at width 256: learning rate 0.073 (losses 6.312 / 6.115 / 6.346 at
-eta* / 2, eta*, 2 eta*), w_attn 0.039 (6.115 / 6.090 / 6.294 at 1, 2, 4); the five other weights get w_attn's value.
+verify-transfer: the base at m seeds, point j at k seeds (j + r) mod m. Curvatures c_i (relative, per (ln factor)^2):
+:data:`CURVATURE`, the project's measured values (docs/verdicts.md says where they come from).
 """
 
 from __future__ import annotations

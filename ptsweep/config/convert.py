@@ -19,6 +19,18 @@ from ptsweep.config.sweep import RENAMED_KEYS
 from ptsweep.errors import ConfigError
 
 
+RETIRED_KEYS: dict[str, tuple] = {
+    **{f"model.{k}": (v,) for k, v in (("z_loss", 0.0), ("z_loss_iters", "final"), ("qz_entropy_floor", 0.0),
+                                       ("qz_entropy_weight", 1.0), ("attn_score_norm", "none"),
+                                       ("z_scale_rule", "none"), ("topic_scale_rule", "none"),
+                                       ("unary_lr_scale", 1.0), ("unary_lr_rule", "const"), ("unary_lr_cap", 0.0))},
+    "train.message_stats": (False, True),
+}
+"""Keys of earlier schemas (PT's variants were model keys, the message statistics a train key) and the values at
+which each changed no number: run identities read an old checkpoint's config that carries one at such a value as
+the config without it (``identity``); the schema names where the setting went (:func:`unknown_key`)."""
+
+
 def model_schema(name: Any) -> type:
     """The model schema ``model.name`` selects (pt, bert, ut, modernbert)."""
     if name not in MODEL_SCHEMAS:
@@ -53,6 +65,8 @@ def unknown_key(key: str, schema: Any) -> str:
     unknown config key (did you mean <near miss>?)"`` or the valid keys of ``schema``."""
     if key in RENAMED_KEYS:
         return f"{key}: renamed to {RENAMED_KEYS[key]}"
+    if key in RETIRED_KEYS:
+        return f"{key}: retired; PT's variants are set in model.variants (ptsweep.variants), probes in train.probes"
     prefix, _, leaf = key.rpartition(".")
     valid = [f.name for f in dataclasses.fields(schema)] if dataclasses.is_dataclass(schema) else []
     near = difflib.get_close_matches(leaf, valid, n=1)

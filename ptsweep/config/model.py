@@ -8,7 +8,8 @@ checked in ``validate`` (``one_of``): OmegaConf does not support ``Literal``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from ptsweep.config.checks import one_of, require
 
@@ -46,9 +47,8 @@ class PTConfig:
     """'mup_sp' (the default): the muP exponents of N with every base-shape constant chosen so that at N =
     ``base_width`` (the tuning width) the model *is* SP (init, forward and AdamW updates;
     ``models.pt_constants.MFVIConstants.sp_anchored``) but for a cooler attention constant (``attn_base_rank``), with
-    Z damping 0.5. 'mup': the same exponents with the width-stable constants below (experiments/coord-check/README.md
-    derives them). 'mup_paper': [S]'s literal init (every constant 1), not width-stable at T >= 2. 'sp': original PT
-    (spec §6.3 table). How each trains: experiments/lr-transfer/README.md."""
+    Z damping 0.5. 'mup': the same exponents with the base-shape constants below. 'mup_paper': [S]'s literal init
+    (every constant 1). 'sp': original PT (spec §6.3 table)."""
     base_width: int = 256
     """N0: the width at which the base shape (C0, r0) holds (and where 'mup_sp' equals SP: its tuning width)."""
     base_channels: int = 4
@@ -58,7 +58,7 @@ class PTConfig:
     attn_base_rank: int = 8
     """r_A, read by 'mup_sp' only: the rank at which the attention-logit scale is SP's, s_H = r_A / r (muP's 1/r,
     [S] eq. 7, with SP's constant at rank r_A); at r_A = ``base_rank`` 'mup_sp' is SP at the base width in every
-    respect. 8 gives both paradigms the same logit temperature (experiments/lr-transfer/README.md, "channels")."""
+    respect."""
     topic_ratio: int = 4
     """M / N: number of topic labels per Z label (M = 4N by default)."""
     dists: tuple[int, ...] = (2, 3, 4)
@@ -70,9 +70,9 @@ class PTConfig:
     center_features: bool = True
     """'mup' only: features N Q_z - 1 and M Q_g - 1 (a potential shift, T~ = P T P: the same CRF)."""
     init_unary: float = 0.125
-    """'mup' only: std of the unary S at init (input group, N^0; 'mup_paper': 1; experiments/context)."""
+    """'mup' only: std of the unary S at init (input group, N^0; 'mup_paper': 1)."""
     init_u: float = 0.5
-    """'mup' only: U ~ N(0, init_u^2 / N) (hidden group; 'mup_paper': 1; coord-check README)."""
+    """'mup' only: U ~ N(0, init_u^2 / N) (hidden group; 'mup_paper': 1)."""
     init_v: float = 0.5
     """'mup' only: V ~ N(0, init_v^2 / N) (hidden group; 'mup_paper': 1)."""
     init_topic: float = 0.03
@@ -80,9 +80,9 @@ class PTConfig:
     lr_unary: float = 1.0
     """'mup' only: constant on the LR of S (input group: eta * lr_unary); sets the input:hidden LR ratio."""
     lr_ternary: float = 4.0
-    """'mup' only: constant on the LR of U, V (hidden group: eta * lr_ternary / N; experiments/context)."""
+    """'mup' only: constant on the LR of U, V (hidden group: eta * lr_ternary / N)."""
     lr_topic: float = 0.15
-    """'mup' only: constant on the LR of B (hidden group: eta * lr_topic / N; coord-check/topic-training.md)."""
+    """'mup' only: constant on the LR of B (hidden group: eta * lr_topic / N)."""
     lr_output: float = 1.0
     """'mup' only: constant on the LR of the decoder W_out (output group: eta * lr_output / N)."""
     w_unary: float = 1.0
@@ -102,8 +102,8 @@ class PTConfig:
     damping_z: float | None = None
     """beta_Z: damping of Z logits (0 = none, spec §3.2 step 6; [PT] App. B.2: same fixed points, slower iteration).
     None = the parametrization's default (:attr:`z_damping`): 0.5 under 'mup_sp' and 'mup' (a_Z = N feeds a confident
-    Q_z back with gain ~N/k; experiments/context, "Mechanism"), 0 under 'sp' and 'mup_paper'. Run and trial
-    identities hash the value in effect, not None."""
+    Q_z back with gain ~N/k), 0 under 'sp' and 'mup_paper'. Run and trial identities hash the value in effect, not
+    None."""
     stepsize_h: float = 1.0
     """alpha_H: step size mixing new H/G distributions with the previous ones (1 = plain update)."""
     stepsize_z: float = 1.0
@@ -118,59 +118,13 @@ class PTConfig:
     """Finite logit for forbidden heads (diagonal, pads); never -inf (spec §12.1)."""
     attention_impl: str = "auto"
     """H softmax + ternary Z messages: 'dense' keeps (B,C,L,L) tensors (the reference); 'blockwise' recomputes in
-    backward, memory linear in L (models/pt_attention.py), no dropout/damping/step size on Q_h; 'auto' = dense, the
-    faster path on CPU and GPU for about twice blockwise's memory at L = 128 (bench/README.md); 'fused': torch's
+    backward, memory linear in L (models/pt_attention.py), no dropout/damping/step size on Q_h; 'auto' = dense
+    (the path bench/README.md measures faster on CPU and GPU); 'fused': torch's
     fused attention kernels (models/pt_fused.py; CPU only, else blockwise; as blockwise's restrictions). Traces
     (inspect, coord-check) always use the dense path."""
-    # Basin levers (models/pt_levers.py; experiments/lr-transfer/levers.md): each off by default, and off the model
-    # is the plain one bit for bit. Candidates against the collapse of Q_z to one-hot at 2-4 eta*.
-    z_loss: float = 0.0
-    """Coefficient of an auxiliary training loss z_loss * mean_i logsumexp(l_i)^2 over real tokens of the MFVI's Z
-    logits (PaLM's z-loss, on l^(t) instead of the output logits; 0 = off). Why: the collapse grows the Z logits'
-    scale; lse >= max_n l_n and >= mean_n l_n + log N, so the term pins the logits' level near 0, which caps how far
-    the largest logit can run (not their spread). Logged as ``z_loss`` (the weighted term) in the history."""
-    z_loss_iters: str = "final"
-    """Which Z logits the z-loss reads: 'final' (l^(T), what the head reads) or 'all' (mean over t = 1..T)."""
-    qz_entropy_floor: float = 0.0
-    """f in [0, 1): adds qz_entropy_weight * mean_t relu(f log N - Hbar^(t))^2 to the training loss, Hbar^(t) the
-    mean entropy of Q_z^(t) over real tokens at MFVI iteration t (0 = off). Why this form: a hinge is 0, with 0
-    gradient, while Q_z keeps its entropy (the healthy model is untouched; trained at eta*, Q_z's entropy is ~0.8
-    log N, experiments/weight-drift), and pushes back only on a collapse (entropy -> 0 at 4 eta*); squared, so the
-    gradient is continuous at the floor; on the mean, not per token, so confident tokens stay allowed. A fixed
-    temperature would cool every Q_z, healthy or not. Logged as ``qz_entropy_floor`` (the weighted term)."""
-    qz_entropy_weight: float = 1.0
-    """w_H: weight of the entropy-floor hinge (nats^-1; read only when qz_entropy_floor > 0)."""
-    attn_score_norm: str = "none"
-    """'row_rms': the attention logits are A = w_attn S / sqrt(mean_j S^2 + eps) (mean over each row's valid heads
-    j), replacing w_attn s_H S, so every row's logits have RMS w_attn whatever the scale of q, v (trained at eta*
-    the default reaches RMS ~6: set w_attn near it). Why: the collapse starts with attention logits that sharpen
-    without bound (std 9-32 at 2 eta*, experiments/lr-transfer); this bounds them. Dense and blockwise paths (each
-    normalises whole rows); not the fused one. 'none' (default): A = w_attn s_H S."""
-    z_scale_rule: str = "none"
-    """'sqrt_log': the combined Z messages times sigma_Z(N) = sqrt(log N / log N0) (N0 = ``base_width``; 1 at N0).
-    Why: logits of std sigma over N labels lose ~sigma^2/2 nats of entropy, so Q_z's entropy as a fraction of log N
-    holds only if sigma^2 grows like log N; measured, width 128's Z logits are ~12 % cooler than width 32's
-    (experiments/weight-drift). 'none': sigma_Z = 1."""
-    topic_scale_rule: str = "none"
-    """'inv_sqrt': the topic logits times sqrt(N0 / N) (1 at N0). Why: measured, they grow ~N^0.5 over training
-    although muP's eta/N on B predicts no growth (experiments/weight-drift). 'none': no factor."""
-    unary_lr_scale: float = 1.0
-    """A factor on the LR of the unary S (muP family only; 1 = off): a diagnostic, not a basin lever. Why: AdamW's
-    step is scale-free, so w_unary scales both S's logits at init and their updates; w_unary = 2 with 0.5 here
-    doubles only the init, w_unary = 1 with 2 only the updates. Measured: 2 helps at width 128 and not at 32, and
-    stalls the model at 2 eta* (experiments/weight-drift)."""
-    unary_lr_rule: str = "const"
-    """How S's LR follows width (muP family only). 'const' (default): eta x ``unary_lr_scale``, width-free ([S]
-    Table 2's input row). 'sqrt_capped': S's peak LR = min(eta x ``unary_lr_scale`` x sqrt(N / N0),
-    ``unary_lr_cap``), the warm-up and decay multiplying it as every group's. Why: measured, S trains best at about
-    eta at width 32 and at about 2 eta* at widths 128 and 256 (the growth levels off), and an S at 4 eta* with the
-    rest at 2 eta* stalls; the cap (set from the tuned eta*_0, e.g. 2 eta*_0) keeps S's step where it was at eta*
-    when eta doubles. Measured: it removes w_unary's drift and keeps eta*, but S's updates grow like N^0.5 by design,
-    so it fails the coordinate check, and its 2 eta* costs +3.7 % on Shakespeare: a diagnostic, not a default
-    (experiments/weight-drift). Below the anchor S's LR falls like sqrt(N / N0) (not measured)."""
-    unary_lr_cap: float = 0.0
-    """S's peak LR cap under ``unary_lr_rule='sqrt_capped'``, an absolute LR (required > 0 there; 0 under
-    'const')."""
+    variants: list[dict[str, Any]] = field(default_factory=list)
+    """Variants of PT attached at the model's hook points (``ptsweep.variants``), each ``{name: ..., <setting>:
+    ...}``; [] (the default) = the paper's model. Checked with every setting filled in."""
 
     def __post_init__(self) -> None:  # OmegaConf hands sequences over as lists; the schema's tuples stay tuples
         self.dists, self.messages_off = tuple(self.dists), tuple(self.messages_off)
@@ -265,35 +219,9 @@ class PTConfig:
                                                                      and self.stepsize_h == 1.0),
                 "model.attention_impl", f"{self.attention_impl} does not support dropout, damping_h or stepsize_h on "
                 "Q_h; use dense or auto")
-        self.validate_levers()
+        from ptsweep.variants import normalize
 
-    def validate_levers(self) -> None:
-        """The basin levers' values (``z_loss`` ... ``unary_lr_cap``)."""
-        require(math.isfinite(self.z_loss) and self.z_loss >= 0, "model.z_loss", f"must be >= 0, got {self.z_loss}")
-        one_of(self.z_loss_iters, ("final", "all"), "model.z_loss_iters")
-        require(0.0 <= self.qz_entropy_floor < 1.0, "model.qz_entropy_floor",
-                f"must be a fraction of log N in [0, 1), got {self.qz_entropy_floor}")
-        require(math.isfinite(self.qz_entropy_weight) and self.qz_entropy_weight > 0, "model.qz_entropy_weight",
-                f"must be positive, got {self.qz_entropy_weight}")
-        one_of(self.attn_score_norm, ("none", "row_rms"), "model.attn_score_norm")
-        require(self.attn_score_norm == "none" or self.attention_impl != "fused", "model.attn_score_norm",
-                f"{self.attn_score_norm} is not implemented on the fused path (its kernels never see a whole row of "
-                "scores); use model.attention_impl=dense, auto or blockwise")
-        one_of(self.z_scale_rule, ("none", "sqrt_log"), "model.z_scale_rule")
-        require(self.z_scale_rule == "none" or (self.base_width >= 2 and self.width >= 2), "model.z_scale_rule",
-                f"sqrt_log needs width and base_width >= 2 (log N0 > 0), got {self.width} and {self.base_width}")
-        one_of(self.topic_scale_rule, ("none", "inv_sqrt"), "model.topic_scale_rule")
-        require(math.isfinite(self.unary_lr_scale) and self.unary_lr_scale > 0, "model.unary_lr_scale",
-                f"must be positive, got {self.unary_lr_scale}")
-        require(self.unary_lr_scale == 1.0 or self.parametrization != "sp", "model.unary_lr_scale",
-                "scales a muP LR constant, which 'sp' does not read; use a muP parametrization")
-        one_of(self.unary_lr_rule, ("const", "sqrt_capped"), "model.unary_lr_rule")
-        require(self.unary_lr_rule == "const" or self.parametrization != "sp", "model.unary_lr_rule",
-                "sqrt_capped scales a muP LR constant, which 'sp' does not read; use a muP parametrization")
-        capped = self.unary_lr_rule == "sqrt_capped"
-        require(math.isfinite(self.unary_lr_cap) and (self.unary_lr_cap > 0 if capped else self.unary_lr_cap == 0),
-                "model.unary_lr_cap", f"must be a positive LR under unary_lr_rule=sqrt_capped and 0 under const, got "
-                f"{self.unary_lr_cap} with {self.unary_lr_rule}")
+        self.variants = normalize(self)
 
 
 @dataclass

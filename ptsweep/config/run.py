@@ -12,6 +12,9 @@ from ptsweep.config.checks import one_of, require
 from ptsweep.config.model import PTConfig
 from ptsweep.config.sweep import SweepConfig
 
+PROBES = ("update_sizes", "message_stats")
+"""The training probes ``train.probes`` can choose (``train.monitor.build_probes``)."""
+
 COMPILE_MODES = ("none", "default", "reduce-overhead")
 
 
@@ -130,7 +133,7 @@ class TrainConfig:
     """'auto' (bf16 autocast on CUDA, fp32 on CPU) | 'fp32' | 'bf16'."""
     compile: bool | str = False
     """torch.compile the model's encoder: 'none' | 'default' | 'reduce-overhead' (CUDA graphs, CUDA only); false =
-    'none', true = 'default'. Off by default: 10-30 s of compiling on CPU (bench/README.md)."""
+    'none', true = 'default'. Off by default: it compiles for seconds before the first step (bench/README.md)."""
     tf32: bool = True
     """On CUDA, fp32 matmuls may use TF32 tensor cores (under bf16 autocast only the few fp32 ones are affected)."""
     prefetch: bool = True
@@ -148,10 +151,10 @@ class TrainConfig:
     """Write <run_dir>/checkpoint.pt (periodically and at the end); sweeps may turn it off to save disk."""
     stop_after_steps: int = 0
     """Stop (with a checkpoint) after this many optimizer steps of the run (0 = off): for interruption/resume tests."""
-    message_stats: bool = False
-    """PT only: at every evaluation also log the sizes of the MFVI messages on the first validation batch (weighted
-    message RMS and ratio to the unary, attention/topic/Z logit RMS, Q_h/Q_g/Q_z entropies; one traced forward,
-    ``ptsweep.train.message_stats``)."""
+    probes: list[str] = field(default_factory=lambda: ["update_sizes"])
+    """Measurements the run logs without changing its numbers (``train.monitor``): 'update_sizes' (each muP role's
+    update and parameter RMS at every log step), 'message_stats' (PT only: the sizes of the MFVI messages on the
+    first validation batch at every evaluation, ``train.message_stats``)."""
     micro_batch_size: int | str = 0
     """Blocks per forward/backward; gradients are accumulated to one update per batch_size (exact). 0 = the full
     batch; 'auto' = the full batch on the CPU, the largest that fits on CUDA (probe steps, ptsweep.train)."""
@@ -256,9 +259,12 @@ class RunConfig:
             v = getattr(self, f.name)
             if hasattr(v, "validate"):
                 v.validate()
-        if self.train.message_stats:  # the messages are PT's MFVI iterations: none without PT or without inference
-            require(self.model.name == "pt", "train.message_stats",
-                    f"measures PT's messages; model is {self.model.name}")
-            require(self.model.n_iters >= 1, "train.message_stats", "needs model.n_iters >= 1 (no messages at 0)")
+        for probe in self.train.probes:
+            one_of(probe, PROBES, "train.probes")
+        if "message_stats" in self.train.probes:  # PT's MFVI iterations: none without PT or without inference
+            require(self.model.name == "pt", "train.probes",
+                    f"message_stats measures PT's messages; model is {self.model.name}")
+            require(self.model.n_iters >= 1, "train.probes",
+                    "message_stats needs model.n_iters >= 1 (no messages at 0)")
 
 

@@ -7,8 +7,8 @@ carry a label (15% of tokens; conventions.md §4: 3-5x faster steps on CPU):
     logits = model.head(hidden[labels != -100])        # (n_targets, V)
 
 and exposes ``model.width`` and ``model.parametrization`` for :mod:`ptsweep.parametrization`. A training step
-backpropagates ``training_objective``: the MLM loss plus the model's auxiliary terms (PT's basin levers z-loss and Q_z
-entropy floor, ``models.pt_levers``, when on; none for the other models), which PT's ``encode(..., aux=dict)`` fills.
+backpropagates ``training_objective``: the MLM loss plus the auxiliary terms a model names in ``loss_terms`` (none
+unless a variant adds one), which its ``encode(..., aux=dict)`` fills.
 """
 
 from __future__ import annotations
@@ -24,10 +24,11 @@ IGNORE_INDEX = -100
 
 def build_model(model_cfg, vocab_size: int, max_len: int = 512) -> nn.Module:
     """Build PT / BERT / UT / ModernBERT from its config (explicit dispatch on the config type, no string lookups)."""
-    if isinstance(model_cfg, PTConfig):
+    if isinstance(model_cfg, PTConfig):  # the paper's model with the variants of model.variants attached
         from ptsweep.models.pt import ProbabilisticTransformer
+        from ptsweep.variants import attach
 
-        return ProbabilisticTransformer(model_cfg, vocab_size)
+        return attach(ProbabilisticTransformer(model_cfg, vocab_size), model_cfg)
     if isinstance(model_cfg, UTConfig):
         from ptsweep.models.ut import UniversalTransformerMLM
 
@@ -45,8 +46,8 @@ def build_model(model_cfg, vocab_size: int, max_len: int = 512) -> nn.Module:
 
 def mlm_logits(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                labels: torch.Tensor, aux: dict | None = None) -> torch.Tensor:
-    """Head logits at the labelled positions only, in row-major order: (n_targets, V). ``aux``: a dict for PT's
-    auxiliary loss terms (only a model with ``aux_loss_terms`` takes one)."""
+    """Head logits at the labelled positions only, in row-major order: (n_targets, V). ``aux``: a dict for the
+    auxiliary loss terms (only a model with ``loss_terms`` takes one)."""
     if aux is None:
         hidden = model.encode(input_ids, attention_mask)  # (B, L, D)
     else:
@@ -63,20 +64,13 @@ def mlm_loss(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Te
     return F.cross_entropy(logits.float(), targets), int(targets.numel())
 
 
-def aux_loss_terms(model: nn.Module) -> tuple[str, ...]:
-    """Names of the auxiliary training-loss terms ``model`` adds: PT's levers that are on
-    (``ProbabilisticTransformer.loss_terms``); () for the other models."""
-    from ptsweep.models.pt import ProbabilisticTransformer
-
-    return model.loss_terms if isinstance(model, ProbabilisticTransformer) else ()
-
-
 def training_objective(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                        labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
     """(objective, MLM loss, auxiliary terms): what a training step backpropagates, objective = MLM loss + the sum
-    of the terms (``aux_loss_terms``; each already weighted by its coefficient). Without terms the objective is the
-    MLM loss itself (the same tensor). The MLM loss alone is what ``train_loss`` and evaluations report."""
-    aux = {} if aux_loss_terms(model) else None
+    of the terms the model names in ``loss_terms`` (each already weighted by its coefficient; a model without the
+    attribute has none). Without terms the objective is the MLM loss itself (the same tensor). The MLM loss alone
+    is what ``train_loss`` and evaluations report."""
+    aux = {} if getattr(model, "loss_terms", ()) else None
     loss, _ = mlm_loss(model, input_ids, attention_mask, labels, aux)
     terms = aux or {}
     return (loss + sum(terms.values()) if terms else loss), loss, terms

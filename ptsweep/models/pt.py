@@ -22,9 +22,16 @@ dense, O(B*C*L*L) memory (``pt_dense``), or (``model.attention_impl``) blockwise
 (``pt_attention``), or on fused kernels (``pt_fused``); the last two without dropout, damping or step size on H.
 
 Options beyond the plain update (all off by default): damping beta (mix logits), step size alpha (mix
-distributions), dropout on H/G probabilities and on Z logits (spec §3.2), and the basin levers of ``pt_levers``
-(row-RMS attention scores, width rules on the Z and topic logits, auxiliary z-loss and Q_z entropy floor). The MLM
-head is ``W_out RMSNorm_gamma(h) + b_out`` with h = l^(T) (spec §5), evaluated only where a label exists.
+distributions), dropout on H/G probabilities and on Z logits (spec §3.2). The MLM head is
+``W_out RMSNorm_gamma(h) + b_out`` with h = l^(T) (spec §5), evaluated only where a label exists.
+
+Hook points, where a variant of PT (``ptsweep.variants``, ``model.variants``; ``models.build_model`` attaches
+them) changes the update; each is the identity here:
+
+    score_transform(F, valid) -> F'   the pair scores on the logits' scale in place of s_H F:  A = w_attn * F'
+    z_factor                          a factor on the weighted sum of the messages into Z (before damping)
+    topic_factor                      a factor on the topic logits E
+    aux_losses[name](iterates, mask)  an auxiliary training loss from the (Q_z^(t), l^(t)) of t = 1..T
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ptsweep.config import PTConfig
-from ptsweep.models import pt_attention, pt_dense, pt_fused, pt_levers
+from ptsweep.models import pt_attention, pt_dense, pt_fused
 from ptsweep.models.pt_constants import MFVIConstants
 from ptsweep.parametrization import Role, declare, init_parameters
 
@@ -136,15 +143,15 @@ class ProbabilisticTransformer(nn.Module):
         n, k, c, r, m, v = cfg.width, cfg.n_classes, cfg.channels, cfg.rank, cfg.topics, vocab_size
         self.classes = distance_classes(cfg.dists)
         self.const = MFVIConstants.of(cfg, vocab_size)
-        self.z_scale, self.topic_scale = pt_levers.z_scale(cfg), pt_levers.topic_scale(cfg)  # 1 unless a rule is on
+        self.score_transform = None           # hook points (module docstring)
+        self.z_factor = self.topic_factor = 1.0
+        self.aux_losses: dict = {}
 
         # Roles ([S] Table 1), the original PT's SP init (spec §3.4, §8 last bullet) and the muP base-shape constants
         # of init and LR (MFVIConstants) are declared at creation.
         const = self.const
-        s_lr, s_cap = pt_levers.unary_lr(cfg)  # (1, inf) unless S's LR lever or rule is on
         self.unary = declare(nn.Parameter(torch.empty(v, n)), Role.INPUT,
-                             _sp_uniform(math.sqrt(6.0 / (v + n))), const.init_s,
-                             const.lr_s * s_lr, mup_lr_cap=s_cap)  # S: xavier (SP)
+                             _sp_uniform(math.sqrt(6.0 / (v + n))), const.init_s, const.lr_s)  # S: xavier (SP)
         self.U = declare(nn.Parameter(torch.empty(k, c, n, r)), Role.HIDDEN, _sp_normal(1 / math.sqrt(r)), const.init_u,
                          const.lr_uv)
         self.V = declare(nn.Parameter(torch.empty(k, c, n, r)), Role.HIDDEN, _sp_normal(1 / math.sqrt(r)), const.init_v,
@@ -210,19 +217,19 @@ class ProbabilisticTransformer(nn.Module):
         return (mask[:, :, None] & mask[:, None, :] & ~eye)[:, None]
 
     def attention_scale(self) -> float:
-        """The factor on the pair scores F: w_attn * s_H, or w_attn alone under ``attn_score_norm='row_rms'`` (the
-        normalised scores carry no scale for s_H to set)."""
-        return self.cfg.w_attn * (1.0 if self.cfg.attn_score_norm == "row_rms" else self.const.s_h)
+        """The factor on the pair scores F: w_attn * s_H, or w_attn alone with a ``score_transform`` (which sets
+        the scores' scale itself)."""
+        return self.cfg.w_attn * (1.0 if self.score_transform is not None else self.const.s_h)
 
     def attention_logits(self, q: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """A = w_attn * s_H * F (B, C, L, L), before masking (the ternary message to H, spec §6.3 step 3), with
-        F[b,c,i,j] = <q_i^{k(i,j),c}, v_j^{k(i,j),c}>, 0 on the diagonal (``pt_dense.pair_scores``). Under
-        ``attn_score_norm='row_rms'`` A = w_attn * F / RMS_j(F) over the valid heads of ``mask`` (B, L) (needed)."""
+        F[b,c,i,j] = <q_i^{k(i,j),c}, v_j^{k(i,j),c}>, 0 on the diagonal (``pt_dense.pair_scores``). With a
+        ``score_transform``, A = w_attn * score_transform(F, valid pairs of ``mask`` (B, L)) (the mask is needed)."""
         scores = pt_dense.pair_scores(q, v, self._layout(q.shape[-2], q.device))
-        if self.cfg.attn_score_norm == "row_rms":
+        if self.score_transform is not None:
             if mask is None:
-                raise ValueError("attention_logits: model.attn_score_norm=row_rms needs the attention mask")
-            scores = pt_levers.row_rms_normalize(scores, self.valid_pairs(mask.bool()))
+                raise ValueError("attention_logits: a score transform needs the attention mask")
+            scores = self.score_transform(scores, self.valid_pairs(mask.bool()))
         return self.attention_scale() * scores
 
     def mask_logits(self, logits: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -230,10 +237,9 @@ class ProbabilisticTransformer(nn.Module):
         return torch.where(self.valid_pairs(mask), logits, torch.full_like(logits, self.cfg.mask_value))
 
     def topic_logits(self, p_hat: torch.Tensor) -> torch.Tensor:
-        """E = w_topic_g * s_G * B P^ (B, L, M): the binary message to G (spec §6.3 step 5); times sqrt(N0 / N)
-        under ``topic_scale_rule='inv_sqrt'``."""
+        """E = w_topic_g * s_G * B P^ (B, L, M): the binary message to G (spec §6.3 step 5), times ``topic_factor``."""
         scale = self.cfg.w_topic_g * self.const.s_g
-        return (scale if self.topic_scale == 1.0 else scale * self.topic_scale) * (p_hat @ self.B.t())
+        return (scale if self.topic_factor == 1.0 else scale * self.topic_factor) * (p_hat @ self.B.t())
 
     def z_messages(self, input_ids: torch.Tensor, mask: torch.Tensor, q: torch.Tensor, v: torch.Tensor,
                    q_h: torch.Tensor | None, g_hat: torch.Tensor, weights: dict | None = None,
@@ -254,7 +260,7 @@ class ProbabilisticTransformer(nn.Module):
         elif q_h is None:
             child, head = pt_attention.blockwise_messages(p_hat, weights, (k, c, r), mask.bool(), self.classes,
                                                           scale, self.cfg.mask_value,
-                                                          score_norm=self.cfg.attn_score_norm == "row_rms")
+                                                          score_transform=self.score_transform)
         else:
             bsz, length = q.shape[0], q.shape[3]
             ctx_child, ctx_head = pt_dense.contexts(q_h, q, v, self._layout(length, q.device))  # (B*L, K*C*r) each
@@ -275,9 +281,9 @@ class ProbabilisticTransformer(nn.Module):
 
     def combine_z(self, msgs: dict[str, torch.Tensor]) -> torch.Tensor:
         """New Z logits: the information-weighted sum of the four messages (B, L, N) (``message_weights``), times
-        sigma_Z(N) = sqrt(log N / log N0) under ``z_scale_rule='sqrt_log'``."""
+        ``z_factor``."""
         total = sum(w * msgs[name] for name, w in self.message_weights().items())
-        return total if self.z_scale == 1.0 else self.z_scale * total
+        return total if self.z_factor == 1.0 else self.z_factor * total
 
     # ------------------------------------------------------------------ full inference
     def initial_logits(self, input_ids: torch.Tensor, maskf: torch.Tensor) -> torch.Tensor:
@@ -293,7 +299,7 @@ class ProbabilisticTransformer(nn.Module):
 
         If ``trace`` is a list, one dict per iteration is appended with the distributions (q_z, q_h, q_g) and the
         intermediates the coordinate check measures (z_logits, p_hat, q, v, attn_logits, topic_logits, msg_*).
-        If ``aux`` is a dict, it receives the auxiliary loss terms of the levers that are on (``loss_terms``)."""
+        If ``aux`` is a dict, it receives the auxiliary loss terms (``aux_losses``, named in ``loss_terms``)."""
         c = self.cfg
         mask = attention_mask.bool()
         maskf = mask[..., None].to(self.unary.dtype)
@@ -305,8 +311,8 @@ class ProbabilisticTransformer(nn.Module):
         blockwise = fused_asked or (trace is None and c.use_blockwise(input_ids.device.type))
         weights = self.flat_weights(blockwise and not fused)  # once per forward, shared by all iterations
         unary = self.unary_message(input_ids, mask)          # likewise (one embedding gather and scatter per step)
-        terms = None if aux is None else pt_levers.LossTerms(c, mask)
-        for t in range(c.n_iters):
+        iterates = [] if aux is not None and self.aux_losses else None   # (Q_z^(t), l^(t)) for the aux losses
+        for _ in range(c.n_iters):
             # 1. normalise Z (fp32 softmax for half precision only), optional step size, zero the pads
             q_z = _mix(q_z, _softmax(logits), 1 - c.stepsize_z, c.stepsize_z) * maskf
             p_hat = self.features(q_z)
@@ -326,22 +332,21 @@ class ProbabilisticTransformer(nn.Module):
                                    unary=unary, fused=fused)
             logits = _mix(logits, self.combine_z(msgs), c.z_damping, 1 - c.z_damping)
             logits = F.dropout(logits, c.dropout, self.training)
-            if terms is not None:
-                terms.add(q_z, logits, last=t == c.n_iters - 1)
+            if iterates is not None:
+                iterates.append((q_z, logits))
             if trace is not None:
                 trace.append({"q_z": q_z, "q_h": q_h, "q_g": q_g, "p_hat": p_hat, "q": q, "v": v,
                               "attn_logits": attn, "topic_logits": topic, "z_logits": logits,
                               **{f"msg_{name}": m for name, m in msgs.items()}})
-        if terms is not None:
-            terms.finish(aux)
+        if iterates:
+            aux.update({name: loss(iterates, mask) for name, loss in self.aux_losses.items()})
         return logits
 
     # ------------------------------------------------------------------ MLM interface
     @property
     def loss_terms(self) -> tuple[str, ...]:
-        """Names of the auxiliary loss terms a forward with ``aux`` adds ('z_loss', 'qz_entropy_floor';
-        ``pt_levers``)."""
-        return pt_levers.loss_term_names(self.cfg)
+        """Names of the auxiliary loss terms a forward with ``aux`` adds (none without MFVI iterations)."""
+        return tuple(self.aux_losses) if self.cfg.n_iters else ()
 
     def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                trace: list[dict] | None = None, aux: dict | None = None) -> torch.Tensor:

@@ -8,7 +8,7 @@ holds complete rows and its row softmax is exact in one pass:
     S[i, j]      = sum_k 1[k(i,j)=k] <q_i^{k,c}, v_j^{k,c}>   far (unbounded) classes: (b x L) products; near
                                                               (bounded) classes: banded, one column per offset d
     R[i, :]      = softmax_j(where(valid[i,j], w_attn s_H S[i,j], mask_value))       (fp32 softmax, as the reference)
-                   (``score_norm``: w_attn S[i,j] / RMS_j(S[i,j]) in place of w_attn s_H S, ``pt_levers``)
+                   (with a ``score_transform`` T: w_attn T(S, valid)[i,j] in place of w_attn s_H S[i,j])
     child[i, k]  = sum_j R[i,j] 1[k(i,j)=k] v_j^k              (row-softmax attention, per class)
     head[j, k]  += sum_{i in block} R[i,j] 1[k(i,j)=k] q_i^k   (transposed attention, accumulated over blocks)
     msg_child    = ctx_child (B*L, K*C*r) @ W_child (K*C*r, N);  msg_head likewise with W_head
@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-
-from ptsweep.models.pt_levers import row_rms_normalize
 
 BLOCK_ROWS = 32  # child rows per block: transient memory O(B * C * BLOCK_ROWS * L) per block
 
@@ -75,10 +73,10 @@ def _to_class(x: torch.Tensor, layout: ClassLayout) -> torch.Tensor:
 
 
 def _block(q_blk, v_far, v_win, mask, layout: ClassLayout, i0: int, i1: int, scale: float, mask_value: float,
-           score_norm: bool = False):
+           score_transform=None):
     """Rows [i0, i1) of the attention. Inputs: q_blk (B, K, C, b, r) = q[..., i0:i1, :]; v_far (B, nF, C, L, r);
     v_win (B, nN, C, b + 2w, r) = near-class v on the w-padded head rows [i0, i1 + 2w); mask (B, L) bool;
-    ``score_norm``: each row's scores over their RMS on the valid heads (``pt_levers.row_rms_normalize``).
+    ``score_transform``: the model's hook (whole rows, as on the dense path), or None.
 
     Returns child (B, K, C, b, r), head_far (B, nF, C, L, r) and head_near (B, nN, C, b + 2w, r) on v_win's rows."""
     bsz, _, chans, b, rank = q_blk.shape
@@ -95,8 +93,8 @@ def _block(q_blk, v_far, v_win, mask, layout: ClassLayout, i0: int, i1: int, sca
         cols = layout.columns(i0, i1, q_blk.device).expand(bsz, chans, b, nd)            # (B, C, b, nD)
         padded = scores.new_zeros(bsz, chans, b, length + 2 * w).scatter(-1, cols, band)
         scores = scores + padded[..., w: w + length]
-    if score_norm:  # the block holds whole rows: the same RMS as the dense path's
-        scores = row_rms_normalize(scores, valid)
+    if score_transform is not None:  # the block holds whole rows, as the dense path's scores
+        scores = score_transform(scores, valid)
     logits = torch.where(valid, scale * scores, mask_value)
     r_blk = torch.softmax(logits.float(), dim=-1).to(q_blk.dtype)                        # (B, C, b, L): Q_h rows
     r_far = torch.where(mem_far, r_blk[:, None], 0.0)                                    # (B, nF, C, b, L)
@@ -146,7 +144,7 @@ class _BlockwiseMessages(torch.autograd.Function):
     """(P^, W_qv, W_child, W_head) -> (msg_child, msg_head), each (B, L, N); module docstring."""
 
     @staticmethod
-    def forward(ctx, p_hat, w_qv, w_child, w_head, mask, layout, shape, scale, mask_value, block, score_norm):
+    def forward(ctx, p_hat, w_qv, w_child, w_head, mask, layout, shape, scale, mask_value, block, score_transform):
         bsz, length, n = p_hat.shape
         w, nf = layout.width, layout.n_far
         qv = _project(p_hat, w_qv, shape)
@@ -159,19 +157,19 @@ class _BlockwiseMessages(torch.autograd.Function):
             i1 = min(length, i0 + block)
             v_win, lo, hi, a = _window(v[:, nf:], i0, i1, w)                         # (B, nN, C, b + 2w, r)
             c_blk, h_far, h_near = _block(q[..., i0:i1, :], v_far, v_win, mask, layout, i0, i1, scale, mask_value,
-                                          score_norm)
+                                          score_transform)
             out_c[:, i0:i1] = (_flat(c_blk) @ w_c).view(bsz, i1 - i0, n)
             ctx_h[:, :nf] += h_far
             ctx_h[:, nf:, :, lo:hi] += h_near[..., a: a + hi - lo, :]
         out_h = (_flat(ctx_h) @ w_h).view(bsz, length, n)
         ctx.save_for_backward(p_hat, w_qv, w_child, w_head, mask)
-        ctx.args = (layout, shape, scale, mask_value, block, score_norm)
+        ctx.args = (layout, shape, scale, mask_value, block, score_transform)
         return out_c, out_h
 
     @staticmethod
     def backward(ctx, g_c, g_h):
         p_hat, w_qv, w_child, w_head, mask = ctx.saved_tensors
-        layout, shape, scale, mask_value, block, score_norm = ctx.args
+        layout, shape, scale, mask_value, block, score_transform = ctx.args
         bsz, length, n = p_hat.shape
         w, nf = layout.width, layout.n_far
         qv = _project(p_hat, w_qv, shape)                                            # recomputed (B, L, K, C, 2r)
@@ -196,7 +194,7 @@ class _BlockwiseMessages(torch.autograd.Function):
                 v_win, lo, hi, a = _window(v[:, nf:].detach(), i0, i1, w)
                 v_win.requires_grad_()
                 c_blk, h_far, h_near = _block(q_blk, v_far, v_win, mask, layout, i0, i1, scale, mask_value,
-                                              score_norm)
+                                              score_transform)
                 gq_blk, gv_far, gv_win = torch.autograd.grad(
                     (c_blk, h_far, h_near), (q_blk, v_far, v_win), (gctx_c, gctx_h[:, :nf], gh_win),
                     allow_unused=True)
@@ -217,16 +215,16 @@ class _BlockwiseMessages(torch.autograd.Function):
 
 
 def blockwise_messages(p_hat: torch.Tensor, weights: dict, shape: tuple[int, int, int], mask: torch.Tensor,
-                       classes, scale: float, mask_value: float, block: int = BLOCK_ROWS, score_norm: bool = False
+                       classes, scale: float, mask_value: float, block: int = BLOCK_ROWS, score_transform=None
                        ) -> tuple[torch.Tensor, torch.Tensor]:
     """Child- and head-side Z messages (B, L, N) from P^ (B, L, N) without the (L x L) tensors.
 
     weights: ``ProbabilisticTransformer.flat_weights(layout_order=True)`` (qv (N, K*C*2r), child / head (K*C*r, N),
     classes in ``layout_order``); shape: (K, C, r); mask: (B, L) bool, True on real tokens (pairs with a pad and
     j = i get ``mask_value``, as ``mask_logits``); scale = w_attn * s_H (``attention_scale``); classes: the model's
-    DistanceClass list; ``score_norm``: row-RMS normalised scores (``model.attn_score_norm=row_rms``)."""
+    DistanceClass list; ``score_transform``: the model's hook (``ProbabilisticTransformer.score_transform``)."""
     if block < 1:
         raise ValueError(f"block must be >= 1, got {block}")
     layout = ClassLayout(classes, p_hat.shape[1], p_hat.device)
     return _BlockwiseMessages.apply(p_hat, weights["qv"], weights["child"], weights["head"], mask, layout,
-                                    tuple(shape), float(scale), float(mask_value), block, bool(score_norm))
+                                    tuple(shape), float(scale), float(mask_value), block, score_transform)

@@ -3,16 +3,16 @@
 Modules: ``loop`` (``run``: set-up, the step loop, the final metrics), ``step`` (LR schedule, micro-batches with
 exact gradient accumulation, evaluation; the schedule's formulas), ``state`` (device, precision, TF32, compile, RNG,
 checkpoints, resume check, run folders), ``prefetch`` (the next batch built on a background thread), ``monitor``
-(update sizes per muP role, peak GPU memory, MFU), ``message_stats`` (PT's message sizes at each evaluation, with
-``train.message_stats``). One AdamW step per batch of ``train.batch_size`` blocks: group lr = factor(step) *
-min(optim.lr * group["lr_mult"], group["lr_cap"]) (``parametrization.set_lr``), loss ``models.mlm_loss``, global grad
+(the probes of ``train.probes``: update sizes per muP role, PT's message sizes at each evaluation from
+``message_stats``; peak GPU memory, MFU). One AdamW step per batch of ``train.batch_size`` blocks: group lr =
+factor(step) * optim.lr * group["lr_mult"] (``parametrization.set_lr``), loss ``models.mlm_loss``, global grad
 norm clipped at ``optim.grad_clip``. Precision: bf16 autocast on CUDA (``train.precision=auto``), fp32 on CPU; on CUDA
 TF32 for the fp32 matmuls (``train.tf32``) and the fused AdamW kernel (foreach on the CPU).
 
 Evaluation every ``train.eval_every`` steps (0 = 10 per run) on the fixed-mask validation batches, every masked
 token counted once (``ptsweep.metrics``: block-clustered SEs, the unigram baseline on the same tokens); one before
-the first step gives ``val_loss_init``. With ``train.message_stats`` each evaluation row also holds PT's message
-sizes (``msg/*``, ``msg_mean/*``; ``message_stats``). A non-finite training (at log steps) or validation loss ends
+the first step gives ``val_loss_init``. With the probe 'message_stats' each evaluation row also holds PT's message
+sizes (``msg/*``, ``msg_mean/*``). A non-finite training (at log steps) or validation loss ends
 the run with ``diverged=True``, ``val_loss=inf``, ``status="diverged"``, no exception.
 
 ``<run_dir>/checkpoint.pt`` (model, optimizer, next step, RNG states, history) is written every
@@ -20,10 +20,10 @@ the run with ``diverged=True``, ``val_loss=inf``, ``status="diverged"``, no exce
 from it and reproduces an uninterrupted run (batches are a pure function of (seed, step)), and refuses a checkpoint
 of another config (``state.check_resume``).
 
-Log rows of the log steps: train_loss, tokens, lr_factor, tokens_per_s, grad_norm, lr/<role>, and from
-``monitor``: update_rms/<role>, param_rms/<role>, mfu and gpu_peak_mem_gib (the last two where the device has them);
-with PT's lever losses on (``model.z_loss``, ``model.qz_entropy_floor``) also aux/z_loss, aux/qz_entropy_floor: the
-window means of the weighted terms that the gradient includes and train_loss (the MLM loss alone) does not.
+Log rows of the log steps: train_loss, tokens, lr_factor, tokens_per_s, grad_norm, lr/<role>, mfu and
+gpu_peak_mem_gib (where the device has them), the probes' metrics (the probe 'update_sizes': update_rms/<role>,
+param_rms/<role>) and, for a model with auxiliary loss terms (a variant of PT's), aux/<name>: the window means of the
+weighted terms that the gradient includes and train_loss (the MLM loss alone) does not.
 
 Final metrics (also ``tracker.finish``): the last evaluation's metrics (``ptsweep.metrics.summarize``),
 val_loss_init, best_val_loss, train_loss (last log window), diverged, status (ok | diverged | stopped), steps,

@@ -22,7 +22,7 @@ from ptsweep.config import RunConfig, to_dict
 from ptsweep.models import build_model
 from ptsweep.models.sizing import flops_per_token, param_count
 from ptsweep.parametrization import build_optimizer, set_lr
-from ptsweep.train import message_stats, monitor
+from ptsweep.train import monitor
 from ptsweep.train.prefetch import BatchPrefetcher
 from ptsweep.train.state import (check_resume, compile_encoder, default_run_dir, initial_state, resolve_device,
                                  save_config_dir, seed_everything, set_tf32, uses_bf16, write_checkpoint)
@@ -84,11 +84,11 @@ class _Run:
     steps: int
     tokens_per_step: int
     wall_before: float
-    updates: monitor.UpdateSizes | None = None
+    probes: list | None = None  # train.probes (``monitor.build_probes``)
     peak: float | None = None  # the device's peak FLOP/s at the run's precision (None: unknown)
     micro: int | None = None  # rows per forward/backward: resolved on the first batch (train.micro_batch_size)
     batches: BatchPrefetcher | None = None  # train.prefetch: the step loop's batches, one step ahead
-    sizes: dict | None = None  # the last log step's update_rms / param_rms per role
+    sizes: dict | None = None  # the probes' metrics of the last log step
 
     def batch(self, step: int) -> dict:
         """Training batch ``step`` (``data.train_batch``; from the prefetch thread with ``train.prefetch``)."""
@@ -113,7 +113,7 @@ class _Run:
         state["val_loss"] = loss if math.isfinite(loss) else math.inf
         state["best_val_loss"] = min(state["best_val_loss"], state["val_loss"])
         state["eval"] = {**ev, "val_loss": state["val_loss"], "val_step": step}  # val_step: when it was measured
-        sizes = message_stats.measure(self.model, self.val[0], self.device) if self.cfg.train.message_stats else {}
+        sizes = {k: v for p in self.probes for k, v in p.on_evaluation().items()}
         self.log({**state["eval"], "tokens": step * self.tokens_per_step, **sizes}, step)
         return loss
 
@@ -158,7 +158,8 @@ def _setup(cfg: RunConfig, tracker, run_dir: Path, t_start: float) -> _Run:
     return _Run(cfg=cfg, tracker=tracker, run_dir=run_dir, t_start=t_start, device=device, corpus=corpus,
                 model=model, optimizer=optimizer, val=val, baseline=baseline, static=static, state=state,
                 steps=num_steps(cfg), tokens_per_step=tc.batch_size * cfg.data.seq_len, wall_before=state["wall_s"],
-                updates=monitor.UpdateSizes(optimizer), peak=monitor.peak_flops(static["device_name"], precision))
+                probes=monitor.build_probes(tc.probes, model, optimizer, val, device),
+                peak=monitor.peak_flops(static["device_name"], precision))
 
 
 @dataclass
@@ -184,7 +185,7 @@ def _step_loop(r: _Run, report_fn) -> _LoopEnd:
     stopped = False
     start_step = step = r.state["step"]
     window_sum = torch.zeros((), device=r.device)
-    window_terms: dict = {}  # PT's lever terms (z_loss, qz_entropy_floor), summed over the window like the loss
+    window_terms: dict = {}  # the model's auxiliary loss terms, summed over the window like the loss
     window_n = 0
     t_train = 0.0
     last_ckpt = time.perf_counter()
@@ -233,8 +234,7 @@ def _optimizer_step(r: _Run, step: int, log_step: bool,
                     terms: dict | None = None) -> tuple[torch.Tensor, torch.Tensor | None, float]:
     """One update on batch ``step``: schedule -> micro-batched forward/backward -> clip -> AdamW; returns the batch
     loss, the gradient norm before clipping (None without clipping) and the schedule factor; adds the batch's
-    auxiliary loss terms into ``terms``. At a ``log_step`` also the update sizes per role (``monitor.UpdateSizes``,
-    into ``r.sizes``)."""
+    auxiliary loss terms into ``terms``. At a ``log_step`` also the probes' metrics of the step (into ``r.sizes``)."""
     tc, oc = r.cfg.train, r.cfg.optim
     factor = lr_factor(step, r.steps, oc.warmup_frac, oc.schedule, oc.min_lr_frac)
     set_lr(r.optimizer, oc.lr, factor)
@@ -245,10 +245,12 @@ def _optimizer_step(r: _Run, step: int, log_step: bool,
         torch.compiler.cudagraph_mark_step_begin()  # a new iteration: earlier graph outputs may be overwritten
     loss = accumulate_gradients(r.model, b, r.micro, r.device, tc.precision, terms)
     grad_norm = torch.nn.utils.clip_grad_norm_(r.model.parameters(), oc.grad_clip) if oc.grad_clip > 0 else None
-    before = r.updates.snapshot() if log_step else None
+    if log_step:
+        for p in r.probes:
+            p.before_logged_step()
     r.optimizer.step()
-    if before is not None:
-        r.sizes = r.updates.sizes(before)
+    if log_step:
+        r.sizes = {k: v for p in r.probes for k, v in p.on_logged_step().items()}
     r.optimizer.zero_grad(set_to_none=True)
     return loss, grad_norm, factor
 
@@ -268,7 +270,7 @@ def _resolve_micro(r: _Run, batch: dict) -> None:
 def _log_training(r: _Run, step: int, train_loss: float, tps: float, factor: float, grad_norm, bar,
                   terms: dict | None = None) -> None:
     """The log row of a log step: mean training loss of the window, tokens, schedule, throughput, grad norm, LRs,
-    and the window means of the auxiliary loss terms that are on (``terms``: aux/z_loss, aux/qz_entropy_floor)."""
+    the probes' metrics and the window means of the model's auxiliary loss terms (``terms``: aux/<name>)."""
     r.state["train_loss"] = train_loss if math.isfinite(train_loss) else math.inf
     row = {"train_loss": r.state["train_loss"], "tokens": step * r.tokens_per_step, "lr_factor": factor,
            "tokens_per_s": tps, **(r.sizes or {}), **(terms or {})}

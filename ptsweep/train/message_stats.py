@@ -1,4 +1,5 @@
-"""Training-time sizes of PT's MFVI messages (``train.message_stats``): what changes with width as PT trains.
+"""Training-time sizes of PT's MFVI messages (the probe 'message_stats', ``train.probes``): what changes with width
+as PT trains.
 
 At every evaluation the loop runs one no-grad, traced forward of the first validation batch in eval mode and fp32
 (``ProbabilisticTransformer.mfvi(trace=...)``, the dense path) and logs, per MFVI iteration t (spec §6.3):
@@ -28,7 +29,7 @@ import math
 
 import torch
 
-from ptsweep.models.pt_levers import token_entropy
+from ptsweep.metrics import token_entropy
 
 MESSAGES = ("unary", "child", "head", "topic")
 """The four messages into Z, in ``combine_z``'s order; the ratios are the last three over the first."""
@@ -76,3 +77,19 @@ def measure(model, batch: dict, device: torch.device) -> dict[str, float]:
     last = {f"msg/{k}": v for k, v in per_iter[-1].items()}
     mean = {f"msg_mean/{k}": sum(s[k] for s in per_iter) / len(per_iter) for k in per_iter[-1]}
     return {**last, **mean}
+
+
+class MessageStats:
+    """The probe 'message_stats': :func:`measure` of ``model`` on ``batch`` after every evaluation."""
+
+    def __init__(self, model, batch: dict, device: torch.device):
+        self.model, self.batch, self.device = model, batch, device
+
+    def before_logged_step(self) -> None:
+        pass
+
+    def on_logged_step(self) -> dict:
+        return {}
+
+    def on_evaluation(self) -> dict[str, float]:
+        return measure(self.model, self.batch, self.device)

@@ -1,5 +1,10 @@
-"""What a long run logs besides its losses (``train.run``'s log rows): the muP coordinate sizes of the updates,
-peak GPU memory and model FLOP utilisation.
+"""What a long run logs besides its losses (``train.run``'s log rows): the probes ``train.probes`` chooses, peak GPU
+memory and model FLOP utilisation.
+
+A probe measures without changing the run's numbers; the step loop calls its three hooks: ``before_logged_step()``
+before the optimizer step of a log step, ``on_logged_step()`` after it and ``on_evaluation()`` after an evaluation,
+the last two returning metrics for that row (:func:`build_probes`: 'update_sizes' is :class:`UpdateSizes`,
+'message_stats' is ``message_stats.MessageStats``, PT only, imported only when chosen).
 
 - ``update_rms/<role>``: RMS of one optimizer step's change of the tracked tensors of a muP role (input, hidden,
   output, gain, bias): the first tensor of each of the role's optimizer groups. muP is the rule that keeps these
@@ -56,13 +61,24 @@ def mfu(flops_per_token: float, tokens_per_s: float, peak: float | None) -> floa
 
 
 class UpdateSizes:
-    """The tracked tensors of each role (module docstring) and the RMS of one step's change of them."""
+    """The probe 'update_sizes': the tracked tensors of each role (module docstring) and the RMS of one step's
+    change of them."""
 
     def __init__(self, optimizer: torch.optim.Optimizer):
         self.tracked: dict[str, list[torch.Tensor]] = {}
+        self.before: dict | None = None
         for group in optimizer.param_groups:
             if group["params"]:
                 self.tracked.setdefault(group.get("role", "group"), []).append(group["params"][0])
+
+    def before_logged_step(self) -> None:
+        self.before = self.snapshot()
+
+    def on_logged_step(self) -> dict[str, float]:
+        return self.sizes(self.before)
+
+    def on_evaluation(self) -> dict:
+        return {}
 
     def snapshot(self) -> dict[str, list[torch.Tensor]]:
         """Copies of the tracked tensors (before the optimizer step)."""
@@ -83,3 +99,20 @@ class UpdateSizes:
 def peak_memory_gib(device: torch.device) -> float | None:
     """``torch.cuda.max_memory_allocated`` in GiB (since the last reset), None off CUDA."""
     return torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None
+
+
+def build_probes(names, model: torch.nn.Module, optimizer: torch.optim.Optimizer, val: list,
+                 device: torch.device) -> list:
+    """The probes ``names`` chose (checked in the config), in order; ``val``: the validation batches (the first is
+    what 'message_stats' measures)."""
+    probes = []
+    for name in names:
+        if name == "update_sizes":
+            probes.append(UpdateSizes(optimizer))
+        elif name == "message_stats":
+            from ptsweep.train.message_stats import MessageStats
+
+            probes.append(MessageStats(model, val[0], device))
+        else:
+            raise ValueError(f"unknown probe {name!r}")
+    return probes

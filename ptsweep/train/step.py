@@ -6,7 +6,7 @@ validation / test metrics.
                = linear | cosine decay from 1 to optim.min_lr_frac over the remaining steps (constant: 1)
     loss       = models.mlm_loss (cross-entropy at the masked positions only), accumulated over micro-batches of
                  ``train.micro_batch_size`` rows weighted by their share of the targets (``accumulate_gradients``);
-                 the gradient is that of models.training_objective (loss + PT's lever terms, if any are on)
+                 the gradient is that of models.training_objective (the loss + the model's auxiliary terms, if any)
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def accumulate_gradients(model, batch: dict, micro: int, device: torch.device, p
     n_m / n_total (its share of the targets), not 1/k: the accumulated gradient is the full batch's to float
     rounding. Micro-batches without targets are skipped. Dropout masks differ from the full-batch ones.
 
-    The gradient is that of ``models.training_objective`` (the loss plus PT's lever terms, each micro-batch's
+    The gradient is that of ``models.training_objective`` (the loss plus the model's auxiliary terms, each micro-batch's
     weighted as its loss); the returned loss is the MLM loss alone. ``terms``: a dict into which the batch's
     weighted auxiliary terms are added (detached; so a caller can sum them over steps)."""
     labels = batch["labels"]

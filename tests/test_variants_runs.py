@@ -1,6 +1,7 @@
-"""PT's basin levers around the model (``models/pt_levers.py``; experiments/lr-transfer/levers.md): the keys'
-one-line errors, run and trial identities that change only where a lever changes the computation, the training step
-that backpropagates the loss terms, the history that reports them, and the measurement script's planned trials."""
+"""PT's variants around the model (``ptsweep/variants``, ``model.variants``; experiments/lr-transfer/levers.md): the
+entries' one-line errors, run and trial identities (an empty list is the config without the key; the keys of the
+levers' earlier schema at their off values read as absent), the training step that backpropagates the loss terms, the
+history that reports them, and the measurement scripts' planned trials."""
 
 from __future__ import annotations
 
@@ -12,44 +13,52 @@ import torch.nn.functional as F
 
 from ptsweep.config import PTConfig, compose, to_dict, with_overrides
 from ptsweep.errors import ConfigError
-from ptsweep.identity import config_hash, trial_key
-from ptsweep.models import aux_loss_terms, mlm_logits
-from ptsweep.models.pt import ProbabilisticTransformer
+from ptsweep.identity import config_hash, result_config, trial_key
+from ptsweep.models import build_model, mlm_logits
 from ptsweep.train import accumulate_gradients
-from test_pt_levers import V, _cfg, _inputs, _model
+from test_variants import V, _cfg, _inputs, _model
 
 
 # ---------------------------------------------------------------- config and identity
-@pytest.mark.parametrize("kw, message", [
-    (dict(z_loss=-1e-4), "model.z_loss: must be >= 0, got -0.0001"),
-    (dict(z_loss=math.nan), "model.z_loss: must be >= 0, got nan"),
-    (dict(z_loss_iters="every"), "model.z_loss_iters: must be one of ['final', 'all'], got 'every'"),
-    (dict(qz_entropy_floor=1.0), "model.qz_entropy_floor: must be a fraction of log N in [0, 1), got 1.0"),
-    (dict(qz_entropy_floor=-0.1), "model.qz_entropy_floor: must be a fraction of log N in [0, 1), got -0.1"),
-    (dict(qz_entropy_weight=0.0), "model.qz_entropy_weight: must be positive, got 0.0"),
-    (dict(attn_score_norm="qk"), "model.attn_score_norm: must be one of ['none', 'row_rms'], got 'qk'"),
-    (dict(attn_score_norm="row_rms", attention_impl="fused"),
-     "model.attn_score_norm: row_rms is not implemented on the fused path (its kernels never see a whole row of "
-     "scores); use model.attention_impl=dense, auto or blockwise"),
-    (dict(z_scale_rule="log"), "model.z_scale_rule: must be one of ['none', 'sqrt_log'], got 'log'"),
-    (dict(z_scale_rule="sqrt_log", base_width=1, base_channels=1),
-     "model.z_scale_rule: sqrt_log needs width and base_width >= 2 (log N0 > 0), got 32 and 1"),
-    (dict(topic_scale_rule="sqrt"), "model.topic_scale_rule: must be one of ['none', 'inv_sqrt'], got 'sqrt'"),
-    (dict(unary_lr_scale=0.0), "model.unary_lr_scale: must be positive, got 0.0"),
-    (dict(unary_lr_scale=2.0, parametrization="sp"),
-     "model.unary_lr_scale: scales a muP LR constant, which 'sp' does not read; use a muP parametrization"),
-    (dict(unary_lr_rule="sqrt"), "model.unary_lr_rule: must be one of ['const', 'sqrt_capped'], got 'sqrt'"),
-    (dict(unary_lr_rule="sqrt_capped", unary_lr_cap=0.04, parametrization="sp"),
-     "model.unary_lr_rule: sqrt_capped scales a muP LR constant, which 'sp' does not read; use a muP parametrization"),
-    (dict(unary_lr_rule="sqrt_capped"), "model.unary_lr_cap: must be a positive LR under unary_lr_rule=sqrt_capped "
-     "and 0 under const, got 0.0 with sqrt_capped"),
-    (dict(unary_lr_cap=0.04), "model.unary_lr_cap: must be a positive LR under unary_lr_rule=sqrt_capped and 0 under "
-     "const, got 0.04 with const"),
+@pytest.mark.parametrize("entry, kw, message", [
+    ({"name": "z_loss", "coef": -1e-4}, {}, "z_loss: coef must be > 0, got -0.0001"),
+    ({"name": "z_loss", "coef": math.nan}, {}, "z_loss: coef must be > 0, got nan"),
+    ({"name": "z_loss", "coef": 1e-4, "iters": "every"}, {},
+     "z_loss: iters must be one of ['final', 'all'], got 'every'"),
+    ({"name": "z_loss"}, {}, "z_loss: settings [] do not fit its settings ['coef', 'iters']"),
+    ({"name": "z_loss", "coef": 1e-4, "scale": 2}, {},
+     "z_loss: settings ['coef', 'scale'] do not fit its settings ['coef', 'iters']"),
+    ({"name": "qz_entropy_floor", "floor": 1.0}, {},
+     "qz_entropy_floor: floor must be a fraction of log N in (0, 1), got 1.0"),
+    ({"name": "qz_entropy_floor", "floor": 0.5, "weight": 0}, {}, "qz_entropy_floor: weight must be positive, got 0.0"),
+    ({"name": "attn_row_rms"}, {"attention_impl": "fused"},
+     "attn_row_rms: is not implemented on the fused path (its kernels never see a whole row of scores); use "
+     "model.attention_impl=dense, auto or blockwise"),
+    ({"name": "z_scale"}, {"base_width": 1, "base_channels": 1},
+     "z_scale: needs model.width and model.base_width >= 2 (log N0 > 0), got 32 and 1"),
+    ({"name": "unary_lr", "scale": 0.0}, {}, "unary_lr: scale must be positive, got 0.0"),
+    ({"name": "unary_lr", "scale": 2.0}, {"parametrization": "sp"},
+     "unary_lr: scales a muP LR constant, which 'sp' does not read; use a muP parametrization"),
+    ({"name": "unary_lr", "rule": "sqrt"}, {}, "unary_lr: rule must be one of ['const', 'sqrt_capped'], got 'sqrt'"),
+    ({"name": "unary_lr", "rule": "sqrt_capped"}, {},
+     "unary_lr: cap must be a positive LR under rule sqrt_capped and 0 under const, got 0.0 with sqrt_capped"),
+    ({"name": "unary_lr", "cap": 0.04}, {},
+     "unary_lr: cap must be a positive LR under rule sqrt_capped and 0 under const, got 0.04 with const"),
+    ({"name": "temperature"}, {}, "unknown variant 'temperature' (choose from z_loss, qz_entropy_floor, attn_row_rms, "
+     "z_scale, topic_scale, unary_lr)"),
 ])
-def test_bad_lever_values_are_one_line_config_errors(kw, message):
+def test_bad_variant_entries_are_one_line_config_errors(entry, kw, message):
     with pytest.raises(ConfigError) as e:
-        _cfg(**kw).validate()
-    assert str(e.value) == message
+        _cfg(variants=[entry], **kw).validate()
+    assert str(e.value) == f"model.variants: {message}"
+
+
+def test_a_variant_listed_twice_is_an_error_and_settings_are_filled_in():
+    with pytest.raises(ConfigError, match="model.variants: z_scale is listed twice"):
+        _cfg(variants=[{"name": "z_scale"}, {"name": "z_scale"}]).validate()
+    cfg = _cfg(variants=[{"name": "qz_entropy_floor", "floor": 0.5, "weight": 2}])
+    cfg.validate()
+    assert cfg.variants == [{"name": "qz_entropy_floor", "floor": 0.5, "weight": 2.0}]
 
 
 def _keys(*overrides: str) -> tuple[str, str]:
@@ -58,32 +67,36 @@ def _keys(*overrides: str) -> tuple[str, str]:
     return config_hash(cfg), trial_key(to_dict(cfg), {})
 
 
-def test_the_levers_change_an_identity_only_where_they_change_the_computation():
+def test_variants_change_an_identity_and_none_is_the_config_without_the_key():
     plain = _keys()
-    off = ("model.z_loss=0.0", "model.z_loss_iters=final", "model.qz_entropy_floor=0.0", "model.qz_entropy_weight=1.0",
-           "model.attn_score_norm=none", "model.z_scale_rule=none", "model.topic_scale_rule=none")
-    assert _keys(*off) == plain
-    # a setting of a lever that is off computes nothing new
-    assert _keys("model.z_loss_iters=all", "model.qz_entropy_weight=5.0") == plain
-    on = ["model.z_loss=1e-4", "model.qz_entropy_floor=0.5", "model.attn_score_norm=row_rms",
-          "model.z_scale_rule=sqrt_log", "model.topic_scale_rule=inv_sqrt"]
-    keys = [_keys(o) for o in on] + [_keys("model.z_loss=1e-4", "model.z_loss_iters=all"),
-                                     _keys("model.qz_entropy_floor=0.5", "model.qz_entropy_weight=5.0")]
+    assert _keys("model.variants=[]") == plain
+    on = ["[{name:z_loss,coef:1e-4}]", "[{name:qz_entropy_floor,floor:0.5}]", "[{name:attn_row_rms}]",
+          "[{name:z_scale}]", "[{name:topic_scale}]", "[{name:unary_lr,scale:2.0}]",
+          "[{name:unary_lr,rule:sqrt_capped,cap:0.04}]", "[{name:z_loss,coef:1e-4,iters:all}]",
+          "[{name:qz_entropy_floor,floor:0.5,weight:5.0}]", "[{name:z_loss,coef:1e-4},{name:z_scale}]"]
+    keys = [_keys(f"model.variants={v}") for v in on]
     assert len({k for pair in keys for k in pair} | set(plain)) == 2 * len(keys) + 2  # every one new, all distinct
-    # the width rules at the anchor width, and any lever of the no-inference control, are the plain model
-    for rule in ("model.z_scale_rule=sqrt_log", "model.topic_scale_rule=inv_sqrt"):
-        assert _keys(rule, "model.width=32") == _keys("model.width=32")
-    for lever in on:
-        assert _keys(lever, "model.n_iters=0") == _keys("model.n_iters=0")
-    # S's LR factor: 1 is the plain model; any other value is a new run, with or without inference (S trains in both)
-    assert _keys("model.unary_lr_scale=1.0") == plain
-    assert len({*_keys("model.unary_lr_scale=2.0"), *plain}) == 4
-    assert _keys("model.unary_lr_scale=2.0", "model.n_iters=0") != _keys("model.n_iters=0")
-    # S's LR rule: 'const' (cap 0) is the plain model; the capped rule is a new run, even at the anchor width
-    assert _keys("model.unary_lr_rule=const", "model.unary_lr_cap=0.0") == plain
-    capped = ("model.unary_lr_rule=sqrt_capped", "model.unary_lr_cap=0.04")
-    assert len({*_keys(*capped), *_keys(*capped[:1], "model.unary_lr_cap=0.08"), *plain}) == 6
-    assert _keys(*capped, "model.width=32") != _keys("model.width=32")
+    # a setting left at its default is the same run as one written out
+    assert _keys("model.variants=[{name:z_loss,coef:1e-4,iters:final}]") == keys[0]
+
+
+def test_the_levers_earlier_keys_at_their_off_values_read_as_absent():
+    """An old checkpoint's config carries model.z_loss=0.0 ... unary_lr_cap=0.0 and train.message_stats: its result
+    config is the new one's (the resume check compares these); a lever that was on is another config, and the
+    schema says where the key went."""
+    from ptsweep.config import from_dict
+    from ptsweep.config.convert import RETIRED_KEYS
+
+    cfg = compose(["preset=smoke"])
+    old = to_dict(cfg)
+    for key, values in RETIRED_KEYS.items():
+        section, leaf = key.split(".")
+        old[section][leaf] = values[-1]
+    assert result_config(old) == result_config(cfg)
+    old["model"]["z_loss"] = 1e-3
+    assert result_config(old) != result_config(cfg)
+    with pytest.raises(ConfigError, match="model.z_loss: retired; PT's variants are set in model.variants"):
+        from_dict(old)
 
 
 def test_the_unary_lr_scale_multiplies_the_adamw_step_of_s_and_of_nothing_else():
@@ -94,7 +107,7 @@ def test_the_unary_lr_scale_multiplies_the_adamw_step_of_s_and_of_nothing_else()
     ids, mask, labels = _inputs()
     steps = {}
     for scale in (1.0, 2.5):
-        model = _model(unary_lr_scale=scale)
+        model = _model(variants=[{"name": "unary_lr", "scale": scale}])
         before = {k: p.detach().clone() for k, p in model.named_parameters()}
         opt = build_optimizer(model, model.cfg.width, model.cfg.parametrization, lr=1e-3)
         F.cross_entropy(mlm_logits(model, ids, mask, labels), labels[labels >= 0]).backward()
@@ -106,16 +119,17 @@ def test_the_unary_lr_scale_multiplies_the_adamw_step_of_s_and_of_nothing_else()
     assert steps[1.0]["unary"].abs().max() > 0  # S did move (its rows for the batch's tokens)
 
 
-def test_a_sweep_override_of_a_lever_reaches_the_model():
-    cfg = with_overrides(compose(["preset=smoke"]), {"model.z_loss": 1e-3, "model.attn_score_norm": "row_rms"})
-    model = ProbabilisticTransformer(cfg.model, V)
-    assert aux_loss_terms(model) == ("z_loss",) and model.attention_scale() == cfg.model.w_attn
+def test_a_sweep_override_of_the_variants_reaches_the_model():
+    cfg = with_overrides(compose(["preset=smoke"]), {"model.variants": [{"name": "z_loss", "coef": 1e-3},
+                                                                        {"name": "attn_row_rms"}]})
+    model = build_model(cfg.model, V)
+    assert model.loss_terms == ("z_loss",) and model.attention_scale() == cfg.model.w_attn
 
 
 # ---------------------------------------------------------------- training step and loop
 @pytest.mark.parametrize("micro", [0, 1])
 def test_a_training_step_backpropagates_the_terms_and_returns_the_mlm_loss(micro):
-    model = _model(z_loss=0.02, qz_entropy_floor=0.999)
+    model = _model(variants=[{"name": "z_loss", "coef": 0.02}, {"name": "qz_entropy_floor", "floor": 0.999}])
     ids, mask, labels = _inputs()
     batch = {"input_ids": ids, "attention_mask": mask, "labels": labels}
     terms: dict = {}
@@ -143,7 +157,7 @@ def test_a_training_step_backpropagates_the_terms_and_returns_the_mlm_loss(micro
         assert torch.allclose(a, p.grad, rtol=1e-4, atol=1e-7)
 
 
-def test_the_history_reports_the_lever_terms(cache_dir, tmp_path, monkeypatch):
+def test_the_history_reports_the_variant_terms(cache_dir, tmp_path, monkeypatch):
     from ptsweep import train
     from ptsweep.tracking import LocalTracker
 
@@ -151,7 +165,8 @@ def test_the_history_reports_the_lever_terms(cache_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     cfg = compose(["preset=smoke", "tracker=disabled", f"out_dir={tmp_path}", f"data.cache_dir={cache_dir}",
                    "model.width=32", "model.base_width=32", "model.base_rank=8", "model.scaling=rank",
-                   "train.tokens=2048", "model.z_loss=1e-3", "model.qz_entropy_floor=0.99"])
+                   "train.tokens=2048",
+                   "model.variants=[{name:z_loss,coef:1e-3},{name:qz_entropy_floor,floor:0.99}]"])
     metrics = train.run(cfg, LocalTracker())
     logged = [row for row in metrics["history"] if "train_loss" in row]
     assert metrics["status"] == "ok" and logged
@@ -178,10 +193,11 @@ def test_the_basin_script_plans_each_lever_beside_the_default_over_the_high_side
             if label.startswith("lr-"):
                 assert changed == {} and model.w_attn == 1.0
             else:
-                assert label.startswith("ctrl-") and model.n_iters == 4 and len(changed) in (1, 2)
-                levers |= set(changed)
-    assert levers >= {"z_loss", "z_loss_iters", "qz_entropy_floor", "attn_score_norm", "z_scale_rule",
-                      "topic_scale_rule"}
+                assert label.startswith("ctrl-") and model.n_iters == 4 and set(changed) == {"variants"}
+                assert len(model.variants) == 1
+                levers.add(tuple(sorted((k, v) for k, v in model.variants[0].items())))
+    assert {dict(v)["name"] for v in levers} == {"z_loss", "qz_entropy_floor", "attn_row_rms", "z_scale",
+                                                 "topic_scale"} and len(levers) == 8  # row_rms twice: w_attn 2, 6
 
 
 def test_the_weight_script_plans_each_weight_grid_and_the_lr_grid_per_variant():
@@ -203,11 +219,10 @@ def test_the_weight_script_plans_each_weight_grid_and_the_lr_grid_per_variant():
         assert all(ov["optim.lr"] == 0.02 for ov in weight_trials)
         assert all(ov["model.n_iters"] == 0 for ov, lab in zip(trials, labels) if lab.startswith("ctrl-"))
         assert len(trials) == 6 + 6 + 6
-        rule = (cfg.model.z_scale_rule, cfg.model.topic_scale_rule)
+        rule = [v["name"] for v in cfg.model.variants]
         variant = cfg.sweep.study.removeprefix("weights-")
-        assert rule == {"default": ("none", "none"), "z_scale": ("sqrt_log", "none"),
-                        "topic_scale": ("none", "inv_sqrt")}[variant]
-        assert all(with_overrides(cfg, ov).model.z_scale_rule == rule[0] for ov in trials)
+        assert rule == {"default": [], "z_scale": ["z_scale"], "topic_scale": ["topic_scale"]}[variant]
+        assert all(with_overrides(cfg, ov).model.variants == cfg.model.variants for ov in trials)
         seen.add((variant, weight))
     assert len(seen) == 12
 

@@ -1,6 +1,6 @@
-"""S's LR rule (``model.unary_lr_rule``; ``models/pt_levers.unary_lr``, ``parametrization.group_lr``): the capped
-rule's first AdamW step of S against the plain model's, its optimizer groups against the existing options whose
-runs it reproduces (experiments/weight-drift), and the LR schedule applied under the cap."""
+"""S's LR rule (the variant ``unary_lr``, ``variants/unary_lr.py``, through the hook ``parametrization.lr_rule``): the
+capped rule's first AdamW step of S against the plain model's, its optimizer groups against the existing options
+whose runs it reproduces (experiments/weight-drift), and the LR schedule applied under the cap."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from torch import nn
 
 from ptsweep.config import compose
 from ptsweep.models import mlm_logits
-from ptsweep.models.pt import ProbabilisticTransformer
-from ptsweep.parametrization import Role, build_optimizer, declare, param_groups, set_lr
-from test_pt_levers import V, _inputs, _model
+from ptsweep.models import build_model
+from ptsweep.parametrization import Role, build_optimizer, declare, lr_rule, param_groups, set_lr
+from test_variants import V, _inputs, _model
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny shapes: conftest says why
 
@@ -39,7 +39,7 @@ def test_the_capped_rule_steps_s_by_the_width_factor_up_to_the_cap_and_nothing_e
     """Width 64 over base 16: sqrt(N / N0) = 2. At 1e-3 S's LR is 2e-3 (under the cap); at 4e-3 it would be 8e-3
     and is held at the cap, 1.25 x the plain model's 4e-3."""
     plain = _first_steps(lr, width=64)
-    capped = _first_steps(lr, width=64, unary_lr_rule="sqrt_capped", unary_lr_cap=CAP)
+    capped = _first_steps(lr, width=64, variants=[{"name": "unary_lr", "rule": "sqrt_capped", "cap": CAP}])
     for name, step in plain.items():
         torch.testing.assert_close(capped[name], (s_factor if name == "unary" else 1.0) * step, rtol=1e-4, atol=1e-9)
     assert plain["unary"].abs().max() > 0  # S did move (its rows for the batch's tokens)
@@ -49,7 +49,7 @@ def _group_lrs(lr: float, *overrides: str) -> list[tuple[str, float]]:
     """(role, LR) of every optimizer group of the weight study's model (width 128 anchored at 32, rank paradigm)."""
     cfg = compose(["preset=lr_study", "model.width=128", "model.base_width=32", "model.scaling=rank",
                    "model.base_rank=8", *overrides])
-    model = ProbabilisticTransformer(cfg.model, V)
+    model = build_model(cfg.model, V)
     opt = build_optimizer(model, cfg.model.width, cfg.model.parametrization, lr=lr)
     return sorted((g["role"], g["lr"]) for g in opt.param_groups)
 
@@ -58,8 +58,8 @@ def test_the_capped_rule_is_the_existing_options_the_weight_study_ran_it_through
     """Cap 0.04 = 2 eta*_0, width 128 = 4 x N0: at eta* 0.02 S's LR is 0.04, as under unary_lr_scale=2; at 2 eta*
     the cap binds and S's LR is 0.04, as in the plain model at 0.04; at the anchor width the rule is the plain
     model at both."""
-    rule = ("model.unary_lr_rule=sqrt_capped", "model.unary_lr_cap=0.04")
-    assert _group_lrs(0.02, *rule) == _group_lrs(0.02, "model.unary_lr_scale=2")
+    rule = ("model.variants=[{name:unary_lr,rule:sqrt_capped,cap:0.04}]",)
+    assert _group_lrs(0.02, *rule) == _group_lrs(0.02, "model.variants=[{name:unary_lr,scale:2}]")
     assert _group_lrs(0.04, *rule) == _group_lrs(0.04)
     assert ("input", pytest.approx(0.04)) in _group_lrs(0.04, *rule)
     for lr in (0.02, 0.04):
@@ -78,9 +78,13 @@ def test_the_schedule_multiplies_the_capped_peak_lr():
     assert [g["lr"] for g in opt.param_groups] == [pytest.approx(0.01), pytest.approx(0.01)]
 
 
-def test_a_declared_cap_acts_under_mup_only():
-    """The cap is a muP constant like the LR multiplier: under SP every group is uncapped."""
+def test_an_lr_rule_acts_under_mup_only():
+    """The rule's factor and cap are muP constants like the LR multiplier: under SP every group is eta, uncapped;
+    without a rule no group carries a cap."""
     module = nn.Module()
-    module.s = declare(nn.Parameter(torch.zeros(4, 8)), Role.INPUT, nn.init.zeros_, mup_lr_cap=0.04)
-    assert [g["lr_cap"] for g in param_groups(module, 8, "mup_sp")] == [0.04]
-    assert [g["lr_cap"] for g in param_groups(module, 8, "sp")] == [math.inf]
+    module.s = declare(nn.Parameter(torch.zeros(4, 8)), Role.INPUT, nn.init.zeros_, mup_lr_mult=0.5)
+    module.t = declare(nn.Parameter(torch.zeros(4, 8)), Role.INPUT, nn.init.zeros_)
+    assert [g.get("lr_cap", math.inf) for g in param_groups(module, 8, "mup_sp")] == [math.inf, math.inf]
+    lr_rule(module.s, 3.0, 0.04)
+    assert [(g["lr_mult"], g.get("lr_cap")) for g in param_groups(module, 8, "mup_sp")] == [(1.5, 0.04), (1.0, None)]
+    assert [(g["lr_mult"], g.get("lr_cap")) for g in param_groups(module, 8, "sp")] == [(1.0, None)]

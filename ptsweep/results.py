@@ -86,21 +86,31 @@ def check_study(results_dir: Path, study: str, sweep: str) -> None:
 
 
 def write_study(results_dir: Path, cfg, study: str, sweep: str, vocab: int) -> None:
-    """study.json: name, sweep, the portable config of this command (:data:`PORTABLE_DROP` left out), vocab size."""
+    """study.json: name, sweep, vocab size, the command's Hydra overrides (as the CLI received them; None when the
+    sweep was called from Python) and its portable config (:data:`PORTABLE_DROP` left out)."""
+    import os
+
     from ptsweep.config import flatten, to_dict
+    from ptsweep.tracking import OVERRIDES_ENV
 
     config = {k: v for k, v in flatten(to_dict(cfg)).items() if k not in PORTABLE_DROP}
+    command = json.loads(os.environ[OVERRIDES_ENV]) if os.environ.get(OVERRIDES_ENV) else None
     _write_if_changed(Path(results_dir) / "study.json", dumps({"format": STUDY_FORMAT, "study": study,
                                                                "sweep": sweep, "vocab_size": int(vocab),
-                                                               "config": config}))
+                                                               "command": command, "config": config}))
 
 
 def study_config(results_dir: Path, **overrides: Any):
-    """The RunConfig of the command recorded in study.json, with dotted ``overrides`` (e.g. out_dir) applied."""
-    from ptsweep.config import from_dict
+    """The RunConfig of the command recorded in study.json, composed again from its overrides (so a later schema
+    and presets apply, and the trial keys say which records still match), or from its config when it has no
+    command; dotted ``overrides`` (e.g. out_dir) applied last."""
+    from ptsweep.config import compose, from_dict, with_overrides
 
+    study = read_study(results_dir)
+    if study.get("command") is not None:
+        return with_overrides(compose(list(study["command"])), overrides)
     nested: dict = {}
-    for key, value in {**read_study(results_dir)["config"], **overrides}.items():
+    for key, value in {**study["config"], **overrides}.items():
         node = nested
         *parents, leaf = key.split(".")
         for p in parents:

@@ -154,14 +154,16 @@ def test_an_undecided_verdict_names_each_scales_reason():
 
 def test_a_scale_winner_needs_a_decided_interval_against_every_other_model():
     """The width-64 test losses of the trained comparison (PT 4.373 / 4.366, UT 4.176 / 3.854): UT's mean is 0.354
-    lower; with the seed SD 0.168 pooled at 6 df the 95 % half-width is t(0.975, 6) x 0.168 = 2.447 x 0.168 = 0.411
-    > 0.354, so no winner; with a pooled SD of 0.004 it is 0.0098, and UT wins. One model alone wins nothing."""
+    lower; with each model's seed SD at 6 df, UT's 0.168 and PT's 0.005, the Welch half-width is about
+    t(0.975, ~6) x sqrt(0.168^2 / 2 + 0.005^2 / 2) = 0.291 < 0.354, so UT wins; with UT's SD 0.3 it is 0.52 and no
+    one wins. One model alone wins nothing."""
     cells = pd.DataFrame({"series": ["pt", "ut"], "loss": [4.3695, 4.015]})
     seeds = {"pt": [4.373, 4.366], "ut": [4.176, 3.854]}
     learned = {("pt", "64"), ("ut", "64")}
-    noisy = framings.winner(cells, "64", learned, {}, None, seeds, (0.168 ** 2, 6))
+    quiet_pt = {"pt": (0.005 ** 2, 6), "ut": (0.168 ** 2, 6)}
+    assert framings.winner(cells, "64", learned, {}, None, seeds, quiet_pt)["winner"] == "ut"
+    noisy = framings.winner(cells, "64", learned, {}, None, seeds, {**quiet_pt, "ut": (0.3 ** 2, 6)})
     assert noisy["winner"] is None
     assert noisy["reason"] == "undecided: ut has the lowest loss, but its 95 % interval against pt includes 0"
-    assert framings.winner(cells, "64", learned, {}, None, seeds, (0.004 ** 2, 6))["winner"] == "ut"
-    alone = framings.winner(cells.iloc[:1], "64", learned, {}, None, {"pt": seeds["pt"]}, (0.004 ** 2, 6))
+    alone = framings.winner(cells.iloc[:1], "64", learned, {}, None, {"pt": seeds["pt"]}, quiet_pt)
     assert alone["winner"] is None and alone["reason"] == "undecided: only pt ran at this scale"

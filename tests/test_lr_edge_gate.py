@@ -34,8 +34,7 @@ def _comparisons(ut_offset: float, edges: dict[int, str], pt_edges: dict[int, st
     table["best_lr"] = np.where(table["series"] == "ut", 4e-3, 2e-2)
     table["lr_edge"] = [(edges if x == "ut" else pt_edges or {}).get(s, "")
                         for x, s in zip(table["series"], table["scale"])]
-    pooled = (float(np.var([-0.004, 0.004], ddof=1)), 6)
-    return framings.comparisons(runs, table, ["pt"], ["ut"], SCALES, pooled, n_boot=50, seed=0)
+    return framings.comparisons(runs, table, ["pt"], ["ut"], SCALES, n_boot=50, seed=0)
 
 
 def _report(comp: dict) -> str:

@@ -256,7 +256,7 @@ def test_scaling_curves_table_fits_and_plots(tmp_path):
     assert summary["fits"]["pt"]["form"] == "power_law" and "< 4" in summary["fits"]["pt"]["note"]
     assert summary["fits"]["pt"]["n_runs"] == 4 and len(summary["fits"]["pt"]["band"]["lo"]) > 0
     assert "pt" in summary["fits_flops"] and summary["loss_split"] == "test"
-    assert summary["pooled_df"] >= 1
+    assert summary["seed_spreads"]["pt"]["df"] >= 1 and summary["seed_spreads"]["bert"]["df"] >= 1
     d = summary["differences"]["pt-bert"]["128"]
     assert d["lo"] < d["diff"] < d["hi"] and d["decided"] in {"a_lower", "b_lower", "undecided"}
     assert summary["pt_beats_bert_at_every_scale"] in (True, False, None)

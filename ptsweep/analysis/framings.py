@@ -25,7 +25,8 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from ptsweep import metric_keys
-from ptsweep.analysis.fits import difference_ci, fit_scaling_law
+from ptsweep.analysis.fits import fit_scaling_law
+from ptsweep.analysis.model_spread import model_spreads, spread_ci
 
 FRAMINGS = {"total": "params", "non_embedding": "non_embedding_params", "flops": "train_flops"}
 """Framing name (the values of ``sweep.match``) -> runs-table column of its x axis."""
@@ -44,8 +45,8 @@ PLATEAU = "undecided: {why}, so it was still leaving its plateau"
 ALONE = "undecided: only {model} ran at this scale"
 """A scale's winner when one model ran there: nothing was compared."""
 WITHIN_NOISE = "undecided: {model} has the lowest loss, but its 95 % interval against {others} includes 0"
-"""A scale's winner when the lowest loss is not below every other model's by its as-run interval (``difference_ci``
-with the pooled seed variance)."""
+"""A scale's winner when the lowest loss is not below every other model's by its as-run interval (``spread_ci``:
+each model's own seed spread)."""
 
 
 def learned_cells(table) -> set[tuple[str, str]]:
@@ -224,21 +225,22 @@ def framings(runs, pt_series: Sequence[str], baselines: Sequence[str], n_boot: i
     return out
 
 
-def comparisons(runs, table, pt_series: list[str], baselines: list[str], scales: list,
-                pooled: tuple[float, int], n_boot: int, seed: int,
+def comparisons(runs, table, pt_series: list[str], baselines: list[str], scales: list, n_boot: int, seed: int,
                 late: Mapping[tuple[str, str], str] | None = None) -> dict:
     """Every PT - baseline statement of the summary, each through :func:`gate` (no verdict from a model that
     learned nothing, none from a model still leaving its plateau (``late``: :func:`plateau_gate`; None: no such gate),
     none against a baseline whose LR tuning left its best LR on an edge): ``differences`` (as run,
-    per scale: mean difference with the pooled-seed t interval), the three ``framings``, the every-scale verdicts
+    per scale: mean difference with the interval of the two models' own seed spreads, ``model_spread.spread_ci``,
+    and the seeds per model that would decide it), the three ``framings``, the every-scale verdicts
     (True / False / None) with ``statements`` in words, and ``winners`` per scale (:func:`winner`). ``runs``: one
     row per run; ``table``: one row per series x scale with the seed-mean context gain (and lr_edge, best_lr)."""
     learned, edged = learned_cells(table), edge_cells(table)
+    spreads = model_spreads({x: [seed_losses(runs, x, s) for s in scales] for x in sorted(set(runs["series"]))})
     differences = {}
     for pts in pt_series:
         for other in baselines:
-            per = {str(s): difference_ci(seed_losses(runs, pts, s), seed_losses(runs, other, s), *pooled)
-                   for s in scales}
+            per = {str(s): spread_ci(seed_losses(runs, pts, s), seed_losses(runs, other, s), spreads[pts],
+                                     spreads[other]) for s in scales}
             differences[f"{pts}-{other}"] = gate(per, (pts, other), learned, edged, late)
     by_name = framings(runs, pt_series, baselines, n_boot=n_boot, seed=seed, learned=learned, edged=edged, late=late)
     by_framing = {f: {pair: r["every_scale"] for pair, r in res.items()} for f, res in by_name.items()}
@@ -250,26 +252,29 @@ def comparisons(runs, table, pt_series: list[str], baselines: list[str], scales:
         per = differences.get(pair, {})
         verdicts[key] = every_scale(per, win=win)["every_scale"] if per else None
         statements[key] = verdict_text(verdicts[key], per) if per else "n/a (not run)"
-    winners = {str(int(s)): winner(g, str(int(s)), learned, edged, late, pooled=pooled,
+    winners = {str(int(s)): winner(g, str(int(s)), learned, edged, late, spreads=spreads,
                                    by_series={x: seed_losses(runs, x, s) for x in g["series"]})
                for s, g in table[table["loss"].map(math.isfinite)].groupby("scale")}
     return {"differences": differences, "framings": by_name, "winners": winners, **verdicts,
+            "seed_spreads": {m: {"sd": math.sqrt(v) if math.isfinite(v) else None, "df": df}
+                             for m, (v, df) in spreads.items()},
             "statements": statements, "pt_beats_bert_by_framing": {f: v.get("pt-bert") for f, v in by_framing.items()},
             "ut_beats_pt_by_framing": ut_by_framing, "pt_beats_by_framing": by_framing}
 
 
 def seed_losses(runs, series: str, scale) -> list[float]:
-    """One loss per seed of ``series`` at ``scale`` (rows of the runs table): the samples of ``difference_ci``."""
+    """One loss per seed of ``series`` at ``scale`` (rows of the runs table): the samples of ``model_spread.spread_ci``."""
     return runs[(runs["series"] == series) & (runs["scale"] == scale)]["loss"].tolist()
 
 
 def winner(cells, scale: str, learned: set[tuple[str, str]], edged: Mapping[tuple[str, str], float],
            late: Mapping[tuple[str, str], str] | None = None, by_series: Mapping[str, list] | None = None,
-           pooled: tuple[float, int] | None = None) -> dict:
+           spreads: Mapping[str, tuple[float, int]] | None = None) -> dict:
     """The lowest loss among one scale's ``cells`` (results-table rows): "winner" (None with the "reason" when a
     series there learned no context, one was still leaving its plateau (``late``), one that lost has its LR on
     an edge (``edge_gate``), only one series ran, or, given each series' seed losses (``by_series``) and the
-    ``pooled`` seed variance, the lowest loss is not below another's by a decided as-run interval), "loss",
+    models' seed ``spreads`` ({series: (variance, df)}), the lowest loss is not below another's by a decided as-run
+    interval, ``model_spread.spread_ci``), "loss",
     "losses"."""
     best = cells.loc[cells["loss"].idxmin()]
     idle = [x for x in cells["series"] if (x, scale) not in learned]
@@ -281,8 +286,10 @@ def winner(cells, scale: str, learned: set[tuple[str, str]], edged: Mapping[tupl
     if not reason and len(cells) < 2:
         reason = ALONE.format(model=best["series"])
     if not reason and by_series is not None:
-        close = [x for x in cells["series"] if x != best["series"] and difference_ci(
-            by_series[best["series"]], by_series[x], *(pooled or (None, None)))["decided"] != "a_lower"]
+        top, nan = best["series"], (math.nan, 0)
+        close = [x for x in cells["series"] if x != top and spread_ci(
+            by_series[top], by_series[x], (spreads or {}).get(top, nan), (spreads or {}).get(x, nan))["decided"]
+            != "a_lower"]
         reason = WITHIN_NOISE.format(model=best["series"], others=" and ".join(close)) if close else ""
     return {"winner": None if reason else best["series"], "loss": float(best["loss"]),
             "losses": {r["series"]: float(r["loss"]) for _, r in cells.iterrows()}, **({"reason": reason} if reason
@@ -314,7 +321,8 @@ def report_lines(summary: Mapping, as_run: bool = True) -> list[str]:
         out.append("")
     if as_run and "statements" in summary:
         st = summary["statements"]
-        out += [f"As run (the runs matched by {m}, per-scale mean difference with a {level} % t interval over seeds, "
+        out += [f"As run (the runs matched by {m}, per-scale mean difference with a {level} % Welch interval from "
+                f"each model's own seed spread, "
                 f"`differences`): PT beats BERT at every scale: {st.get('pt_beats_bert_at_every_scale', 'n/a')}; UT "
                 f"beats PT at every scale: {st.get('ut_beats_pt_at_every_scale', 'n/a')}.", ""]
         out += [f"- {pair}: {_cells(per)}" for pair, per in summary.get("differences", {}).items()]
@@ -325,7 +333,17 @@ def _cells(per_scale: Mapping[str, Mapping]) -> str:
     """'N=32: -0.0574 [-0.2416, +0.1267] undecided; N=64: no fit': each scale's difference, interval and decision."""
     return "; ".join(f"N={s}: no fit" if "error" in d
                      else f"N={s}: {d['diff']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}] {decision_text(d)}"
-                     for s, d in per_scale.items())
+                     + _to_decide(d) for s, d in per_scale.items())
+
+
+def _to_decide(d: Mapping) -> str:
+    """' (~7 seeds per model would decide it at these spreads)' for an as-run difference undecided by its interval
+    alone; '' otherwise (decided, gated, or a framing's bootstrap row)."""
+    if "seeds_to_decide" not in d or d.get("decided") != "undecided" or d.get("reason"):
+        return ""
+    n = d["seeds_to_decide"]
+    return (f" ({n} seeds per model would decide it at these spreads, SD {d['sd_a']:.3f} / {d['sd_b']:.3f})"
+            if n else f" (no seed count decides a difference this small at SD {d['sd_a']:.3f} / {d['sd_b']:.3f})")
 
 
 def _scales_against(r: Mapping) -> str:

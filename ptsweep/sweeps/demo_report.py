@@ -210,6 +210,12 @@ def verdict_section(vs: dict) -> list[str]:
     return out + ["", CONTRAST_RULE.format(margin=100 * vs.get("margin", 0.01)), ""]
 
 
+def spreads_text(spreads: dict) -> str:
+    """'pt sd 0.0049 (df 2), bert sd 0.2100 (df 2)': each model's seed spread (``model_spread``)."""
+    return ", ".join(f"{m} sd {d['sd']:.4f} (df {d['df']})" if d.get("sd") is not None else f"{m} sd n/a"
+                     for m, d in spreads.items()) or "no spreads"
+
+
 def scaling_section(ss: dict, sres: pd.DataFrame, models: pd.DataFrame) -> list[str]:
     split = ss.get("loss_split", "val")
     t = sres.copy()
@@ -220,8 +226,8 @@ def scaling_section(ss: dict, sres: pd.DataFrame, models: pd.DataFrame) -> list[
     t["no_context"] = [sc["no_context"].get(n, math.nan) for n in names]
     t["context gain"] = [gain_text(sc["gain"].get(n), sc["gain_se"].get(n)) if n in sc.index else "" for n in names]
     out = [f"Losses on the **{split}** split (baselines' LRs were chosen on validation), mean over "
-           f"{len(ss.get('seeds', []))} seed(s) per point; interval = 95 % t interval with the seed sd pooled over "
-           f"all cells (sd {ss.get('pooled_seed_sd') or float('nan'):.4f}, df {ss.get('pooled_df')}); token SE = "
+           f"{len(ss.get('seeds', []))} seed(s) per point; interval = 95 % t interval with each model's seed sd "
+           f"pooled over its own scales ({spreads_text(ss.get('seed_spreads', {}))}); token SE = "
            f"standard error over the scored masked tokens.", "",
            markdown_table(t, ["series", "scale", "width", "params", "n_seeds", "loss", "interval", "loss_token_se",
                               "unigram_loss", "vs unigram", "no_context", "context gain", "best_lr", "lr_edge",
@@ -233,7 +239,8 @@ def scaling_section(ss: dict, sres: pd.DataFrame, models: pd.DataFrame) -> list[
             out.append(f"- {series} vs {label}: {f['form']}, a = {f['a']:.3g} {ci_text(f['ci']['a'])}, b = {f['b']:.3g} "
                        f"{ci_text(f['ci']['b'])}" + (f", c = {f['c']:.3g} {ci_text(f['ci']['c'])}" if f['form'] ==
                                                   'power_law_const' else "") + f"; {f.get('note') or ''}")
-    out += ["", "Differences (PT - baseline, negative = PT better), 95 % t interval:", ""]
+    out += ["", "Differences (PT - baseline, negative = PT better), 95 % Welch interval of the two models' seed "
+                "spreads:", ""]
     for pair, per in ss.get("differences", {}).items():
         for s, d in per.items():
             out.append(f"- {pair} at N = {s}: {d['diff']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}] -> "

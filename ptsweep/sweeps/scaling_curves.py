@@ -106,7 +106,7 @@ def run(cfg: RunConfig) -> Path:
     _train(cfg, plan, baselines, scalings[0], (transferred, provenance), vocab, sdir)
     runs, split = scaling_tables.runs_table(plan.runs, scalings, sdir)
     save_table(runs, sdir, "runs")
-    table, pooled = scaling_tables.cells(runs, plan.lr_info)
+    table = scaling_tables.cells(runs, plan.lr_info)
     save_table(table, sdir, "results")
     lr_table = pd.concat(plan.searches, ignore_index=True) if plan.searches else pd.DataFrame()
     if len(lr_table):  # every baseline search trial
@@ -119,8 +119,8 @@ def run(cfg: RunConfig) -> Path:
     save_table(curves, sdir, "learning_curves")
     plateau = (sweep_cfg.plateau_gain, sweep_cfg.plateau_factor)
     late = learning_curves.plateau_cells(curves, num_steps(cfg), *plateau) if sweep_cfg.plateau_gate else None
-    comp = framings_mod.comparisons(runs, table, pt_series, present, list(sweep_cfg.scales), pooled,
-                                    sweep_cfg.bootstrap, sweep_cfg.search_seed, late)
+    comp = framings_mod.comparisons(runs, table, pt_series, present, list(sweep_cfg.scales), sweep_cfg.bootstrap,
+                                    sweep_cfg.search_seed, late)
     images = _figures(runs, table, pt_series, fits, comp["framings"], sdir, split, plan.notes)
     images.update(learning_curves.plot_all(curves, sdir))
     summary = {"study": name, "loss_split": split, "seeds": plan.seeds, "fits": fits["params"],
@@ -128,7 +128,7 @@ def run(cfg: RunConfig) -> Path:
                "match": sweep_cfg.match, "framing_level": 0.95, **comp,
                "budget_check": learning_curves.budget_check(curves, num_steps(cfg), *plateau),
                "plateau_late": None if late is None else {f"{m} at scale {s}": w for (m, s), w in late.items()},
-               **_settings(cfg, plan, pooled, provenance, present, vocab),
+               **_settings(cfg, plan, provenance, present, vocab),
                "transfer_file": str(tpath) if tpath else None, "transfer_provenance": provenance,
                "transfer_mismatch": provenance.get("mismatch", {}), "transferred": transferred,
                "status_counts": {str(k): int(v) for k, v in runs["status"].value_counts().items()},
@@ -346,13 +346,11 @@ def _figures(runs: pd.DataFrame, table: pd.DataFrame, pt_series: list[str], fits
     return images
 
 
-def _settings(cfg: RunConfig, plan: _Plan, pooled: tuple[float, int], provenance: dict, present: list[str],
-              vocab: int) -> dict:
-    """summary.json: the tuning effort per model, the baseline search space, the pooled seed noise and the settings."""
-    sweep_cfg, (pooled_var, pooled_df) = cfg.sweep, pooled
+def _settings(cfg: RunConfig, plan: _Plan, provenance: dict, present: list[str], vocab: int) -> dict:
+    """summary.json: the tuning effort per model, the baseline search space and the settings."""
+    sweep_cfg = cfg.sweep
     return {"tuning_trials": _tuning_effort(cfg, provenance, plan.lr_info, present),
             "baseline_search_space": {k: list(v) for k, v in baseline_tuning.search_space(cfg).items()},
-            "pooled_seed_sd": math.sqrt(pooled_var) if math.isfinite(pooled_var) else None, "pooled_df": pooled_df,
             "lr_search": plan.lr_info, "vocab_size": vocab, "scales": list(sweep_cfg.scales),
             "models": list(sweep_cfg.models), "scaling": sweep_cfg.scaling, "tokens": cfg.train.tokens,
             "baseline_search_tokens": baseline_tuning.search_tokens(cfg)}

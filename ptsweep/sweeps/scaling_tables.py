@@ -12,9 +12,8 @@ import numpy as np
 import pandas as pd
 
 from ptsweep import metric_keys
-from ptsweep.analysis import fits as fits_mod
 from ptsweep.analysis import framings as framings_mod
-from ptsweep.analysis import learning_curves
+from ptsweep.analysis import claims, learning_curves, model_spread
 from ptsweep.analysis.verification import t_ppf
 from ptsweep.sweeps.ledger import with_ledger_metrics
 from ptsweep.sweeps.outputs import score
@@ -48,21 +47,26 @@ def runs_table(rows: list[dict], scalings: list[str], sdir: Path) -> tuple[pd.Da
     return runs[[c for c in RUN_COLUMNS if c in runs.columns]], split
 
 
-def cells(runs: pd.DataFrame, lr_info: dict) -> tuple[pd.DataFrame, tuple[float, int]]:
-    """(one row per (series, scale): means over seeds with pooled-variance 95 % t intervals, (pooled variance, df))."""
+def cells(runs: pd.DataFrame, lr_info: dict) -> pd.DataFrame:
+    """One row per (series, scale): means over seeds with 95 % t intervals from the series' own seed variance
+    (pooled over its scales, ``model_spread.model_spreads``)."""
     cells = {key: g for key, g in runs.groupby(["series", "scale"])}
-    pooled_var, pooled_df = fits_mod.pooled_seed_variance([g["loss"].tolist() for g in cells.values()])
-    q = t_ppf(0.5 + 0.95 / 2, pooled_df) if pooled_df and pooled_df > 0 else math.nan  # 95 % t intervals
-    rows = [cell_row(series, scale, g, q, pooled_var, lr_info) for (series, scale), g in cells.items()]
-    return pd.DataFrame(rows).sort_values(["series", "scale"]).reset_index(drop=True), (pooled_var, pooled_df)
+    spreads = model_spread.model_spreads({x: [g["loss"].tolist() for (sx, _), g in cells.items() if sx == x]
+                                          for x in sorted({sx for sx, _ in cells})})
+    rows = []
+    for (series, scale), g in cells.items():
+        var, df = spreads[series]
+        q = t_ppf(0.5 + 0.95 / 2, df) if df else math.nan  # 95 % t intervals
+        rows.append(cell_row(series, scale, g, q, var, lr_info))
+    return pd.DataFrame(rows).sort_values(["series", "scale"]).reset_index(drop=True)
 
 
-def cell_row(series: str, scale, g: pd.DataFrame, q: float, pooled_var: float, lr_info: dict) -> dict:
+def cell_row(series: str, scale, g: pd.DataFrame, q: float, seed_var: float, lr_info: dict) -> dict:
     fin = g[np.isfinite(g["loss"])]
     first = g.iloc[0]
     n = len(fin)
     mean = float(fin["loss"].mean()) if n else math.inf
-    half = q * math.sqrt(pooled_var / n) if n and math.isfinite(pooled_var) else math.nan
+    half = q * math.sqrt(seed_var / n) if n and math.isfinite(seed_var) else math.nan
     statuses = sorted(set(g["status"].astype(str)))
 
     def seed_mean(col: str, empty: float = math.nan) -> float:
@@ -89,11 +93,13 @@ def cell_row(series: str, scale, g: pd.DataFrame, q: float, pooled_var: float, l
 
 
 def report_lines(table: pd.DataFrame, split: str, summary: dict) -> list[str]:
-    """report.md's body (also printed): :func:`context_lines`, then ``framings.report_lines``."""
+    """report.md's body (also printed): [S]'s claims and the other baselines beside PT (``claims``),
+    :func:`context_lines`, the budget check, plateau gate and exit steps, then ``framings.report_lines``."""
     budget = [learning_curves.budget_text(summary["budget_check"]), ""] if "budget_check" in summary else []
     if "plateau_late" in summary:
         budget += [learning_curves.plateau_text(summary["plateau_late"]), ""]
-    return [*context_lines(table, split), *budget, *framings_mod.report_lines(summary)]
+    return [*claims.claim_lines(summary), *claims.others_lines(summary), *context_lines(table, split), *budget,
+            *claims.exit_lines(summary), *framings_mod.report_lines(summary)]
 
 
 def context_lines(table: pd.DataFrame, split: str) -> list[str]:
@@ -102,8 +108,8 @@ def context_lines(table: pd.DataFrame, split: str) -> list[str]:
     lines = [f"Losses on the {split} split with both context-free baselines; context gain = unigram - model on "
              f"[MASK] targets (> 2 SE = learned):", ""]
     for _, r in table.iterrows():
-        if r.get("status") == "failed":  # no run to score: the reason, not an inf loss beside nan baselines
-            lines.append(f"- {r['series']} at scale {int(r['scale'])}: failed: {r.get('error')}")
+        if r.get("status") in ("failed", "missing"):  # no run to score: why, not an inf loss beside nan baselines
+            lines.append(f"- {r['series']} at scale {int(r['scale'])}: {r['status']}: {r.get('error')}")
             continue
         lines.append(f"- {r['series']} at scale {int(r['scale'])}: loss {r['loss']:.4f} (unigram "
                      f"{r['unigram_loss']:.4f}, no-context {r.get('no_context_loss', math.nan):.4f}); "

@@ -1,0 +1,90 @@
+"""[S]'s two claims, as a scaling-curves summary decides them: the opening section of its report.md.
+
+"PT beats BERT at every scale" and "UT beats PT at every scale", each as run (the per-scale difference with the
+interval of the two models' own seed spreads, ``model_spread``; where undecided, the seeds per model that would
+decide the measured difference at the measured spreads) and in each of the three framings (``framings``). Then
+every other baseline's place beside PT per scale (ModernBERT), and each model's exit step per seed: the first
+evaluation at the plateau threshold of context gain (``learning_curves.budget_check``'s crossings), whose spread
+is what makes a baseline's seeds disagree.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping
+
+from ptsweep.analysis import framings
+
+CLAIMS = (("pt_beats_bert_at_every_scale", "PT beats BERT at every scale", "pt-bert", "a_lower"),
+          ("ut_beats_pt_at_every_scale", "UT beats PT at every scale", "pt-ut", "b_lower"))
+"""(summary key, the claim in words, the PT - baseline pair that decides it, the decision that supports it)."""
+
+
+def _pair(summary: Mapping, suffix: str) -> str | None:
+    """The differences key of PT (its first series) against a baseline ("pt-bert", "pt-rank-bert", ...)."""
+    return next((k for k in summary.get("differences", {}) if k.endswith(f"-{suffix}")), None)
+
+
+def claim_lines(summary: Mapping) -> list[str]:
+    """Markdown: each claim as run and per framing, yes / no / undecided with why and the seeds that would decide."""
+    out = ["## [S]'s claims", ""]
+    for key, words, pair, win in CLAIMS:
+        name = _pair(summary, pair.split("-")[1])
+        if name is None:
+            out.append(f"- **{words}**: not tested (no {pair.split('-')[1].upper()} runs in this study)")
+            continue
+        per = summary["differences"][name]
+        verdict = framings.every_scale(per, win=win)["every_scale"]
+        out.append(f"- **{words}** - as run: **{framings.verdict_text(verdict, per)}**")
+        out += [f"  - N={s}: {_difference(d)}" for s, d in per.items()]
+        for fname, res in summary.get("framings", {}).items():
+            r = res.get(name)
+            if r is not None:
+                v = framings.every_scale(r["per_scale"], win=win)["every_scale"]
+                out.append(f"  - {framings.LABELS.get(fname, fname)}: {framings.verdict_text(v, r['per_scale'])}")
+    return out + [""]
+
+
+def _difference(d: Mapping) -> str:
+    """'PT - BERT -0.057 [-0.469, +0.354] (SD 0.007 / 0.329): undecided; 9 seeds per model would decide it'."""
+    if not math.isfinite(d.get("lo", math.nan)):
+        return f"{d.get('diff', math.nan):+.3f}, no interval ({framings.decision_text(d)})"
+    text = (f"{d['diff']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}], seed SD {d.get('sd_a', math.nan):.3f} / "
+            f"{d.get('sd_b', math.nan):.3f}, {d.get('n_a')} / {d.get('n_b')} seeds: {framings.decision_text(d)}")
+    if d.get("decided") == "undecided" and "seeds_to_decide" in d and not d.get("reason"):  # undecided by noise
+        n = d["seeds_to_decide"]
+        text += (f"; {n} seeds per model would decide this difference at these spreads" if n
+                 else "; no seed count decides a difference this small at these spreads")
+    return text
+
+
+def others_lines(summary: Mapping, claimed: tuple[str, ...] = ("bert", "ut")) -> list[str]:
+    """Markdown: every other baseline's difference from PT per scale (e.g. ModernBERT), as run."""
+    out = []
+    for name, per in summary.get("differences", {}).items():
+        other = name.rsplit("-", 1)[1]
+        if other in claimed:
+            continue
+        out += [f"- PT - {other} (beside the claims): " + "; ".join(f"N={s}: {_difference(d)}"
+                                                                    for s, d in per.items())]
+    return out + [""] if out else []
+
+
+def exit_lines(summary: Mapping) -> list[str]:
+    """Markdown table: each (model, scale)'s exit step per seed (first evaluation at the threshold; never = not
+    within the budget) and their spread (latest - earliest)."""
+    check = summary.get("budget_check") or {}
+    crossings, seeds = check.get("crossings") or {}, summary.get("seeds", [])
+    if not crossings:
+        return []
+    out = [f"Exit from the plateau (first evaluation with context gain >= {check['threshold']:+g} nat), per seed "
+           f"{', '.join(map(str, seeds))}:", "", "| model at scale | exit steps | spread |", "|---|---|---:|"]
+    def order(cell: str) -> tuple[str, int]:  # "bert at scale 64" -> ("bert", 64)
+        series, _, scale = cell.rpartition(" at scale ")
+        return series, int(scale) if scale.isdigit() else 0
+
+    for cell, steps in sorted(crossings.items(), key=lambda kv: order(kv[0])):
+        shown = ", ".join("never" if math.isinf(s) else f"{s:,.0f}" for s in steps)
+        spread = max(steps) - min(steps) if steps else math.nan
+        out.append(f"| {cell} | {shown} | {'n/a' if not math.isfinite(spread) else f'{spread:,.0f}'} |")
+    return out + [""]

@@ -1,0 +1,82 @@
+"""Differences between two models with each model's own seed spread, and the seeds that would decide one.
+
+A model's seed variance is pooled over its own cells (its scales): ``s_m^2`` with ``df_m`` = sum (seeds - 1). The
+difference of two cells' seed means is compared by Welch's interval with those two variances:
+
+    se^2 = s_a^2 / m_a + s_b^2 / m_b,   df = se^4 / ((s_a^2 / m_a)^2 / df_a + (s_b^2 / m_b)^2 / df_b)
+
+(Welch-Satterthwaite; with one cell per model it is Welch's test of the two samples). A model whose seeds agree is
+not charged another model's spread, as a variance pooled over every cell would. :func:`seeds_to_decide` is the
+smallest seed count per model at which the measured difference would leave its interval at the measured spreads.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from ptsweep.analysis.blocked_fit import t_ppf
+from ptsweep.analysis.fits import pooled_seed_variance
+
+MAX_SEEDS = 10_000
+"""Seed counts beyond this are reported as "more than" (a difference too small for its spreads)."""
+
+
+def model_spreads(losses: Mapping[str, Sequence[Sequence[float]]]) -> dict[str, tuple[float, int]]:
+    """{model: (seed variance pooled over its cells, df)} from {model: [one list of seed losses per cell]}."""
+    return {m: pooled_seed_variance(cells) for m, cells in losses.items()}
+
+
+def _finite(v: Sequence[float]) -> np.ndarray:
+    return np.asarray([x for x in v if math.isfinite(x)], dtype=float)
+
+
+def spread_ci(a: Sequence[float], b: Sequence[float], spread_a: tuple[float, int], spread_b: tuple[float, int],
+              level: float = 0.95) -> dict:
+    """mean(a) - mean(b) with the Welch-Satterthwaite interval of the module docstring; ``spread_*`` = (variance,
+    df) of each model. Returns {"diff", "se", "df", "lo", "hi", "n_a", "n_b", "sd_a", "sd_b", "decided":
+    "a_lower" | "b_lower" | "undecided", "seeds_to_decide"} (nan where a side has no finite loss or no spread)."""
+    a, b = _finite(a), _finite(b)
+    (va, dfa), (vb, dfb) = spread_a, spread_b
+    out = {"diff": math.nan, "se": math.nan, "df": math.nan, "lo": math.nan, "hi": math.nan, "n_a": int(a.size),
+           "n_b": int(b.size), "sd_a": math.sqrt(va) if va >= 0 else math.nan,
+           "sd_b": math.sqrt(vb) if vb >= 0 else math.nan, "decided": "undecided", "seeds_to_decide": None}
+    if not a.size or not b.size:
+        return out
+    out["diff"] = diff = float(a.mean() - b.mean())
+    if not (dfa and dfb and math.isfinite(va) and math.isfinite(vb)):
+        return out
+    ua, ub = va / a.size, vb / b.size
+    se = math.sqrt(ua + ub)
+    df = (ua + ub) ** 2 / (ua**2 / dfa + ub**2 / dfb) if ua + ub > 0 else math.inf
+    q = t_ppf(0.5 + level / 2, df)
+    lo, hi = diff - q * se, diff + q * se
+    decided = "a_lower" if hi < 0 else ("b_lower" if lo > 0 else "undecided")
+    out.update(se=se, df=df, lo=lo, hi=hi, decided=decided,
+               seeds_to_decide=None if decided != "undecided" else seeds_to_decide(diff, va, vb, level))
+    return out
+
+
+def seeds_to_decide(diff: float, var_a: float, var_b: float, level: float = 0.95) -> int | None:
+    """Smallest n (seeds per model) with t_{df(n)} sqrt((var_a + var_b) / n) < |diff|, df(n) = (n - 1)
+    (var_a + var_b)^2 / (var_a^2 + var_b^2) (Welch with n seeds each at these variances); None when no n up to
+    :data:`MAX_SEEDS` does (e.g. diff = 0)."""
+    total = var_a + var_b
+    if not (math.isfinite(diff) and math.isfinite(total)) or diff == 0:
+        return None
+    if total == 0:
+        return 2
+
+    def decides(n: int) -> bool:
+        df = (n - 1) * total**2 / (var_a**2 + var_b**2)
+        return t_ppf(0.5 + level / 2, df) * math.sqrt(total / n) < abs(diff)
+
+    if not decides(MAX_SEEDS):
+        return None
+    lo, hi = 1, MAX_SEEDS  # decides(hi) holds, decides(lo) does not (n = 1 has no df)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if decides(mid) else (mid, hi)
+    return hi

@@ -1,0 +1,65 @@
+"""Each model's own seed spread in a difference (``analysis.model_spread``), against scipy: Welch's interval when a
+model has one cell, the Welch-Satterthwaite df with per-model variances pooled over scales, and the seed count that
+would decide a measured difference."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from ptsweep.analysis import claims
+from ptsweep.analysis.model_spread import model_spreads, seeds_to_decide, spread_ci
+
+PT = [4.373, 4.366, 4.371, 4.369]     # a model whose seeds agree
+BERT = [4.472, 4.007, 4.3, 4.1]       # one whose seeds leave the plateau at different steps
+
+
+def test_one_cell_per_model_is_welchs_interval_from_scipy():
+    sp = model_spreads({"pt": [PT], "bert": [BERT]})
+    d = spread_ci(PT, BERT, sp["pt"], sp["bert"])
+    ref = stats.ttest_ind(PT, BERT, equal_var=False)
+    ci = ref.confidence_interval(0.95)
+    assert d["lo"] == pytest.approx(ci.low, rel=1e-9) and d["hi"] == pytest.approx(ci.high, rel=1e-9)
+    assert d["df"] == pytest.approx(ref.df, rel=1e-9) and d["diff"] == pytest.approx(np.mean(PT) - np.mean(BERT))
+    assert d["sd_a"] == pytest.approx(np.std(PT, ddof=1)) and d["decided"] == "undecided"
+
+
+def test_a_models_variance_pools_its_own_scales_and_not_the_other_models():
+    pt64, bert64 = [4.0, 4.1, 4.2], [5.0, 5.4]
+    sp = model_spreads({"pt": [PT, pt64], "bert": [BERT, bert64]})
+    ss = sum(((np.array(g) - np.mean(g)) ** 2).sum() for g in (PT, pt64))
+    assert sp["pt"] == (pytest.approx(ss / (3 + 2)), 5)  # df = (4 - 1) + (3 - 1)
+    d = spread_ci(PT, BERT, sp["pt"], sp["bert"])
+    ua, ub = sp["pt"][0] / 4, sp["bert"][0] / 4
+    df = (ua + ub) ** 2 / (ua ** 2 / 5 + ub ** 2 / 4)  # Welch-Satterthwaite on each model's pooled df
+    half = stats.t.ppf(0.975, df) * math.sqrt(ua + ub)
+    assert d["df"] == pytest.approx(df) and d["hi"] - d["diff"] == pytest.approx(half)
+
+
+@pytest.mark.parametrize("diff,sd_a,sd_b", [(-0.354, 0.005, 0.168), (0.13, 0.2, 0.33), (0.02, 0.01, 0.01)])
+def test_seeds_to_decide_is_the_first_n_whose_welch_interval_excludes_the_difference(diff, sd_a, sd_b):
+    va, vb = sd_a ** 2, sd_b ** 2
+    n = seeds_to_decide(diff, va, vb)
+
+    def half(m: int) -> float:  # the interval's half-width with m seeds per model at these spreads (scipy's t)
+        df = (m - 1) * (va + vb) ** 2 / (va ** 2 + vb ** 2)
+        return stats.t.ppf(0.975, df) * math.sqrt((va + vb) / m)
+
+    assert n is not None and n >= 2 and half(n) < abs(diff) and (n == 2 or half(n - 1) >= abs(diff))
+
+
+def test_no_seed_count_decides_a_zero_difference_and_equal_seeds_decide_at_two():
+    assert seeds_to_decide(0.0, 0.01, 0.02) is None and seeds_to_decide(0.1, 0.0, 0.0) == 2
+
+
+def test_an_undecided_claim_names_the_seeds_that_would_decide_it():
+    sp = model_spreads({"pt": [PT], "bert": [BERT]})
+    d = spread_ci(PT, BERT, sp["pt"], sp["bert"])
+    summary = {"differences": {"pt-bert": {"64": d}}, "framings": {}}
+    text = "\n".join(claims.claim_lines(summary))
+    assert "**PT beats BERT at every scale** - as run: **undecided: the interval includes 0 (N = 64)**" in text
+    assert f"; {d['seeds_to_decide']} seeds per model would decide this difference at these spreads" in text
+    assert "**UT beats PT at every scale**: not tested" in text

@@ -1,0 +1,131 @@
+"""A study's results folder (``ptsweep.results``): records that outlive runs/, the report re-rendered from them,
+and the records this code refuses.
+
+The fixture ``tests/fixtures/results-smoke`` is a finished smoke-size scaling-curves study (PT and BERT at widths 64
+and 128, LR grids, 2 seeds) with the report.md its command rendered; its trial records are the real sweep's.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ptsweep import results
+from ptsweep.cli import main
+from ptsweep.sweeps import ledger
+from ptsweep.sweeps.outputs import open_study
+
+FIXTURE = Path(__file__).parent / "fixtures" / "results-smoke"
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    """A writable copy of the fixture's results folder."""
+    dst = tmp_path / "results-smoke"
+    shutil.copytree(FIXTURE, dst)
+    return dst
+
+
+def test_report_renders_from_the_records_alone_byte_identical(folder, capsys):
+    (folder / "report.md").unlink()
+    assert main(["report", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert "from 17 trial records" in out and "nothing is trained" in out
+    assert (folder / "report.md").read_bytes() == (FIXTURE / "report.md").read_bytes()
+    text = (folder / "report.md").read_text()
+    assert "## [S]'s claims" in text and "PT beats BERT at every scale" in text and "/tmp" not in text
+    figures = sorted(p.name for p in (folder / "figures").glob("*.png"))
+    assert "learning_curves_w64.png" in figures and "fig2a_pt_vs_bert.png" in figures
+    first = (folder / "report.md").read_bytes()
+    assert main(["report", str(folder)]) == 0 and (folder / "report.md").read_bytes() == first  # twice: the same
+
+
+def test_report_marks_trials_missing_from_the_folder_and_trains_nothing(folder, capsys):
+    gone = sorted((folder / "trials").glob("final-bert-w128-*.json"))
+    assert len(gone) == 2
+    for p in gone:
+        p.unlink()
+    assert main(["report", str(folder)]) == 0
+    err = capsys.readouterr().err
+    assert "[results-smoke/final] 8 trials: 6 already finished" in err and "2 missing from the results folder" in err
+    assert "bert at scale 128: missing: not in the results folder" in (folder / "report.md").read_text()
+    assert sorted(p.name for p in (folder / "trials").glob("*.json")) == sorted(
+        p.name for p in (FIXTURE / "trials").glob("*.json") if p not in [FIXTURE / "trials" / g.name for g in gone])
+
+
+@pytest.mark.usefixtures("ray_local")
+def test_the_sweep_on_a_fresh_directory_trains_only_the_missing_trials(folder, tmp_path, capsys):
+    from ptsweep.sweeps import scaling_curves
+
+    gone = sorted((folder / "trials").glob("final-pt-channels-w128-*.json"))
+    for p in gone:
+        p.unlink()
+    cfg = results.study_config(folder, **{"out_dir": str(tmp_path / "runs"), "sweep.results": str(folder)})
+    sdir = scaling_curves.run(cfg)
+    started = [line.split()[-1] for line in (sdir / ledger.STARTS_LOG).read_text().splitlines()]
+    assert sorted(started) == sorted(p.stem for p in gone)  # the two missing finals, nothing else
+    assert "[results-smoke/independent] 9 trials: 9 already finished (ledger; 9 in the repository" in \
+        capsys.readouterr().err
+    for p in gone:  # exported again, checked, with their learning curve
+        rec = results.load_record(p)
+        assert rec["record"]["status"] == "ok" and rec["curve"] and rec["config"]["model.width"] == 128
+    for p in gone:  # trained here, not restored
+        assert "restored_from" not in json.loads((sdir / "trials" / p.stem / "trial.json").read_text())
+    other = next(p for p in sorted((sdir / "trials").iterdir()) if p.name.startswith("hp-bert"))
+    assert json.loads((other / "trial.json").read_text())["restored_from"].endswith(f"{other.name}.json")
+
+
+def test_records_read_as_one_dataframe_with_their_configs():
+    df = results.read_records(FIXTURE)
+    assert len(df) == 17 and df["trial_key"].is_unique and set(df["status"]) == {"ok"}
+    finals = df[df["label"].str.startswith("final-")]
+    assert sorted(finals["seed"].unique()) == [0, 1] and (finals["config.model.width"].isin([64, 128])).all()
+    assert df["test_loss"].notna().all() and df["source_sha"].str.fullmatch("[0-9a-f]{12}").all()
+
+
+def _record(folder: Path, stem: str) -> tuple[Path, dict]:
+    path = next((folder / "trials").glob(f"{stem}*.json"))
+    return path, json.loads(path.read_text())
+
+
+def test_a_record_whose_key_does_not_match_its_overrides_is_refused(folder):
+    path, rec = _record(folder, "final-bert-w64-s0")
+    rec["overrides"]["optim.lr"] = 0.5
+    path.write_text(json.dumps(rec))
+    with pytest.raises(results.ResultsError, match=r"does not match its overrides \(optim.lr differ"):
+        results.read_records(folder)
+
+
+def test_a_record_of_another_identity_scheme_is_refused(folder):
+    path, rec = _record(folder, "hp-pt-w64")
+    rec["config"]["model.some_new_key"] = 1  # what a scheme that hashes one more key would have stored
+    path.write_text(json.dumps(rec))
+    with pytest.raises(results.ResultsError, match="made under an identity scheme this code does not produce"):
+        results.restore(folder, folder.parent / "runs")
+
+
+def test_a_record_filed_under_another_key_is_refused(folder):
+    path, _ = _record(folder, "hp-pt-w64")
+    path.rename(path.with_name("hp-pt-w64-0000000000.json"))
+    with pytest.raises(results.ResultsError, match="holds the record of trial hp-pt-w64-"):
+        results.read_records(folder)
+
+
+def test_a_results_folder_of_another_study_is_refused_before_anything_runs(folder, tmp_path, capsys):
+    cfg = results.study_config(folder, **{"out_dir": str(tmp_path / "runs"), "sweep.results": str(folder),
+                                          "sweep.study": "another-study"})
+    with pytest.raises(results.ResultsError, match="results of study 'results-smoke'.*not of 'another-study'"):
+        open_study(cfg, "scaling-curves")
+    assert not (tmp_path / "runs").exists()
+    assert main(["scaling-curves", "preset=smoke", "sweep.transfer_from=config", f"out_dir={tmp_path / 'runs'}",
+                 f"sweep.results={folder}"]) == 2
+    assert capsys.readouterr().err.startswith("error: ") and not (tmp_path / "runs" / "scaling-curves").exists()
+
+
+def test_report_of_a_folder_without_study_json_is_one_line(tmp_path, capsys):
+    assert main(["report", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "no study.json" in err and len(err.splitlines()) == 1

@@ -129,3 +129,15 @@ def test_report_of_a_folder_without_study_json_is_one_line(tmp_path, capsys):
     assert main(["report", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and "no study.json" in err and len(err.splitlines()) == 1
+
+
+def test_the_demo_quotes_a_committed_study_claims_marked_as_from_the_repository(folder, tmp_path):
+    from ptsweep.sweeps.study_report import repository_section
+
+    lines = repository_section(folder, "5. The answer")
+    text = "\n".join(lines)
+    assert lines[0] == "## 5. The answer" and "(17 finished trial records committed), not run by this command" in text
+    assert "### [S]'s claims" in text and "**PT beats BERT at every scale** - as run:" in text
+    assert "Losses on the" not in text  # the claims section only
+    (tmp_path / "empty").mkdir()
+    assert "No report yet" in "\n".join(repository_section(tmp_path / "empty", "5"))

@@ -289,6 +289,7 @@ def write_report(root: Path, dirs: dict[str, Path], wall: dict, cfg) -> Path:
                                 "unigram": "unigram", "vs_unigram": "- unigram", "no_context": "no-context",
                                 "vs_no_context": "- no-context", "context_gain": "context gain +- SE",
                                 "n_runs": "runs", "shared": "record shared from"}), ""]
+    out += trained_study_lines()
     out += further_lines(root, dirs, cfg.tracker.mode, rel)
     path = root / "report.md"
     path.write_text("\n".join(out))
@@ -302,6 +303,16 @@ def write_report(root: Path, dirs: dict[str, Path], wall: dict, cfg) -> Path:
         "pt_min_context_gain": float(models.loc[models["model"] == "pt", "gain"].min()) if len(models) else None,
         "shared_runs": shared})
     return path
+
+
+def trained_study_lines() -> list[str]:
+    """The trained-budget comparison's claims (preset=trained's results folder), quoted from the repository."""
+    from ptsweep import results
+    from ptsweep.config import compose
+    from ptsweep.sweeps.study_report import repository_section
+
+    return repository_section(results.folder(compose(["preset=trained"])),
+                              "5. The answer at a trained budget (PT vs BERT vs UT vs ModernBERT, preset=trained)")
 
 
 def _figure_lines(study_dir: Path, names, rel) -> list[str]:

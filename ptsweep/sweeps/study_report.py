@@ -45,3 +45,29 @@ def render(results_dir: Path) -> Path:
     out.write_text(text)
     print(f"report: {out} and {len(list(figures.glob('*.png')))} figures in {figures}")
     return out
+
+
+def repository_section(results_dir: Path, heading: str) -> list[str]:
+    """Markdown lines quoting the claims section of a committed study's report.md (from the repository, not run
+    here), with how many trial records it rests on and the command that re-renders it; says so when the folder has
+    no report yet."""
+    from ptsweep.io import repo_root
+
+    results_dir = Path(results_dir).resolve()
+    rel = results_dir.relative_to(repo_root()) if results_dir.is_relative_to(repo_root()) else results_dir
+    n = len(results.record_paths(results_dir)) if results_dir.is_dir() else 0
+    out = [f"## {heading}", "", f"_Rendered from the repository's results folder `{rel}` ({n} finished trial records "
+                                  f"committed), not run by this command; `make report STUDY={rel}` re-renders it._",
+           ""]
+    report = results_dir / "report.md"
+    if not report.exists():
+        return out + ["No report yet: the study has not committed a rendered report.", ""]
+    lines = report.read_text().splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("## ")), None)
+    if start is None:
+        return out + ["Its report.md has no claims section.", ""]
+    end = next((i for i in range(start + 1, len(lines)) if lines[i] and not lines[i].startswith(("-", " "))),
+               len(lines))
+    return out + [line.replace("## ", "### ", 1) if i == start else line for i, line in enumerate(lines[start:end],
+                                                                                                   start)] + [""]
+

@@ -1,4 +1,4 @@
-"""experiments/weight-drift/folder_table.py (study folders side by side, one variant each) against by-hand seed
+"""ptsweep/analysis/folder_table.py (study folders side by side, one variant each) against by-hand seed
 means and percents and scipy's paired t interval."""
 
 import statistics
@@ -6,9 +6,8 @@ import statistics
 import pytest
 from scipy import stats
 
-from test_weight_grid_script import _load, _write
-
-folder_table = _load("experiments/weight-drift/folder_table.py", "folder_table")
+from ptsweep.analysis import folder_table
+from test_weight_grid_script import _write
 
 BASE = {0: 4.5665, 1: 4.5545, 2: 4.5695}
 BASE_HIGH = {0: 4.6627, 1: 4.5907, 2: 4.5986}

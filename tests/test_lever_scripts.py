@@ -5,7 +5,6 @@ with zero gradients)."""
 
 import importlib.util
 import math
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,14 +18,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _load(rel: str, name: str):
-    path = ROOT / rel
-    sys.path.insert(0, str(path.parent))  # budget_drift imports its sibling paired_gap
-    try:
-        spec = importlib.util.spec_from_file_location(name, path)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-    finally:
-        sys.path.remove(str(path.parent))
+    spec = importlib.util.spec_from_file_location(name, ROOT / rel)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
     return mod
 
 

@@ -1,17 +1,12 @@
-"""experiments/lr-transfer/paired_gap.py: the seed-paired difference against scipy's paired t-test, the optimum
+"""ptsweep/analysis/paired_gap.py: the seed-paired difference against scipy's paired t-test, the optimum
 rule (most seeds first, then the lowest seed-mean loss), and the filter that keeps levers and controls out."""
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 from scipy import stats
 
-_PATH = Path(__file__).resolve().parents[1] / "experiments" / "lr-transfer" / "paired_gap.py"
-_spec = importlib.util.spec_from_file_location("paired_gap", _PATH)
-paired_gap = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(paired_gap)
+from ptsweep.analysis import paired_gap
 
 
 def _runs(losses):

@@ -216,7 +216,7 @@ def test_missing_ray_is_a_one_line_error(tmp_path):
 
 def test_no_project_file_switches_ray_auth_off():
     """Scripts, configs and code never export an auth mode of 'disabled' (the refusal test below is the only place
-    that sets it, on purpose). Found once in experiments/lr-transfer/run_study.sh."""
+    that sets it, on purpose). Found once in a study script under experiments/."""
     import re
 
     pattern = re.compile(r"RAY_AUTH_MODE[^a-z]*disabled")

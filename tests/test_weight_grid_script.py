@@ -1,4 +1,4 @@
-"""experiments/weight-drift/weight_grid.py (a width's information-weight grid from weight_points ledgers) against
+"""ptsweep/analysis/weight_grid.py (a width's information-weight grid from weight_points ledgers) against
 by-hand seed means and scipy's paired t interval, and weight_points.py's LR points (the every-weight-1 trial at
 another eta)."""
 
@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from scipy import stats
 
+from ptsweep.analysis import weight_grid
 from ptsweep.config import compose
 from ptsweep.sweeps.lr_transfer_plan import point_trial
 
@@ -16,14 +17,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _load(rel: str, name: str):
-    """A script as a module (weight_grid.py puts its sibling folder lr-transfer on the path itself)."""
+    """A script under experiments/ as a module."""
     spec = importlib.util.spec_from_file_location(name, ROOT / rel)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
 
 
-weight_grid = _load("experiments/weight-drift/weight_grid.py", "weight_grid")
 weight_points = _load("experiments/lr-transfer/weight_points.py", "weight_points")
 
 ONES = {0: 4.73, 1: 4.72, 2: 4.74}

@@ -26,14 +26,10 @@ from pathlib import Path
 import pandas as pd
 from scipy import stats
 
-ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from ptsweep.analysis.context_transfer import paired_difference  # noqa: E402
-from ptsweep.analysis.fits import difference_ci  # noqa: E402
-from ptsweep.config import compose  # noqa: E402
-from ptsweep.sweeps import baseline_rule  # noqa: E402
+from ptsweep.analysis.context_transfer import paired_difference
+from ptsweep.analysis.fits import difference_ci
+from ptsweep.config import compose
+from ptsweep.sweeps import baseline_rule
 
 
 def best_values(study: Path) -> pd.DataFrame:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from paired_gap import load_runs
+from ptsweep.analysis.paired_gap import load_runs
 from ptsweep.analysis import transfer_drift as td
 
 

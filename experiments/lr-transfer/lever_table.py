@@ -12,7 +12,7 @@ import argparse
 from collections import defaultdict
 from pathlib import Path
 
-from paired_gap import load_runs
+from ptsweep.analysis.paired_gap import load_runs
 
 
 def _name(variant: tuple) -> str:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# PT's basin levers (levers.md here): each lever runs as the lr-transfer study's "control" model beside the default
-# PT, over eta*/2, eta*, 2 eta* (0.01, 0.02, 0.04) at widths 32 and 128, 1200 steps, SEEDS seeds (default 3) at
+# PT's basin levers (levers.md here; the design: conf/experiment/levers_basin.yaml): each lever runs as the
+# lr-transfer study's "control" model beside the default PT, over eta*/2, eta*, 2 eta* (0.01, 0.02, 0.04) at widths 32 and 128, 1200 steps, SEEDS seeds (default 3) at
 # every value, all in one study folder runs/levers-basin: the default's trials have the same keys in every call, so
 # they run once and pair with every lever (same seeds, data order and machine). Every call resumes from the ledger.
 # Each control sets model.n_iters=4 (the default): the preset's control is the no-inference model
@@ -13,9 +13,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source experiments/lr-transfer/study_env.sh
-source experiments/lr-transfer/lever_design.sh
-BASE=("${LEVER_DESIGN[@]}" 'sweep.lr_transfer.weight_grid=[]' sweep.lr_transfer.refine_top=0
-      "sweep.lr_transfer.seeds=${SEEDS:-3}" "sweep.study=levers-basin${DATA:+-$DATA}")
+read -r -a EXTRA_ARGS <<< "${EXTRA:-}"
+BASE=(+experiment=levers_basin "sweep.lr_transfer.seeds=${SEEDS:-3}" ${DATA:+"data=$DATA"}
+      "sweep.study=levers-basin${DATA:+-$DATA}")
 LEVERS=(  # name control-overrides (the lever: a variant of PT, model.variants; ptsweep/variants)
   "z_loss-1e-4 {model.n_iters:4,model.variants:[{name:z_loss,coef:1.0e-4}]}"
   "z_loss-1e-3 {model.n_iters:4,model.variants:[{name:z_loss,coef:1.0e-3}]}"

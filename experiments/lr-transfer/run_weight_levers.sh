@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The four information weights whose optimum moved with width (w_unary, w_attn, w_head, w_child: flat at width 32,
-# 2 at 128), re-measured with a width rule on (levers.md), beside the default in a study folder of its own:
-# runs/weights-<variant>. Each call: the LR grid eta*/2, eta*, 2 eta* (0.01, 0.02, 0.04; eta* must stay 0.02) and one
+# 2 at 128), re-measured with a width rule on (levers.md; the design: conf/experiment/weight_levers.yaml), beside
+# the default in a study folder of its own: runs/weights-<variant>. Each call: the LR grid eta*/2, eta*, 2 eta* (0.01, 0.02, 0.04; eta* must stay 0.02) and one
 # weight's grid 0.5 / 1 / 2 / 4 at eta 0.02, at widths 32 and 128, 1200 steps, seed 0 everywhere and seeds 1-2 at
 # each grid's best two (refine_top=2). The preset's control, PT without inference (no context), runs over the LR grid
 # too: the context-free reference of each width. Every call resumes from its ledger (the LR grid's and the control's
@@ -12,10 +12,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source experiments/lr-transfer/study_env.sh
-source experiments/lr-transfer/lever_design.sh
-BASE=("${LEVER_DESIGN[@]}" sweep.lr_transfer.seeds=3 sweep.lr_transfer.refine_top=2
-      'sweep.lr_transfer.weight_grid=[0.5,1.0,2.0,4.0]' sweep.lr_transfer.weight_lr=0.02
-      'sweep.lr_transfer.weight_widths=[32,128]')
+read -r -a EXTRA_ARGS <<< "${EXTRA:-}"
+BASE=(+experiment=weight_levers ${DATA:+"data=$DATA"})
 VARIANTS=(  # name model-overrides (one word each)
   "default"
   "z_scale model.variants=[{name:z_scale}]"

@@ -4,7 +4,7 @@ the LR grid that an lr-transfer weight study carries with it: each point is the 
 ``sweep.lr_transfer.weight_lr``), run by ``sweeps.runner.run_trials`` (real Ray Tune, resumable from the ledger in
 ``runs/<sweep.study>/trials``). Tables: ``lever_table.py runs/<study> --width 128``.
 
-    PYTHONPATH=. python experiments/lr-transfer/weight_points.py w_topic_g=2:0,1,2 w_child=8:0 sweep.study=weight-points
+    python experiments/lr-transfer/weight_points.py w_topic_g=2:0,1,2 w_child=8:0 sweep.study=weight-points
 
 Arguments of the form ``weight=value:seeds`` are points, ``lr=value:seeds`` the every-weight-1 point at another eta;
 every other argument is a Hydra override.
@@ -20,10 +20,8 @@ from ptsweep.sweeps.outputs import study_path
 from ptsweep.sweeps.ray_session import ray_session
 from ptsweep.sweeps.runner import run_trials
 
-STUDY = ["preset=lr_study", "tracker=disabled", "optim.warmup_frac=0.25", "model.damping_z=0.5",
-         "sweep.lr_transfer.parametrizations=[mup_sp]", "model.base_width=32", "model.base_rank=8",
-         "sweep.lr_transfer.widths=[32,64,128]", "train.tokens=1228800", "sweep.lr_transfer.weight_lr=0.02"]
-"""The candidate study's settings (run_candidate_study.sh): the weight points are its trials."""
+STUDY = ["+experiment=candidate"]
+"""The candidate study's settings (conf/experiment/candidate.yaml): the weight points are its trials."""
 
 
 def points(specs: list[str]) -> list[tuple[str, float, int]]:

@@ -29,11 +29,11 @@ from ptsweep.models import build_model, mlm_logits
 from ptsweep.parametrization import param_groups
 from ptsweep.train import seed_everything
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lr-transfer"))
-from weight_points import STUDY  # noqa: E402
+STUDY = ["+experiment=candidate"]
+"""The weight study's settings (conf/experiment/candidate.yaml)."""
 
 POINT = ["model.scaling=rank", "model.base_channels=4", "model.parametrization=mup_sp", "optim.lr=0.02", "seed=0"]
-"""The weight study's trial beyond ``weight_points.STUDY`` (``lr_transfer_plan.point_trial``: mup_sp, rank, seed 0)."""
+"""The weight study's trial beyond ``STUDY`` (``lr_transfer_plan.point_trial``: mup_sp, rank, seed 0)."""
 
 
 def eps_share(rms: torch.Tensor, eps: float) -> float:

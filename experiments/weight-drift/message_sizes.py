@@ -37,7 +37,7 @@ from ptsweep.train import CHECKPOINT, default_run_dir, message_stats
 STUDY = ["preset=lr_study", "tracker=disabled", "train.tokens=1228800", "train.eval_every=200", "optim.lr=0.02",
          "optim.warmup_frac=0.25", "model.scaling=rank", "model.base_width=32", "model.base_channels=4",
          "model.base_rank=8", "seed=0", "train.threads=1", "train.probes=[update_sizes,message_stats]"]
-"""The lr-transfer study's long-budget default at eta* (run_damped_study.sh), with the message statistics on."""
+"""The lr-transfer study's long-budget default at eta* (conf/experiment/lr_damped.yaml), with the message statistics on."""
 MODELS = ("pt", "pt_no_topic")
 SHOWN = ("child_ratio", "head_ratio", "topic_ratio", "attn_logit_rms", "topic_logit_rms", "z_logit_rms",
          "q_h_entropy", "q_g_entropy_frac", "q_z_entropy_frac")

@@ -1,25 +1,22 @@
-"""The information-weight grid of one width, read from ``weight_points.py`` ledgers: per weight, each value's seed
+"""The information-weight grid of one width, read from the study folders of single weight points (``trials/*/final.json``): per weight, each value's seed
 mean (seeds), the optimum with its plausible set (``transfer_drift.optimum``: the values with the most seeds within
 2 paired SE of the best), and the seed-paired difference against 1 of the best value other than 1 (the optimum,
 or the runner-up where 1 is the optimum) with its 95 % t interval; then
 the LR points (every weight 1), each eta against the study's eta paired by seed. A run with every weight 1 at the
 study's eta is every weight's value 1.
 
-    PYTHONPATH=. python experiments/weight-drift/weight_grid.py runs/zscreen-z --width 128
+    python -m ptsweep.analysis.weight_grid runs/zscreen-z --width 128
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lr-transfer"))
-from paired_gap import load_runs, paired_text, with_percent  # noqa: E402
-
-from ptsweep.analysis.transfer_drift import optimum  # noqa: E402
+from ptsweep.analysis.paired_gap import load_runs, paired_text, with_percent
+from ptsweep.analysis.transfer_drift import optimum
 
 WEIGHTS = ("w_unary", "w_attn", "w_head", "w_child", "w_topic_z", "w_topic_g")
 STUDY_LR = 0.02

@@ -1,13 +1,13 @@
 """Paired comparison of two parametrizations at each one's best LR, per width ("muP - SP paired").
 
 Reads every finished run under the given folders: sweep trials (``trials/*/final.json``) and instrumented probes
-(``*.json`` written by experiments/context/probe_training.py). Runs are grouped by (parametrization, width, eta,
+(``*.json`` with the run's config and final metrics). Runs are grouped by (parametrization, width, eta,
 train.tokens); each group's seeds are averaged. At each width and budget, each parametrization's eta* is the eta with
 the lowest seed-mean loss among its groups with the most seeds; the difference A - B at the two optima is paired by
 seed (the validation blocks are fixed, so a seed pairs the two runs' data order and init streams), with a t
 interval over the seeds both have. Every loss is printed next to the unigram and no-context baselines.
 
-    python experiments/lr-transfer/paired_gap.py ../study/runs/lr-long ../study/runs/b1200 runs/lr-anchored \
+    python -m ptsweep.analysis.paired_gap ../study/runs/lr-long ../study/runs/b1200 runs/lr-anchored \
         --a mup_sp --b sp
 """
 

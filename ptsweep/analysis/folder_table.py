@@ -10,10 +10,10 @@ error. Folders joined with '+' are one study: a rule run through a different exi
 S rate: S's LR x2, the variant ``unary_lr``, at 0.02, the default at 0.04); ``folder@eta`` takes that eta of a folder
 only; an (eta, seed) in two of them is an error.
 
-    PYTHONPATH=. python experiments/weight-drift/folder_table.py runs/zdec-w1-py runs/zdec-lr2-py --width 128
-    PYTHONPATH=. python experiments/weight-drift/folder_table.py runs/zdec-w1-py runs/zlev-zl-py --variant default
-    PYTHONPATH=. python experiments/weight-drift/folder_table.py runs/zdec-w1-py runs/zcsr-eta-py+runs/zcsr-2eta-py
-    PYTHONPATH=. python experiments/weight-drift/folder_table.py runs/zdec-w1-py \
+    python -m ptsweep.analysis.folder_table runs/zdec-w1-py runs/zdec-lr2-py --width 128
+    python -m ptsweep.analysis.folder_table runs/zdec-w1-py runs/zlev-zl-py --variant default
+    python -m ptsweep.analysis.folder_table runs/zdec-w1-py runs/zcsr-eta-py+runs/zcsr-2eta-py
+    python -m ptsweep.analysis.folder_table runs/zdec-w1-py \
         runs/zdec-lr2-py@0.02+runs/zdec-w1-py@0.04
 """
 
@@ -23,10 +23,8 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # weight_grid.py puts lr-transfer on the path itself
-from weight_grid import STEPS_TOKENS  # noqa: E402
-
-from paired_gap import load_runs, paired_text, with_percent  # noqa: E402
+from ptsweep.analysis.paired_gap import load_runs, paired_text, with_percent
+from ptsweep.analysis.weight_grid import STEPS_TOKENS
 
 
 def parse_variant(text: str | None) -> dict[str, float | str] | None:

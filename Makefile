@@ -7,6 +7,8 @@ VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.ptsweep-installed
 PRESET ?= demo
 ARGS ?=
+# ARGS="+experiment=<name>" (conf/experiment/) brings its own preset: PRESET is passed only when you set it.
+PRESET_ARG = $(if $(and $(findstring +experiment=,$(ARGS)),$(filter file default,$(origin PRESET))),,preset=$(PRESET))
 # Ray keeps its token authentication on (never switch it off): a local `ray.init` generates
 # ~/.ray/auth_token; on a cluster every node and the driver share one token (README, "Running on a GPU cluster").
 export RAY_AUTH_MODE ?= token
@@ -62,27 +64,27 @@ demo: setup
 	$(VPY) -m ptsweep demo preset=demo $(ARGS)
 
 tune-small: setup
-	$(VPY) -m ptsweep tune-small preset=$(PRESET) $(ARGS)
+	$(VPY) -m ptsweep tune-small $(PRESET_ARG) $(ARGS)
 
 verify-transfer: setup
-	$(VPY) -m ptsweep verify-transfer preset=$(PRESET) \
+	$(VPY) -m ptsweep verify-transfer $(PRESET_ARG) \
 	  $(if $(WIDTH),sweep.width=$(WIDTH)) $(if $(ALPHA),sweep.alpha=$(ALPHA)) $(if $(P),sweep.p=$(P)) \
 	  $(if $(N),sweep.n=$(N)) $(if $(SEEDS),sweep.seeds=$(SEEDS)) $(ARGS)
 
 scaling-curves: setup
-	$(VPY) -m ptsweep scaling-curves preset=$(PRESET) \
+	$(VPY) -m ptsweep scaling-curves $(PRESET_ARG) \
 	  $(if $(SCALES),'sweep.scales=[$(SCALES)]') $(if $(MODELS),'sweep.models=[$(MODELS)]') \
 	  $(if $(SCALING),sweep.scaling=$(SCALING)) $(ARGS)
 
 coord-check: setup
-	$(VPY) -m ptsweep coord-check preset=$(PRESET) model=$(or $(MODEL),pt) $(ARGS)
+	$(VPY) -m ptsweep coord-check $(PRESET_ARG) model=$(or $(MODEL),pt) $(ARGS)
 
 lr-transfer: setup
-	$(VPY) -m ptsweep lr-transfer preset=$(PRESET) $(ARGS)
+	$(VPY) -m ptsweep lr-transfer $(PRESET_ARG) $(ARGS)
 
 .PHONY: lr-horizon
 lr-horizon: setup
-	$(VPY) -m ptsweep lr-horizon preset=$(PRESET) $(ARGS)
+	$(VPY) -m ptsweep lr-horizon $(PRESET_ARG) $(ARGS)
 
 bench: setup
 	$(VPY) bench/bench_models.py $(ARGS)
@@ -99,7 +101,7 @@ report: setup
 	$(VPY) -m ptsweep report $(STUDY)
 
 plan: setup
-	$(VPY) -m ptsweep plan preset=$(PRESET) --bench-dir bench/results,runs/bench $(ARGS)
+	$(VPY) -m ptsweep plan $(PRESET_ARG) --bench-dir bench/results,runs/bench $(ARGS)
 
 size: setup
 	$(VPY) -m ptsweep size $(ARGS)

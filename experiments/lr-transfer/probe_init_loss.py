@@ -2,7 +2,8 @@
 
 Used to trace the two width-256 trials that ran on a mutated model (README.md, log entry "2026-11-22, c7ffb24"): every
 correct run gives 9.011966135905; the s_H = 1/sqrt(r) mutation gives 9.011962462479. To probe a modified copy of the
-package, run from outside the repository with ``PYTHONPATH=/path/to/copy`` (sys.path wins over the editable install).
+package, run from outside the repository with ``PYTHONPATH=/path/to/copy`` (that copy is imported before the
+editable install).
 
     python experiments/lr-transfer/probe_init_loss.py [--threads 1] [--junk 0] [--flush-denormal]
 """

@@ -121,12 +121,13 @@ def test_equal_draws_and_anchor_settings(base_cfg):
 def test_a_setting_one_run_refuses_is_a_one_line_error_before_any_run(base_cfg):
     """S's LR factor is muP-only: with SP among the parametrizations the check stops before the first run (no run
     logged, no corpus prepared: ``corpus=None``), naming the run, instead of after the muP runs' work."""
-    cfg = with_overrides(base_cfg, {"model.unary_lr_scale": 2.0, "sweep.coord_check.parametrizations": ["mup", "sp"]})
+    cfg = with_overrides(base_cfg, {"model.variants": [{"name": "unary_lr", "scale": 2.0}],
+                                    "sweep.coord_check.parametrizations": ["mup", "sp"]})
     logged: list[str] = []
     with pytest.raises(ConfigError) as e:
         cc.collect(cfg, None, log=logged.append)
-    assert str(e.value) == ("model.unary_lr_scale: scales a muP LR constant, which 'sp' does not read; use a muP "
-                            "parametrization (coord-check's sp run at width 64; sweep.coord_check.parametrizations "
+    assert str(e.value) == ("model.variants: unary_lr: scales a muP LR constant, which 'sp' does not read; use a "
+                            "muP parametrization (coord-check's sp run at width 64; sweep.coord_check.parametrizations "
                             "lists the runs)")
     assert logged == []
 

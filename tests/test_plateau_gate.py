@@ -7,7 +7,6 @@ keeps its own reason where both apply. scaling-curves wires it from ``sweep.plat
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import pytest
 
@@ -50,8 +49,7 @@ def _comparisons(late) -> dict:
     runs = pd.DataFrame(rows)
     table = runs.groupby(["series", "scale"], as_index=False).agg(
         loss=("loss", "mean"), context_gain=("context_gain", "mean"), context_gain_se=("context_gain_se", "mean"))
-    pooled = (float(np.var([-0.004, 0.004], ddof=1)), 4)
-    return framings.comparisons(runs, table, ["pt"], ["bert"], [32, 64], pooled, n_boot=50, seed=0, late=late)
+    return framings.comparisons(runs, table, ["pt"], ["bert"], [32, 64], n_boot=50, seed=0, late=late)
 
 
 def test_a_late_model_decides_nothing_at_its_scale():

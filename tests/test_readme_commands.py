@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -53,6 +54,8 @@ def _smoke(out: Path) -> dict[str, list[str]]:
         "make coord-check": ["PRESET=smoke", "MODEL=pt", f"ARGS={run} sweep.coord_check.parametrizations=[mup_sp]"],
         "make lr-transfer": ["PRESET=smoke", f"ARGS={run} sweep.lr_transfer.seeds=1 "
                              "sweep.lr_transfer.parametrizations=[mup] sweep.lr_transfer.weight_grid=[]"],
+        "make report": [f"STUDY={out / 'results-smoke'}"],
+        "make lr-horizon": ["PRESET=smoke", f"ARGS={run}"],
         "make bench": [f"ARGS=--width 128 --vocab 1000 --batch 2 --seq-len 16 --steps 1 --warmup 0 --threads 1 "
                        f"--models pt,bert --tracker disabled --out {out / 'bench'}"],
         "make bench-memory": [f"ARGS=--width 64 --vocab 1000 --seq-lens 16 --batches 1,2 --models pt "
@@ -80,7 +83,7 @@ def test_readme_table_lists_the_commands_this_test_runs(tmp_path):
 
 
 SWEEP_COMMANDS = {"make tune-small", "make verify-transfer", "make scaling-curves", "make coord-check",
-                  "make lr-transfer"}
+                  "make lr-transfer", "make lr-horizon"}
 """Checked by composing (``--cfg``) and planning; their runs are the sweeps' own tests."""
 
 
@@ -102,6 +105,7 @@ def test_every_readme_command_works_at_smoke_size(tmp_path, cache_dir, capsys):
     from ptsweep.cli import main
 
     recipes = _smoke(tmp_path)
+    shutil.copytree(REPO / "tests" / "fixtures" / "results-smoke", tmp_path / "results-smoke")  # make report's study
     ran = []
     for command in _readme_commands():
         key = _key(command)
@@ -109,13 +113,15 @@ def test_every_readme_command_works_at_smoke_size(tmp_path, cache_dir, capsys):
         argv = _make_recipe(key, recipes[key]) if key.startswith("make ") else [sys.executable, "-m", "ptsweep",
                                                                                 *recipes[key]]
         if argv[1:3] == ["-m", "ptsweep"]:
-            assert "preset=smoke" in argv, argv
+            assert "preset=smoke" in argv or key == "make report", argv
             code = _check_sweep(argv[3:], capsys) if key in SWEEP_COMMANDS else main(argv[3:])
         else:  # a bench script: its own process, as `make bench` runs it
             code = subprocess.run([sys.executable, *argv[1:]], cwd=REPO, capture_output=True, text=True,
                                   timeout=300).returncode
         assert code == 0, (command, argv)
+        capsys.readouterr()  # what this command printed is not the next one's --cfg output
         ran.append(key)
         print(f"{key}: {time.time() - t0:.1f} s", file=sys.stderr)
     assert (tmp_path / "bench" / "bench.json").exists() and (tmp_path / "bench" / "memory.json").exists()
+    assert (tmp_path / "results-smoke" / "figures" / "learning_curves_w64.png").exists()  # make report rendered
     assert len(ran) == len(recipes)

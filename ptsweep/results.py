@@ -222,6 +222,22 @@ def restore(results_dir: Path, study_dir: Path) -> int:
     return n
 
 
+def ledger_records(study_dir: Path) -> pd.DataFrame:
+    """One row per finished trial of a runs/ study folder (its ledger, ``trials/<key>/final.json``; readable while
+    the study runs): trial_key, label, its overrides (dotted keys) and the ledger record's scalar fields."""
+    from ptsweep.sweeps.ledger import read_ledger
+
+    rows = []
+    for d in sorted(p for p in (Path(study_dir) / "trials").glob("*") if p.is_dir()):
+        rec = read_ledger(study_dir, d.name)
+        if rec is None or "trial_key" not in rec:  # unfinished, or the tracker's record of a dead process
+            continue
+        scalars = {k: v for k, v in rec.items() if isinstance(v, (int, float, str)) or v is None}
+        rows.append({**scalars, "trial_key": rec["trial_key"], "label": rec.get("label", ""),
+                     **rec.get("overrides", {})})
+    return pd.DataFrame(rows)
+
+
 def read_records(results_dir: Path) -> pd.DataFrame:
     """One row per record of a results folder: trial_key, label, seed, source_sha, git_commit, the ledger record's
     scalar fields, and every config key (dotted, as the trial key hashes it) prefixed ``config.``."""

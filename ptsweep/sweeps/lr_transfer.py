@@ -15,7 +15,6 @@ Outputs in ``<out_dir>/<study or lr-transfer>/``: trials.csv/.parquet, optima.cs
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 import time
@@ -24,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ptsweep import metric_keys
+from ptsweep import metric_keys, results
 from ptsweep.analysis import basin, context_transfer
 from ptsweep.analysis import transfer_drift as td
 from ptsweep.config import RunConfig, compose, to_dict
@@ -179,20 +178,10 @@ def ledger_table(sdir: Path, cfg: RunConfig):
     """Every finished trial of a study folder that belongs to the study ``cfg`` describes (its trial keys), from the
     ledger records (``trials/*/final.json``): works while the study is still running (``trials.csv`` is only written
     when an invocation ends). Stage = 1 for seed ``cfg.seed``, else 2."""
-    rows = []
-    for f in sorted(Path(sdir, "trials").glob("*/final.json")):
-        try:
-            rec = json.loads(f.read_text())
-        except (OSError, json.JSONDecodeError):
-            continue
-        if "trial_key" not in rec:
-            continue
-        rows.append({"trial_key": rec["trial_key"], "label": rec.get("label", ""), **rec.get("overrides", {}),
-                     **{m: rec.get(m) for m in ("val_loss", "status", "error", "steps", "wall_s",
-                                                *metric_keys.LEDGER_KEYS)}})
-    df = pd.DataFrame(rows)
+    df = results.ledger_records(sdir)
     if df.empty:
         return df
+    df = df.reindex(columns=list(dict.fromkeys([*df.columns, *metric_keys.LEDGER_KEYS])))  # a key no record has
     df["val_loss"] = pd.to_numeric(df["val_loss"], errors="coerce").fillna(math.inf)
     df[list(metric_keys.LEDGER_KEYS)] = df[list(metric_keys.LEDGER_KEYS)].apply(pd.to_numeric, errors="coerce")
     df["stage"] = np.where(df["seed"] == cfg.seed, 1, 2)

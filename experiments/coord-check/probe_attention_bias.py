@@ -9,9 +9,9 @@ over seeds (1 = the logits at init are that bias); also the RMS of beta (derivat
 V^T 1 ~ N(0, 1/r0) per coordinate, the same law at every width), over ``--trials`` repetitions of the check with
 ``--seeds`` seeds per width (``--equal-draws``: seeds x C(widest) / C(width), as sweep.coord_check.equal_draws).
 
-    PYTHONPATH=. .venv/bin/python experiments/coord-check/probe_attention_bias.py model [--widths 64,128,256]
+    .venv/bin/python experiments/coord-check/probe_attention_bias.py model [--widths 64,128,256]
         [--anchor 64] [--seeds 24]
-    PYTHONPATH=. .venv/bin/python experiments/coord-check/probe_attention_bias.py null [--widths 64,128,256]
+    .venv/bin/python experiments/coord-check/probe_attention_bias.py null [--widths 64,128,256]
         [--seeds 2] [--equal-draws] [--trials 2000]
 """
 

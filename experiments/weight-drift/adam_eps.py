@@ -8,8 +8,8 @@ moves less than lr: by the share eps / (sqrt(v) + eps). Under muP a Z-logit coor
 init, the median of |g| over the entries each parameter's batch touches, the share eps / (|g| + eps) that AdamW's
 bias-corrected first step gives them, and the slope of log median |g| against log N.
 
-    PYTHONPATH=. python experiments/weight-drift/adam_eps.py --checkpoint runs/<study>/trials/<key>/checkpoint.pt
-    PYTHONPATH=. python experiments/weight-drift/adam_eps.py --widths 32 128 512 data=python_docs  # overrides: k=v
+    python experiments/weight-drift/adam_eps.py --checkpoint runs/<study>/trials/<key>/checkpoint.pt
+    python experiments/weight-drift/adam_eps.py --widths 32 128 512 data=python_docs  # overrides: k=v
 """
 
 from __future__ import annotations

@@ -2,13 +2,13 @@
 runs, width by width: the runs of an lr-transfer study's ledger at one parametrization and eta (trials/*/final.json),
 or other probe runs (``--ref-probe DIR PREFIX``).
 
-    PYTHONPATH=. .venv/bin/python experiments/context/paired_vs.py --ref-ledger runs/lr-transfer-fixed sp 0.01 \
+    .venv/bin/python experiments/context/paired_vs.py --ref-ledger runs/lr-transfer-fixed sp 0.01 \
         runs/ctx32 cand-a cand-b
-    PYTHONPATH=. .venv/bin/python experiments/context/paired_vs.py --ref-probe runs/context budget600-sp \
+    .venv/bin/python experiments/context/paired_vs.py --ref-probe runs/context budget600-sp \
         runs/ctx32 b600-cand
 
 Prints one row per (candidate, width): mean val_loss, context_gain and gain over the no-context baseline of the
-candidate and the reference, and candidate - reference ± seed-paired SE (``context_transfer.paired_difference``)."""
+candidate and the reference, and candidate - reference ± seed-paired SE (``ptsweep.analysis.paired_gap.paired``)."""
 
 import json
 import math
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ptsweep.analysis.context_transfer import paired_difference
+from ptsweep.analysis.paired_gap import paired
 
 KEYS = ("val_loss", "context_gain", "gain_over_no_context")
 
@@ -57,12 +57,12 @@ def main(ref: dict, ref_name: str, folder: str, prefixes: list[str]) -> None:
                 continue
             row = [prefix, f"{w}", ",".join(map(str, seeds))]
             for key in KEYS:
-                a = {s: ref[(w, s)][key] for s in seeds}
-                b = {s: cand[(w, s)][key] for s in seeds}
-                d = paired_difference(b, a)
-                se = f"{d['se']:.3f}" if len(seeds) > 1 else "-"
-                row += [f"{np.mean(list(b.values())):.3f}", f"{np.mean(list(a.values())):.3f}",
-                        f"{d['diff']:+.3f} ± {se}"]
+                a = {s: ref[(w, s)] for s in seeds}
+                b = {s: cand[(w, s)] for s in seeds}
+                diff, se, _, n = paired(b, a, key)
+                se_text = f"{se:.3f}" if n > 1 else "-"
+                row += [f"{np.mean([r[key] for r in b.values()]):.3f}",
+                        f"{np.mean([r[key] for r in a.values()]):.3f}", f"{diff:+.3f} ± {se_text}"]
             print("| " + " | ".join(row) + " |")
 
 

@@ -1,21 +1,23 @@
-"""Instrumented PT training ("find why, white-box"): one run of ``ptsweep.train``'s loop with MFVI and
-optimizer statistics recorded along the way, and the context metrics at the end.
+"""Instrumented PT training ("find why, white-box"): one ``ptsweep.train.run`` of the composed config with the probe
+:class:`MfviTrace` recording MFVI and optimizer statistics along the way, and the context metrics at the end.
 
-Every ``--every`` steps, on a fixed batch of validation blocks (eval mode, no dropout):
+At initialisation and at every ``--every`` steps (``train.log_every``; the run's last step too), on the first
+validation batch (eval mode, no dropout):
 
 - per MFVI iteration t: mean over tokens of max N*Q_z (``maxNQ``; 1 = uniform, N = one-hot), the entropies of Q_z,
   Q_h, Q_g as fractions of their maxima (log N, log(L-1), log M), the std of the attention logits over valid pairs,
   and the RMS of each message into Z (unary, child, head, topic) on real tokens;
-- per parameter (S, U, V, B, W_out, gamma, b_out): the RMS of the last update / RMS of the weight, and the
+- per parameter (S, U, V, B, W_out, gamma, b_out): the RMS of that step's update / RMS of the weight, and the
   weight RMS itself.
 
-The run trains exactly as ``python -m ptsweep train`` would (same batches, schedule, clipping, optimizer groups);
-the final validation metrics come from ``ptsweep.train.evaluate`` with the corpus's context-free baselines.
+The run is ``python -m ptsweep train``'s (same batches, schedule, clipping, optimizer groups, evaluations); the final
+metrics are the run's own (its final evaluation, with the corpus's context-free baselines). Nothing is tracked: the
+run folder is a temporary one.
 
-    PYTHONPATH=. .venv/bin/python experiments/context/probe_training.py --out runs/context/probe-mup-w32.json \\
+    .venv/bin/python experiments/context/probe_training.py --out runs/context/probe-mup-w32.json \\
         preset=lr_study model.width=32 model.scaling=rank optim.lr=0.03125 seed=0
 
-Writes one JSON (config, trace rows, final metrics) and prints a compact table.
+Writes one JSON (config, levers, trace rows, final metrics, wall_s) and prints a compact table to stderr.
 """
 
 from __future__ import annotations
@@ -24,19 +26,18 @@ import argparse
 import json
 import math
 import sys
-import time
+import tempfile
 from pathlib import Path
 
 import torch
 
-from ptsweep import data as data_mod
-from ptsweep import metrics
-from ptsweep.config import compose, to_dict
-from ptsweep.models import build_model
-from ptsweep.parametrization import build_optimizer, set_lr
-from ptsweep.train import accumulate_gradients, evaluate, lr_factor, num_steps, seed_everything
+from ptsweep import train
+from ptsweep.config import compose, to_dict, with_overrides
+from ptsweep.tracking import Tracker
 
 PARAMS = ("unary", "U", "V", "B", "head_weight", "head_gain", "head_bias")
+PREFIX = "probe/"
+"""The prefix of :class:`MfviTrace`'s metrics in the run's log rows."""
 
 
 def _entropy_frac(p: torch.Tensor, size: int, keep: torch.Tensor) -> float:
@@ -66,11 +67,85 @@ def mfvi_stats(model, batch: dict) -> list[dict]:
     return rows
 
 
+class MfviTrace:
+    """The probe of this script: :func:`mfvi_stats` and the parameter sizes (module docstring) at the first
+    evaluation (step 0) and at every log step, as flat ``probe/...`` metrics of the run's log rows."""
+
+    def __init__(self, model, optimizer, val: list, device: torch.device):
+        self.model, self.device = model, device
+        self.batch = {k: v.to(device) for k, v in val[0].items()}
+        self.named = dict(model.named_parameters())
+        self.before: dict | None = None
+        self.started = False
+
+    def before_logged_step(self) -> None:
+        self.started = True
+        self.before = {n: self.named[n].detach().clone() for n in PARAMS}
+
+    def on_logged_step(self) -> dict[str, float]:
+        return self.record(self.before)
+
+    def on_evaluation(self) -> dict[str, float]:
+        if self.started:  # later evaluations fall on log steps, which recorded already
+            return {}
+        self.started = True
+        return self.record(None)
+
+    def record(self, before: dict | None) -> dict[str, float]:
+        """The flat metrics: ``probe/mfvi/<t>/<stat>``, ``probe/rms_<param>`` and, after a step, ``probe/upd_<param>``."""
+        out = {f"{PREFIX}mfvi/{r['t']}/{k}": v for r in mfvi_stats(self.model, self.batch) for k, v in r.items()
+               if k != "t"}
+        for name in PARAMS:
+            w = self.named[name].detach()
+            out[f"{PREFIX}rms_{name}"] = float(w.pow(2).mean().sqrt())
+            if before is not None:
+                out[f"{PREFIX}upd_{name}"] = float((w - before[name]).pow(2).mean().sqrt()
+                                                   / (w.pow(2).mean().sqrt() + 1e-30))
+        return out
+
+
+def trace_rows(history: list[dict]) -> list[dict]:
+    """The probe's rows of a run's ``history``: ``{"step", "mfvi": [{"t", stat: value}, ...], "rms_<p>", "upd_<p>"}``."""
+    rows = []
+    for h in history:
+        flat = {k[len(PREFIX):]: v for k, v in h.items() if k.startswith(PREFIX)}
+        if not flat:
+            continue
+        iters: dict[int, dict] = {}
+        row: dict = {"step": h["step"]}
+        for key, value in flat.items():
+            if key.startswith("mfvi/"):
+                _, t, stat = key.split("/")
+                iters.setdefault(int(t), {"t": int(t)})[stat] = value
+            else:
+                row[key] = value
+        rows.append({**row, "mfvi": [iters[t] for t in sorted(iters)]})
+    return rows
+
+
+def print_row(row: dict) -> None:
+    """One trace row as a line on stderr: the last MFVI iteration and four parameters' relative updates."""
+    if not row["mfvi"]:  # T = 0: no MFVI iteration to describe
+        print(f"step {row['step']:4d}  (no MFVI iterations)", file=sys.stderr, flush=True)
+        return
+    last = row["mfvi"][-1]
+    print(f"step {row['step']:4d}  maxNQ {last['maxNQ']:6.2f}  H_z {last['H_z']:.3f}  H_h {last['H_h']:.3f}  "
+          f"H_g {last['H_g']:.3f}  attn_std {last['attn_std']:.3f}  msgs u/c/h/t {last['rms_unary']:.3f}/"
+          f"{last['rms_child']:.3f}/{last['rms_head']:.3f}/{last['rms_topic']:.3f}  "
+          + " ".join(f"{n}:{row.get(f'upd_{n}', math.nan):.1e}" for n in ("unary", "U", "B", "head_weight")),
+          file=sys.stderr, flush=True)
+
+
 def cap_features(model, cap: float) -> None:
     """Bound every Z feature: P^ -> cap * tanh(P^ / cap) (linear near 0, |P^| < cap). Under muP P^ = N Q_z - 1 grows
-    N-fold as Q_z sharpens; under SP it is Q_z (<= 1). Shadows the model's ``features`` method on this instance."""
+    N-fold as Q_z sharpens; under SP it is Q_z (<= 1). Shadows the model's ``features`` method on this instance for
+    the Z features (called without a scale); the topic features (called with theirs) are left as they are."""
     plain = model.features
-    model.features = lambda q_z: cap * torch.tanh(plain(q_z) / cap)
+
+    def capped(q: torch.Tensor, scale: float | None = None) -> torch.Tensor:
+        return plain(q, scale) if scale is not None else cap * torch.tanh(plain(q) / cap)
+
+    model.features = capped
 
 
 def independent_weight_decay(opt: torch.optim.AdamW, per_step: float) -> None:
@@ -80,6 +155,18 @@ def independent_weight_decay(opt: torch.optim.AdamW, per_step: float) -> None:
     are not decayed. Call after the optimizer is built with the peak LRs and before any ``set_lr``."""
     for g in opt.param_groups:
         g["weight_decay"] = 0.0 if g["role"] in ("gain", "bias") else per_step / g["lr"]
+
+
+def probe_factory(feature_cap: float, independent_wd: float):
+    """The factory ``train.run`` calls once the model and optimizer exist: it applies the script's levers (they are
+    not options of the library) before the first evaluation, then returns the :class:`MfviTrace` probe."""
+    def factory(model, optimizer, val, device):
+        if feature_cap > 0:
+            cap_features(model, feature_cap)
+        if independent_wd > 0:
+            independent_weight_decay(optimizer, independent_wd)
+        return MfviTrace(model, optimizer, val, device)
+    return factory
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,72 +180,20 @@ def main(argv: list[str] | None = None) -> int:
                          "(x the schedule factor), independent of eta and of the muP LR multipliers (0 = off)")
     ap.add_argument("overrides", nargs="*", help="Hydra overrides, as for python -m ptsweep train")
     args = ap.parse_args(argv)
-    cfg = compose(list(args.overrides))
-    torch.set_num_threads(max(1, cfg.train.threads))
-    seed_everything(cfg.seed)
-    corpus = data_mod.prepare(cfg.data)
-    model = build_model(cfg.model, corpus.vocab_size, cfg.data.seq_len)
-    if args.feature_cap > 0:
-        cap_features(model, args.feature_cap)
-    oc, tc = cfg.optim, cfg.train
-    opt = build_optimizer(model, model.width, model.parametrization, oc.lr, betas=oc.betas, eps=oc.eps,
-                          weight_decay=oc.weight_decay)
-    if args.independent_wd > 0:
-        independent_weight_decay(opt, args.independent_wd)
-    val = data_mod.val_batches(corpus, cfg.data, tc.batch_size)
-    probe = val[0]
-    baseline = metrics.NoContextBaseline.of(corpus, cfg.data)
-    steps = num_steps(cfg)
-    named = dict(model.named_parameters())
-    trace: list[dict] = []
-    t0 = time.time()
-
-    def record(step: int, before: dict | None) -> None:
-        row = {"step": step, "mfvi": mfvi_stats(model, probe)}
-        for name in PARAMS:
-            w = named[name].detach()
-            row[f"rms_{name}"] = float(w.pow(2).mean().sqrt())
-            if before is not None:
-                row[f"upd_{name}"] = float((w - before[name]).pow(2).mean().sqrt() / (w.pow(2).mean().sqrt() + 1e-30))
-        trace.append(row)
-        if not row["mfvi"]:  # T = 0: no MFVI iteration to describe
-            print(f"step {step:4d}  (no MFVI iterations)", file=sys.stderr, flush=True)
-            return
-        last = row["mfvi"][-1]
-        print(f"step {step:4d}  maxNQ {last['maxNQ']:6.2f}  H_z {last['H_z']:.3f}  H_h {last['H_h']:.3f}  "
-              f"H_g {last['H_g']:.3f}  attn_std {last['attn_std']:.3f}  msgs u/c/h/t {last['rms_unary']:.3f}/"
-              f"{last['rms_child']:.3f}/{last['rms_head']:.3f}/{last['rms_topic']:.3f}  "
-              + " ".join(f"{n}:{row.get(f'upd_{n}', math.nan):.1e}" for n in ("unary", "U", "B", "head_weight")),
-              file=sys.stderr, flush=True)
-
-    record(0, None)
-    model.train()
-    for step in range(steps):
-        set_lr(opt, oc.lr, lr_factor(step, steps, oc.warmup_frac, oc.schedule, oc.min_lr_frac))
-        batch = data_mod.train_batch(corpus, cfg.data, step, tc.batch_size, cfg.seed)
-        opt.zero_grad(set_to_none=True)
-        loss = accumulate_gradients(model, batch, 0, torch.device("cpu"), "fp32")
-        if not torch.isfinite(loss):
-            print(f"step {step}: non-finite loss", file=sys.stderr)
-            break
-        if oc.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), oc.grad_clip)
-        stamp = (step + 1) % args.every == 0 or step + 1 == steps
-        before = {n: named[n].detach().clone() for n in PARAMS} if stamp else None
-        opt.step()
-        if stamp:
-            model.eval()
-            record(step + 1, before)
-            model.train()
-    ev = evaluate(model, val, torch.device("cpu"), "fp32", baseline)
+    cfg = with_overrides(compose(list(args.overrides)), {"train.log_every": args.every})
+    with tempfile.TemporaryDirectory() as run_dir:
+        final = train.run(cfg, Tracker(), run_dir=Path(run_dir),
+                          probes=[probe_factory(args.feature_cap, args.independent_wd)])
+    trace = trace_rows(final.pop("history"))
+    for row in trace:
+        print_row(row)
     out = {"config": to_dict(cfg), "feature_cap": args.feature_cap, "independent_wd": args.independent_wd,
-           "trace": trace, "final": ev,
-           "wall_s": time.time() - t0}
+           "trace": trace, "final": final, "wall_s": final["wall_s"]}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=1))
-    print(f"{args.out}: val {ev['val_loss']:.3f} (unigram {ev['unigram_loss']:.3f}, no-context "
-          f"{ev['no_context_loss']:.3f}); context_gain {ev['context_gain']:+.3f} +- {ev['context_gain_se']:.3f}; "
-          f"wall {out['wall_s']:.0f} s")
+    Path(args.out).write_text(json.dumps(out, indent=1, default=str))
+    print(f"{args.out}: val {final['val_loss']:.3f} (unigram {final['unigram_loss']:.3f}, no-context "
+          f"{final['no_context_loss']:.3f}); context_gain {final['context_gain']:+.3f} +- "
+          f"{final['context_gain_se']:.3f}; wall {out['wall_s']:.0f} s")
     return 0
 
 

@@ -10,7 +10,7 @@ PY=${PY:-.venv/bin/python}
 run_one() {
   local name=$1; shift
   [ -f "$out/$name.json" ] && return 0
-  PYTHONPATH=${PYTHONPATH:-$PWD} nice -n 5 "$PY" experiments/context/probe_training.py --out "$out/$name.json" --every 50 \
+  nice -n 5 "$PY" experiments/context/probe_training.py --out "$out/$name.json" --every 50 \
     preset=lr_study model.scaling=rank tracker=disabled "$@" > "$out/$name.log" 2>&1 || echo "FAILED $name" >&2
   tail -n 1 "$out/$name.log"
 }

@@ -11,7 +11,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import torch
 from tqdm import tqdm
@@ -31,9 +31,11 @@ from ptsweep.train.step import (accumulate_gradients, evaluate, final_evaluation
 
 
 def run(cfg: RunConfig, tracker, run_dir: Path | None = None,
-        report_fn: Callable[[dict], None] | None = None) -> dict:
+        report_fn: Callable[[dict], None] | None = None, probes: Sequence[Callable] = ()) -> dict:
     """Train ``cfg`` and return the final metrics (``ptsweep.train``'s docstring); ``tracker.start/log/finish`` are
-    called here, ``report_fn(metrics)`` after every evaluation (Ray Tune). An exception (from the loop or from
+    called here, ``report_fn(metrics)`` after every evaluation (Ray Tune). ``probes``: probe factories beside the
+    ones ``train.probes`` names, each called as ``factory(model, optimizer, val, device)`` once the model and
+    optimizer exist (before the first evaluation) and returning a probe (``monitor``'s docstring). An exception (from the loop or from
     ``report_fn``) is recorded with ``tracker.finish`` and re-raised: status "failed", "interrupted"
     (KeyboardInterrupt / SystemExit) or the exception's own ``status`` string (e.g. "early_stopped")."""
     t_start = time.perf_counter()
@@ -44,7 +46,7 @@ def run(cfg: RunConfig, tracker, run_dir: Path | None = None,
     save_config_dir(run_dir, cfg)
     tracker.start(run_dir, to_dict(cfg), name=run_dir.name, group=cfg.tracker.group, tags=cfg.tracker.tags)
     try:
-        metrics = _train(cfg, tracker, run_dir, report_fn, t_start)
+        metrics = _train(cfg, tracker, run_dir, report_fn, t_start, probes)
     except BaseException as e:  # keep failed / interrupted runs in the record, then re-raise
         status = getattr(e, "status", None)  # e.g. a scheduler's early stop raised from report_fn
         if not isinstance(status, str):
@@ -56,9 +58,9 @@ def run(cfg: RunConfig, tracker, run_dir: Path | None = None,
     return metrics
 
 
-def _train(cfg: RunConfig, tracker, run_dir: Path, report_fn, t_start: float) -> dict:
+def _train(cfg: RunConfig, tracker, run_dir: Path, report_fn, t_start: float, probes: Sequence[Callable]) -> dict:
     """Set up, evaluate once before the first step (not when resuming), run the steps, return the final metrics."""
-    r = _setup(cfg, tracker, run_dir, t_start)
+    r = _setup(cfg, tracker, run_dir, t_start, probes)
     if r.state["step"] == 0 and math.isnan(r.state["val_loss_init"]):
         r.state["val_loss_init"] = r.validate(0)
     end = _step_loop(r, report_fn)
@@ -118,7 +120,7 @@ class _Run:
         return loss
 
 
-def _setup(cfg: RunConfig, tracker, run_dir: Path, t_start: float) -> _Run:
+def _setup(cfg: RunConfig, tracker, run_dir: Path, t_start: float, probes: Sequence[Callable] = ()) -> _Run:
     """Threads, device and seeds; corpus, model, optimizer; validation batches and baselines; the static metrics;
     the state, fresh or from the checkpoint (``train.resume``)."""
     tc, oc = cfg.train, cfg.optim
@@ -158,7 +160,7 @@ def _setup(cfg: RunConfig, tracker, run_dir: Path, t_start: float) -> _Run:
     return _Run(cfg=cfg, tracker=tracker, run_dir=run_dir, t_start=t_start, device=device, corpus=corpus,
                 model=model, optimizer=optimizer, val=val, baseline=baseline, static=static, state=state,
                 steps=num_steps(cfg), tokens_per_step=tc.batch_size * cfg.data.seq_len, wall_before=state["wall_s"],
-                probes=monitor.build_probes(tc.probes, model, optimizer, val, device),
+                probes=monitor.build_probes(tc.probes, model, optimizer, val, device, probes),
                 peak=monitor.peak_flops(static["device_name"], precision))
 
 

@@ -4,7 +4,8 @@ memory and model FLOP utilisation.
 A probe measures without changing the run's numbers; the step loop calls its three hooks: ``before_logged_step()``
 before the optimizer step of a log step, ``on_logged_step()`` after it and ``on_evaluation()`` after an evaluation,
 the last two returning metrics for that row (:func:`build_probes`: 'update_sizes' is :class:`UpdateSizes`,
-'message_stats' is ``message_stats.MessageStats``, PT only, imported only when chosen).
+'message_stats' is ``message_stats.MessageStats``, PT only, imported only when chosen). An experiment adds probes
+of its own through ``train.run(..., probes=[factory])``.
 
 - ``update_rms/<role>``: RMS of one optimizer step's change of the tracked tensors of a muP role (input, hidden,
   output, gain, bias): the first tensor of each of the role's optimizer groups. muP is the rule that keeps these
@@ -102,9 +103,10 @@ def peak_memory_gib(device: torch.device) -> float | None:
 
 
 def build_probes(names, model: torch.nn.Module, optimizer: torch.optim.Optimizer, val: list,
-                 device: torch.device) -> list:
-    """The probes ``names`` chose (checked in the config), in order; ``val``: the validation batches (the first is
-    what 'message_stats' measures)."""
+                 device: torch.device, factories=()) -> list:
+    """The probes ``names`` chose (checked in the config), in order, then those of ``factories`` (each called as
+    ``factory(model, optimizer, val, device)``: an experiment's own probes); ``val``: the validation batches (the
+    first is what 'message_stats' measures)."""
     probes = []
     for name in names:
         if name == "update_sizes":
@@ -115,4 +117,4 @@ def build_probes(names, model: torch.nn.Module, optimizer: torch.optim.Optimizer
             probes.append(MessageStats(model, val[0], device))
         else:
             raise ValueError(f"unknown probe {name!r}")
-    return probes
+    return probes + [factory(model, optimizer, val, device) for factory in factories]

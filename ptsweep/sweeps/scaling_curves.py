@@ -212,7 +212,7 @@ def _plan_baseline(cfg: RunConfig, plan: _Plan, kind: str, scale: int, pt_scalin
     plan.searches.append(df)
     plan.lr_info[f"{kind}-w{scale}"] = info
     if not math.isfinite(info["best_lr"]):
-        return _failed(plan, row, "every search trial failed or diverged")
+        return _failed(plan, row, *scaling_tables.no_lr(df, "search"))
     row.update(best_lr=info["best_lr"], best_warmup_frac=info["best"]["optim.warmup_frac"],
                lr_edge=info["edge"], lr_rounds=info["rounds"], tuning_trials=info["n_trials"])
     plan.notes += _edge_notes(kind, scale, info)
@@ -222,9 +222,9 @@ def _plan_baseline(cfg: RunConfig, plan: _Plan, kind: str, scale: int, pt_scalin
         plan.labels.append(f"final-{kind}-w{scale}-s{i}")
 
 
-def _failed(plan: _Plan, row: dict, reason: str) -> None:
-    """A failed row per seed of one (baseline, scale) that has no final runs, with the one-line reason."""
-    plan.runs += [{**row, "seed": sd, "status": "failed", "val_loss": math.inf, "best_lr": math.nan, "error": reason}
+def _failed(plan: _Plan, row: dict, reason: str, status: str = "failed") -> None:
+    """A failed (or missing) row per seed of one (model, scale) that has no final runs, with the one-line reason."""
+    plan.runs += [{**row, "seed": sd, "status": status, "val_loss": math.inf, "best_lr": math.nan, "error": reason}
                   for sd in plan.seeds]
 
 
@@ -291,8 +291,9 @@ def _plan_pt(cfg: RunConfig, plan: _Plan, transferred: dict, vocab: int) -> None
              else "transferred (no tuning)")
     if not math.isfinite(transferred["optim.lr"]):
         for sc, s in itertools.product(paradigms(cfg.sweep), cfg.sweep.scales):
+            grid = next((d for d in plan.searches if (d["model"] == "pt").all()), None)
             _failed(plan, {"model": "pt", "scaling": sc, "scale": s},
-                    "every PT grid trial at the smallest scale failed or diverged")
+                    *scaling_tables.no_lr(grid, "PT grid", " at the smallest scale"))
         return
     for label, over in pt_finals(cfg, transferred):
         plan.runs.append({"model": "pt", "scaling": over["model.scaling"], "scale": over["model.width"],

@@ -30,7 +30,9 @@ RUN_COLUMNS = ["series", "model", "scaling", "scale", "seed", "width", "params",
 def runs_table(rows: list[dict], scalings: list[str], sdir: Path) -> tuple[pd.DataFrame, str]:
     """(one row per run with its ledger metrics and the scored ``loss``, the split scored): the held-out test split
     when every finished run has one, else validation."""
-    runs = pd.DataFrame([{"trial_key": "", **r} for r in rows]).astype({"val_loss": float, "tokens": float})
+    runs = pd.DataFrame([{"trial_key": "", **r} for r in rows])
+    for col in ("val_loss", "tokens", "params", "non_embedding_params", "flops_per_token"):  # none in failed rows
+        runs[col] = runs[col].astype(float) if col in runs else math.nan
     # plot/fit series: 'pt' (or 'pt-rank' for the second paradigm when both are run), 'bert', 'ut'
     runs["series"] = [m if m != "pt" or sc == scalings[0] else f"pt-{sc}"
                       for m, sc in zip(runs["model"], runs["scaling"])]
@@ -45,6 +47,15 @@ def runs_table(rows: list[dict], scalings: list[str], sdir: Path) -> tuple[pd.Da
     runs["train_flops"] = runs["flops_per_token"].astype(float) * runs["tokens"]
     runs = runs.sort_values(["series", "scale", "seed"]).reset_index(drop=True)
     return runs[[c for c in RUN_COLUMNS if c in runs.columns]], split
+
+
+def no_lr(search: pd.DataFrame | None, what: str, where: str = "") -> tuple[str, str]:
+    """(reason, status) of a (model, scale) whose LR search (``what``: "search", "PT grid") gave no LR: its trials
+    not in the results folder yet (report only: 'missing'), or every one failed or diverged ('failed')."""
+    missing = int((search["status"] == "missing").sum()) if search is not None and "status" in search else 0
+    if missing:
+        return f"{missing} of {len(search)} {what} trials{where} are not in the results folder yet", "missing"
+    return f"every {what} trial{where} failed or diverged", "failed"
 
 
 def cells(runs: pd.DataFrame, lr_info: dict) -> pd.DataFrame:
@@ -88,7 +99,7 @@ def cell_row(series: str, scale, g: pd.DataFrame, q: float, seed_var: float, lr_
                                      "tuning_trials")},
         "lr_edge": lr_info.get(f"{first['model']}-w{int(scale)}", {}).get("edge", ""),
         "status": "ok" if statuses == ["ok"] else ",".join(statuses),
-        "error": "; ".join(e for e in g["error"].astype(str) if e and e != "nan"),
+        "error": "; ".join(dict.fromkeys(e for e in g["error"].astype(str) if e and e != "nan")),
     }
 
 

@@ -40,11 +40,26 @@ def render(results_dir: Path) -> Path:
         figures.mkdir()
         for png in sorted(sdir.glob("*.png")):
             shutil.copyfile(png, figures / png.name)
-        text = (sdir / "report.md").read_text().replace(str(sdir), f"<{study['study']}>")
+        text = _with_progress((sdir / "report.md").read_text().replace(str(sdir), f"<{study['study']}>"), sdir, n)
     out = results_dir / "report.md"
     out.write_text(text)
     print(f"report: {out} and {len(list(figures.glob('*.png')))} figures in {figures}")
     return out
+
+
+def _with_progress(text: str, sdir: Path, n: int) -> str:
+    """report.md with a line under its title: how many records it rests on and how many planned runs (final runs
+    and tuning trials) are not in the folder yet."""
+    import pandas as pd
+
+    missing = {name: int((pd.read_csv(sdir / f"{name}.csv")["status"] == "missing").sum())
+               for name in ("runs", "lr_search") if (sdir / f"{name}.csv").exists()}
+    line = (f"_Rendered from {n} trial records of its results folder; not yet in it: {missing.get('runs', 0)} final "
+            f"runs and {missing.get('lr_search', 0)} tuning trials (their cells say so)._"
+            if any(missing.values()) else f"_Rendered from {n} trial records of its results folder: every planned "
+                                          f"run is in it._")
+    title, _, rest = text.partition("\n")
+    return f"{title}\n\n{line}\n{rest}"
 
 
 def repository_section(results_dir: Path, heading: str) -> list[str]:

@@ -1,14 +1,15 @@
 """A study's results folder: the finished trial records that live in the repository (``sweep.results``).
 
 A results folder (e.g. ``experiments/scaling/results/scaling-trained/``) holds ``study.json`` (the study's name,
-sweep, the config of the command that last ran it and the vocabulary size it measured) and one record per finished
-trial, ``trials/<trial_key>.json``: the ledger record (status, validation and test metrics), label, overrides,
-seed, source fingerprint and commit, the config its trial key hashes (``identity.trial_config``) and the in-loop
-learning curve (one row per evaluation). A few kB each; checkpoints, logs and W&B files stay in runs/.
+sweep, the overrides and config of the command that last ran it, the vocabulary size it measured) and one record
+per finished trial, ``trials/<trial_key>.json``: the ledger record (status, validation and test metrics), label,
+overrides, seed, source fingerprint and commit, the config its trial key hashes (``identity.trial_config``) and the
+in-loop learning curve (one row per evaluation). A few kB each; checkpoints, logs and W&B files stay in runs/.
 
-Before a sweep plans each list of trials, a record found only in its results folder is restored into ``<study>/trials/<key>/`` (``final.json``, ``trial.json``,
-``history.jsonl``: :func:`restore`), so the ledger counts it as finished and every reader of the study folder sees
-it; a trial finished in runs/ is exported to the repository (:func:`export`, also as each trial ends).
+Before a sweep plans each list of trials, a record found only in its results folder is restored into
+``<study>/trials/<key>/`` (``final.json``, ``trial.json``, ``history.jsonl``: :func:`restore`), so the ledger
+counts it as finished and every reader of the study folder sees it; a trial finished in runs/ is exported to the
+repository (:func:`export`, also as each trial ends).
 
 Every record read is checked (:func:`check_record`): its file name is its trial key, its key is the one this code
 computes from the config it stores (else it was made under an identity scheme this code does not produce), and its

@@ -42,6 +42,8 @@ LR_EDGE = "undecided: {model}'s LR is at the edge of its tuning range ({lr:g})"
 PLATEAU = "undecided: {why}, so it was still leaving its plateau"
 """The verdict of a comparison with a side that reached the context-gain threshold late in the budget or never
 (module docstring); ``why``: ``learning_curves.plateau_cells``' words."""
+MISSING = "undecided: no finished runs of {models} in the results folder yet"
+"""The verdict of a comparison with a side whose runs a report-only rendering did not find (``sweep.report_only``)."""
 ALONE = "undecided: only {model} ran at this scale"
 """A scale's winner when one model ran there: nothing was compared."""
 WITHIN_NOISE = "undecided: {model} has the lowest loss, but its 95 % interval against {others} includes 0"
@@ -128,6 +130,10 @@ def verdict_text(verdict: bool | None, per_scale: Mapping[str, Mapping]) -> str:
         return "yes" if verdict else "no"
     reasons = []
     gated = {s: d for s, d in per_scale.items() if d.get("no_context")}
+    if any(d.get("absent") for d in gated.values()):  # some sides not run yet: each scale's own reason
+        for reason in dict.fromkeys(d["reason"] for d in gated.values()):
+            reasons.append(f"{reason} (N = {', '.join(s for s, d in gated.items() if d['reason'] == reason)})")
+        gated = {}
     if gated:
         who = list(dict.fromkeys(m for d in gated.values() for m in d["no_context"]))
         reasons.append(f"{NO_CONTEXT.format(models=' and '.join(who))} (N = {', '.join(gated)})")
@@ -235,14 +241,20 @@ def comparisons(runs, table, pt_series: list[str], baselines: list[str], scales:
     (True / False / None) with ``statements`` in words, and ``winners`` per scale (:func:`winner`). ``runs``: one
     row per run; ``table``: one row per series x scale with the seed-mean context gain (and lr_edge, best_lr)."""
     learned, edged = learned_cells(table), edge_cells(table)
+    absent = ({(str(r["series"]), str(int(r["scale"]))) for _, r in table.iterrows() if r["status"] == "missing"}
+              if "status" in table.columns else set())
     spreads = model_spreads({x: [seed_losses(runs, x, s) for s in scales] for x in sorted(set(runs["series"]))})
     differences = {}
     for pts in pt_series:
         for other in baselines:
             per = {str(s): spread_ci(seed_losses(runs, pts, s), seed_losses(runs, other, s), spreads[pts],
                                      spreads[other]) for s in scales}
-            differences[f"{pts}-{other}"] = gate(per, (pts, other), learned, edged, late)
+            differences[f"{pts}-{other}"] = mark_absent(gate(per, (pts, other), learned, edged, late), (pts, other),
+                                                        absent)
     by_name = framings(runs, pt_series, baselines, n_boot=n_boot, seed=seed, learned=learned, edged=edged, late=late)
+    for res in by_name.values():
+        for pair, r in res.items():
+            r["per_scale"] = mark_absent(r["per_scale"], tuple(pair.rsplit("-", 1)), absent)
     by_framing = {f: {pair: r["every_scale"] for pair, r in res.items()} for f, res in by_name.items()}
     ut_by_framing = {f: every_scale(res["pt-ut"]["per_scale"], win="b_lower")["every_scale"]
                      for f, res in by_name.items() if "pt-ut" in res}
@@ -260,6 +272,17 @@ def comparisons(runs, table, pt_series: list[str], baselines: list[str], scales:
                              for m, (v, df) in spreads.items()},
             "statements": statements, "pt_beats_bert_by_framing": {f: v.get("pt-bert") for f, v in by_framing.items()},
             "ut_beats_pt_by_framing": ut_by_framing, "pt_beats_by_framing": by_framing}
+
+
+def mark_absent(per_scale: Mapping[str, Mapping], pair: Sequence[str], absent: set[tuple[str, str]]) -> dict:
+    """``per_scale`` with the context gate's reason replaced by MISSING where a side has no runs yet (``absent``:
+    {(series, scale)} of the results table's 'missing' cells): not learning and not having run differ."""
+    out = {}
+    for s, d in per_scale.items():
+        gone = [m for m in pair if (m, str(s)) in absent]
+        out[str(s)] = ({**d, "absent": gone, "reason": MISSING.format(models=" and ".join(gone))}
+                       if gone and d.get("no_context") else dict(d))
+    return out
 
 
 def seed_losses(runs, series: str, scale) -> list[float]:

@@ -85,7 +85,9 @@ def check_report(root: Path) -> None:
     section2 = lines[lines.index(next(ln for ln in lines if ln.startswith("## 2."))):
                      lines.index(next(ln for ln in lines if ln.startswith("## 3.")))]
     assert _repeated_sentences(summary + section2) == []  # the transfer's statements once each
-    assert report.count("PT beats BERT at every scale") == 1 and report.count("Baseline LR search at its edge") <= 1
+    own, _, trained = report.partition("\n## 5. The answer at a trained budget")  # 5 quotes the committed study
+    assert own.count("PT beats BERT at every scale") == 1 and own.count("Baseline LR search at its edge") <= 1
+    assert "not run by this command; `make report STUDY=experiments/scaling/results/scaling-trained`" in trained
     for fig in ("demo_tuning.png", "demo_losses.png", "demo_context.png"):
         assert (root / fig).stat().st_size > 1000 and f"]({fig})" in report
     assert (root / "scaling-curves" / "fig2b_pt_vs_ut.png").stat().st_size > 1000  # PT vs the UT baseline

@@ -3,9 +3,7 @@ lever_table.py (each variant's optimum and its [eta*/2, 2 eta*] window, by hand)
 independent weight decay lever of experiments/context/probe_training.py (against the closed form of one AdamW step
 with zero gradients)."""
 
-import importlib.util
 import math
-from pathlib import Path
 
 import pytest
 import torch
@@ -14,19 +12,12 @@ from ptsweep.parametrization import build_optimizer, set_lr
 from ptsweep.models import build_model
 from ptsweep.config import compose
 
-ROOT = Path(__file__).resolve().parents[1]
+from experiment_scripts import load_script
 
 
-def _load(rel: str, name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / rel)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-budget_drift = _load("experiments/lr-transfer/budget_drift.py", "budget_drift")
-lever_table = _load("experiments/lr-transfer/lever_table.py", "lever_table")
-probe_training = _load("experiments/context/probe_training.py", "probe_training")
+budget_drift = load_script("experiments/lr-transfer/budget_drift.py")
+lever_table = load_script("experiments/lr-transfer/lever_table.py")
+probe_training = load_script("experiments/context/probe_training.py")
 
 
 def _rows(opt_by_steps: dict, width=32, seeds=3):

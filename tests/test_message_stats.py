@@ -9,7 +9,6 @@ logits, their RMS over the real tokens, and the entropies by -sum p log p over t
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 from pathlib import Path
@@ -25,6 +24,8 @@ from ptsweep.errors import ConfigError
 from ptsweep.models import build_model
 from ptsweep.models.pt import ProbabilisticTransformer
 from ptsweep.train import message_stats
+
+from experiment_scripts import load_script
 
 WEIGHTS = {"w_unary": 0.7, "w_child": 1.3, "w_head": 2.1, "w_topic_z": 0.4, "w_attn": 1.7, "w_topic_g": 0.9}
 
@@ -204,11 +205,7 @@ def test_training_writes_message_stats_to_the_history_only_when_asked(cache_dir:
 
 def _script():
     """experiments/weight-drift/message_sizes.py as a module."""
-    path = Path(__file__).resolve().parents[1] / "experiments" / "weight-drift" / "message_sizes.py"
-    spec = importlib.util.spec_from_file_location("message_sizes", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("experiments/weight-drift/message_sizes.py")
 
 
 def test_message_sizes_script_runs_the_lr_transfer_trial_and_divides_width_128_by_32(tmp_path: Path) -> None:

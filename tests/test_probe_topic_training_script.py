@@ -4,16 +4,12 @@ and its ``--brief`` line."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("probe_topic_training",
-                                              ROOT / "experiments/coord-check/probe_topic_training.py")
-probe_topic_training = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(probe_topic_training)
+from experiment_scripts import load_script
+
+probe_topic_training = load_script("experiments/coord-check/probe_topic_training.py")
 
 ARGS = ["--preset", "smoke", "--widths", "32,64", "--steps", "3", "--measure", "1,3", "sweep.coord_check.steps=3",
         "sweep.coord_check.batch_size=4", "model.scaling=rank"]

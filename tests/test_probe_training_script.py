@@ -4,7 +4,6 @@ lever; experiments/context/paired_vs.py's table on two such candidates against a
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 from pathlib import Path
@@ -17,19 +16,13 @@ from ptsweep.config import compose, with_overrides
 from ptsweep.models import build_model
 from ptsweep.tracking import Tracker
 
-ROOT = Path(__file__).resolve().parents[1]
+from experiment_scripts import load_script
+
 SMOKE = ["preset=smoke", "model.width=32", "model.scaling=rank", "train.threads=1", "tracker=disabled"]
 
 
-def _load(rel: str, name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / rel)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-probe_training = _load("experiments/context/probe_training.py", "probe_training")
-paired_vs = _load("experiments/context/paired_vs.py", "paired_vs")
+probe_training = load_script("experiments/context/probe_training.py")
+paired_vs = load_script("experiments/context/paired_vs.py")
 
 
 @pytest.fixture(scope="module")

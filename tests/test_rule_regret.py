@@ -3,22 +3,17 @@ per-seed differences computed by hand."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "experiments/baseline-rule/rule_regret.py"
+from experiment_scripts import load_script
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("rule_regret", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("experiments/baseline-rule/rule_regret.py")
 
 
 def test_paired_regret_is_the_mean_per_seed_difference_with_a_t_interval():

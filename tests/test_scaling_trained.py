@@ -6,7 +6,6 @@ The Ray test runs the grid mode end to end at smoke size; the others check the p
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 from pathlib import Path
@@ -20,8 +19,9 @@ from ptsweep.errors import ConfigError, SweepError
 from ptsweep.sweeps import baseline_tuning, ledger
 from ptsweep.sweeps.transfer import read_transfer
 
+from experiment_scripts import load_script
+
 GRID = [1e-3, 3e-3, 1e-2]
-REPO = Path(__file__).resolve().parents[1]
 
 
 def _curve(steps, gains, series="bert", scale=64, seed=0, key="k"):
@@ -181,9 +181,7 @@ def test_scaling_curves_grid_mode_learning_curves_and_budget(tmp_path):
     assert "Plateau gate: no verdict from the comparisons of bert at scale 64 (bert never" in report
     assert Path(sdir / "learning_curves.parquet").exists()
     # experiments/scaling/curves_table.py: one row per trial with a history, finished ones with their test gain
-    spec = importlib.util.spec_from_file_location("curves_table", REPO / "experiments/scaling/curves_table.py")
-    table = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(table)
+    table = load_script("experiments/scaling/curves_table.py")
     rows = [table.trial_row(d, 8) for d in sorted((sdir / "trials").iterdir())]
     text = table.markdown(rows, 8).splitlines()
     assert len(text) == 2 + len(rows) == 2 + 3 + 2 + 2  # header, rule, 3 grid + 2 BERT finals + 2 PT runs

@@ -2,7 +2,6 @@
 by-hand seed means and scipy's paired t interval, and weight_points.py's LR points (the every-weight-1 trial at
 another eta)."""
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -13,18 +12,10 @@ from ptsweep.analysis import weight_grid
 from ptsweep.config import compose
 from ptsweep.sweeps.lr_transfer_plan import point_trial
 
-ROOT = Path(__file__).resolve().parents[1]
+from experiment_scripts import load_script
 
 
-def _load(rel: str, name: str):
-    """A script under experiments/ as a module."""
-    spec = importlib.util.spec_from_file_location(name, ROOT / rel)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-weight_points = _load("experiments/lr-transfer/weight_points.py", "weight_points")
+weight_points = load_script("experiments/lr-transfer/weight_points.py")
 
 ONES = {0: 4.73, 1: 4.72, 2: 4.74}
 ATTN2 = {0: 4.70, 1: 4.71, 2: 4.735}

@@ -290,10 +290,10 @@ def _plan_pt(cfg: RunConfig, plan: _Plan, transferred: dict, vocab: int) -> None
     tuned = (f"transferred (LR tuned at width {pt_grid.tuning_width(cfg)})" if pt_grid.active(cfg)
              else "transferred (no tuning)")
     if not math.isfinite(transferred["optim.lr"]):
+        grid = next((d for d in plan.searches if (d["model"] == "pt").all()), None)
+        why = scaling_tables.no_lr(grid, "PT grid", " at the smallest scale")
         for sc, s in itertools.product(paradigms(cfg.sweep), cfg.sweep.scales):
-            grid = next((d for d in plan.searches if (d["model"] == "pt").all()), None)
-            _failed(plan, {"model": "pt", "scaling": sc, "scale": s},
-                    *scaling_tables.no_lr(grid, "PT grid", " at the smallest scale"))
+            _failed(plan, {"model": "pt", "scaling": sc, "scale": s}, *why)
         return
     for label, over in pt_finals(cfg, transferred):
         plan.runs.append({"model": "pt", "scaling": over["model.scaling"], "scale": over["model.width"],

@@ -110,14 +110,7 @@ def study_config(results_dir: Path, **overrides: Any):
     study = read_study(results_dir)
     if study.get("command") is not None:
         return with_overrides(compose(list(study["command"])), overrides)
-    nested: dict = {}
-    for key, value in {**study["config"], **overrides}.items():
-        node = nested
-        *parents, leaf = key.split(".")
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[leaf] = value
-    return from_dict(nested)
+    return with_overrides(from_dict({}), {**study["config"], **overrides})
 
 
 # -- records -----------------------------------------------------------------------------------------------------
@@ -145,7 +138,8 @@ def record_of(trial_dir: Path, base: Mapping[str, Any]) -> dict | None:
 
 
 def read_curve(history: Path) -> list[dict]:
-    """The in-loop evaluations of a trial's history.jsonl (:data:`CURVE_FIELDS`, in step order)."""
+    """The in-loop evaluations of a trial's history.jsonl (:data:`CURVE_FIELDS`, in step order; of a step a resumed
+    run evaluated again, the last copy); none when the file is missing."""
     rows = {}
     if Path(history).exists():
         for line in Path(history).read_text().splitlines():

@@ -11,7 +11,6 @@ comparisons ``framings.plateau_gate`` leaves undecided.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -29,19 +28,17 @@ def read_curves(runs: pd.DataFrame, study_dir: Path) -> pd.DataFrame:
     """One row per (run, in-loop evaluation): series, scale, seed, trial_key, step, tokens and :data:`CURVE_KEYS`,
     from ``<study_dir>/trials/<trial_key>/history.jsonl``. ``runs``: scaling-curves' runs table (one row per
     reported run); runs without a history (failed before training) add no row."""
+    from ptsweep.results import read_curve
+
     rows = []
     for _, r in runs.iterrows():
-        path = Path(study_dir) / "trials" / str(r["trial_key"]) / "history.jsonl"
-        if not r["trial_key"] or not path.exists():
+        if not r["trial_key"]:
             continue
-        for line in path.read_text().splitlines():
-            rec = json.loads(line)
-            if "context_gain" in rec and "val_loss" in rec:
-                rows.append({"series": r["series"], "scale": int(r["scale"]), "seed": int(r["seed"]),
-                             "trial_key": r["trial_key"], "step": int(rec["step"]), "tokens": float(rec["tokens"]),
-                             **{k: float(rec.get(k, math.nan)) for k in CURVE_KEYS}})
-    cols = ["series", "scale", "seed", "trial_key", "step", "tokens", *CURVE_KEYS]
-    return pd.DataFrame(rows, columns=cols).drop_duplicates(["trial_key", "step"], keep="last")
+        for rec in read_curve(Path(study_dir) / "trials" / str(r["trial_key"]) / "history.jsonl"):
+            rows.append({"series": r["series"], "scale": int(r["scale"]), "seed": int(r["seed"]),
+                         "trial_key": r["trial_key"], "step": int(rec["step"]), "tokens": float(rec["tokens"]),
+                         **{k: float(rec.get(k, math.nan)) for k in CURVE_KEYS}})
+    return pd.DataFrame(rows, columns=["series", "scale", "seed", "trial_key", "step", "tokens", *CURVE_KEYS])
 
 
 def crossing_step(curve: pd.DataFrame, threshold: float) -> float:

@@ -62,8 +62,8 @@ def cells(runs: pd.DataFrame, lr_info: dict) -> pd.DataFrame:
     """One row per (series, scale): means over seeds with 95 % t intervals from the series' own seed variance
     (pooled over its scales, ``model_spread.model_spreads``)."""
     cells = {key: g for key, g in runs.groupby(["series", "scale"])}
-    spreads = model_spread.model_spreads({x: [g["loss"].tolist() for (sx, _), g in cells.items() if sx == x]
-                                          for x in sorted({sx for sx, _ in cells})})
+    spreads = model_spread.model_spreads({x: [c["loss"].tolist() for _, c in g.groupby("scale")]
+                                          for x, g in runs.groupby("series")})
     rows = []
     for (series, scale), g in cells.items():
         var, df = spreads[series]

@@ -158,7 +158,7 @@ def run_group(specs: list[dict], timeout_s: float, on_row) -> None:
 
 def _packed_child(spec: dict, barrier, results) -> None:
     """One packed trial without Ray: cap this process's memory at its share (as a Ray trial does), measure."""
-    from ptsweep.sweeps.placement import cap_gpu_memory
+    from ptsweep.trials.placement import cap_gpu_memory
 
     try:
         share = cap_gpu_memory(spec["fraction"]) or 1.0

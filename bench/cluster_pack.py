@@ -1,8 +1,8 @@
 """Packed trials of the GPU check (``bench/bench_cluster.py``, part ``pack``): n copies of one PT step setting on one
 GPU at once, scheduled by Ray Tune with the fractional GPU request ``ray.gpus_per_trial = 1/n`` that the sweeps make
-(``ptsweep.sweeps.placement``): each trial caps its CUDA memory at its share, then waits at a gate (a named Ray
+(``ptsweep.trials.placement``): each trial caps its CUDA memory at its share, then waits at a gate (a named Ray
 actor) until all n have warmed up, so their timed steps overlap. The sweep's own Ray session starts Ray
-(``ptsweep.sweeps.ray_session``: token auth, 127.0.0.1, no dashboard).
+(``ptsweep.trials.ray_session``: token auth, 127.0.0.1, no dashboard).
 
 Where Ray is not installed (a lent GPU machine may lack it), the same n trials run as spawned processes with the same
 memory cap and a barrier (``cluster_measure.run_packed_processes``); each row says which packer measured it. On the
@@ -46,7 +46,7 @@ def _trial(config: dict, spec: dict, n: int, gate: str) -> None:
     import ray
     from ray import tune
 
-    from ptsweep.sweeps.placement import assigned_gpus, cap_gpu_memory
+    from ptsweep.trials.placement import assigned_gpus, cap_gpu_memory
 
     handle = ray.get_actor(gate)
     waited = {"alone": False}
@@ -97,7 +97,7 @@ def packed_rows(spec: dict, packs, timeout_s: float, on_pack) -> None:
             on_pack(n, "processes (Ray not installed)", run_packed_processes(spec, n, timeout_s))
         return
     from ptsweep.config import RayConfig
-    from ptsweep.sweeps.ray_session import ray_session
+    from ptsweep.trials.ray_session import ray_session
 
     # Ray's workers import this module and cluster_measure by name: they need bench/ on their path
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(BENCH), os.environ.get("PYTHONPATH", "")) if p)

@@ -260,13 +260,13 @@ def _resume_command(argv: list[str] | None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from ptsweep.sweeps.ray_session import RESUME, install_sigterm_handler, stop_line
+    from ptsweep.trials.ray_session import RESUME, install_sigterm_handler, stop_line
 
     RESUME["command"] = _resume_command(argv) if args.command in SWEEPS else ""
     RESUME["kept"] = "finished trials are kept" if args.command in SWEEPS else ""
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.getsignal(signal.SIGTERM) if main_thread else None
-    install_sigterm_handler()  # SIGTERM: one line + the resume command, exit 143 (sweeps.ray_session docstring)
+    install_sigterm_handler()  # SIGTERM: one line + the resume command, exit 143 (trials.ray_session docstring)
     try:
         return _dispatch(args, stop_line)
     finally:  # a caller that runs main() in-process (tests, notebooks) gets its own handler back
@@ -281,7 +281,7 @@ def _dispatch(args, stop_line) -> int:
             return cmd_plan(args)
         if args.command == "report":
             from ptsweep.io import resolve_path
-            from ptsweep.sweeps.study_report import render
+            from ptsweep.reports.study_report import render
 
             return 0 if render(resolve_path(args.study)) else 1
         cfg = compose(args.overrides)

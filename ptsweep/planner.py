@@ -1,7 +1,7 @@
 """Run planner (``python -m ptsweep plan``): each sweep's runs, their size, FLOPs, predicted memory, micro-batch and
 GPU-hours, by model and by stage.
 
-Runs: the sweep's own list (``planned_trials`` in its module, ``sweeps.trial_plan``: the functions its driver runs),
+Runs: the sweep's own list (``planned_trials`` in its module, ``trials.trial_plan``: the functions its driver runs),
 grouped by (stage, shape, tokens). Early stopping (ASHA) is not modelled, so search stages are an upper bound.
 
 Activations of one sequence (``activation_bytes``; elements x ``bytes_per_element``, 4 = fp32, a bound for bf16):
@@ -166,9 +166,9 @@ def plan_trial(cfg: RunConfig, sweep: str, stage: str, model_cfg, count: int, to
 
 
 def trials_per_gpu(cfg: RunConfig, model_cfg) -> int:
-    """Trials of this model's width that share one GPU (``sweeps.placement.gpus_for_width``: a fraction 1/n packs
+    """Trials of this model's width that share one GPU (``trials.placement.gpus_for_width``: a fraction 1/n packs
     n; a whole GPU or more, or none, counts 1)."""
-    from ptsweep.sweeps.placement import gpus_for_width
+    from ptsweep.trials.placement import gpus_for_width
 
     gpus = gpus_for_width(cfg, int(model_cfg.width))
     return max(1, round(1.0 / gpus)) if 0 < gpus < 1 else 1

@@ -118,7 +118,7 @@ def study_config(results_dir: Path, **overrides: Any):
 def record_of(trial_dir: Path, base: Mapping[str, Any]) -> dict | None:
     """The repository record of a finished trial folder of runs/ (None unless its ledger record is final, or when
     its overrides on ``base``, the sweep's trial base config, do not give its key: a trial of another base)."""
-    from ptsweep.sweeps.ledger import read_ledger
+    from ptsweep.trials.ledger import read_ledger
 
     trial_dir = Path(trial_dir)
     led = read_ledger(trial_dir.parent.parent, trial_dir.name)
@@ -199,7 +199,7 @@ def restore(results_dir: Path, study_dir: Path) -> int:
     """Copy every record of the results folder whose trial has no ledger record in ``study_dir`` into it (the
     ledger's ``final.json``, ``trial.json``, ``history.jsonl``); returns how many were restored."""
     from ptsweep.io import write_json
-    from ptsweep.sweeps.ledger import read_ledger, trial_dir
+    from ptsweep.trials.ledger import read_ledger, trial_dir
 
     n = 0
     for path in record_paths(results_dir):
@@ -220,7 +220,7 @@ def restore(results_dir: Path, study_dir: Path) -> int:
 def ledger_records(study_dir: Path) -> pd.DataFrame:
     """One row per finished trial of a runs/ study folder (its ledger, ``trials/<key>/final.json``; readable while
     the study runs): trial_key, label, its overrides (dotted keys) and the ledger record's scalar fields."""
-    from ptsweep.sweeps.ledger import read_ledger
+    from ptsweep.trials.ledger import read_ledger
 
     rows = []
     for d in sorted(p for p in (Path(study_dir) / "trials").glob("*") if p.is_dir()):

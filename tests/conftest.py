@@ -35,7 +35,7 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def ray_local():
     """One local Ray (num_cpus=2, token auth) for every test of a module that asks for it; the sweeps reuse it."""
     from ptsweep.config import compose
-    from ptsweep.sweeps.ray_session import ray_session
+    from ptsweep.trials.ray_session import ray_session
 
     os.environ.setdefault("WANDB_MODE", "disabled")
     with ray_session(compose(["preset=smoke"]).ray):
@@ -50,7 +50,7 @@ def pytest_configure(config):
     disables it."""
     if hasattr(config, "workerinput"):
         return
-    from ptsweep.sweeps.ray_session import TOKEN_PATH, protect_token_file
+    from ptsweep.trials.ray_session import TOKEN_PATH, protect_token_file
 
     if os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH") or TOKEN_PATH.exists():
         return

@@ -14,7 +14,8 @@ import pytest
 pytest.importorskip("ray")
 
 from ptsweep.config import compose  # noqa: E402
-from ptsweep.sweeps import baseline_rule, baseline_tuning, ledger, scaling_curves  # noqa: E402
+from ptsweep.sweeps import baseline_rule, baseline_tuning, scaling_curves
+from ptsweep.trials import ledger  # noqa: E402
 
 GRID = [3e-3, 1e-2, 3e-2]
 

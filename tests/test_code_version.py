@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from ptsweep.sweeps import code_version
+from ptsweep.trials import code_version
 from ptsweep.errors import SourceChanged
-from ptsweep.sweeps.code_version import SOURCE_CHANGED, check_worker_source, source_fingerprint
+from ptsweep.trials.code_version import SOURCE_CHANGED, check_worker_source, source_fingerprint
 
 
 def _copy_package(tmp_path: Path) -> Path:
@@ -61,7 +61,7 @@ pytest.importorskip("optuna")
 
 from ptsweep.config import compose  # noqa: E402
 from ptsweep.errors import SweepError  # noqa: E402
-from ptsweep.sweeps import ledger, runner, search, trainable  # noqa: E402
+from ptsweep.trials import ledger, runner, search, trainable  # noqa: E402
 
 
 @pytest.fixture
@@ -96,7 +96,7 @@ def test_fixed_list_trial_refuses_edited_source_then_runs_on_rerun(tmp_path, ray
 def test_search_trial_refusing_edited_source_is_queued_again(tmp_path, ray_local, stale_driver):
     from optuna.trial import TrialState
 
-    from ptsweep.sweeps import optuna_store
+    from ptsweep.trials import optuna_store
 
     cfg, sdir = _smoke(tmp_path), tmp_path / "search"
     space = {"optim.lr": (1e-3, 1e-1)}

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from ptsweep.io import write_json
-from ptsweep.sweeps.ledger import read_ledger
+from ptsweep.trials.ledger import read_ledger
 from ptsweep.sweeps.demo import share_runs
 
 
@@ -104,7 +104,7 @@ def check_report(root: Path) -> None:
 def test_the_report_calls_a_planes_regret_an_extrapolation():
     """Demo design (n = 8): the surface is a plane, its box minimum a corner no run measured (a recorded demo gave
     37.9 % [0, 72 %] from points all within 0.8 % of S) - the report must not read it as loss S leaves on the table."""
-    from ptsweep.sweeps.demo_report import regret_text
+    from ptsweep.reports.demo_report import regret_text
 
     vs = {"regret": {"regret_rel": 0.379, "regret_rel_ci": [0.0, 0.72], "model": "linear"}}
     assert "extrapolated to the box's best corner" in regret_text(vs) and "37.90% [0.00%, 72.00%]" in regret_text(vs)
@@ -115,7 +115,7 @@ def test_the_report_calls_a_planes_regret_an_extrapolation():
 def test_the_transfer_results_first_line_says_when_n_points_bound_no_regret():
     """n = 8 perturbed points cannot identify the diagonal surface (15 coefficients over 7 keys): the first
     line says so and states the strict and contrast results once each, not the plane's extrapolated percentage."""
-    from ptsweep.sweeps.demo_report import transfer_summary
+    from ptsweep.reports.demo_report import transfer_summary
     from ptsweep.sweeps.verify_transfer import headline
 
     vs = {"verdict": "inconclusive", "statement": "regret INCONCLUSIVE: a plane ... 7.30 %", "n_perturbed_run": 8,
@@ -140,8 +140,8 @@ def test_the_tuning_heading_names_the_early_stopping_the_search_used(tmp_path):
     """The demo turns ASHA off (sweep.asha_reduction 1): its report must not say ASHA stopped trials."""
     import pandas as pd
 
-    from ptsweep.sweeps.demo_report import tuning_section
-    from ptsweep.sweeps.fields import early_stopping_label
+    from ptsweep.reports.demo_report import tuning_section
+    from ptsweep.trials.fields import early_stopping_label
 
     assert early_stopping_label(0.25, 1) == "no early stopping"
     assert early_stopping_label(0.25, 3) == "ASHA (grace 0.25 of the budget, reduction 3)"
@@ -208,7 +208,7 @@ def _demo_report_parts(vs: dict) -> tuple[list[str], list[str]]:
     tune-small / scaling-curves inputs of the shapes the real sweeps write."""
     import pandas as pd
 
-    from ptsweep.sweeps.demo_report import first_screen, verdict_section
+    from ptsweep.reports.demo_report import first_screen, verdict_section
 
     values = {"optim.lr": 0.02, **{f"model.{w}": 1.0 for w in
                                    ("w_unary", "w_child", "w_head", "w_topic_z", "w_attn", "w_topic_g")}}
@@ -263,7 +263,7 @@ def test_the_repeated_sentence_check_sees_a_repetition():
 def test_the_edge_line_says_the_shared_clause_once():
     """Several baselines at the edge of their search: each note names its own, and "the optimum may lie beyond",
     which every note of scaling-curves ends with, is said once."""
-    from ptsweep.sweeps.demo_report import edge_lines
+    from ptsweep.reports.demo_report import edge_lines
 
     notes = [f"{m} w{w}: best optim.lr 0.001 is not bracketed (low edge of the searched values) after 0 widening(s); "
              "the optimum may lie beyond" for m, w in (("bert", 32), ("ut", 32), ("ut", 64))]

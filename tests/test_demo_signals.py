@@ -142,7 +142,7 @@ def test_a_trial_worker_ended_by_ray_prints_no_traceback():
     fine). The trainable's hook drops exactly that case; any other unraisable exception is still printed."""
     code = (
         "import weakref\n"
-        "from ptsweep.sweeps.ray_session import quiet_worker_exit\n"
+        "from ptsweep.trials.ray_session import quiet_worker_exit\n"
         "quiet_worker_exit()\n"
         "class A: pass\n"
         "def stop(_): raise SystemExit(1)\n"

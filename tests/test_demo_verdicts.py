@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from ptsweep.analysis import framings
-from ptsweep.sweeps import demo_report
+from ptsweep.reports import demo_report
 
 SCALES = [32, 64, 128]
 UNDECIDED = "undecided: bert learned no context at this budget"

@@ -14,7 +14,8 @@ import pytest
 
 from ptsweep.config import compose
 from ptsweep.models.sizing import match_shape
-from ptsweep.sweeps import baseline_tuning, ledger, scaling_curves
+from ptsweep.sweeps import baseline_tuning, scaling_curves
+from ptsweep.trials import ledger
 
 GRID = [1e-5, 1e-4, 1e-3]
 
@@ -56,7 +57,7 @@ def _starts(sdir) -> list[str]:
 
 @pytest.mark.usefixtures("ray_local")
 def test_grid_edge_rule_runs_past_the_top_edge_until_bracketed_and_a_rerun_trains_nothing(tmp_path):
-    from ptsweep.sweeps.runner import warm_data
+    from ptsweep.trials.runner import warm_data
 
     cfg = _edge_cfg(tmp_path, 0)
     vocab = warm_data(cfg)
@@ -107,7 +108,7 @@ def test_edge_rounds_of_several_searches_train_in_one_list_and_each_search_then_
     """``grid_edges_together``: round r trains every open search's added LR in one run_trials call (Ray fills its
     slots), with the keys ``tune`` would give them, so each search's own edge rule then trains nothing. The two
     searches share BERT's smoke shape (so both have the top-edge best measured above) under two scale labels."""
-    from ptsweep.sweeps.runner import warm_data
+    from ptsweep.trials.runner import warm_data
 
     cfg = _edge_cfg(tmp_path, 1)
     vocab = warm_data(cfg)

@@ -84,8 +84,8 @@ def test_find_cycle_reports_a_circle_and_accepts_a_tree():
 
 def test_import_graph_sees_imports_inside_functions():
     graph = import_graph()
-    assert "ptsweep.train" in graph["ptsweep.sweeps.trainable"]  # imported inside the trainable only
-    assert "ptsweep.sweeps.ledger" in graph["ptsweep.sweeps.trainable"]  # ``from ptsweep.sweeps import ledger``
+    assert "ptsweep.train" in graph["ptsweep.trials.trainable"]  # imported inside the trainable only
+    assert "ptsweep.trials.ledger" in graph["ptsweep.trials.trainable"]  # ``from ptsweep.trials import ledger``
 
 
 def test_no_import_cycle():
@@ -93,9 +93,15 @@ def test_no_import_cycle():
     assert not cycle, "import circle: " + " -> ".join(cycle)
 
 
-def test_shared_sweep_names_import_no_other_sweeps_module():
+def test_sweep_machinery_and_reports_import_no_command():
     graph = import_graph()
-    assert not {m for m in graph["ptsweep.sweeps.fields"] if m.startswith("ptsweep.sweeps")}
+    machinery = {m: {d for d in deps if d.startswith(("ptsweep.sweeps", "ptsweep.reports"))}
+                 for m, deps in graph.items() if m.startswith("ptsweep.trials")}
+    reports = {m: {d for d in deps if d.startswith("ptsweep.sweeps")}
+               for m, deps in graph.items() if m.startswith("ptsweep.reports")}
+    assert "ptsweep.trials.runner" in machinery and "ptsweep.reports.demo_report" in reports
+    assert not any(machinery.values()), machinery
+    assert not any(reports.values()), reports
 
 
 MAX_LINES = 400

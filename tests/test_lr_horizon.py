@@ -12,7 +12,8 @@ import pytest
 from ptsweep import cli
 from ptsweep.analysis import horizon
 from ptsweep.errors import ConfigError
-from ptsweep.sweeps import lr_horizon, lr_horizon_report
+from ptsweep.reports import lr_horizon_report
+from ptsweep.sweeps import lr_horizon
 from ptsweep.train.step import lr_factor
 
 STEPS = [1200, 4800, 19200, 76800]

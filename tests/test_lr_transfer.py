@@ -16,7 +16,7 @@ from ptsweep.config import compose, with_overrides
 from ptsweep.errors import ConfigError
 from ptsweep.sweeps import lr_transfer as lt
 from ptsweep.sweeps import lr_transfer_plan as plan
-from ptsweep.sweeps import lr_transfer_report
+from ptsweep.reports import lr_transfer_report
 
 
 @pytest.fixture(scope="module")

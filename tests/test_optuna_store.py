@@ -14,8 +14,8 @@ import pytest
 pytest.importorskip("ray")
 optuna = pytest.importorskip("optuna")
 
-from ptsweep.sweeps import optuna_store  # noqa: E402
-from ptsweep.sweeps.ray_session import INTERRUPT  # noqa: E402
+from ptsweep.trials import optuna_store  # noqa: E402
+from ptsweep.trials.ray_session import INTERRUPT  # noqa: E402
 
 SPACE = {"optim.lr": (1e-3, 1e-1), "model.w_attn": (0.25, 4.0)}
 SIG = {"space": {k: list(v) for k, v in SPACE.items()}, "fixed": {}, "label": "", "base": {"seed": 0}}
@@ -74,7 +74,7 @@ def test_interrupted_trial_is_recorded_and_queued_again_with_its_params(tmp_path
 def test_a_trial_tune_never_finished_is_queued_and_counted_as_not_run(tmp_path: Path) -> None:
     """Ray can error a proposed trial before it trains (e.g. a lost worker): a trial left RUNNING without a ledger
     record counts as not run and is queued again."""
-    from ptsweep.sweeps.search import _reconcile, not_run_count
+    from ptsweep.trials.search import _reconcile, not_run_count
 
     s = _searcher(tmp_path, num_samples=3)
     s.suggest("t0")
@@ -109,8 +109,8 @@ def test_extending_a_study_never_repeats_an_earlier_random_start_up_draw(tmp_pat
 def test_a_killed_drivers_trial_gets_its_ledger_outcome_by_number(tmp_path: Path) -> None:
     """The driver died after the worker wrote its record: the next run tells Optuna the recorded outcome."""
     from ptsweep.identity import trial_key
-    from ptsweep.sweeps.ledger import trial_dir
-    from ptsweep.sweeps.search import _reconcile
+    from ptsweep.trials.ledger import trial_dir
+    from ptsweep.trials.search import _reconcile
 
     s = _searcher(tmp_path)
     params = s.suggest("t0")  # RUNNING in the journal; the driver never calls on_trial_complete
@@ -127,8 +127,8 @@ def test_a_trial_killed_before_its_params_were_sampled_is_queued_not_given_the_b
     """The driver died between Optuna's ask and the sampling: the trial has no params, so its trial key is the base
     config's, which the start point (every value at the base) has already recorded; it must not inherit that."""
     from ptsweep.identity import trial_key
-    from ptsweep.sweeps.ledger import trial_dir
-    from ptsweep.sweeps.search import _reconcile
+    from ptsweep.trials.ledger import trial_dir
+    from ptsweep.trials.search import _reconcile
 
     optuna_store.open_study(tmp_path, "search", SIG)[0].ask()  # RUNNING, nothing sampled
     key = trial_key({"seed": 0}, {}, "")
@@ -153,7 +153,7 @@ def test_no_private_optuna_or_ray_attribute_is_touched() -> None:
 def test_one_tuner_construction_in_the_package() -> None:
     package = Path(optuna_store.__file__).parents[1]
     sites = [str(p.relative_to(package)) for p in package.rglob("*.py") for _ in re.findall(r"\bTuner\(", p.read_text())]
-    assert sites == ["sweeps/runner.py"], sites  # runner.make_tuner
+    assert sites == ["trials/runner.py"], sites  # runner.make_tuner
 
 
 def _concurrent_search(sampler, seed: int, rounds: int = 3, concurrent: int = 32) -> list[float]:

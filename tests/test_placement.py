@@ -1,4 +1,4 @@
-"""Where sweep trials run (``sweeps.placement``) and the token cache the driver hands them (``data.token_cache``):
+"""Where sweep trials run (``trials.placement``) and the token cache the driver hands them (``data.token_cache``):
 GPUs by width, a 0-GPU trial on the CPU, the memory cap, and a corpus opened without its documents."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from ptsweep import data as D
 from ptsweep.config import compose, with_overrides
 from ptsweep.errors import ConfigError, DataError
 from ptsweep.identity import config_hash
-from ptsweep.sweeps import trainable
-from ptsweep.sweeps.fields import TRIAL_FIELD
-from ptsweep.sweeps.placement import cap_gpu_memory, gpus_for_width, trial_device
+from ptsweep.trials import trainable
+from ptsweep.trials.fields import TRIAL_FIELD
+from ptsweep.trials.placement import cap_gpu_memory, gpus_for_width, trial_device
 
 
 @pytest.fixture(autouse=True)

@@ -15,8 +15,8 @@ import pytest
 
 from ptsweep import results
 from ptsweep.cli import main
-from ptsweep.sweeps import ledger
-from ptsweep.sweeps.outputs import open_study
+from ptsweep.trials import ledger
+from ptsweep.reports.outputs import open_study
 
 FIXTURE = Path(__file__).parent / "fixtures" / "results-smoke"
 
@@ -136,7 +136,7 @@ def test_report_of_a_folder_without_study_json_is_one_line(tmp_path, capsys):
 
 
 def test_the_demo_quotes_a_committed_study_claims_marked_as_from_the_repository(folder, tmp_path):
-    from ptsweep.sweeps.study_report import repository_section
+    from ptsweep.reports.study_report import repository_section
 
     lines = repository_section(folder, "5. The answer")
     text = "\n".join(lines)

@@ -156,7 +156,7 @@ def test_cfg_flag_prints_the_composed_config() -> None:
 
 
 def test_ray_storage_path_uri_is_kept_intact(tmp_path: Path) -> None:
-    from ptsweep.sweeps import runner
+    from ptsweep.trials import runner
 
     cfg = compose(["preset=smoke", "ray.storage_path=s3://bucket/x"])
     assert cfg.ray.storage_path == "s3://bucket/x"

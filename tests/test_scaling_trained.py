@@ -16,7 +16,8 @@ import pytest
 from ptsweep.analysis import learning_curves as lc
 from ptsweep.config import TRANSFER_KEYS, compose, flatten, to_dict
 from ptsweep.errors import ConfigError, SweepError
-from ptsweep.sweeps import baseline_tuning, ledger
+from ptsweep.sweeps import baseline_tuning
+from ptsweep.trials import ledger
 from ptsweep.sweeps.transfer import read_transfer
 
 from experiment_scripts import load_script
@@ -190,7 +191,7 @@ def test_scaling_curves_grid_mode_learning_curves_and_budget(tmp_path):
 
 
 def test_context_lines_give_a_failed_cells_error_not_an_inf_loss():
-    from ptsweep.sweeps.scaling_tables import context_lines
+    from ptsweep.reports.scaling_tables import context_lines
     table = pd.DataFrame([
         {"series": "modernbert", "scale": 64, "loss": math.inf, "status": "failed",
          "error": "no modernbert shape of the sizing rule matches total = 2.11e+05 within a factor 1.5"},

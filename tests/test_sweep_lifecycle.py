@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from ptsweep.sweeps import optuna_store
+from ptsweep.trials import optuna_store
 
 pytest.importorskip("ray")
 optuna = pytest.importorskip("optuna")

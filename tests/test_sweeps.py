@@ -28,7 +28,8 @@ pytest.importorskip("optuna")
 from ptsweep.analysis import design  # noqa: E402
 from ptsweep.config import TRANSFER_KEYS, compose  # noqa: E402
 from ptsweep.errors import SweepError  # noqa: E402
-from ptsweep.sweeps import baseline_tuning, ledger, runner, scaling_curves, tune_small, verify_transfer  # noqa: E402
+from ptsweep.sweeps import baseline_tuning, scaling_curves, tune_small, verify_transfer
+from ptsweep.trials import ledger, runner  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 VERDICTS = {"pass", "fail", "flat", "inconclusive"}

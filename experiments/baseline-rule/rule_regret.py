@@ -78,9 +78,9 @@ def final_overrides(study: Path, model: str, scale: int) -> dict:
 def extra_seeds(cfg, n: int, seeds_study: Path, full: Path, rule_studies: list[Path]) -> pd.DataFrame:
     """Train seeds 2 .. n + 1 of each (baseline, scale) of the rule studies at the rule's and at the search's LR;
     return every final run of both sides (side, model, scale, seed, loss), the studies' own finals included."""
-    from ptsweep.sweeps.outputs import score
-    from ptsweep.sweeps.ray_session import ray_session
-    from ptsweep.sweeps.runner import run_trials
+    from ptsweep.reports.outputs import score
+    from ptsweep.trials.ray_session import ray_session
+    from ptsweep.trials.runner import run_trials
 
     trials, rows, done = [], [], []
     for study in rule_studies:

@@ -1,7 +1,7 @@
 """Single points of the information-weight study (width, weight, value, seed) at the long budget, without re-running
 the LR grid that an lr-transfer weight study carries with it: each point is the trial the lr-transfer plan builds
 (``lr_transfer_plan.point_trial``, study "weight": mup_sp anchored at the smallest of ``sweep.lr_transfer.widths``, eta
-``sweep.lr_transfer.weight_lr``), run by ``sweeps.runner.run_trials`` (real Ray Tune, resumable from the ledger in
+``sweep.lr_transfer.weight_lr``), run by ``trials.runner.run_trials`` (real Ray Tune, resumable from the ledger in
 ``runs/<sweep.study>/trials``). Tables: ``lever_table.py runs/<study> --width 128``.
 
     python experiments/lr-transfer/weight_points.py w_topic_g=2:0,1,2 w_child=8:0 sweep.study=weight-points
@@ -16,9 +16,9 @@ import argparse
 
 from ptsweep.config import compose
 from ptsweep.sweeps.lr_transfer_plan import point_trial
-from ptsweep.sweeps.outputs import study_path
-from ptsweep.sweeps.ray_session import ray_session
-from ptsweep.sweeps.runner import run_trials
+from ptsweep.reports.outputs import study_path
+from ptsweep.trials.ray_session import ray_session
+from ptsweep.trials.runner import run_trials
 
 STUDY = ["+experiment=candidate"]
 """The candidate study's settings (conf/experiment/candidate.yaml): the weight points are its trials."""

@@ -334,3 +334,17 @@ def regret_verdict(res: dict | None, reason: str | None = None) -> dict:
             f"{rel:.0%} changes the loss by {a[step]['rel_change']:+.3%} +- "
             f"{(a[step]['ci'][1] - a[step]['ci'][0]) / 2:.3%}")
     return {"verdict": v, "statement": st}
+
+
+def missing_bound(summary: dict, d: int) -> str | None:
+    """Why the n perturbed points bound no regret, or None when a curved surface bounds it (the diagonal surface has
+    1 + 2d coefficients for d transferred values; a plane's box minimum is a corner no run measured)."""
+    reg = summary.get("regret") or {}
+    if reg.get("model") not in (None, "linear") and "regret_rel" in reg:
+        return None
+    p = n_coefficients("diagonal", d)
+    why = ("a plane's corner would be an extrapolation, no run there" if reg.get("model") == "linear"
+           else f"no surface: {reg.get('reason', 'not fitted')}")
+    return (f"n = {summary.get('n_perturbed_run', '?')} perturbed points cannot bound a regret (the curved surface "
+            f"over the {d} transferred values has {p} coefficients: n >= {p} perturbed points; "
+            f"{why})")

@@ -31,7 +31,7 @@ from ptsweep.analysis import fits
 from ptsweep.config import RunConfig
 from ptsweep.models.sizing import param_count
 from ptsweep.sweeps import baseline_tuning
-from ptsweep.sweeps.trial_plan import PlannedTrial
+from ptsweep.trials.trial_plan import PlannedTrial
 
 
 class NoExtrapolation(ValueError):

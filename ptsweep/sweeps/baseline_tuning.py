@@ -1,5 +1,5 @@
 """Per-scale tuning of the BERT / UT baselines for scaling-curves, with the same effort as PT's tune-small: Optuna
-TPE + tune-small's ASHA (``sweeps.search.run_search``) over optim.lr (sweep.baseline.lr_range) and optim.warmup_frac
+TPE + tune-small's ASHA (``trials.search.run_search``) over optim.lr (sweep.baseline.lr_range) and optim.warmup_frac
 (sweep.baseline.warmup_range), log-uniform, :func:`budget` trials per (baseline, scale) and round, with the edge rule
 (an unbracketed optimum is searched again on a recentred range, sweep.baseline.lr_widen times, then flagged). Search
 trials train at :func:`search_training_seed`, a seed no reported run uses. Or, under sweep.baseline.grid, one
@@ -17,9 +17,9 @@ from pathlib import Path
 import pandas as pd
 
 from ptsweep.config import RunConfig
-from ptsweep.sweeps.fields import TABLE_METRICS
-from ptsweep.sweeps.runner import run_trials
-from ptsweep.sweeps.search import run_search
+from ptsweep.trials.fields import TABLE_METRICS
+from ptsweep.trials.runner import run_trials
+from ptsweep.trials.search import run_search
 
 WARMUP_MAX = 0.5
 """Upper end of any widened optim.warmup_frac range."""

@@ -20,8 +20,8 @@ from ptsweep.io import write_json
 from ptsweep.parametrization import MUP_VARIANTS
 from ptsweep.sweeps.coords import (anchor_of, checked_scaling, collect, run_overrides, seeds_at, slopes, sp_summary,
                                    verdict)
-from ptsweep.sweeps.outputs import log_summary
-from ptsweep.sweeps.trial_plan import PlannedTrial, shape_cache
+from ptsweep.reports.outputs import log_summary
+from ptsweep.trials.trial_plan import PlannedTrial, shape_cache
 
 SWEEP = "coord-check"
 

@@ -18,12 +18,12 @@ from pathlib import Path
 
 from ptsweep.config import RunConfig, to_dict, with_overrides
 from ptsweep.sweeps import scaling_curves, tune_small, verify_transfer
-from ptsweep.sweeps.demo_report import write_report
+from ptsweep.reports.demo_report import write_report
 from ptsweep.identity import trial_key
 from ptsweep.io import write_json
-from ptsweep.sweeps.ledger import read_ledger, trial_dir
-from ptsweep.sweeps.outputs import study_name, study_path
-from ptsweep.sweeps.ray_session import ray_session
+from ptsweep.trials.ledger import read_ledger, trial_dir
+from ptsweep.reports.outputs import study_name, study_path
+from ptsweep.trials.ray_session import ray_session
 from ptsweep.sweeps.transfer import read_transfer
 
 STAGES = (("tune-small", tune_small), ("verify-transfer", verify_transfer), ("scaling-curves", scaling_curves))

@@ -22,10 +22,10 @@ import pandas as pd
 
 from ptsweep.config import RunConfig, anchor_at, with_overrides
 from ptsweep.sweeps import baseline_tuning
-from ptsweep.sweeps.ledger import with_ledger_metrics
-from ptsweep.sweeps.outputs import open_study, publish, require_pt, save_table, sweep_tags
-from ptsweep.sweeps.ray_session import ray_session
-from ptsweep.sweeps.runner import run_trials, warm_data
+from ptsweep.trials.ledger import with_ledger_metrics
+from ptsweep.reports.outputs import open_study, publish, require_pt, save_table, sweep_tags
+from ptsweep.trials.ray_session import ray_session
+from ptsweep.trials.runner import run_trials, warm_data
 
 SWEEP = "lr-horizon"
 PT_ONLY = "lr-horizon starts from the PT config (model=pt) and adds its baseline, got {name}"
@@ -124,7 +124,7 @@ def run_grids(cfg: RunConfig, model_shapes: dict[str, dict], sdir: Path, tags: l
 def run(cfg: RunConfig) -> Path:
     """Run (or resume) the study and write its tables, summary.json, horizon.json and report.md; returns the study
     folder."""
-    from ptsweep.sweeps import lr_horizon_report as rep
+    from ptsweep.reports import lr_horizon_report as rep
 
     require_pt(cfg, PT_ONLY)
     t0 = time.time()

@@ -29,14 +29,14 @@ from ptsweep.analysis import transfer_drift as td
 from ptsweep.config import RunConfig, compose, to_dict
 from ptsweep.identity import trial_key
 from ptsweep.io import write_json
-from ptsweep.sweeps.ledger import with_ledger_metrics
-from ptsweep.sweeps.outputs import log_summary, save_table, study_path, sweep_tags
-from ptsweep.sweeps.ray_session import ray_session
-from ptsweep.sweeps.runner import run_trials
+from ptsweep.trials.ledger import with_ledger_metrics
+from ptsweep.reports.outputs import log_summary, save_table, study_path, sweep_tags
+from ptsweep.trials.ray_session import ray_session
+from ptsweep.trials.runner import run_trials
 from ptsweep.sweeps.lr_transfer_plan import (LR_KEY, default_weight_rows, fill_base, lr_grid, stage1_trials,
                                              stage2_trials, trial_tokens, weight_label, weight_lr,
                                              weight_parametrization, weight_widths)
-from ptsweep.sweeps.lr_transfer_report import STUDIES, markdown, optima_table, plot
+from ptsweep.reports.lr_transfer_report import STUDIES, markdown, optima_table, plot
 
 SWEEP = "lr-transfer"
 

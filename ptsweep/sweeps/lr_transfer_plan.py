@@ -7,7 +7,7 @@ import numpy as np
 
 from ptsweep.config import RunConfig, anchor_at, with_overrides
 from ptsweep.parametrization import MUP_VARIANTS
-from ptsweep.sweeps.trial_plan import PlannedTrial, shape_cache
+from ptsweep.trials.trial_plan import PlannedTrial, shape_cache
 
 LR_KEY = "optim.lr"
 SWEEP = "lr-transfer"

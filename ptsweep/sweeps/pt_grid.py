@@ -17,7 +17,7 @@ import pandas as pd
 
 from ptsweep.config import RunConfig
 from ptsweep.sweeps import baseline_tuning
-from ptsweep.sweeps.trial_plan import PlannedTrial
+from ptsweep.trials.trial_plan import PlannedTrial
 
 
 def active(cfg: RunConfig) -> bool:

@@ -36,13 +36,14 @@ from ptsweep.analysis import plots
 from ptsweep.config import RunConfig, with_overrides
 from ptsweep.analysis import framings as framings_mod
 from ptsweep.models.sizing import flops_per_token, match_shape, measure, param_count
-from ptsweep.sweeps import baseline_rule, baseline_tuning, pt_grid, scaling_tables
-from ptsweep.sweeps.outputs import (open_study, print_transfer_mismatch, publish, require_pt, save_table,
+from ptsweep.reports import scaling_tables
+from ptsweep.sweeps import baseline_rule, baseline_tuning, pt_grid
+from ptsweep.reports.outputs import (open_study, print_transfer_mismatch, publish, require_pt, save_table,
                                     study_name, sweep_tags)
-from ptsweep.sweeps.ray_session import ray_session
-from ptsweep.sweeps.runner import run_trials, warm_data
+from ptsweep.trials.ray_session import ray_session
+from ptsweep.trials.runner import run_trials, warm_data
 from ptsweep.sweeps.transfer import config_transfer, read_transfer
-from ptsweep.sweeps.trial_plan import PlannedTrial, shape_cache
+from ptsweep.trials.trial_plan import PlannedTrial, shape_cache
 
 SWEEP = "scaling-curves"
 PT_ONLY = "scaling-curves starts from the PT config (model=pt), got {name}"

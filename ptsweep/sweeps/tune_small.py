@@ -25,12 +25,12 @@ import yaml
 from ptsweep import metric_keys
 from ptsweep.config import INFO_WEIGHTS, TRANSFER_KEYS, RunConfig, with_overrides
 from ptsweep.errors import SweepError
-from ptsweep.sweeps.code_version import git_commit
-from ptsweep.sweeps.fields import early_stopping_label
-from ptsweep.sweeps.outputs import optuna_study_from_table, open_study, publish, require_pt, save_table, sweep_tags
-from ptsweep.sweeps.ray_session import ray_session
-from ptsweep.sweeps.search import outside_space, run_search
-from ptsweep.sweeps.trial_plan import PlannedTrial
+from ptsweep.trials.code_version import git_commit
+from ptsweep.trials.fields import early_stopping_label
+from ptsweep.reports.outputs import optuna_study_from_table, open_study, publish, require_pt, save_table, sweep_tags
+from ptsweep.trials.ray_session import ray_session
+from ptsweep.trials.search import outside_space, run_search
+from ptsweep.trials.trial_plan import PlannedTrial
 from ptsweep.sweeps.transfer import config_point, transfer_settings
 
 SWEEP = "tune-small"

@@ -15,7 +15,7 @@ Outputs in ``<out_dir>/<study>/`` (study = sweep.study or "verify-transfer"): re
 per point, :data:`RESULT_COLUMNS`; the base row is the mean of its seeds), trials.parquet / .csv (every run),
 summary.json (verdicts, regret, strict test, n_required, n_run, settings, transfer provenance), report.md,
 fig1a_distance.png, fig1b_rank.png ([S] Figure 1) and fig1c_surface.png (the surface along each axis). Resume: a
-fixed list of trials with a ledger (``sweeps.runner.run_trials``).
+fixed list of trials with a ledger (``trials.runner.run_trials``).
 """
 
 from __future__ import annotations
@@ -30,12 +30,12 @@ import pandas as pd
 from ptsweep import metric_keys
 from ptsweep.analysis import design, plots, regret, verification
 from ptsweep.config import TRANSFER_KEYS, RunConfig, with_overrides
-from ptsweep.sweeps.ledger import with_ledger_metrics
-from ptsweep.sweeps.outputs import (open_study, print_transfer_mismatch, publish, require_pt, save_table, score,
+from ptsweep.trials.ledger import with_ledger_metrics
+from ptsweep.reports.outputs import (open_study, print_transfer_mismatch, publish, require_pt, save_table, score,
                                     sweep_tags)
-from ptsweep.sweeps.ray_session import ray_session
-from ptsweep.sweeps.runner import run_trials
-from ptsweep.sweeps.trial_plan import PlannedTrial
+from ptsweep.trials.ray_session import ray_session
+from ptsweep.trials.runner import run_trials
+from ptsweep.trials.trial_plan import PlannedTrial
 from ptsweep.sweeps.transfer import config_point, read_transfer
 
 SWEEP = "verify-transfer"
@@ -210,25 +210,11 @@ def _summary(contrast: dict, regret_result: dict, df: pd.DataFrame, points: pd.D
             **_context(base_df, df, "test_" if split == "test" else "")}
 
 
-def missing_bound(summary: dict) -> str | None:
-    """Why the n perturbed points bound no regret, or None when a curved surface bounds it (the diagonal surface has
-    1 + 2d coefficients: n >= 15 for d = 7; a plane's box minimum is a corner no run measured)."""
-    reg = summary.get("regret") or {}
-    if reg.get("model") not in (None, "linear") and "regret_rel" in reg:
-        return None
-    p = regret.n_coefficients("diagonal", len(TRANSFER_KEYS))
-    why = ("a plane's corner would be an extrapolation, no run there" if reg.get("model") == "linear"
-           else f"no surface: {reg.get('reason', 'not fitted')}")
-    return (f"n = {summary.get('n_perturbed_run', '?')} perturbed points cannot bound a regret (the curved surface "
-            f"over the {len(TRANSFER_KEYS)} transferred values has {p} coefficients: n >= {p} perturbed points; "
-            f"{why})")
-
-
 def headline(summary: dict) -> str:
     """The transfer result's first line: the regret verdict when a curved surface bounds the regret; otherwise why
     the n perturbed points bound none, then the strict test's and the contrast rule's outcome, each said once (the
     contrast statement repeats the strict test, so its reasons stand in for it)."""
-    no_bound = missing_bound(summary)
+    no_bound = regret.missing_bound(summary, len(TRANSFER_KEYS))
     if no_bound is None:
         return summary["statement"]
     strict = summary.get("strict") or {}

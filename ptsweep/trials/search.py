@@ -1,4 +1,4 @@
-"""Optuna-driven search: Optuna (TPE, the persistent journal study of ``sweeps.optuna_store``) proposes trials, Ray
+"""Optuna-driven search: Optuna (TPE, the persistent journal study of ``trials.optuna_store``) proposes trials, Ray
 Tune runs them with the trainable and ledger of fixed lists. A re-run asks only for the trials missing to reach
 ``num_samples``, re-queues interrupted ones, and refuses another search space with one line.
 
@@ -18,11 +18,11 @@ from ptsweep.config import RunConfig, to_dict, with_overrides
 from ptsweep.errors import SweepError, SweepInterrupted
 from ptsweep.identity import trial_config, trial_key
 from ptsweep.io import jsonable, read_json
-from ptsweep.sweeps import optuna_store
-from ptsweep.sweeps.fields import TABLE_METRICS, finite_or_inf
-from ptsweep.sweeps.ledger import read_ledger, trial_dir
-from ptsweep.sweeps.runner import fit, make_tuner, prepare_base, warm_data
-from ptsweep.sweeps.trainable import trainable_with_resources
+from ptsweep.trials import optuna_store
+from ptsweep.trials.fields import TABLE_METRICS, finite_or_inf
+from ptsweep.trials.ledger import read_ledger, trial_dir
+from ptsweep.trials.runner import fit, make_tuner, prepare_base, warm_data
+from ptsweep.trials.trainable import trainable_with_resources
 
 
 def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_dir: Path, experiment_name: str, *,

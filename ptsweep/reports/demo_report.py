@@ -17,12 +17,12 @@ import numpy as np
 import pandas as pd
 
 from ptsweep.analysis import framings
-from ptsweep.analysis.regret import PLANE_CAVEAT
+from ptsweep.analysis.regret import PLANE_CAVEAT, missing_bound
 from ptsweep.config import TRANSFER_KEYS
-from ptsweep.sweeps.demo_figures import PT_TARGET
-from ptsweep.sweeps.demo_format import (ci_text, gain_text, loss_line, markdown_table, num, table_rows,
+from ptsweep.reports.demo_figures import PT_TARGET
+from ptsweep.reports.demo_format import (ci_text, gain_text, loss_line, markdown_table, num, table_rows,
                                         vs_unigram)
-from ptsweep.sweeps.demo_models import final_models, with_context
+from ptsweep.reports.demo_models import final_models, with_context
 
 
 def context_check(models: pd.DataFrame) -> list[str]:
@@ -156,9 +156,7 @@ def regret_text(vs: dict) -> str:
 def transfer_summary(vs: dict) -> str:
     """Summary item 2, one sentence per claim: the regret bound (or why n points give none), the strict test of [S]
     and the contrast rule, each with the one count it rests on; their statements are in section 2 only."""
-    from ptsweep.sweeps.verify_transfer import missing_bound
-
-    no_bound = missing_bound(vs)
+    no_bound = missing_bound(vs, len(TRANSFER_KEYS))
     first = (f"No regret bound: {no_bound}." if no_bound else
              f"Regret verdict **{vs['verdict'].upper()}**: {regret_text(vs)}.")
     strict = str((vs.get("strict") or {}).get("verdict", "n/a")).upper()
@@ -252,7 +250,7 @@ def scaling_section(ss: dict, sres: pd.DataFrame, models: pd.DataFrame) -> list[
 def write_report(root: Path, dirs: dict[str, Path], wall: dict, cfg) -> Path:
     """<root>/report.md (+ demo_summary.json and the demo figures) from the three study folders."""
     from ptsweep.io import read_json, write_json
-    from ptsweep.sweeps import demo_figures
+    from ptsweep.reports import demo_figures
 
     t, v, s = dirs["tune-small"], dirs["verify-transfer"], dirs["scaling-curves"]
     ts, vs, ss = read_json(t / "summary.json"), read_json(v / "summary.json"), read_json(s / "summary.json")
@@ -309,7 +307,7 @@ def trained_study_lines() -> list[str]:
     """The trained-budget comparison's claims (preset=trained's results folder), quoted from the repository."""
     from ptsweep import results
     from ptsweep.config import compose
-    from ptsweep.sweeps.study_report import repository_section
+    from ptsweep.reports.study_report import repository_section
 
     return repository_section(results.folder(compose(["preset=trained"])),
                               "5. The answer at a trained budget (PT vs BERT vs UT vs ModernBERT, preset=trained)")

@@ -15,8 +15,8 @@ from ptsweep import metric_keys
 from ptsweep.analysis import framings as framings_mod
 from ptsweep.analysis import claims, learning_curves, model_spread
 from ptsweep.analysis.verification import t_ppf
-from ptsweep.sweeps.ledger import with_ledger_metrics
-from ptsweep.sweeps.outputs import score
+from ptsweep.trials.ledger import with_ledger_metrics
+from ptsweep.reports.outputs import score
 
 
 RUN_COLUMNS = ["series", "model", "scaling", "scale", "seed", "width", "params", "non_embedding_params",

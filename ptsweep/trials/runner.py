@@ -1,5 +1,5 @@
 """Running trials on Ray Tune: a fixed list of trials (``run_trials``; trials with a ledger record are never
-submitted), and what every Tune run of a sweep shares (also ``sweeps.search``): the trials' base config, the one
+submitted), and what every Tune run of a sweep shares (also ``trials.search``): the trials' base config, the one
 ``tune.Tuner`` (``make_tuner``), one progress line per trial, and ``tuner.fit`` under the Ctrl-C guard (``fit``).
 
     with ray_session(cfg.ray):
@@ -17,11 +17,11 @@ from ptsweep.config import RunConfig, to_dict, with_overrides
 from ptsweep.errors import SweepError, SweepInterrupted
 from ptsweep.identity import trial_key
 from ptsweep import results
-from ptsweep.sweeps.code_version import REFUSED, SOURCE_CHANGED
-from ptsweep.sweeps.fields import METRIC, MODE, TABLE_METRICS, TRIAL_FIELD, finite_or_inf, one_line
-from ptsweep.sweeps.ledger import interrupt_marker, read_ledger
-from ptsweep.sweeps.ray_session import interrupt_guard, make_stopper
-from ptsweep.sweeps.trainable import driver_source, trainable_with_resources
+from ptsweep.trials.code_version import REFUSED, SOURCE_CHANGED
+from ptsweep.trials.fields import METRIC, MODE, TABLE_METRICS, TRIAL_FIELD, finite_or_inf, one_line
+from ptsweep.trials.ledger import interrupt_marker, read_ledger
+from ptsweep.trials.ray_session import interrupt_guard, make_stopper
+from ptsweep.trials.trainable import driver_source, trainable_with_resources
 
 
 MISSING = "not in the results folder (report only: not trained)"

@@ -14,7 +14,7 @@ from ptsweep import metric_keys
 
 def with_context(df: pd.DataFrame, study_dir: Path) -> pd.DataFrame:
     """``df`` (column trial_key) plus every ledger metric (``metric_keys.LEDGER_KEYS``) and ``shared_from``."""
-    from ptsweep.sweeps.ledger import read_ledger, with_ledger_metrics
+    from ptsweep.trials.ledger import read_ledger, with_ledger_metrics
 
     out = with_ledger_metrics(df, study_dir, names=metric_keys.LEDGER_KEYS)
     out["shared_from"] = [(read_ledger(study_dir, str(k)) or {}).get("shared_from", "") for k in out["trial_key"]]

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 from ptsweep.io import append_line, read_json, write_json
 from ptsweep.metric_keys import LEDGER_KEYS
-from ptsweep.sweeps.fields import finite_or_inf
+from ptsweep.trials.fields import finite_or_inf
 
 STARTS_LOG = "trial_starts.log"
 

@@ -8,7 +8,7 @@ extend it and what is refused: docs/running.md "Stop, resume, extend".
   value); failed -> FAIL; interrupted or refused (edited source, ``code_version``) -> FAIL with user attr
   ``interrupted``, its parameters queued again with user attr ``requeued_from`` = its number (not counted towards
   ``num_samples``). User attrs are written only through the live ``optuna.Trial`` the searcher asked.
-- The ledger (``sweeps.ledger``) keys runs by their result-relevant config: a trial another search already ran is read
+- The ledger (``trials.ledger``) keys runs by their result-relevant config: a trial another search already ran is read
   from it, and a trial whose outcome Optuna never heard gets it on the next run (``search._reconcile``).
 - TPE (:func:`sampler`: constant liar, multivariate) is seeded with ``seed + len(study.trials)``, so an extension never
   repeats an earlier random draw.
@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ptsweep.errors import SweepError
-from ptsweep.sweeps.code_version import REFUSED
-from ptsweep.sweeps.fields import finite_or_inf
+from ptsweep.trials.code_version import REFUSED
+from ptsweep.trials.fields import finite_or_inf
 
 STATUS_ATTR = "status"
 INTERRUPTED_ATTR = "interrupted"
@@ -147,7 +147,7 @@ def make_searcher(space: Mapping[str, tuple[float, float]], study_name: str, sto
     real outcome of each trial (``tell_from_record``) instead of COMPLETE with a partial loss."""
     import optuna
 
-    from ptsweep.sweeps.ledger_searcher import LedgerSearcher  # imports Ray: only when a search runs
+    from ptsweep.trials.ledger_searcher import LedgerSearcher  # imports Ray: only when a search runs
 
     distributions = {k: optuna.distributions.FloatDistribution(float(lo), float(hi), log=True)
                      for k, (lo, hi) in space.items()}

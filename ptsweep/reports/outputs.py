@@ -15,7 +15,7 @@ import numpy as np
 from ptsweep.config import RunConfig, to_dict
 from ptsweep.errors import SweepError
 from ptsweep.io import jsonable, write_json
-from ptsweep.sweeps.fields import one_line
+from ptsweep.trials.fields import one_line
 
 
 def require_pt(cfg: RunConfig, message: str) -> None:

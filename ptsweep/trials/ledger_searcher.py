@@ -12,8 +12,8 @@ from typing import Callable
 import optuna
 from ray.tune.search import Searcher
 
-from ptsweep.sweeps.fields import FINAL_STATUSES, METRIC, MODE
-from ptsweep.sweeps.ray_session import INTERRUPT
+from ptsweep.trials.fields import FINAL_STATUSES, METRIC, MODE
+from ptsweep.trials.ray_session import INTERRUPT
 
 
 class LedgerSearcher(Searcher):

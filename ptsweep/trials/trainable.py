@@ -24,11 +24,11 @@ from ptsweep.config import RunConfig, with_overrides
 from ptsweep.errors import SourceChanged
 from ptsweep.identity import result_config, trial_key
 from ptsweep.io import write_json
-from ptsweep.sweeps import ledger
-from ptsweep.sweeps.code_version import REFUSED, check_worker_source, git_commit, source_fingerprint
-from ptsweep.sweeps.fields import FINAL_STATUSES, TRIAL_FIELD, finite_or_inf, one_line
-from ptsweep.sweeps.placement import assigned_gpus, cap_gpu_memory, gpus_for_width, trial_device
-from ptsweep.sweeps.ray_session import quiet_worker_exit, silence_worker_output
+from ptsweep.trials import ledger
+from ptsweep.trials.code_version import REFUSED, check_worker_source, git_commit, source_fingerprint
+from ptsweep.trials.fields import FINAL_STATUSES, TRIAL_FIELD, finite_or_inf, one_line
+from ptsweep.trials.placement import assigned_gpus, cap_gpu_memory, gpus_for_width, trial_device
+from ptsweep.trials.ray_session import quiet_worker_exit, silence_worker_output
 
 
 def _report_subset(m: Mapping[str, Any]) -> dict:

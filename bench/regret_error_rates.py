@@ -3,7 +3,7 @@
 Writes ``runs/regret_error_rates/{rates.json,table.md}`` (the table of docs/verdicts.md). Designs: demo
 (n = 8, m = 2, every point at both seeds, alpha = p = 0.2) and paper (n = 59, m = 3, each point at 2 seeds,
 alpha = p = 0.05); run noise and seed sd 0.2 % of the loss; curvatures measured in the lr-transfer study
-(``ptsweep.analysis.regret_sim.CURVATURE``); tolerance 0.4 %. Usage (~15 minutes on one core):
+(``regret_sim.CURVATURE``); tolerance 0.4 %. Usage (~15 minutes on one core):
 
     nice -n 10 .venv/bin/python bench/regret_error_rates.py [n_sims_paper] [n_sims_demo] [demo,paper]
 """
@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from ptsweep.analysis.regret_sim import simulate_verdicts
+from regret_sim import simulate_verdicts
 
 DESIGNS = {"demo": dict(n=8, m=2, k=2, alpha=0.2, p=0.2), "paper": dict(n=59, m=3, k=2, alpha=0.05, p=0.05)}
 SHIFTS = {"S optimal": [1.0] * 7, "lr x1.2": [1.2] + [1.0] * 6, "lr x1.3": [1.3] + [1.0] * 6,

@@ -15,8 +15,10 @@ import zlib
 import numpy as np
 import pytest
 
-from ptsweep.analysis.regret_sim import simulate_verdicts
+from experiment_scripts import load_script
 from ptsweep.analysis.verification import OUTCOMES, t_ppf, noise_band, paired_contrasts, verdict
+
+simulate_verdicts = load_script("bench/regret_sim.py").simulate_verdicts
 
 DEMO = dict(n=8, m=2, alpha=0.2, p=0.2)
 N_SIMS = 250

@@ -8,8 +8,8 @@ Model (one row per run, seeds as blocks: :func:`ptsweep.analysis.blocked_fit.fit
 
     L_{j,s} = f(u_j) + b_s + e_{j,s},   e ~ N(0, sigma^2),   f(u) = c + g'u + 1/2 u'Hu              (R1)
 
-H is 0 ("linear", 1 + d coefficients), diagonal ("diagonal", 1 + 2d) or symmetric ("full", 1 + d + d(d+1)/2 = 36);
-``model="auto"`` takes the richest whose coefficients number at most (distinct points - 1) with a full-rank design.
+H is 0 ("linear", 1 + d coefficients), diagonal ("diagonal", 1 + 2d) or symmetric ("full", 1 + d + d(d+1)/2 = 36):
+the richest whose coefficients number at most (distinct points - 1) with a full-rank design.
 
     regret      R = f(0) - min_{u in B} f(u)  >= 0                                                    (R2)
     relative    r = R / Lbar(S)   (Lbar(S) = mean of the base runs)
@@ -101,18 +101,10 @@ def box_minimum(g: np.ndarray, H: np.ndarray, lo: float, hi: float, sweeps: int 
     return np.where((f1 < f0)[:, None], u1, u0)
 
 
-def choose_model(u_points: np.ndarray, model: str = "auto") -> tuple[str, str]:
+def choose_model(u_points: np.ndarray) -> tuple[str, str]:
     """(model, reason) by the rule of the module docstring; ValueError (one line) if none is identifiable."""
     d = u_points.shape[1]
     n_loc = len(np.unique(np.round(u_points, 12), axis=0))
-    if model != "auto":
-        if model not in MODELS:
-            raise ValueError(f"regret model must be one of {('auto',) + MODELS}, got {model!r}")
-        p = n_coefficients(model, d)
-        if n_loc < p + 1 or np.linalg.matrix_rank(features(u_points, model)) < p:
-            raise ValueError(f"regret: the {model} surface has {p} coefficients; {n_loc} distinct points (base "
-                             f"included) do not identify it (needs >= {p + 1} in general position)")
-        return model, f"{model} (requested); {n_loc} distinct points for {p} coefficients"
     skipped = []
     for m in reversed(MODELS):
         p = n_coefficients(m, d)
@@ -124,12 +116,12 @@ def choose_model(u_points: np.ndarray, model: str = "auto") -> tuple[str, str]:
                      f"({n_coefficients('linear', d)} coefficients + 1): run more perturbed points")
 
 
-def fit_surface(u_runs: np.ndarray, y: np.ndarray, seeds: Sequence | None, model: str = "auto") -> dict:
+def fit_surface(u_runs: np.ndarray, y: np.ndarray, seeds: Sequence | None) -> dict:
     """Least-squares fit of (R1) to runs at log-coordinates ``u_runs`` (N, d) with finite losses y (N,) and seeds
     (blocks; None = no blocks). Returns {"model", "model_reason", "beta" (p,), "cov" (p, p) (surface block of
     sigma^2 (X'X)^-1, seed effects profiled out), "sigma", "df", "n_runs", "n_points", "lack_of_fit", "adjusted" (N,)
     (each run's loss minus its fitted seed effect)}."""
-    model, reason = choose_model(u_runs, model)
+    model, reason = choose_model(u_runs)
     fit = fit_blocked(features(u_runs, model), y, seeds)
     if not fit.full_rank:
         raise ValueError(f"regret: the {model} surface with seed blocks is not identifiable (rank {fit.rank} < "
@@ -181,7 +173,7 @@ def regret_analysis(base: Mapping[str, float], points: Sequence[Mapping[str, flo
                     point_losses: Sequence[Sequence[float]], base_losses: Sequence[float], *,
                     point_seeds: Sequence[Sequence] | None = None, base_seeds: Sequence | None = None,
                     rel: float = 0.2, tolerance: float = REGRET_TOLERANCE, test_alpha: float = 0.05,
-                    model: str = "auto", n_draws: int = N_DRAWS, seed: int = 0) -> dict:
+                    n_draws: int = N_DRAWS, seed: int = 0) -> dict:
     """Regret of the base point from the verification runs (module docstring); JSON-ready dict.
 
     ``points`` are the perturbed points (key -> value, keys of ``base``), ``point_losses[j]`` the runs of point j
@@ -197,7 +189,7 @@ def regret_analysis(base: Mapping[str, float], points: Sequence[Mapping[str, flo
     keys = list(base)
     u_all, y, seeds, n_failed, lbar = _runs_in_log_box(base, points, point_losses, base_losses, point_seeds,
                                                        base_seeds, rel)
-    fit = fit_surface(u_all, y, seeds, model)
+    fit = fit_surface(u_all, y, seeds)
     d, lo, hi = len(keys), math.log(1 - rel), math.log(1 + rel)
     rng = np.random.default_rng(seed)
     betas = np.vstack([fit["beta"][None, :], draws(fit, n_draws, rng)])  # plug-in, then (n_draws, p) draws

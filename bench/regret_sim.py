@@ -18,9 +18,9 @@ from typing import Sequence
 
 import numpy as np
 
-from . import regret
-from .design import perturb
-from .verification import OUTCOMES, verdict
+from ptsweep.analysis import regret
+from ptsweep.analysis.design import perturb
+from ptsweep.analysis.verification import OUTCOMES, verdict
 
 CURVATURE = (0.073, 0.039, 0.039, 0.039, 0.039, 0.039, 0.039)
 """Relative curvature per (ln factor)^2: optim.lr first, then the six information weights (module docstring)."""

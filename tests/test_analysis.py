@@ -315,12 +315,11 @@ def test_scaling_and_compute_plots_write_png(tmp_path):
     rows = []
     for m, a in (("pt", 40.0), ("bert", 45.0), ("ut", 38.0)):
         for p in P:
-            rows.append({"model.name": m, "params": p, "non_embedding_params": p / 3, "val_loss": a * p**-0.12,
+            rows.append({"model": m, "params": p, "non_embedding_params": p / 3, "loss": a * p**-0.12,
                          "flops_per_token": 6 * p, "tokens": 1e8})
     df = pd.DataFrame(rows)
     assert _is_png(plots.plot_scaling(df, tmp_path / "bert.png", pair=("pt", "bert")))
-    assert _is_png(plots.plot_scaling(df, tmp_path / "ut.png", pair=("pt", "ut"), x="non_embedding_params",
-                                      with_const=True))
+    assert _is_png(plots.plot_scaling(df, tmp_path / "ut.png", pair=("pt", "ut"), x="non_embedding_params"))
     assert _is_png(plots.plot_loss_vs_compute(df, tmp_path / "compute.png"))
 
 
@@ -329,7 +328,7 @@ def test_coord_and_lr_plots_write_png(tmp_path):
 
     df, _ = _coord_df()
     assert _is_png(plots.plot_coord_check(df, tmp_path / "coord.png"))
-    rows = [{"parametrization": par, "width": w, "lr": 2.0**k, "val_loss": 3 + 0.1 * (k + 8) ** 2}
+    rows = [{"model.parametrization": par, "model.width": w, "optim.lr": 2.0**k, "val_loss": 3 + 0.1 * (k + 8) ** 2}
             for par in ("mup", "sp") for w in (256, 1024) for k in range(-12, -4)]
     assert _is_png(plots.plot_lr_transfer(pd.DataFrame(rows), tmp_path / "lr.png"))
 

@@ -23,7 +23,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ptsweep.analysis.paired_gap import load_runs, paired_text, with_percent
+from ptsweep.analysis.paired_gap import load_runs, paired_text
 from ptsweep.analysis.weight_grid import STEPS_TOKENS
 
 
@@ -107,12 +107,6 @@ def study_cells(study: Study, width: int, want: dict | None = None) -> dict[floa
     return out
 
 
-def versus(a: dict[int, dict], b: dict[int, dict]) -> str:
-    """a - b paired by seed: 'mean ± SE [95 % t] (n), percent of b's mean over the shared seeds', or '-' without
-    two shared seeds."""
-    return with_percent(*paired_text(a, b))
-
-
 def table(folders: list[Study], width: int, ref_lr: float, want: dict | None = None) -> list[str]:
     """Markdown lines: one row per (study, eta), of variant ``want`` only when given."""
     by_folder = {f: study_cells(f, width, want) for f in folders}
@@ -124,8 +118,8 @@ def table(folders: list[Study], width: int, ref_lr: float, want: dict | None = N
             losses = " / ".join(f"{runs[s]['val_loss']:.4f}" for s in sorted(runs))
             mean = sum(r["val_loss"] for r in runs.values()) / len(runs)
             gains = " / ".join(f"{runs[s].get('context_gain', float('nan')):+.2f}" for s in sorted(runs))
-            vs_first = versus(runs, by_folder[first].get(lr, {})) if f != first else "-"
-            vs_ref = versus(runs, by_lr.get(ref_lr, {})) if lr != ref_lr else "-"
+            vs_first = paired_text(runs, by_folder[first].get(lr, {})) if f != first else "-"
+            vs_ref = paired_text(runs, by_lr.get(ref_lr, {})) if lr != ref_lr else "-"
             out.append(f"| {study_name(f)} | {lr:g} | {losses} | {mean:.4f} ({len(runs)}) | {gains} | {vs_first} | "
                        f"{vs_ref} |")
     return out

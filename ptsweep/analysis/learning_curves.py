@@ -17,11 +17,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ptsweep.analysis.plots import MODEL_LABELS, new_figure, save_figure
+from ptsweep.analysis.plots import COLORS, MODEL_LABELS, new_figure, save_figure
 
 CURVE_KEYS = ("val_loss", "val_loss_se", "unigram_loss", "no_context_loss", "context_gain", "context_gain_se")
 """The in-loop evaluation numbers a curve keeps."""
-COLORS = {"pt": "tab:red", "bert": "tab:blue", "ut": "tab:green", "modernbert": "tab:purple"}
 
 
 def read_curves(runs: pd.DataFrame, study_dir: Path) -> pd.DataFrame:

@@ -20,8 +20,7 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
-from scipy import stats
-
+from ptsweep.analysis.blocked_fit import t_ppf
 from ptsweep.analysis.context_transfer import paired_difference
 from ptsweep.config import OptimConfig, PTConfig
 
@@ -100,23 +99,21 @@ def paired(a: dict[int, dict], b: dict[int, dict], key: str) -> tuple[float, flo
     """Mean of a - b over the shared seeds, its SE (``context_transfer.paired_difference``) and the 95 % t
     half-width (nan with one seed)."""
     p = paired_difference({s: r[key] for s, r in a.items()}, {s: r[key] for s, r in b.items()})
-    return p["diff"], p["se"], float(stats.t.ppf(0.975, p["n"] - 1)) * p["se"] if p["n"] > 1 else math.nan, p["n"]
+    return p["diff"], p["se"], t_ppf(0.975, p["n"] - 1) * p["se"] if p["n"] > 1 else math.nan, p["n"]
 
 
-def paired_text(a: dict[int, dict], b: dict[int, dict], key: str = "val_loss") -> tuple[str, float]:
-    """a - b of ``key`` paired by seed as 'mean ± SE [95 % t] (n)', and its percent of b's mean over the shared
-    seeds; ('-', nan) without two shared seeds."""
+def paired_text(a: dict[int, dict], b: dict[int, dict], key: str = "val_loss", percent: bool = True) -> str:
+    """a - b of ``key`` paired by seed as 'mean ± SE [95 % t] (n)', with ``percent`` followed by its percent of b's
+    mean over the shared seeds (', +x.x %'); '-' without two shared seeds."""
     diff, se, h, n = paired(a, b, key)
     if n < 2:
-        return "-", math.nan
+        return "-"
+    text = f"{diff:+.4f} ± {se:.4f} [{diff - h:+.3f}, {diff + h:+.3f}] ({n})"
+    if not percent:
+        return text
     shared = set(a) & set(b)
     ref = sum(b[s][key] for s in shared) / len(shared)
-    return f"{diff:+.4f} ± {se:.4f} [{diff - h:+.3f}, {diff + h:+.3f}] ({n})", 100 * diff / ref
-
-
-def with_percent(text: str, pct: float) -> str:
-    """``paired_text``'s pair as one cell: 'mean ± SE [95 % t] (n), +x.x %', or '-' as it came."""
-    return text if text == "-" else f"{text}, {pct:+.1f} %"
+    return f"{text}, {100 * diff / ref:+.1f} %"
 
 
 def _mean(rows: dict[int, dict], key: str) -> float:

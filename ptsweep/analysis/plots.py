@@ -2,8 +2,7 @@
 
 Every function takes data plus an output path, writes one PNG and returns the path. Figures are built on
 ``matplotlib.figure.Figure`` with the Agg canvas directly: no pyplot, no global backend switch, no import-time side
-effects. Inputs are the tables made by :mod:`ptsweep.analysis.verification` / results tables of the sweeps; column
-names default to the dotted results names with plain fallbacks (``model.width`` or ``width``, ...; ``pick_column``).
+effects. Inputs are the tables made by :mod:`ptsweep.analysis.verification` / results tables of the sweeps.
 """
 
 from __future__ import annotations
@@ -16,21 +15,9 @@ import pandas as pd
 
 from .fits import coord_slopes, fit_power_law, predict
 
-LR_COLS = ("optim.lr", "lr")
-WIDTH_COLS = ("model.width", "width")
-PARAM_COLS = ("model.parametrization", "parametrization")
-LOSS_COLS = ("val_loss", "loss")
-MODEL_COLS = ("model.name", "model", "kind")
+COLORS = {"pt": "tab:red", "bert": "tab:blue", "ut": "tab:green", "modernbert": "tab:purple"}
 MODEL_LABELS = {"pt": "PT (muP, zero-shot transfer)", "bert": "BERT (tuned per scale)", "ut": "Universal Transformer",
                 "modernbert": "ModernBERT-style (tuned per scale)"}
-
-
-def pick_column(df: pd.DataFrame, *candidates: str) -> str:
-    """The first of ``candidates`` that is a column of ``df`` (results tables use dotted names, e.g. ``optim.lr``)."""
-    for c in candidates:
-        if c in df.columns:
-            return c
-    raise KeyError(f"none of the columns {list(candidates)} in table with columns {list(df.columns)}")
 
 
 def new_figure(nrows: int = 1, ncols: int = 1, size: tuple[float, float] | None = None,
@@ -158,18 +145,17 @@ def _finite(df: pd.DataFrame, cols: Sequence[str]) -> pd.DataFrame:
     return df[(np.isfinite(v) & (v > 0)).all(axis=1)]
 
 
-def _loglog_by_model(ax, df, xcol, ycol, model_col, models, fits, fit_kw, xlabel, summary=None, ylabel=None):
+def _loglog_by_model(ax, df, xcol, ycol, model_col, models, fits, xlabel, summary=None, ylabel=None):
     """Per model: every run (seed) as a small dot, the mean at each x with its interval (``summary`` rows with
     loss / loss_lo / loss_hi at ``xcol``; without one, +-1 sd over the seeds), the fitted law and its bootstrap band
     (``fit["band"]``, from :func:`~ptsweep.analysis.fits.fit_scaling_law`)."""
-    colors = {"pt": "tab:red", "bert": "tab:blue", "ut": "tab:green", "modernbert": "tab:purple"}
     if summary is not None:
         summary = summary.sort_values(xcol) if {model_col, xcol, "loss", "loss_lo", "loss_hi"} <= set(summary) else None
     for i, m in enumerate(models):
         g = _finite(df[df[model_col] == m], [xcol, ycol]).sort_values(xcol)
         if g.empty:
             continue
-        color = colors.get(str(m), f"C{i}")
+        color = COLORS.get(str(m), f"C{i}")
         label = MODEL_LABELS.get(str(m), str(m))
         grouped = g.groupby(xcol)[ycol]
         n_seeds = int(grouped.size().max())
@@ -186,7 +172,7 @@ def _loglog_by_model(ax, df, xcol, ycol, model_col, models, fits, fit_kw, xlabel
                         capsize=3, zorder=4, label="mean +- 1 sd over seeds")
         fit = (fits or {}).get(m)
         if fit is None and g[xcol].nunique() >= 2:
-            fit = fit_power_law(g[xcol], g[ycol], **fit_kw)
+            fit = fit_power_law(g[xcol], g[ycol])
         if fit is not None:
             xs = np.geomspace(g[xcol].min(), g[xcol].max(), 100)
             const = f"{fit['c']:.3g} + " if fit.get("form") == "power_law_const" else ""
@@ -209,38 +195,33 @@ def _loglog_by_model(ax, df, xcol, ycol, model_col, models, fits, fit_kw, xlabel
 
 
 def plot_scaling(df: pd.DataFrame, path, pair: Sequence[str] = ("pt", "bert"), x: str = "params",
-                 fits: Mapping[str, Mapping] | None = None, loss_col: str | None = None, model_col: str | None = None,
-                 with_const: bool = False, title: str | None = None, summary: pd.DataFrame | None = None,
-                 ylabel: str | None = None):
+                 fits: Mapping[str, Mapping] | None = None, loss_col: str = "loss", model_col: str = "model",
+                 title: str | None = None, summary: pd.DataFrame | None = None, ylabel: str | None = None):
     """[S] Figure 2: log-log eval loss vs parameter count for the models in ``pair`` with fitted laws.
 
     ``df`` has one row per run (seeds as repeated x). ``x`` is ``"params"`` or ``"non_embedding_params"``. ``fits``
     maps model -> a :func:`fit_scaling_law` (band drawn) or :func:`fit_power_law` result; models without one are
-    fitted here (``with_const`` passed on). ``summary``: one row per (model, x) with loss / loss_lo / loss_hi (error
+    fitted here (pure power law). ``summary``: one row per (model, x) with loss / loss_lo / loss_hi (error
     bars). Non-finite (diverged) rows are skipped.
     """
-    loss_col = loss_col or pick_column(df, *LOSS_COLS)
-    model_col = model_col or pick_column(df, *MODEL_COLS)
     fig, [[ax]] = new_figure(size=(7.0, 5.0))
-    _loglog_by_model(ax, df, x, loss_col, model_col, list(pair), fits, {"with_const": with_const},
+    _loglog_by_model(ax, df, x, loss_col, model_col, list(pair), fits,
                      "non-embedding parameters" if x.startswith("non_emb") else "parameters", summary, ylabel)
     names = " vs ".join(MODEL_LABELS.get(m, m).split(" (")[0] for m in pair)
     ax.set_title(title or f"Scaling: {names}")
     return save_figure(fig, path)
 
 
-def plot_loss_vs_compute(df: pd.DataFrame, path, models: Sequence[str] | None = None, loss_col: str | None = None,
-                         model_col: str | None = None, title: str | None = None,
+def plot_loss_vs_compute(df: pd.DataFrame, path, models: Sequence[str] | None = None, loss_col: str = "loss",
+                         model_col: str = "model", title: str | None = None,
                          fits: Mapping[str, Mapping] | None = None, ylabel: str | None = None):
     """Log-log eval loss vs training compute, FLOPs = flops_per_token * tokens: every run, means +- 1 sd over seeds,
     one fitted law (+ bootstrap band when ``fits`` come from :func:`fit_scaling_law`) per model."""
-    loss_col = loss_col or pick_column(df, *LOSS_COLS)
-    model_col = model_col or pick_column(df, *MODEL_COLS)
     d = df.copy()
     d["train_flops"] = d["flops_per_token"].astype(float) * d["tokens"].astype(float)
     models = list(models) if models is not None else sorted(d[model_col].dropna().unique().tolist())
     fig, [[ax]] = new_figure(size=(7.0, 5.0))
-    _loglog_by_model(ax, d, "train_flops", loss_col, model_col, models, fits, {},
+    _loglog_by_model(ax, d, "train_flops", loss_col, model_col, models, fits,
                      "training FLOPs (flops/token x tokens)", None, ylabel)
     ax.set_title(title or "Evaluation loss vs training compute")
     return save_figure(fig, path)
@@ -262,7 +243,7 @@ def plot_framings(df: pd.DataFrame, path, fits: Mapping[str, Mapping[str, Mappin
     models = sorted(df[model_col].dropna().unique().tolist())
     fig, axes = new_figure(1, 3, size=(18.0, 5.5))
     for ax, (xcol, xlabel, name) in zip(axes[0], FRAMING_AXES):
-        _loglog_by_model(ax, df, xcol, loss_col, model_col, models, fits.get(xcol, {}), {}, xlabel, None, ylabel)
+        _loglog_by_model(ax, df, xcol, loss_col, model_col, models, fits.get(xcol, {}), xlabel, None, ylabel)
         verdicts = ((framings or {}).get(name) or {}).items()
         ax.set_title(f"{name}: PT beats at every scale? "
                      + ", ".join(f"{p}: {VERDICT_WORDS[r.get('every_scale')]}" for p, r in verdicts), fontsize=9)
@@ -309,19 +290,15 @@ def plot_coord_check(df: pd.DataFrame, path, title: str | None = None):
     return save_figure(fig, path)
 
 
-def plot_lr_transfer(df: pd.DataFrame, path, lr_col: str | None = None, width_col: str | None = None,
-                     loss_col: str | None = None, param_col: str | None = None, title: str | None = None):
+def plot_lr_transfer(df: pd.DataFrame, path, lr_col: str = "optim.lr", width_col: str = "model.width",
+                     loss_col: str = "val_loss", param_col: str = "model.parametrization", title: str | None = None):
     """Validation loss vs LR (log x), one curve per width, one panel per parametrization; optimum per width marked.
 
     Seeds at the same (width, lr) are averaged; diverged (non-finite) points are dropped (the curve ends there).
     """
     from matplotlib import colormaps
 
-    lr_col = lr_col or pick_column(df, *LR_COLS)
-    width_col = width_col or pick_column(df, *WIDTH_COLS)
-    loss_col = loss_col or pick_column(df, *LOSS_COLS)
-    param_col = param_col or next((c for c in PARAM_COLS if c in df.columns), "_parametrization")
-    d = df[np.isfinite(df[loss_col].astype(float))].assign(_parametrization="all")
+    d = df[np.isfinite(df[loss_col].astype(float))]
     pars = sorted(d[param_col].unique().tolist())
     fig, axes = new_figure(1, max(len(pars), 1), size=(5.5 * max(len(pars), 1), 4.5))
     for j, par in enumerate(pars):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ptsweep.analysis.paired_gap import load_runs, paired_text, with_percent
+from ptsweep.analysis.paired_gap import load_runs, paired_text
 from ptsweep.analysis.transfer_drift import optimum
 
 WEIGHTS = ("w_unary", "w_attn", "w_head", "w_child", "w_topic_z", "w_topic_g")
@@ -39,13 +39,12 @@ def points(folders: list[Path], width: int) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["weight", "value", "lr", "seed", "val_loss", "context_gain"])
 
 
-def _paired_text(g: pd.DataFrame, key: str, a: float, b: float) -> tuple[str, float]:
-    """a - b of column ``key``'s values, paired by seed: ('mean ± SE [95 % t] (n)', the percent of b's mean over
-    the shared seeds), or ('-', nan) for a == b or fewer than two shared seeds."""
+def _paired_text(g: pd.DataFrame, key: str, a: float, b: float, percent: bool) -> str:
+    """a - b of column ``key``'s values, paired by seed (``paired_gap.paired_text``), or '-' for a == b."""
     if a == b:
-        return "-", float("nan")
+        return "-"
     by = {x: {s: {"val_loss": v} for s, v in zip(gx["seed"], gx["val_loss"])} for x, gx in g.groupby(key)}
-    return paired_text(by.get(a, {}), by.get(b, {}))
+    return paired_text(by.get(a, {}), by.get(b, {}), percent=percent)
 
 
 def _best_other_than_one(curve: dict) -> float | None:
@@ -62,7 +61,7 @@ def _against_one(g: pd.DataFrame, curve: dict) -> str:
     """'x: x - 1' for the best value x other than 1, paired by seed: mean ± SE [95 % t] (n), or '-' without two
     shared seeds."""
     x = _best_other_than_one(curve)
-    text = "-" if x is None else _paired_text(g, "value", x, 1.0)[0]
+    text = "-" if x is None else _paired_text(g, "value", x, 1.0, percent=False)
     return text if text == "-" else f"{x:g}: {text}"
 
 
@@ -100,7 +99,7 @@ def lr_table(df: pd.DataFrame) -> list[str]:
            "|---:|---|---:|---:|---|"]
     for x, n, m in zip(o["curve"]["x"], o["curve"]["n"], o["curve"]["mean"]):
         gain = g[g["lr"] == x]["context_gain"].astype(float).mean()
-        vs = with_percent(*_paired_text(g, "lr", x, STUDY_LR))
+        vs = _paired_text(g, "lr", x, STUDY_LR, percent=True)
         out.append(f"| {x:g} | {m:.4f} ({n}) | {gain:+.3f} | {100 * (m / o['loss_opt'] - 1):+.1f} % | {vs} |")
     plaus = ", ".join(f"{x:g}" for x in o["plausible"])
     return out + ["", f"eta* = {o['x_opt']:g}, plausible set [{plaus}]"]

@@ -1,6 +1,5 @@
-"""Schema of the training-horizon settings: ``sweep.horizon`` (the rule verify-transfer and scaling-curves apply to a
-transferred LR when their budget differs from tune-small's) and ``sweep.lr_horizon`` (the lr-horizon study, which
-measures the optimal LR at several budgets and fits eta*(T) = eta0 (T / T0)^-beta)."""
+"""Schema of the training-horizon settings: ``sweep.horizon`` (a transferred LR at another budget) and
+``sweep.lr_horizon`` (the lr-horizon study: the optimal LR at several budgets, eta*(T) = eta0 (T / T0)^-beta)."""
 
 from __future__ import annotations
 
@@ -8,7 +7,7 @@ import math
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from ptsweep.config.checks import one_of, require
+from ptsweep.config.checks import increasing_lr_grid, one_of, require
 from ptsweep.config.model import MODEL_SCHEMAS, SCALINGS
 
 
@@ -22,18 +21,14 @@ class HorizonRule(StrEnum):
 @dataclass
 class HorizonConfig:
     """verify-transfer / scaling-curves: the LR of transfer.yaml at another training budget (``sweeps.horizon_rule``).
-
-    'off': a budget other than transfer.yaml's is a mismatch (refused unless sweep.allow_transfer_mismatch, and then
-    the LR is used as tuned). 'power': optim.lr becomes lr_tuned (T / T_tuned)^-beta, T the run's steps, with beta
-    the number ``beta`` or the fit of the model in the lr-horizon results file ``results``."""
+    'off': another budget is a mismatch; 'power': lr_tuned (T / T_tuned)^-beta."""
 
     rule: HorizonRule = HorizonRule.off
     """'off' | 'power'."""
     beta: float | None = None
     """The exponent beta >= 0 of the power rule (null: read it from ``results``)."""
     results: str = ""
-    """An lr-horizon study's horizon.json: the fit of this config's model gives beta, and its budgets must bracket
-    the tuned and the target budget (within ``extrapolate``)."""
+    """An lr-horizon study's horizon.json: its fit of this config's model gives beta."""
     extrapolate: float = 1.0
     """How far (a factor) the tuned or target budget may lie outside the budgets ``results`` measured (1 = inside)."""
 
@@ -67,11 +62,10 @@ class LrHorizonConfig:
     scaling: str = ""
     """PT's width-scaling paradigm ('' = model.scaling)."""
     lr_widen: int = 2
-    """Rounds of the edge rule per (model, budget): while the seed-mean optimum is on an edge of the LRs run, one
-    more LR a grid step past it."""
+    """Rounds of the edge rule per (model, budget): one more LR a grid step past an optimum on an edge."""
     collapse_frac: float = 0.5
-    """A point is marked collapsed when it diverged, ends above the unigram loss, or keeps less than this fraction of
-    the context gain at its budget's optimum."""
+    """A point is collapsed when it diverged, ends above the unigram loss, or keeps less than this fraction of the
+    context gain at its budget's optimum."""
 
     def validate(self) -> None:
         key = "sweep.lr_horizon"
@@ -79,8 +73,7 @@ class LrHorizonConfig:
         require(len(set(steps)) >= 3 and steps[0] >= 1 and steps[-1] >= 16 * steps[0], f"{key}.steps",
                 f"need >= 3 distinct budgets spanning >= 16x (e.g. [1200, 4800, 19200]), got {self.steps}")
         for name, grid in (("grid", self.grid), ("baseline_grid", self.baseline_grid)):
-            require(len(grid) >= 3 and grid[0] > 0 and all(a < b for a, b in zip(grid, grid[1:])),
-                    f"{key}.{name}", f"must be >= 3 increasing positive LRs, got {grid}")
+            require(increasing_lr_grid(grid), f"{key}.{name}", f"must be >= 3 increasing positive LRs, got {grid}")
         one_of(self.baseline, ("", *(m for m in MODEL_SCHEMAS if m != "pt")), f"{key}.baseline")
         require(self.seeds >= 1, f"{key}.seeds", "must be >= 1")
         require(self.width >= 0, f"{key}.width", "must be >= 0 (0 = model.width)")

@@ -44,11 +44,9 @@ class PTConfig:
     scaling: str = "channels"
     """Width-scaling paradigm ([S] §2.2): 'channels' grows C with N (r fixed), 'rank' grows r with N (C fixed)."""
     parametrization: str = "mup_sp"
-    """'mup_sp' (the default): the muP exponents of N with every base-shape constant chosen so that at N =
-    ``base_width`` (the tuning width) the model *is* SP (init, forward and AdamW updates;
-    ``models.pt_constants.MFVIConstants.sp_anchored``) but for a cooler attention constant (``attn_base_rank``), with
-    Z damping 0.5. 'mup': the same exponents with the base-shape constants below. 'mup_paper': [S]'s literal init
-    (every constant 1). 'sp': original PT (spec §6.3 table)."""
+    """'mup_sp': muP exponents of N, constants chosen so that at N = ``base_width`` the model is SP but for the
+    attention constant (``MFVIConstants.sp_anchored``). 'mup': the same exponents with the constants below.
+    'mup_paper': [S]'s literal init (every constant 1). 'sp': original PT (spec §6.3 table)."""
     base_width: int = 256
     """N0: the width at which the base shape (C0, r0) holds (and where 'mup_sp' equals SP: its tuning width)."""
     base_channels: int = 4
@@ -56,9 +54,8 @@ class PTConfig:
     base_rank: int = 64
     """r0: rank of each ternary factor at N0."""
     attn_base_rank: int = 8
-    """r_A, read by 'mup_sp' only: the rank at which the attention-logit scale is SP's, s_H = r_A / r (muP's 1/r,
-    [S] eq. 7, with SP's constant at rank r_A); at r_A = ``base_rank`` 'mup_sp' is SP at the base width in every
-    respect."""
+    """r_A, read by 'mup_sp' only: the attention-logit scale is s_H = r_A / r (muP's 1/r, [S] eq. 7, SP's at rank
+    r_A)."""
     topic_ratio: int = 4
     """M / N: number of topic labels per Z label (M = 4N by default)."""
     dists: tuple[int, ...] = (2, 3, 4)
@@ -100,10 +97,8 @@ class PTConfig:
     damping_h: float = 0.0
     """beta_H: damping of H and G logits (0 = none, spec §3.2 step 3)."""
     damping_z: float | None = None
-    """beta_Z: damping of Z logits (0 = none, spec §3.2 step 6; [PT] App. B.2: same fixed points, slower iteration).
-    None = the parametrization's default (:attr:`z_damping`): 0.5 under 'mup_sp' and 'mup' (a_Z = N feeds a confident
-    Q_z back with gain ~N/k), 0 under 'sp' and 'mup_paper'. Run and trial identities hash the value in effect, not
-    None."""
+    """beta_Z: damping of Z logits (spec §3.2 step 6). None = the parametrization's default (:attr:`z_damping`);
+    identities hash the value in effect."""
     stepsize_h: float = 1.0
     """alpha_H: step size mixing new H/G distributions with the previous ones (1 = plain update)."""
     stepsize_z: float = 1.0
@@ -117,14 +112,12 @@ class PTConfig:
     mask_value: float = -1e9
     """Finite logit for forbidden heads (diagonal, pads); never -inf (spec §12.1)."""
     attention_impl: str = "auto"
-    """H softmax + ternary Z messages: 'dense' keeps (B,C,L,L) tensors (the reference); 'blockwise' recomputes in
-    backward, memory linear in L (models/pt_attention.py), no dropout/damping/step size on Q_h; 'auto' = dense
-    (the path bench/README.md measures faster on CPU and GPU); 'fused': torch's
-    fused attention kernels (models/pt_fused.py; CPU only, else blockwise; as blockwise's restrictions). Traces
-    (inspect, coord-check) always use the dense path."""
+    """H softmax + ternary Z messages: 'dense' keeps (B,C,L,L) tensors (the reference; 'auto' = dense); 'blockwise'
+    recomputes in backward, memory linear in L (no dropout/damping/step size on Q_h); 'fused': torch's fused
+    attention kernels (CPU only, else blockwise). Traces always use the dense path."""
     variants: list[dict[str, Any]] = field(default_factory=list)
     """Variants of PT attached at the model's hook points (``ptsweep.variants``), each ``{name: ..., <setting>:
-    ...}``; [] (the default) = the paper's model. Checked with every setting filled in."""
+    ...}``; [] = the paper's model."""
 
     def __post_init__(self) -> None:  # OmegaConf hands sequences over as lists; the schema's tuples stay tuples
         self.dists, self.messages_off = tuple(self.dists), tuple(self.messages_off)
@@ -224,13 +217,24 @@ class PTConfig:
         self.variants = normalize(self)
 
 
+def check_layers(cfg) -> None:
+    """The checks of a baseline's layer stack: width, layers, heads dividing the width, dropout, positions."""
+    require(cfg.width > 0, "model.width", f"must be positive, got {cfg.width}")
+    require(cfg.n_layers >= 1, "model.n_layers", "must be >= 1")
+    require(cfg.n_heads >= 0, "model.n_heads", "must be >= 0")
+    require(not cfg.n_heads or cfg.width % cfg.n_heads == 0, "model.n_heads",
+            f"{cfg.n_heads} does not divide width {cfg.width}")
+    require(0.0 <= cfg.dropout < 1.0, "model.dropout", "must be in [0, 1)")
+    require(cfg.max_positions >= 1, "model.max_positions", "must be >= 1")
+
+
 @dataclass
 class BertConfig:
     """BERT baseline (Hugging Face BertModel; spec §11): post-LN, GELU, d_ff = 4d, learned absolute positions."""
 
     name: str = "bert"
     width: int = 256
-    """Hidden size d. For scaling runs the shape (width, n_layers, n_heads) comes from ``models.sizing.match_shape``."""
+    """Hidden size d (scaling runs: ``models.sizing.match_shape``)."""
     n_layers: int = 4
     """Number of (unshared) post-LN Transformer layers."""
     n_heads: int = 0
@@ -244,13 +248,7 @@ class BertConfig:
 
     def validate(self) -> None:
         one_of(self.parametrization, ("sp", "mup"), "model.parametrization")
-        require(self.width > 0, "model.width", f"must be positive, got {self.width}")
-        require(self.n_layers >= 1, "model.n_layers", "must be >= 1")
-        require(self.n_heads >= 0, "model.n_heads", "must be >= 0")
-        if self.n_heads:
-            require(self.width % self.n_heads == 0, "model.n_heads", f"{self.n_heads} does not divide width {self.width}")
-        require(0.0 <= self.dropout < 1.0, "model.dropout", "must be in [0, 1)")
-        require(self.max_positions >= 1, "model.max_positions", "must be >= 1")
+        check_layers(self)
 
 
 @dataclass
@@ -268,17 +266,15 @@ class ModernBertConfig:
 
     name: str = "modernbert"
     width: int = 256
-    """Hidden size d. For scaling runs the shape (width, n_layers, n_heads) comes from ``models.sizing.match_shape``."""
+    """Hidden size d (scaling runs: ``models.sizing.match_shape``)."""
     n_layers: int = 4
     """Number of (unshared) pre-LN Transformer layers."""
     n_heads: int = 0
     """Attention heads; 0 = the sizing rule (``models.sizing.default_heads``)."""
     d_ff: int = 0
-    """GeGLU inner width f (the MLP maps d -> 2f -> GELU(a) * b -> d); 0 = 3d/2, ModernBERT-base's ratio (1152 at
-    d = 768)."""
+    """GeGLU inner width f (the MLP maps d -> 2f -> GELU(a) * b -> d); 0 = 3d/2, ModernBERT-base's ratio."""
     rope_theta: float = 10000.0
-    """Rotary base theta (ModernBERT: 10k in its local layers, 160k in its 8k-token global ones; blocks here are
-    short, so the local layers' value)."""
+    """Rotary base theta (ModernBERT's local layers' value: the blocks here are short)."""
     max_positions: int = 512
     """Longest sequence the model accepts (rotary positions have no table; checked against data.seq_len)."""
     dropout: float = 0.0
@@ -293,12 +289,8 @@ class ModernBertConfig:
 
     def validate(self) -> None:
         one_of(self.parametrization, ("sp",), "model.parametrization")
-        require(self.width > 0, "model.width", f"must be positive, got {self.width}")
-        require(self.n_layers >= 1, "model.n_layers", "must be >= 1")
-        require(self.n_heads >= 0, "model.n_heads", "must be >= 0")
+        check_layers(self)
         if self.n_heads:
-            require(self.width % self.n_heads == 0, "model.n_heads",
-                    f"{self.n_heads} does not divide width {self.width}")
             require((self.width // self.n_heads) % 2 == 0, "model.n_heads",
                     f"head dim {self.width // self.n_heads} is odd; rotary embeddings rotate pairs of coordinates")
         require(self.d_ff >= 0, "model.d_ff", f"must be >= 0 (0 = 3 * width / 2), got {self.d_ff}")
@@ -306,8 +298,6 @@ class ModernBertConfig:
                 f"{self.width} is odd: model.d_ff=0 means 3 * width / 2; set model.d_ff explicitly")
         require(math.isfinite(self.rope_theta) and self.rope_theta > 1.0, "model.rope_theta",
                 f"must be > 1, got {self.rope_theta}")
-        require(0.0 <= self.dropout < 1.0, "model.dropout", "must be in [0, 1)")
-        require(self.max_positions >= 1, "model.max_positions", "must be >= 1")
 
 
 MODEL_SCHEMAS: dict[str, type] = {"pt": PTConfig, "bert": BertConfig, "ut": UTConfig, "modernbert": ModernBertConfig}

@@ -29,8 +29,7 @@ class DataConfig:
     val_files: list[str] = field(default_factory=list)
     """data=local: optional validation files; if empty, ``val_fraction`` of the documents are held out."""
     build_command: str = ""
-    """data=local: the command that creates ``files`` and ``val_files`` when they are generated (a corpus builder,
-    e.g. ``make corpus-python-docs``); the error for a missing file names it. Changes no result."""
+    """data=local: the command that builds ``files`` and ``val_files`` (named by the missing-file error)."""
     text_field: str = "text"
     """Column holding the text in json/parquet files."""
     hf_dataset: str = "JeanKaddour/minipile"
@@ -64,8 +63,7 @@ class DataConfig:
     cache_dir: str = "runs/cache"
     """Where tokenizers and memory-mapped token arrays are cached (keyed by corpus and settings)."""
     token_cache: str = ""
-    """A prepared token-cache folder to open as is, without loading the documents (set by the sweep driver for
-    its trials; '' = find or build it from the settings above)."""
+    """A prepared token-cache folder to open as is (set by sweep drivers; '' = find or build it)."""
 
     def validate(self) -> None:
         one_of(self.name, ("shakespeare", "minipile", "local"), "data.name")
@@ -133,12 +131,11 @@ class TrainConfig:
     """'auto' (bf16 autocast on CUDA, fp32 on CPU) | 'fp32' | 'bf16'."""
     compile: bool | str = False
     """torch.compile the model's encoder: 'none' | 'default' | 'reduce-overhead' (CUDA graphs, CUDA only); false =
-    'none', true = 'default'. Off by default: it compiles for seconds before the first step (bench/README.md)."""
+    'none', true = 'default'."""
     tf32: bool = True
     """On CUDA, fp32 matmuls may use TF32 tensor cores (under bf16 autocast only the few fp32 ones are affected)."""
     prefetch: bool = True
-    """Build each training batch one step ahead on a background thread (into pinned memory on CUDA); the batches
-    are the same bit for bit (ptsweep.train.prefetch)."""
+    """Build each training batch one step ahead on a background thread (``train.prefetch``; same batches)."""
     threads: int = 0
     """torch CPU threads (0 = leave torch's default)."""
     checkpoint_every_s: float = 300.0
@@ -153,11 +150,10 @@ class TrainConfig:
     """Stop (with a checkpoint) after this many optimizer steps of the run (0 = off): for interruption/resume tests."""
     probes: list[str] = field(default_factory=lambda: ["update_sizes"])
     """Measurements the run logs without changing its numbers (``train.monitor``): 'update_sizes' (each muP role's
-    update and parameter RMS at every log step), 'message_stats' (PT only: the sizes of the MFVI messages on the
-    first validation batch at every evaluation, ``train.message_stats``)."""
+    update and parameter RMS), 'message_stats' (PT only: the MFVI message sizes at every evaluation)."""
     micro_batch_size: int | str = 0
-    """Blocks per forward/backward; gradients are accumulated to one update per batch_size (exact). 0 = the full
-    batch; 'auto' = the full batch on the CPU, the largest that fits on CUDA (probe steps, ptsweep.train)."""
+    """Blocks per forward/backward, gradients accumulated to one update per batch_size. 0 = the full batch; 'auto' =
+    the full batch on the CPU, the largest that fits on CUDA."""
 
     @property
     def compile_mode(self) -> str:
@@ -193,7 +189,7 @@ class TrackerConfig:
     """W&B group (sweeps set it to the study name)."""
     tags: list[str] = field(default_factory=list)
     system_metrics: bool = True
-    """W&B's system metrics of training runs (GPU utilisation, memory and power; CPU, disk, network; every 15 s)."""
+    """W&B's system metrics (GPU, CPU, disk, network) of training runs."""
 
     def validate(self) -> None:
         one_of(self.mode, ("offline", "online", "disabled"), "tracker.mode")
@@ -217,13 +213,12 @@ class RayConfig:
     storage_path: str = ""
     """Ray results storage ('' = <sweep dir>/ray); on a multi-node cluster a shared path (NFS, s3://...)."""
     pack_width: int = 0
-    """Trials of model.width <= pack_width ask for ``pack_gpus_per_trial`` GPUs instead (0 = off): small widths
-    leave a GPU mostly idle, so several share one, each capped at its share of the memory."""
+    """Trials of model.width <= pack_width ask for ``pack_gpus_per_trial`` GPUs instead (0 = off), each capped at its
+    share of the memory."""
     pack_gpus_per_trial: float = 0.25
     """GPUs of a trial at or below ``pack_width`` (0.25: four per GPU)."""
     max_failures: int = 2
-    """Times Ray Tune restarts a trial whose worker died (a lost node, an OOM kill); the restart resumes from the
-    trial's own checkpoint (train.checkpoint_every_s)."""
+    """Times Ray Tune restarts a trial whose worker died; the restart resumes from the trial's checkpoint."""
 
     def validate(self) -> None:
         require(self.cpus_per_trial > 0, "ray.cpus_per_trial", "must be > 0")

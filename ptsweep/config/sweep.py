@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from ptsweep.config.checks import one_of, require
+from ptsweep.config.checks import increasing_lr_grid, one_of, require
 from ptsweep.config.horizon import HorizonConfig, LrHorizonConfig
 from ptsweep.config.model import INFO_WEIGHTS, MODEL_SCHEMAS, PARAMETRIZATIONS, SCALINGS
 
@@ -42,11 +42,6 @@ class TransferSource(StrEnum):
     grid = "grid"
 
 
-def increasing_lr_grid(values) -> bool:
-    """Whether ``values`` is an LR grid that can bracket an optimum: >= 3 increasing positive values."""
-    return len(values) >= 3 and values[0] > 0 and all(a < b for a, b in zip(values, values[1:]))
-
-
 class CoordSchedule(StrEnum):
     """coord-check: a constant LR without clipping, or the training run's warm-up, decay and clipping."""
 
@@ -66,7 +61,7 @@ class BaselineSearchConfig:
     """scaling-curves: the Optuna search of BERT's and UT's optim.lr and optim.warmup_frac at each scale."""
 
     samples: int = 0
-    """Trials of each baseline's search at each scale (0 = sweep.num_samples: PT's tune-small budget)."""
+    """Trials of each baseline's search at each scale (0 = sweep.num_samples)."""
     lr_range: tuple[float, float] = (1e-4, 3e-3)
     """Log-uniform LR range."""
     warmup_range: tuple[float, float] = (0.01, 0.2)
@@ -74,18 +69,16 @@ class BaselineSearchConfig:
     search_frac: float = 1.0
     """Fraction of the token budget used by each search trial."""
     lr_widen: int = 1
-    """Times a search whose optimum is not bracketed is repeated on a range centred on it; under ``grid``: times one
-    more LR a grid step past the edge optimum is run (0 = only flag it)."""
+    """Times a search whose optimum is not bracketed is repeated around it (``grid``: one more LR a grid step past
+    the edge optimum; 0 = only flag it)."""
     grid: list[float] = field(default_factory=list)
     """LR grid instead of the Optuna search: one trial per value at search_frac of the budget, no early stopping,
-    warm-up fixed at optim.warmup_frac ([] = the search). For baselines that sit on a loss plateau before they learn,
-    where an early-stopping rule would judge them on the plateau."""
+    warm-up at optim.warmup_frac ([] = the search)."""
     rule: BaselineRule = BaselineRule.search
     """'search': the search at every scale ([S] §3.2); 'extrapolate': the search at the ``search_scales`` smallest
-    scales, then each larger scale's LR from a power law fitted to them, checked by ``local_points`` runs around it
-    (``sweeps.baseline_rule``)."""
+    scales, a power law of their LRs for the larger ones, checked by ``local_points`` runs around it."""
     search_scales: int = 3
-    """rule 'extrapolate': how many of the smallest scales get the full search (>= 2: a power law has 2 parameters)."""
+    """rule 'extrapolate': how many of the smallest scales get the full search (>= 2)."""
     local_points: int = 3
     """rule 'extrapolate': LR values run at each larger scale, centred on the extrapolated LR."""
     local_factor: float = 2.0
@@ -132,19 +125,16 @@ class CoordCheckConfig:
     tolerance: float = 0.25
     """muP passes when every checked log-log slope (size vs width) is within +-tolerance of 0."""
     parametrizations: list[str] = field(default_factory=lambda: ["mup_sp", "sp"])
-    """Parametrizations measured side by side; the verdict is about the first muP variant (mup_sp, mup, mup_paper)."""
+    """Parametrizations measured side by side; the verdict is about the first muP one."""
     strict: bool = False
     """Exit with status 1 when the muP verdict fails (for CI / make)."""
     plots: bool = True
-    """Write one PNG per (iteration, statistic); off for CI, where only the verdict matters (they cost ~15 CPU-s)."""
+    """Write one PNG per (iteration, statistic)."""
     anchor: int = 0
-    """PT: the width where 'mup_sp' is SP (its base shape moved there, ``PTConfig.anchor_overrides``); 0 = the
-    smallest of ``widths``. A width in the middle checks both sides of the tuning width."""
+    """PT: the width where 'mup_sp' is SP (``PTConfig.anchor_overrides``); 0 = the smallest of ``widths``."""
     equal_draws: bool = True
     """PT with scaling=channels: seeds at width N = ``seeds`` x C(widest) / C(N), so that every width averages the
-    same number of independent channels. At init the attention logits are one random bias per (class, channel), so
-    at C = 1 a 2-seed mean is 16 draws and its slope noise alone fails the tolerance
-    (experiments/coord-check/attention-logits.md)."""
+    same number of independent channels."""
 
     def validate(self) -> None:
         require(self.anchor >= 0, "sweep.coord_check.anchor",
@@ -175,8 +165,8 @@ class LrTransferConfig:
     sp_grid_range: list[float] = field(default_factory=list)
     """[low, high] of the SP LR grid ([] = grid_range): muP's and SP's optima can sit decades apart."""
     seeds: int = 3
-    """Seeds at each of the ``refine_top`` best values per (parametrization, width): stage 2 adds seeds ``seed+1 ..
-    seed+seeds-1`` to stage 1's whole grid at ``seed``."""
+    """Seeds at each of the ``refine_top`` best values per (parametrization, width) (stage 2 adds seeds ``seed+1
+    ..``)."""
     refine_top: int = 3
     """Best grid values per (parametrization, width) of stage 1 that get the extra seeds (0 = every grid value)."""
     parametrizations: list[str] = field(default_factory=lambda: ["mup_sp", "sp"])
@@ -184,9 +174,8 @@ class LrTransferConfig:
     weight_grid: list[float] = field(default_factory=lambda: [0.25, 0.5, 1.0, 2.0, 4.0])
     """Grid of the information weight ``weight_key`` (muP only) for the weight study ([] = skip it)."""
     control: dict[str, Any] | None = field(default_factory=dict)
-    """Overrides of a control model run over muP's LR grid beside PT (e.g. {"model.n_iters": 0}: PT without
-    inference); empty or null = no control (``sweep.lr_transfer.control=null`` clears a preset's: Hydra merges
-    ``{}`` into it). Reported as study "control"."""
+    """Overrides of a control model run over muP's LR grid beside PT (e.g. {"model.n_iters": 0}); empty or null =
+    none (``=null`` clears a preset's: Hydra merges ``{}`` into it)."""
     weight_key: str = "model.w_attn"
     """The information weight of the weight study (one of model.w_unary ... model.w_topic_g)."""
     weight_lr: float = 0.0
@@ -240,7 +229,7 @@ class SweepConfig:
     """Study name: output folder runs/<study> and W&B group ('' = the sweep's default name)."""
     # tune-small
     num_samples: int = 32
-    """tune-small: trials Optuna proposes (also the default budget of each baseline search, ``baseline_samples``)."""
+    """tune-small: trials Optuna proposes (also the default budget of each baseline search)."""
     search_seed: int = 0
     """Seed of the Optuna TPE sampler and of the perturbations."""
     lr_range: tuple[float, float] = (1e-3, 1e-1)
@@ -250,7 +239,7 @@ class SweepConfig:
     weight_ranges: dict[str, list[Any]] = field(default_factory=lambda: {
         w: [0.5, 4.0] for w in ("w_attn", "w_unary", "w_head", "w_child")})
     """Per-weight log-uniform ranges that replace ``weight_range`` for the weights named (keys: w_unary ...
-    w_topic_g); the defaults hold the optima measured at width 128 (experiments/lr-transfer/README.md)."""
+    w_topic_g)."""
     asha_grace_frac: float = 0.25
     """ASHA: minimum fraction of the budget before a trial can be stopped."""
     asha_reduction: int = 3
@@ -259,13 +248,11 @@ class SweepConfig:
     transfer_file: str = ""
     """verify-transfer / scaling-curves: path to transfer.yaml ('' = runs/<tune study>/transfer.yaml)."""
     transfer_from: TransferSource = TransferSource.file
-    """verify-transfer / scaling-curves: where PT's 7 values come from: 'file' (transfer.yaml, tune-small's output)
-    or 'config' (the config's own values, untuned: e.g. optim.lr and model.w_* of a preset); scaling-curves also
-    'grid': the config's own weights, and the LR of ``transfer_grid`` that is best at the smallest scale."""
+    """verify-transfer / scaling-curves: where PT's 7 values come from: 'file' (transfer.yaml) or 'config' (the
+    config's own, untuned); scaling-curves also 'grid' (the best LR of ``transfer_grid`` at the smallest scale)."""
     transfer_grid: list[float] = field(default_factory=list)
     """scaling-curves with transfer_from 'grid': PT's LRs, each trained at the smallest of ``scales`` as a baseline
-    grid trial is (search seed, search_frac of the budget, no early stopping, baseline.lr_widen past an edge); the
-    best is transferred untuned to every scale (muP's promise, tuned at the full budget of the study)."""
+    grid trial is; the best is transferred untuned to every scale."""
     width: int = 1536
     """verify-transfer: the width the transferred config is checked at."""
     alpha: float = 0.05
@@ -279,15 +266,14 @@ class SweepConfig:
     seeds: int = 3
     """verify-transfer: seeds of the base point; scaling-curves: seeds of every point (seed = cfg.seed + i)."""
     perturbed_seeds: int = 0
-    """verify-transfer: seeds of each perturbed point, paired with the base's (point j at base seeds (j + r) mod
-    seeds, r < perturbed_seeds; 0 = all base seeds, the complete paired design)."""
+    """verify-transfer: seeds of each perturbed point, paired with the base's (0 = all base seeds)."""
     test_alpha: float = 0.05
     """verify-transfer: level of the noise-aware tests of the verdict (family-wise over the perturbed points)."""
     equivalence_margin: float = 0.01
     """verify-transfer: relative margin within which a neighbourhood counts as "flat" (equivalent to the base)."""
     regret_tolerance: float = 0.004
-    """verify-transfer: relative regret (L(S) - min over the box) / L(S) the user accepts (0.004 = 0.4 %, the gap
-    [S] §3.1 called noise); the regret verdict compares its interval with it (analysis.regret)."""
+    """verify-transfer: relative regret (L(S) - min over the box) / L(S) the user accepts (the gap [S] §3.1 called
+    noise)."""
     allow_transfer_mismatch: bool = False
     """verify-transfer / scaling-curves: proceed although transfer.yaml was tuned under other settings."""
     # scaling-curves
@@ -306,30 +292,25 @@ class SweepConfig:
     plateau_gain: float = 1.0
     """scaling-curves: the [MASK]-target context gain (nats) that marks a model off its loss plateau."""
     plateau_factor: float = 1.5
-    """scaling-curves: the budget check asks for a budget >= this x the step at which the slowest baseline's slowest
-    seed first reaches ``plateau_gain`` (``analysis.learning_curves.budget_check``); the plateau gate applies the
-    same rule to every model at every scale."""
+    """scaling-curves: the budget must be >= this x the step at which the slowest seed first reaches
+    ``plateau_gain`` (``analysis.learning_curves.budget_check``, the plateau gate)."""
     plateau_gate: bool = True
     """scaling-curves: no verdict from a comparison with a model that reached ``plateau_gain`` only after
-    budget / ``plateau_factor`` (or never): it measures who learned first (``analysis.framings.plateau_gate``;
-    off in the demo, whose 300 steps compare who learns first)."""
+    budget / ``plateau_factor`` (or never) (``analysis.framings.plateau_gate``)."""
     coord_check: CoordCheckConfig = field(default_factory=CoordCheckConfig)
     """coord-check (``ptsweep.sweeps.coord_check``)."""
     lr_transfer: LrTransferConfig = field(default_factory=LrTransferConfig)
     """lr-transfer (``ptsweep.sweeps.lr_transfer``)."""
     horizon: HorizonConfig = field(default_factory=HorizonConfig)
-    """verify-transfer / scaling-curves: the transferred LR at a budget other than tune-small's
-    (``ptsweep.sweeps.horizon_rule``)."""
+    """verify-transfer / scaling-curves: the transferred LR at a budget other than tune-small's."""
     lr_horizon: LrHorizonConfig = field(default_factory=LrHorizonConfig)
     """lr-horizon (``ptsweep.sweeps.lr_horizon``)."""
     keep_checkpoints: bool = False
     """all sweeps: keep each finished trial's checkpoint.pt (off: deleted once the trial's ledger record is written)."""
     results: str = ""
-    """all sweeps: the study's results folder in the repository ('' = none; ``ptsweep.results``): finished trial
-    records are exported there as they finish, and records found there count as finished on any machine."""
+    """all sweeps: the study's results folder in the repository ('' = none; ``ptsweep.results``)."""
     report_only: bool = False
-    """all sweeps: render the report from ``results`` alone (no Ray, no training; trials it lacks are reported as
-    missing). ``make report STUDY=<results folder>`` sets it."""
+    """all sweeps: render the report from ``results`` alone (no training; ``make report`` sets it)."""
 
     def __post_init__(self) -> None:  # OmegaConf hands sequences over as lists; the schema's tuples stay tuples
         self.lr_range, self.weight_range = tuple(self.lr_range), tuple(self.weight_range)

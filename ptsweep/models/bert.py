@@ -39,14 +39,12 @@ def _sp_normal(p: torch.Tensor) -> None:
     nn.init.normal_(p, 0.0, HF_INIT_STD)
 
 
-def declare_roles(module: nn.Module) -> None:
+def declare_roles(module: nn.Module, sp_init=lambda m: _sp_normal) -> None:
     """Declare the muP role and SP init of every Linear (hidden) / Embedding (input) / LayerNorm (gain) weight and
-    bias (bias) inside ``module``; the caller declares any other parameter (``init_parameters`` raises otherwise)."""
+    bias (bias) inside ``module``; ``sp_init(m)``: the init of a Linear's or Embedding's weight (HF BERT's)."""
     for m in module.modules():
-        if isinstance(m, nn.Linear):
-            declare(m.weight, Role.HIDDEN, _sp_normal)
-        elif isinstance(m, nn.Embedding):
-            declare(m.weight, Role.INPUT, _sp_normal)
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            declare(m.weight, Role.HIDDEN if isinstance(m, nn.Linear) else Role.INPUT, sp_init(m))
         elif isinstance(m, nn.LayerNorm):
             declare(m.weight, Role.GAIN, nn.init.ones_)
         else:

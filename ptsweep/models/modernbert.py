@@ -11,13 +11,11 @@ Architecture (``ModernBertForMaskedLM`` without unpadding, flash attention or lo
     logits = LN(GELU(dense(h))) @ tok_emb^T + b_out       # HF ``ModernBertPredictionHead`` + tied decoder
 
 No Linear or LayerNorm has a bias (ModernBERT's defaults); the decoder bias is the only one. Deviations from
-ModernBERT: every layer attends globally (its 128-token local windows alternate with global layers for 8k-token
-inputs; the blocks here are 64-128 tokens) and the rotary base is ``model.rope_theta`` for all layers.
+ModernBERT: every layer attends globally (the blocks here are short) and the rotary base is ``model.rope_theta``.
 
-Roles as BERT's (:func:`declare_roles`: Linear hidden, Embedding input, LayerNorm gain, decoder bias bias), so
-the optimizer groups and the lr/* logging are the same. SP only; the init is ModernBERT's (``_init_weights``):
-truncated normals cut at 2 std, std 0.02 for the embedding and the input projections (Wqkv, MLP Wi), 0.02 / sqrt(2 L)
-for the projections that write into the residual stream or the head (attention Wo, MLP Wo, head dense).
+Roles as BERT's (``bert.declare_roles``). SP only; the init is ModernBERT's (``_init_weights``): normals cut at 2
+std, std 0.02 for the embedding and the input projections, 0.02 / sqrt(2 L) for the projections that write into the
+residual stream or the head (attention Wo, MLP Wo, head dense).
 """
 
 from __future__ import annotations
@@ -34,7 +32,7 @@ from transformers.models.modernbert.modeling_modernbert import (ModernBertAttent
                                                                 ModernBertPredictionHead, ModernBertRotaryEmbedding)
 
 from ptsweep.config import ModernBertConfig
-from ptsweep.models.bert import keep_config
+from ptsweep.models.bert import declare_roles, keep_config
 from ptsweep.models.sizing import default_heads
 from ptsweep.parametrization import Role, declare, init_parameters
 
@@ -51,29 +49,12 @@ def _trunc_normal(p: torch.Tensor, std: float) -> None:
     nn.init.trunc_normal_(p, 0.0, std, -INIT_CUTOFF * std, INIT_CUTOFF * std)
 
 
-def declare_roles(module: nn.Module, n_layers: int) -> None:
-    """Declare the role and the SP init (module docstring) of every Linear / Embedding / LayerNorm weight inside
-    ``module``; the caller declares any other parameter (``init_parameters`` raises otherwise)."""
+def sp_init(module: nn.Module, n_layers: int):
+    """The init of each Linear / Embedding weight of ``module`` (module docstring), for ``bert.declare_roles``."""
     out_std = INIT_STD / math.sqrt(2.0 * n_layers)
-    residual_writers = set()  # the Linears whose init is scaled down by depth
-    for m in module.modules():
-        if isinstance(m, ModernBertAttention):
-            residual_writers.add(m.Wo)
-        elif isinstance(m, ModernBertMLP):
-            residual_writers.add(m.Wo)
-        elif isinstance(m, ModernBertPredictionHead):
-            residual_writers.add(m.dense)
-    for m in module.modules():
-        if isinstance(m, nn.Linear):
-            declare(m.weight, Role.HIDDEN, partial(_trunc_normal, std=out_std if m in residual_writers else INIT_STD))
-        elif isinstance(m, nn.Embedding):
-            declare(m.weight, Role.INPUT, partial(_trunc_normal, std=INIT_STD))
-        elif isinstance(m, nn.LayerNorm):
-            declare(m.weight, Role.GAIN, nn.init.ones_)
-        else:
-            continue
-        if getattr(m, "bias", None) is not None:  # none in ModernBERT's layers; declared should a config add one
-            declare(m.bias, Role.BIAS, nn.init.zeros_)
+    residual_writers = {m.Wo for m in module.modules() if isinstance(m, (ModernBertAttention, ModernBertMLP))}
+    residual_writers |= {m.dense for m in module.modules() if isinstance(m, ModernBertPredictionHead)}
+    return lambda m: partial(_trunc_normal, std=out_std if m in residual_writers else INIT_STD)
 
 
 def hf_config(cfg: ModernBertConfig, vocab_size: int) -> HFModernBertConfig:
@@ -108,7 +89,7 @@ class ModernBertMLM(nn.Module):
         self.final_norm = nn.LayerNorm(cfg.width, eps=self.hf_config.norm_eps, bias=self.hf_config.norm_bias)
         self.head_transform = ModernBertPredictionHead(self.hf_config)  # dense -> GELU -> LN
         self.decoder_bias = nn.Parameter(torch.zeros(vocab_size))  # (V,)
-        declare_roles(self, cfg.n_layers)
+        declare_roles(self, sp_init(self, cfg.n_layers))
         declare(self.decoder_bias, Role.BIAS, nn.init.zeros_)
         init_parameters(self, self.width, self.parametrization)
 

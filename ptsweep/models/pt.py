@@ -18,15 +18,11 @@ One iteration t (async order, spec §6.3: H and G from the same Q_z, then Z):
 The constants (a_Z, a_G, s_H, s_G) switch between SP (original PT: 1, 1, N, N) and muP ([S] + spec §6.2:
 N, M, 1/r, M/N). Distance classes k(i,j) (spec §4): for offset d = j - i, cut points (2, 3, 4) give classes
 {1},{2},{3},{>=4} per direction, K = 8; the diagonal belongs to no class. Steps 2-4 and the ternary messages run
-dense, O(B*C*L*L) memory (``pt_dense``), or (``model.attention_impl``) blockwise, memory linear in L
-(``pt_attention``), or on fused kernels (``pt_fused``); the last two without dropout, damping or step size on H.
+dense (``pt_dense``), blockwise (``pt_attention``) or on fused kernels (``pt_fused``): ``model.attention_impl``.
+Damping, step size and dropout are off by default (spec §3.2). The MLM head is ``W_out RMSNorm_gamma(h) + b_out``
+with h = l^(T) (spec §5), evaluated only where a label exists.
 
-Options beyond the plain update (all off by default): damping beta (mix logits), step size alpha (mix
-distributions), dropout on H/G probabilities and on Z logits (spec §3.2). The MLM head is
-``W_out RMSNorm_gamma(h) + b_out`` with h = l^(T) (spec §5), evaluated only where a label exists.
-
-Hook points, where a variant of PT (``ptsweep.variants``, ``model.variants``; ``models.build_model`` attaches
-them) changes the update; each is the identity here:
+Hook points, where a variant of PT (``ptsweep.variants``) changes the update; each is the identity here:
 
     score_transform(F, valid) -> F'   the pair scores on the logits' scale in place of s_H F:  A = w_attn * F'
     z_factor                          a factor on the weighted sum of the messages into Z (before damping)
@@ -166,10 +162,9 @@ class ProbabilisticTransformer(nn.Module):
 
     # ------------------------------------------------------------------ single updates (pure in their inputs)
     def features(self, q_z: torch.Tensor, scale: float | None = None) -> torch.Tensor:
-        """P^ = a_Z * Q_z - center * sum(Q_z): distributions used as features ([S] eq. 7: Q_z <- N Q_z under muP).
-        (B, L, N). With center = 1 ('mup'): N Q_z - 1 on real tokens, 0 on pads (zeroed Q_z); this is the CRF with
-        double-centred factors T~ = P T P (P = I - 11^T/N), the same for B, since (Q - 1/N)^T T (Q' - 1/N) =
-        Q^T T~ Q' for distributions Q, Q' (coord-check README). ``scale``: another multiplier than a_Z."""
+        """P^ = a_Z * Q_z - center * sum(Q_z) (B, L, N): distributions as features ([S] eq. 7: N Q_z under muP).
+        center = 1 ('mup') is the CRF with double-centred factors T~ = P T P (P = I - 11^T/N). ``scale``: another
+        multiplier than a_Z."""
         p_hat = (self.const.a_z if scale is None else scale) * q_z
         if self.const.center:
             p_hat = p_hat - self.const.center * q_z.sum(-1, keepdim=True)
@@ -180,10 +175,8 @@ class ProbabilisticTransformer(nn.Module):
         return self.features(q_g, self.const.a_g)
 
     def flat_weights(self, layout_order: bool = False) -> dict[str, torch.Tensor]:
-        """U, V laid out for flat matmuls, built once per forward (not per MFVI iteration): ``q`` / ``v`` (N, K*C*r)
-        for the dense path's projections, ``child`` / ``head`` (K*C*r, N) for projecting the message contexts back
-        through U / V. ``layout_order``: the blockwise path's weights instead, classes reordered far-first
-        (``pt_attention.layout_order``) and one ``qv`` (N, K*C*2r) in place of ``q`` / ``v``."""
+        """U, V laid out for flat matmuls, once per forward: ``q`` / ``v`` (N, K*C*r) and ``child`` / ``head``
+        (K*C*r, N). ``layout_order``: the blockwise path's, classes far-first and one ``qv`` (N, K*C*2r)."""
         k, c, n, r = self.U.shape
         u, v = self.U, self.V
         if layout_order:
@@ -198,9 +191,8 @@ class ProbabilisticTransformer(nn.Module):
         return out
 
     def projections(self, p_hat: torch.Tensor, weights: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """q = U^T P^, v = V^T P^ for every class and channel: each (B, K, C, L, r), permuted views of two flat
-        (B*L, N) x (N, K*C*r) matmuls (a batched einsum is 3-5x slower on CPU). ``weights``: ``flat_weights()`` (built
-        here when None)."""
+        """q = U^T P^, v = V^T P^ for every class and channel: each (B, K, C, L, r), views of two flat (B*L, N) x
+        (N, K*C*r) matmuls. ``weights``: ``flat_weights()`` (built here when None)."""
         bsz, length, n = p_hat.shape
         k, c, _, r = self.U.shape
         weights = weights or self.flat_weights()
@@ -217,14 +209,12 @@ class ProbabilisticTransformer(nn.Module):
         return (mask[:, :, None] & mask[:, None, :] & ~eye)[:, None]
 
     def attention_scale(self) -> float:
-        """The factor on the pair scores F: w_attn * s_H, or w_attn alone with a ``score_transform`` (which sets
-        the scores' scale itself)."""
+        """The factor on the pair scores F: w_attn * s_H, or w_attn alone with a ``score_transform``."""
         return self.cfg.w_attn * (1.0 if self.score_transform is not None else self.const.s_h)
 
     def attention_logits(self, q: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        """A = w_attn * s_H * F (B, C, L, L), before masking (the ternary message to H, spec §6.3 step 3), with
-        F[b,c,i,j] = <q_i^{k(i,j),c}, v_j^{k(i,j),c}>, 0 on the diagonal (``pt_dense.pair_scores``). With a
-        ``score_transform``, A = w_attn * score_transform(F, valid pairs of ``mask`` (B, L)) (the mask is needed)."""
+        """A = w_attn * s_H * F (B, C, L, L) before masking (spec §6.3 step 3), F[b,c,i,j] = <q_i^{k(i,j),c},
+        v_j^{k(i,j),c}>; with a ``score_transform``, A = w_attn * score_transform(F, valid pairs of ``mask``)."""
         scores = pt_dense.pair_scores(q, v, self._layout(q.shape[-2], q.device))
         if self.score_transform is not None:
             if mask is None:
@@ -245,11 +235,9 @@ class ProbabilisticTransformer(nn.Module):
                    q_h: torch.Tensor | None, g_hat: torch.Tensor, weights: dict | None = None,
                    p_hat: torch.Tensor | None = None, unary: torch.Tensor | None = None,
                    fused: bool = False) -> dict[str, torch.Tensor]:
-        """The four messages into Z (each (B, L, N), unweighted; spec §6.3 step 6):
-        unary S_w; child side sum_c,j Q_h[c,i,j] U_{k(i,j),c} v_j; head side sum_c,j Q_h[c,j,i] V_{k(j,i),c} q_j;
-        topic B^T G^_i. ``q_h=None``: the blockwise path (``pt_attention``), or with ``fused`` the fused-kernel path
-        (``pt_fused``; a batch without pads), computes q, v and Q_h from ``p_hat`` (q, v unused, may be None).
-        ``weights``: ``flat_weights()``, ``unary``: ``unary_message()`` of this forward (computed here when None)."""
+        """The four messages into Z (each (B, L, N), unweighted; spec §6.3 step 6): unary S_w; child side
+        sum_c,j Q_h[c,i,j] U_{k(i,j),c} v_j; head side sum_c,j Q_h[c,j,i] V_{k(j,i),c} q_j; topic B^T G^_i.
+        ``q_h=None``: the blockwise path, or with ``fused`` the fused-kernel path, from ``p_hat``."""
         weights = weights or self.flat_weights(layout_order=q_h is None and not fused)
         unary = self.unary_message(input_ids, mask) if unary is None else unary    # (B, L, N)
         topic = g_hat @ self.B                                                       # (B, L, N)
@@ -273,8 +261,7 @@ class ProbabilisticTransformer(nn.Module):
         return F.embedding(input_ids, self.unary) * mask[..., None].to(self.unary.dtype)
 
     def message_weights(self) -> dict[str, float]:
-        """The information weight of each message path into Z that is on: {unary, child, head, topic} minus
-        ``model.messages_off`` (a path switched off contributes nothing: a control)."""
+        """The information weight of each message path into Z that is on (``model.messages_off`` left out)."""
         c = self.cfg
         weights = {"unary": c.w_unary, "child": c.w_child, "head": c.w_head, "topic": c.w_topic_z}
         return {name: w for name, w in weights.items() if name not in c.messages_off}
@@ -287,19 +274,14 @@ class ProbabilisticTransformer(nn.Module):
 
     # ------------------------------------------------------------------ full inference
     def initial_logits(self, input_ids: torch.Tensor, maskf: torch.Tensor) -> torch.Tensor:
-        """l^(0) = m * S_w (B, L, N): Q_z is initialised from the unary only (spec §3.2; [PT] eq. 7). A gather by
-        ``F.embedding``, not ``self.unary[input_ids]``: the indexing's backward (``index_put_`` with accumulation)
-        sums repeated tokens in a different order on every call when torch has 2+ CPU threads, so a run would not
-        repeat; the embedding's backward repeats, and with one thread it is the same sum bit for bit."""
+        """l^(0) = m * S_w (B, L, N) (spec §3.2; [PT] eq. 7). ``F.embedding``, not indexing: the indexing's backward
+        sums repeated tokens in a different order on every call with 2+ CPU threads; the embedding's repeats."""
         return F.embedding(input_ids, self.unary) * maskf
 
     def mfvi(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
              trace: list[dict] | None = None, aux: dict | None = None) -> torch.Tensor:
-        """Run ``n_iters`` async MFVI iterations; return the final Z logits l^(T) (B, L, N).
-
-        If ``trace`` is a list, one dict per iteration is appended with the distributions (q_z, q_h, q_g) and the
-        intermediates the coordinate check measures (z_logits, p_hat, q, v, attn_logits, topic_logits, msg_*).
-        If ``aux`` is a dict, it receives the auxiliary loss terms (``aux_losses``, named in ``loss_terms``)."""
+        """Run ``n_iters`` async MFVI iterations; return the final Z logits l^(T) (B, L, N). ``trace``: a list that
+        gets one dict of distributions and intermediates per iteration; ``aux``: a dict for the auxiliary losses."""
         c = self.cfg
         mask = attention_mask.bool()
         maskf = mask[..., None].to(self.unary.dtype)

@@ -13,12 +13,9 @@ from ptsweep.config import PTConfig
 
 @dataclass
 class MFVIConstants:
-    """Per-parametrization constants of the unified graph (spec §6.3 table) and the muP init multipliers.
-
-    The init multipliers are base-shape constants: under 'mup' S ~ N(0, init_s^2), U ~ N(0, init_u^2/N),
-    V ~ N(0, init_v^2/N), B ~ N(0, init_b^2/N) (same exponents of N as [S] Table 2, other constants); 'mup_paper'
-    has them all 1 ([S] literally); SP ignores them (original PT init). Why they are needed: the MFVI loop gains of
-    experiments/coord-check/README.md (topic round trip 16 init_b^2 w_topic_g w_topic_z at M = 4N)."""
+    """Per-parametrization constants of the unified graph (spec §6.3 table) and the muP init multipliers: under
+    'mup' S ~ N(0, init_s^2), U ~ N(0, init_u^2/N), V ~ N(0, init_v^2/N), B ~ N(0, init_b^2/N) ([S] Table 2's
+    exponents of N); 'mup_paper' has them all 1; SP ignores them (original PT init)."""
 
     a_z: float  # Q_z -> feature multiplier
     a_g: float  # Q_g -> feature multiplier
@@ -44,7 +41,7 @@ class MFVIConstants:
             # tau = N/r cancels in the Z and G updates, leaving N*Q_z, M*Q_g as features; H logits tau*N*<.> / 1
             # = (N^2/r) P^T T P = (1/r) <U^T N P_i, V^T N P_j> ([S] App. A.3); G logits M/N * B(N Q_z) (spec §6.2).
             const = MFVIConstants(a_z=float(n), a_g=float(m), s_h=1.0 / r, s_g=m / n)
-            if cfg.parametrization == "mup":  # the width-stable init (coord-check README, derivation)
+            if cfg.parametrization == "mup":  # the width-stable base-shape constants
                 const.init_s, const.init_u, const.init_v, const.init_b = (cfg.init_unary, cfg.init_u, cfg.init_v,
                                                                           cfg.init_topic)
                 const.center = 1.0 if cfg.center_features else 0.0
@@ -59,13 +56,10 @@ class MFVIConstants:
         """'mup_sp': the muP exponents of N (features N Q_z and M Q_g, H logits ~ 1/r, G logits ~ M/N, [S] Table 2
         init and LR) with the constants that make the model at N0 = ``base_width`` equal to SP at N0.
 
-        With U = U_SP / sqrt(N0), V = V_SP / sqrt(N0), B = B_SP / M0 and S, W_out unchanged, every message, every
-        H and G logit of muP at N0 equals SP's (spec §6.3 table: SP has features Q, H logits N0 <U^T Q, V^T Q>, G
-        logits N0 B Q); AdamW is invariant to a fixed rescaling p = c p_SP when its LR is c eta, which fixes the LR
-        constants. Away from N0 only the powers of N/N0 of [S] change them. One constant is not SP's at N0 unless
-        ``attn_base_rank`` = r0: the attention scale s_H = r_A / r is SP's at rank r_A (``PTConfig.attn_base_rank``).
-        Not exact: the normal inits stand in for SP's uniform ones with the same std, b_out starts at 0, and Adam's
-        eps is not rescaled."""
+        With U = U_SP / sqrt(N0), V = V_SP / sqrt(N0), B = B_SP / M0 and S, W_out unchanged, every message and
+        logit of muP at N0 equals SP's (spec §6.3 table); AdamW is invariant to p = c p_SP at LR c eta, which fixes
+        the LR constants. The attention scale s_H = r_A / r is SP's at rank r_A (``PTConfig.attn_base_rank``). Not
+        exact: normal inits stand in for SP's uniform ones, b_out starts at 0, and Adam's eps is not rescaled."""
         n, r, m = cfg.width, cfg.rank, cfg.topics
         n0, r0, m0 = cfg.base_width, cfg.base_rank, cfg.topic_ratio * cfg.base_width
         return MFVIConstants(

@@ -1,7 +1,6 @@
 """Model sizes: closed-form parameter counts, analytic FLOPs per token, head rule and width matching (spec §9, §11).
 
-Parameter counts (unique parameters; the tied decoder counted once; V = vocab, d = width, P = max_positions,
-L = n_layers). Derived from Hugging Face's BERT modules as used in :mod:`ptsweep.models.bert`:
+Parameter counts (unique parameters, the tied decoder once; V = vocab, d = width, P = max_positions, L = n_layers):
 
     embeddings  V d + P d + 2 d (token types) + 2 d (embedding LN)
     one layer   12 d^2 + 13 d   (Q, K, V, O: 4(d^2 + d); FFN: 8 d^2 + 5 d; two LNs: 4 d)
@@ -19,23 +18,18 @@ ModernBERT (:mod:`ptsweep.models.modernbert`; f = GeGLU inner width, 3d/2 by def
 
     P_MB = V d + L (4 d^2 + 3 d f + 2 d) + d^2 + 2 d + V
 
-"non_embedding" removes the word, position and token-type tables ((V + P + 2) d; ModernBERT: V d); PT:
-``models.pt.pt_param_count``.
+"non_embedding" removes the word, position and token-type tables ((V + P + 2) d; ModernBERT: V d).
 
-FLOPs per token (training = forward + backward = 3 x forward; a matmul of m x k by k x n counts 2 m k n):
+FLOPs per token (training = 3 x forward; a matmul of m x k by k x n counts 2 m k n), S = seq_len:
 
-    forward/token = L (24 d^2 + 4 S d) + mask_prob (2 d^2 + 2 d V)
+    BERT / UT    forward/token = L (24 d^2 + 4 S d) + mask_prob (2 d^2 + 2 d V)
+    ModernBERT   forward/token = L (8 d^2 + 6 d f + 4 S d) + mask_prob (2 d^2 + 2 d V)
 
-24 d^2 = Q, K, V, O projections (8 d^2) + FFN (16 d^2); 4 S d = attention scores + weighted values over S = seq_len
-keys (no padding assumed); the MLM head (transform + decoder) runs only at the masked fraction of positions. UT has
-the same FLOPs as BERT with the same d and L (weights are shared, compute is not). Excluded (all O(d) or O(S) per
-token): embedding lookups and sums, LayerNorm, GELU, softmax, biases, residual adds, dropout, the loss.
-ModernBERT: L (8 d^2 + 6 d f + 4 S d) + mask_prob (2 d^2 + 2 d V) (Wqkv + Wo: 8 d^2; GeGLU: 4 d f + 2 d f; the
-rotation of q and k and the gate's product are O(d) per token and excluded too).
+24 d^2 = Q, K, V, O (8 d^2) + FFN (16 d^2); 8 d^2 + 6 d f = Wqkv, Wo + GeGLU; 4 S d = scores + weighted values; the
+MLM head runs only at the masked positions. O(d) and O(S) work per token (LayerNorm, softmax, biases ...) is left out.
 
-Head rule: :func:`default_heads`. Fixed-depth width matching (benchmarks): :func:`match_width`. The baseline
-families of the scaling comparison and their matched count (``sweep.match``: total | non_embedding | flops):
-:func:`match_shape`, docs/baselines.md "Baseline shapes"; beyond MAX_MISMATCH the match is refused (ValueError).
+Matching a baseline to PT (``sweep.match``: total | non_embedding | flops): :func:`match_shape` (docs/baselines.md
+"Baseline shapes"; beyond MAX_MISMATCH a ValueError), at fixed depth :func:`match_width`.
 """
 
 from __future__ import annotations
@@ -107,30 +101,18 @@ def param_count(model_cfg, vocab_size: int) -> dict[str, int]:
                             shared=isinstance(model_cfg, UTConfig))
 
 
-def baseline_forward_flops_per_token(cfg: BertConfig, vocab_size: int, seq_len: int,
-                                     mask_prob: float = 0.15) -> float:
-    """Analytic forward matmul FLOPs per input token of BERT/UT: L(24 d^2 + 4 S d) + mask_prob (2 d^2 + 2 d V)."""
-    d, n_layers = cfg.width, cfg.n_layers
-    return float(n_layers * (24 * d * d + 4 * seq_len * d) + mask_prob * (2 * d * d + 2 * d * vocab_size))
-
-
-def modernbert_forward_flops_per_token(cfg: ModernBertConfig, vocab_size: int, seq_len: int,
-                                       mask_prob: float = 0.15) -> float:
-    """Analytic forward matmul FLOPs per input token of ModernBERT: L(8 d^2 + 6 d f + 4 S d) + mask_prob (2 d^2 +
-    2 d V)."""
-    d, f, n_layers = cfg.width, cfg.ffn_width, cfg.n_layers
-    return float(n_layers * (8 * d * d + 6 * d * f + 4 * seq_len * d) + mask_prob * (2 * d * d + 2 * d * vocab_size))
-
-
 def flops_per_token(model_cfg, vocab_size: int, seq_len: int, mask_prob: float = 0.15) -> float:
-    """Training (forward + backward = 3 x forward) FLOPs per input token; PT delegates to ``pt_flops_per_token``."""
+    """Training (forward + backward = 3 x forward) FLOPs per input token (module docstring); PT:
+    ``pt_flops_per_token``."""
     if isinstance(model_cfg, PTConfig):
         from ptsweep.models.pt import pt_flops_per_token
 
         return float(pt_flops_per_token(model_cfg, vocab_size, seq_len, mask_prob))
-    if isinstance(model_cfg, ModernBertConfig):
-        return 3.0 * modernbert_forward_flops_per_token(model_cfg, vocab_size, seq_len, mask_prob)
-    return 3.0 * baseline_forward_flops_per_token(model_cfg, vocab_size, seq_len, mask_prob)
+    d = model_cfg.width
+    modern = isinstance(model_cfg, ModernBertConfig)
+    layer = 8 * d * d + 6 * d * model_cfg.ffn_width if modern else 24 * d * d  # projections + MLP
+    forward = model_cfg.n_layers * (layer + 4 * seq_len * d) + mask_prob * (2 * d * d + 2 * d * vocab_size)
+    return 3.0 * float(forward)
 
 
 def match_width_to_count(kind: str, target: int, vocab_size: int, n_layers: int = 4,

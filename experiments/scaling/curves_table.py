@@ -1,9 +1,10 @@
 """The learning curves of a scaling-curves study folder so far, one row per trial, while it runs or after.
 
-Each trial's in-loop evaluations (``history.jsonl``: validation [MASK]-target context gain every train.eval_every
-steps) at every ``--every``-th step, the step at which the gain first reaches +1 nat, the last training throughput,
-and, for a finished trial, its test loss and context gain ± SE (``final.json``); an unfinished one says how long ago
-it last wrote a line (a trial of an earlier plan, or of a stopped sweep, stays unfinished). Markdown on stdout.
+Each trial's in-loop evaluations (``results.read_curve``: validation [MASK]-target context gain every
+train.eval_every steps) at every ``--every``-th step, the step at which the gain first reaches +1 nat, and, for a
+finished trial, its test loss and context gain ± SE (its ledger record, ``ledger.read_ledger``); an unfinished one says
+how long ago it last wrote a line (a trial of an earlier plan, or of a stopped sweep, stays unfinished). Markdown on
+stdout.
 
     python experiments/scaling/curves_table.py runs/scaling-trained [--every 2400]
 """
@@ -11,34 +12,33 @@ it last wrote a line (a trial of an earlier plan, or of a stopped sweep, stays u
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import time
 from pathlib import Path
 
 from ptsweep.analysis.learning_curves import crossing_step
+from ptsweep.io import read_json
+from ptsweep.results import read_curve
+from ptsweep.trials.ledger import read_ledger
 
 
 def trial_row(trial: Path, every: int) -> dict:
-    """One trial's model, LR, seed, gains by step, +1-nat crossing, throughput and final test numbers."""
+    """One trial's model, LR, seed, gains by step, +1-nat crossing and final test numbers."""
     import pandas as pd
 
-    over = json.loads((trial / "trial.json").read_text())["overrides"]
-    rows = [json.loads(x) for x in (trial / "history.jsonl").read_text().splitlines()]
-    evals = pd.DataFrame([r for r in rows if "context_gain" in r])
-    speed = [r["tokens_per_s"] for r in rows if "train_loss" in r]
-    final = json.loads((trial / "final.json").read_text()) if (trial / "final.json").exists() else {}
+    over = read_json(trial / "trial.json")["overrides"]
+    evals = pd.DataFrame(read_curve(trial / "history.jsonl"))
     idle_h = (time.time() - (trial / "history.jsonl").stat().st_mtime) / 3600
     return {"trial": trial.name, "model": over.get("model.name", "pt"), "lr": over.get("optim.lr", math.nan),
             "seed": over.get("seed"),
             "gains": {int(r.step): r.context_gain for r in evals.itertuples() if r.step % every == 0},
             "cross": crossing_step(evals, 1.0) if len(evals) else math.inf,
-            "tok_s": speed[-1] if speed else math.nan, "final": final, "idle_h": idle_h}
+            "final": read_ledger(trial.parent.parent, trial.name) or {}, "idle_h": idle_h}
 
 
 def markdown(rows: list[dict], every: int) -> str:
     steps = sorted({s for r in rows for s in r["gains"] if s > 0})
-    head = ["trial", "LR", "seed", *(f"{s / 1000:g}k" for s in steps), "first >= +1", "tokens/s", "test loss",
+    head = ["trial", "LR", "seed", *(f"{s / 1000:g}k" for s in steps), "first >= +1", "test loss",
             "test gain ± SE"]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
@@ -47,7 +47,7 @@ def markdown(rows: list[dict], every: int) -> str:
             if "test_loss" in f else (f"unfinished (last line {r['idle_h']:.1f} h ago)", "")
         cells = [r["trial"], f"{r['lr']:g}", str(r["seed"]),
                  *(f"{r['gains'][s]:+.2f}" if s in r["gains"] else "" for s in steps),
-                 "never" if math.isinf(r["cross"]) else f"{r['cross']:,.0f}", f"{r['tok_s']:,.0f}", *test]
+                 "never" if math.isinf(r["cross"]) else f"{r['cross']:,.0f}", *test]
         out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out)
 

@@ -20,7 +20,8 @@ base-shape constants declared with the parameter (``mup_init_mult``, ``mup_lr_mu
 ``models.pt_constants.MFVIConstants``), 'mup_sp' so that at the base width every init and AdamW update is SP's.
 
 A variant of a model that trains one tensor at another LR says so here, through :func:`lr_rule` (a factor on the
-declared constant and an absolute cap on the peak LR, under muP only): the one hook for per-tensor LR rules.
+declared constant and an absolute cap on the peak LR, under muP only): the one hook for per-tensor LR rules; one that
+decays a tensor by a set amount per step whatever its LR, through :func:`wd_rule`.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ _DECLARED_ATTR = "_ptsweep_declared"
 """The parameter attribute where :func:`declare` keeps its :class:`Declared`."""
 _LR_RULE_ATTR = "_ptsweep_lr_rule"
 """The parameter attribute where :func:`lr_rule` keeps (factor, cap)."""
+_WD_RULE_ATTR = "_ptsweep_wd_rule"
+"""The parameter attribute where :func:`wd_rule` keeps the decay per step."""
 
 
 class Declared(NamedTuple):
@@ -86,6 +89,14 @@ def lr_rule(param: nn.Parameter, factor: float = 1.0, cap: float = math.inf) -> 
     most ``cap`` (an absolute LR; inf = none). SP's groups keep eta."""
     role_of(param)  # declared first
     setattr(param, _LR_RULE_ATTR, (float(factor), float(cap)))
+
+
+def wd_rule(param: nn.Parameter, per_step: float) -> None:
+    """A variant's weight-decay rule for one declared tensor: it shrinks by ``per_step`` x the schedule factor per
+    step, whatever eta and its LR multiplier (in place of ``optim.weight_decay``). torch's AdamW shrinks by
+    lr_t x weight_decay, so :func:`build_optimizer` sets its group's weight_decay to ``per_step`` / its peak LR."""
+    role_of(param)  # declared first
+    setattr(param, _WD_RULE_ATTR, float(per_step))
 
 
 def role_of(param: nn.Parameter) -> Role:
@@ -129,21 +140,22 @@ def init_parameters(module: nn.Module, width: int, parametrization: str,
 
 
 def param_groups(module: nn.Module, width: int, parametrization: str, weight_decay: float = 0.0) -> list[dict]:
-    """One optimizer group per (role, LR constant, cap), in :class:`Role` order, each carrying ``lr_mult`` = the
-    role's multiplier x the declared constant (x an :func:`lr_rule`'s factor) under muP (SP: 1), ``role`` for
-    logging and, where an :func:`lr_rule` caps it under muP, ``lr_cap``. Weight decay applies to matrices
-    (input/hidden/output) but not to gains and biases."""
+    """One optimizer group per (role, LR constant, cap, decay rule), in :class:`Role` order, each carrying
+    ``lr_mult`` = the role's multiplier x the declared constant (x an :func:`lr_rule`'s factor) under muP (SP: 1),
+    ``role`` for logging and, where an :func:`lr_rule` caps it under muP, ``lr_cap``; where a :func:`wd_rule` set
+    one, ``wd_per_step``. Weight decay applies to matrices (input/hidden/output) but not to gains and biases."""
     mup = is_mup(parametrization)
-    by_key: dict[tuple[Role, float, float], list[nn.Parameter]] = {}
+    by_key: dict[tuple[Role, float, float, float | None], list[nn.Parameter]] = {}
     for p in module.parameters():
         if p.requires_grad:
             factor, cap = getattr(p, _LR_RULE_ATTR, (1.0, math.inf))
             const = getattr(p, _DECLARED_ATTR).mup_lr_mult * factor if mup else 1.0
-            by_key.setdefault((role_of(p), const, cap if mup else math.inf), []).append(p)
+            key = (role_of(p), const, cap if mup else math.inf, getattr(p, _WD_RULE_ATTR, None))
+            by_key.setdefault(key, []).append(p)
     return [{"params": params, "role": role.value, "lr_mult": lr_multiplier(role, width, parametrization) * const,
              "weight_decay": 0.0 if role in (Role.GAIN, Role.BIAS) else weight_decay,
-             **({"lr_cap": cap} if cap < math.inf else {})}
-            for (role, const, cap), params in sorted(by_key.items(), key=lambda kv: list(Role).index(kv[0][0]))]
+             **({"lr_cap": cap} if cap < math.inf else {}), **({"wd_per_step": wd} if wd is not None else {})}
+            for (role, const, cap, wd), params in sorted(by_key.items(), key=lambda kv: list(Role).index(kv[0][0]))]
 
 
 def group_lr(group: dict, base_lr: float, schedule_factor: float = 1.0) -> float:
@@ -154,10 +166,14 @@ def group_lr(group: dict, base_lr: float, schedule_factor: float = 1.0) -> float
 def build_optimizer(module: nn.Module, width: int, parametrization: str, lr: float,
                     betas: Iterable[float] = (0.9, 0.98), eps: float = 1e-8,
                     weight_decay: float = 0.0, device_type: str | None = None) -> torch.optim.AdamW:
-    """AdamW with one group per role; each group's LR is :func:`group_lr` at ``lr`` (see :func:`set_lr`).
+    """AdamW with one group per role; each group's LR is :func:`group_lr` at ``lr`` (see :func:`set_lr`), its weight
+    decay ``weight_decay`` or a :func:`wd_rule`'s ``wd_per_step`` / that LR.
     ``device_type`` 'cuda': the fused kernel (one launch per step instead of several per tensor); 'cpu': the
     multi-tensor (foreach) path; None: torch's default."""
     groups = [{**g, "lr": group_lr(g, lr)} for g in param_groups(module, width, parametrization, weight_decay)]
+    for g in groups:  # a wd_rule's decay per step: torch decays by lr_t x weight_decay, lr_t = factor x peak LR
+        if "wd_per_step" in g:
+            g["weight_decay"] = g["wd_per_step"] / g["lr"] if g["lr"] > 0 else 0.0
     impl = {"cuda": {"fused": True}, "cpu": {"foreach": True}, None: {}}
     if device_type not in impl:
         raise ValueError(f"build_optimizer: device_type must be 'cuda', 'cpu' or None, got {device_type!r}")

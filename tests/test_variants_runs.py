@@ -45,7 +45,7 @@ from test_variants import V, _cfg, _inputs, _model
     ({"name": "unary_lr", "cap": 0.04}, {},
      "unary_lr: cap must be a positive LR under rule sqrt_capped and 0 under const, got 0.04 with const"),
     ({"name": "temperature"}, {}, "unknown variant 'temperature' (choose from z_loss, qz_entropy_floor, attn_row_rms, "
-     "z_scale, topic_scale, unary_lr)"),
+     "z_scale, topic_scale, unary_lr, feature_cap, independent_wd)"),
 ])
 def test_bad_variant_entries_are_one_line_config_errors(entry, kw, message):
     with pytest.raises(ConfigError) as e:

@@ -1,5 +1,6 @@
-"""Variants of PT: changes to its MFVI, its training loss or its LR that an experiment selects, each in a file of its
-own and attached to the paper's model (``models/pt.py``, which knows none of them) at its hook points.
+"""Variants of PT: changes to its MFVI, its training loss, its LR or its weight decay that an experiment selects, each
+in a file of its own and attached to the paper's model (``models/pt.py``, which knows none of them) at its hook
+points.
 
 A config selects them with one entry, ``model.variants``: a list of ``{name: <variant>, <setting>: <value>, ...}``
 (``model.variants=[{name:z_loss,coef:1e-4},{name:attn_row_rms}]``; [] = the paper's model, hashed as a config
@@ -13,6 +14,8 @@ without the key). ``models.build_model`` attaches them (:func:`attach`) before t
 | z_scale          | factor on the Z messages          |                     | z_scale.py          |
 | topic_scale      | factor on the topic logits        |                     | topic_scale.py      |
 | unary_lr         | per-tensor LR rule (S)            | scale, rule, cap    | unary_lr.py         |
+| feature_cap      | the Z features P^ (``features``)  | cap                 | feature_cap.py      |
+| independent_wd   | per-tensor weight-decay rule      | decay               | independent_wd.py   |
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ import dataclasses
 from ptsweep.errors import ConfigError
 from ptsweep.variants.attn_row_rms import AttnRowRms
 from ptsweep.variants.base import Variant
+from ptsweep.variants.feature_cap import FeatureCap
+from ptsweep.variants.independent_wd import IndependentWD
 from ptsweep.variants.qz_entropy_floor import EntropyFloor
 from ptsweep.variants.topic_scale import TopicScale
 from ptsweep.variants.unary_lr import UnaryLR
@@ -29,7 +34,7 @@ from ptsweep.variants.z_loss import ZLoss
 from ptsweep.variants.z_scale import ZScale
 
 VARIANTS: dict[str, type[Variant]] = {v.name: v for v in (ZLoss, EntropyFloor, AttnRowRms, ZScale, TopicScale,
-                                                          UnaryLR)}
+                                                          UnaryLR, FeatureCap, IndependentWD)}
 """``name`` -> its variant."""
 
 

@@ -1,12 +1,6 @@
-"""[S]'s two claims, as a scaling-curves summary decides them: the opening section of its report.md.
-
-"PT beats BERT at every scale" and "UT beats PT at every scale", each as run (the per-scale difference with the
-interval of the two models' own seed spreads, ``model_spread``; where undecided, the seeds per model that would
-decide the measured difference at the measured spreads) and in each of the three framings (``framings``). Then
-every other baseline's place beside PT per scale (ModernBERT), and each model's exit step per seed: the first
-evaluation at the plateau threshold of context gain (``learning_curves.budget_check``'s crossings), whose spread
-is what makes a baseline's seeds disagree.
-"""
+"""[S]'s two claims as a scaling-curves summary decides them (the opening of its report.md): each as run
+(``model_spread``) and per framing (``framings``); then every other baseline beside PT per scale, and each model's
+exit step from the plateau per seed (``learning_curves.budget_check``'s crossings)."""
 
 from __future__ import annotations
 
@@ -14,11 +8,6 @@ import math
 from typing import Mapping
 
 from ptsweep.analysis import framings
-
-CLAIMS = (("pt_beats_bert_at_every_scale", "PT beats BERT at every scale", "pt-bert", "a_lower"),
-          ("ut_beats_pt_at_every_scale", "UT beats PT at every scale", "pt-ut", "b_lower"))
-"""(summary key, the claim in words, the PT - baseline pair that decides it, the decision that supports it)."""
-
 
 def _pair(summary: Mapping, suffix: str) -> str | None:
     """The differences key of PT (its first series) against a baseline ("pt-bert", "pt-rank-bert", ...)."""
@@ -28,7 +17,7 @@ def _pair(summary: Mapping, suffix: str) -> str | None:
 def claim_lines(summary: Mapping) -> list[str]:
     """Markdown: each claim as run and per framing, yes / no / undecided with why and the seeds that would decide."""
     out = ["## [S]'s claims", ""]
-    for key, words, pair, win in CLAIMS:
+    for _, words, pair, win in framings.CLAIMS:
         name = _pair(summary, pair.split("-")[1])
         if name is None:
             out.append(f"- **{words}**: not tested (no {pair.split('-')[1].upper()} runs in this study)")

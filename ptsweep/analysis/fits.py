@@ -16,7 +16,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .blocked_fit import t_ppf
+from .blocked_fit import t_ppf, welch_interval
 
 
 def _r2(y: np.ndarray, yhat: np.ndarray) -> float:
@@ -35,14 +35,10 @@ def _clean(params, losses) -> tuple[np.ndarray, np.ndarray, int]:
 
 
 def fit_power_law(params: Sequence[float], losses: Sequence[float], with_const: bool = False) -> dict:
-    """Fit L = a * P^(-b) (log-log least squares), or L = c + a * P^(-b) when ``with_const`` and >= 4 points.
-
-    Non-finite or non-positive points (diverged runs) are dropped and counted in ``n_dropped``.
-    Returns {"form": "power_law" | "power_law_const", "a", "b", "c" (0.0 for the pure form), "r2", "n_points",
-    "n_dropped", "note"}. r2 is computed on log(loss) for both forms, so the two are comparable.
-    If the form with a constant was requested but cannot be fitted (< 4 points, no convergence, or c at its bounds)
-    the pure power law is returned and ``note`` says why.
-    """
+    """Fit L = a * P^(-b) (log-log least squares), or L = c + a * P^(-b) when ``with_const`` and >= 4 points
+    (else, or without convergence or with c at a bound, the pure law and ``note`` says why). Non-finite or
+    non-positive points are dropped (``n_dropped``). Returns {"form": "power_law" | "power_law_const", "a", "b", "c"
+    (0.0 for the pure form), "r2" (on log loss for both forms), "n_points", "n_dropped", "note"}."""
     x, y, n_drop = _clean(params, losses)
     if x.size < 2 or np.unique(x).size < 2:
         raise ValueError(f"need >= 2 distinct positive finite points to fit a power law, got {x.size}")
@@ -127,28 +123,15 @@ F_TEST_ALPHA = 0.05
 
 def fit_scaling_law(x: Sequence[float], y: Sequence[float], n_boot: int = 1000, level: float = 0.95,
                     seed: int = 0, grid: Sequence[float] | None = None, keep_curves: bool = False) -> dict:
-    """Fit L = a x^-b + c (saturating) or L = a x^-b (pure) to seed replicates, with bootstrap intervals over seeds.
-
-    ``x`` (parameters or training FLOPs) and ``y`` (losses) hold one entry per run; runs at the same x are seeds.
-    The law is fitted to the seed means (non-finite runs dropped; an x without a finite run is dropped).
-
-    Form. The saturating law is used when c is identified; the criterion, in this order: (1) at least 4 distinct x
-    (3 parameters need a residual); (2) the bounded fit (0 <= c < min mean) converges and c is not at a bound;
-    (3) it fits significantly better than the pure law: F = (RSS_pure - RSS_sat) / (RSS_sat / (K - 3)) exceeds the
-    F(1, K - 3) quantile at 1 - 0.05 (RSS on log L, K distinct x). Otherwise the pure law, and ``note`` says which
-    condition failed.
-
-    Intervals. Residual bootstrap over seeds, the form kept fixed: the seed residuals r = (y_{x,s} - mean_x)
-    sqrt(m_x/(m_x-1)) of every x are pooled (homoscedastic seed noise); each sample sets y*_x = mean_x + (t_{df}/z) *
-    mean of m_x residuals drawn with replacement (df = sum over x of (m_x - 1)): sqrt(m/(m-1)) makes the variance of
-    a mean the unbiased s^2/m, t_{df}/z accounts for s being estimated from few seeds. Percentile intervals at
-    ``level`` for a, b, c and for the fitted curve on ``grid`` (default: 60 points spanning x); x with a single seed
-    contribute no resampling noise (noted).
+    """Fit L = a x^-b + c (saturating, where c is identified: :func:`_choose_form`) or L = a x^-b to the seed means
+    of ``x`` / ``y`` (one entry per run, runs at the same x are seeds; non-finite runs dropped), with percentile
+    intervals at ``level`` from a residual bootstrap over seeds (:func:`_bootstrap`; docs/verdicts.md, "Scaling
+    fits") for a, b, c and the curve on ``grid`` (default: 60 points spanning x).
 
     Returns {"form", "a", "b", "c", "r2" (log scale), "n_points" (distinct x), "n_runs", "seeds_per_point",
     "note", "ci": {"a": [lo, hi], "b": [...], "c": [...]}, "band": {"x", "lo", "mid", "hi"}, "n_boot", "level"};
     with ``keep_curves`` also "curves": the (n_boot, len(grid)) bootstrap predictions on ``grid`` (a numpy array:
-    pop it before writing JSON; ``analysis.framings`` differences two models' curves with it).
+    pop it before writing JSON).
     """
     x, y, _ = _clean(x, y)
     ux = np.unique(x)
@@ -174,8 +157,10 @@ def fit_scaling_law(x: Sequence[float], y: Sequence[float], n_boot: int = 1000, 
 
 
 def _choose_form(ux: np.ndarray, means: np.ndarray) -> tuple[dict, bool, list[str]]:
-    """The law fitted to the seed means: saturating when c is identified (criteria (1)-(3) of
-    :func:`fit_scaling_law`), else pure. Returns (fit without its "note", saturating?, notes)."""
+    """The law fitted to the seed means: saturating when c is identified - (1) at least 4 distinct x, (2) the
+    bounded fit converges with c inside its bounds, (3) F = (RSS_pure - RSS_sat) / (RSS_sat / (K - 3)) (RSS on log
+    L, K distinct x) exceeds F(1, K - 3)'s 1 - F_TEST_ALPHA quantile - else pure, the notes saying which condition
+    failed. Returns (fit without its "note", saturating?, notes)."""
     notes = []
     sat = fit_power_law(ux, means, with_const=True) if ux.size >= SATURATING_MIN_POINTS else None
     pure = fit_power_law(ux, means)
@@ -202,8 +187,10 @@ def _choose_form(ux: np.ndarray, means: np.ndarray) -> tuple[dict, bool, list[st
 
 def _bootstrap(ux: np.ndarray, groups: list[np.ndarray], use_sat: bool, grid: np.ndarray, n_boot: int,
                level: float, seed: int) -> dict[str, np.ndarray]:
-    """Residual bootstrap over seeds (:func:`fit_scaling_law`'s "Intervals"): refits of the chosen form, as
-    {"a", "b", "c"} (n_boot,) and "curve" (n_boot, len(grid)) (empty with n_boot = 0)."""
+    """Residual bootstrap over seeds, the form kept fixed: the residuals (y_{x,s} - mean_x) sqrt(m_x / (m_x - 1)) of
+    every x are pooled; a sample sets y*_x = mean_x + (t_df / z) x the mean of m_x residuals drawn with replacement
+    (df = sum (m_x - 1): s is estimated from few seeds). Refits as {"a", "b", "c"} (n_boot,) and "curve" (n_boot,
+    len(grid)) (empty with n_boot = 0)."""
     if n_boot <= 0:
         return {"a": np.empty(0), "b": np.empty(0), "c": np.empty(0), "curve": np.empty((0, grid.size))}
     rng = np.random.default_rng(seed)
@@ -245,15 +232,14 @@ def difference_ci(a: Sequence[float], b: Sequence[float], pooled_var: float | No
     diff = float(a.mean() - b.mean())
     if pooled_var is not None and pooled_df:
         se, df = math.sqrt(pooled_var * (1 / a.size + 1 / b.size)), float(pooled_df)
+        q = t_ppf(0.5 + level / 2, df)
+        lo, hi = diff - q * se, diff + q * se
     elif a.size >= 2 and b.size >= 2:
-        va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
-        se = math.sqrt(va + vb)
-        df = (va + vb) ** 2 / (va**2 / (a.size - 1) + vb**2 / (b.size - 1)) if va + vb > 0 else math.inf
+        se, df, lo, hi = welch_interval(diff, a.var(ddof=1) / a.size, a.size - 1, b.var(ddof=1) / b.size,
+                                        b.size - 1, level)
     else:
         out["diff"] = diff
         return out
-    q = t_ppf(0.5 + level / 2, df)  # df = inf (no seed spread): the normal quantile
-    lo, hi = diff - q * se, diff + q * se
     out.update(diff=diff, se=float(se), df=float(df), lo=float(lo), hi=float(hi),
                decided="a_lower" if hi < 0 else ("b_lower" if lo > 0 else "undecided"))
     return out

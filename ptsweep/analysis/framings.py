@@ -7,14 +7,9 @@ Every framing compares the models on one axis x through their fitted curves (``a
     L_m(x) = a_m x^-b_m [+ c_m]                   fitted to model m's runs (seed replicates) on that axis
     D(x_s) = L_PT(x_s) - L_base(x_s)              at x_s = PT's own x at each PT scale s (negative: PT better)
 
-Interval: the percentile interval (``level``) of D* over the two fits' independent residual bootstraps; "extrapolated"
-(no verdict) beyond EXTRAPOLATION_TOL outside the baseline's x range. ``context_gate``: no verdict where either side's
-context gain is not > 2 SE (a model that has not started using context says nothing about its architecture).
-``edge_gate``: no verdict against a model whose best LR lies on an edge of the LRs its tuning tried (its loss may
-be lower at an LR not tried: a baseline's grid or search, PT's LR grid under sweep.transfer_from=grid); a verdict for
-it stands, as more tuning could only lower its loss further. ``plateau_gate``: no verdict where either side was
-still leaving its loss plateau (its context gain first reached a threshold late in the budget, or never:
-``learning_curves.plateau_cells``), since then the comparison measures who learned first.
+with the percentile interval (``level``) of D over the two fits' independent residual bootstraps; "extrapolated" (no
+verdict) beyond EXTRAPOLATION_TOL outside the baseline's x range. :func:`gate` leaves a comparison undecided where a
+side learned no context, was still leaving its loss plateau, or lost with its best LR on an edge of its tuning range.
 """
 
 from __future__ import annotations
@@ -35,20 +30,19 @@ LABELS = {"total": "equal total parameters ([S])", "non_embedding": "equal non-e
 EXTRAPOLATION_TOL = 0.10
 """Relative distance beyond the baseline's measured x range up to which its fitted curve counts as interpolated
 (twice the sizing rule's 5 % matching tolerance)."""
+# Why a comparison or a scale's winner is undecided: a side with context gain not > 2 SE, a loser whose best LR is
+# on an edge of its tuning range, a side still leaving its plateau (``learning_curves.plateau_cells``' words), a side
+# a report-only rendering found no runs of, one model run at a scale, a lowest loss within its as-run interval.
 NO_CONTEXT = "undecided: {models} learned no context at this budget"
-"""The verdict of a comparison with a side whose context gain is not > 2 SE (module docstring)."""
 LR_EDGE = "undecided: {model}'s LR is at the edge of its tuning range ({lr:g})"
-"""The verdict of a comparison a model lost while its best LR was not bracketed by its tuning (module docstring)."""
 PLATEAU = "undecided: {why}, so it was still leaving its plateau"
-"""The verdict of a comparison with a side that reached the context-gain threshold late in the budget or never
-(module docstring); ``why``: ``learning_curves.plateau_cells``' words."""
 MISSING = "undecided: no finished runs of {models} in the results folder yet"
-"""The verdict of a comparison with a side whose runs a report-only rendering did not find (``sweep.report_only``)."""
 ALONE = "undecided: only {model} ran at this scale"
-"""A scale's winner when one model ran there: nothing was compared."""
 WITHIN_NOISE = "undecided: {model} has the lowest loss, but its 95 % interval against {others} includes 0"
-"""A scale's winner when the lowest loss is not below every other model's by its as-run interval (``spread_ci``:
-each model's own seed spread)."""
+CLAIMS = (("pt_beats_bert_at_every_scale", "PT beats BERT at every scale", "pt-bert", "a_lower"),
+          ("ut_beats_pt_at_every_scale", "UT beats PT at every scale", "pt-ut", "b_lower"))
+"""[S]'s two claims: (summary key, the claim in words, the PT - baseline pair that decides it, the decision that
+supports it)."""
 
 
 def learned_cells(table) -> set[tuple[str, str]]:
@@ -233,13 +227,11 @@ def framings(runs, pt_series: Sequence[str], baselines: Sequence[str], n_boot: i
 
 def comparisons(runs, table, pt_series: list[str], baselines: list[str], scales: list, n_boot: int, seed: int,
                 late: Mapping[tuple[str, str], str] | None = None) -> dict:
-    """Every PT - baseline statement of the summary, each through :func:`gate` (no verdict from a model that
-    learned nothing, none from a model still leaving its plateau (``late``: :func:`plateau_gate`; None: no such gate),
-    none against a baseline whose LR tuning left its best LR on an edge): ``differences`` (as run,
-    per scale: mean difference with the interval of the two models' own seed spreads, ``model_spread.spread_ci``,
-    and the seeds per model that would decide it), the three ``framings``, the every-scale verdicts
-    (True / False / None) with ``statements`` in words, and ``winners`` per scale (:func:`winner`). ``runs``: one
-    row per run; ``table``: one row per series x scale with the seed-mean context gain (and lr_edge, best_lr)."""
+    """Every PT - baseline statement of the summary, each through :func:`gate`: ``differences`` (as run, per scale:
+    ``model_spread.spread_ci`` of the two models' seed losses), the three ``framings``, the every-scale verdicts
+    (True / False / None) with ``statements`` in words and ``winners`` per scale (:func:`winner`). ``runs``: one row
+    per run; ``table``: one row per series x scale (context gain, lr_edge, best_lr, status); ``late``: the plateau
+    gate's cells (None: no such gate)."""
     learned, edged = learned_cells(table), edge_cells(table)
     absent = ({(str(r["series"]), str(int(r["scale"]))) for _, r in table.iterrows() if r["status"] == "missing"}
               if "status" in table.columns else set())
@@ -259,8 +251,7 @@ def comparisons(runs, table, pt_series: list[str], baselines: list[str], scales:
     ut_by_framing = {f: every_scale(res["pt-ut"]["per_scale"], win="b_lower")["every_scale"]
                      for f, res in by_name.items() if "pt-ut" in res}
     verdicts, statements = {}, {}
-    for key, pair, win in (("pt_beats_bert_at_every_scale", "pt-bert", "a_lower"),
-                           ("ut_beats_pt_at_every_scale", "pt-ut", "b_lower")):
+    for key, _, pair, win in CLAIMS:
         per = differences.get(pair, {})
         verdicts[key] = every_scale(per, win=win)["every_scale"] if per else None
         statements[key] = verdict_text(verdicts[key], per) if per else "n/a (not run)"
@@ -286,19 +277,17 @@ def mark_absent(per_scale: Mapping[str, Mapping], pair: Sequence[str], absent: s
 
 
 def seed_losses(runs, series: str, scale) -> list[float]:
-    """One loss per seed of ``series`` at ``scale`` (rows of the runs table): the samples of ``model_spread.spread_ci``."""
+    """One loss per seed of ``series`` at ``scale`` (rows of the runs table)."""
     return runs[(runs["series"] == series) & (runs["scale"] == scale)]["loss"].tolist()
 
 
 def winner(cells, scale: str, learned: set[tuple[str, str]], edged: Mapping[tuple[str, str], float],
-           late: Mapping[tuple[str, str], str] | None = None, by_series: Mapping[str, list] | None = None,
-           spreads: Mapping[str, tuple[float, int]] | None = None) -> dict:
-    """The lowest loss among one scale's ``cells`` (results-table rows): "winner" (None with the "reason" when a
-    series there learned no context, one was still leaving its plateau (``late``), one that lost has its LR on
-    an edge (``edge_gate``), only one series ran, or, given each series' seed losses (``by_series``) and the
-    models' seed ``spreads`` ({series: (variance, df)}), the lowest loss is not below another's by a decided as-run
-    interval, ``model_spread.spread_ci``), "loss",
-    "losses"."""
+           late: Mapping[tuple[str, str], str] | None, by_series: Mapping[str, list],
+           spreads: Mapping[str, tuple[float, int]]) -> dict:
+    """The lowest loss among one scale's ``cells`` (results-table rows): {"winner", "loss", "losses"}, "winner" None
+    with a "reason" when a series there learned no context, was still leaving its plateau (``late``) or lost with its
+    LR on an edge, when only one series ran, or when the lowest loss is not below another's by a decided
+    ``model_spread.spread_ci`` (each series' seed losses ``by_series``, the models' ``spreads`` {series: (var, df)})."""
     best = cells.loc[cells["loss"].idxmin()]
     idle = [x for x in cells["series"] if (x, scale) not in learned]
     slow = [late[(x, scale)] for x in cells["series"] if (x, scale) in (late or {})]
@@ -308,11 +297,10 @@ def winner(cells, scale: str, learned: set[tuple[str, str]], edged: Mapping[tupl
               "; ".join(LR_EDGE.format(model=x, lr=edged[(x, scale)]) for x in lost))
     if not reason and len(cells) < 2:
         reason = ALONE.format(model=best["series"])
-    if not reason and by_series is not None:
+    if not reason:
         top, nan = best["series"], (math.nan, 0)
         close = [x for x in cells["series"] if x != top and spread_ci(
-            by_series[top], by_series[x], (spreads or {}).get(top, nan), (spreads or {}).get(x, nan))["decided"]
-            != "a_lower"]
+            by_series[top], by_series[x], spreads.get(top, nan), spreads.get(x, nan))["decided"] != "a_lower"]
         reason = WITHIN_NOISE.format(model=best["series"], others=" and ".join(close)) if close else ""
     return {"winner": None if reason else best["series"], "loss": float(best["loss"]),
             "losses": {r["series"]: float(r["loss"]) for _, r in cells.iterrows()}, **({"reason": reason} if reason

@@ -17,7 +17,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ptsweep.analysis.blocked_fit import t_ppf
+from ptsweep.analysis.blocked_fit import t_ppf, welch_interval
 from ptsweep.analysis.fits import pooled_seed_variance
 
 MAX_SEEDS = 10_000
@@ -48,11 +48,7 @@ def spread_ci(a: Sequence[float], b: Sequence[float], spread_a: tuple[float, int
     out["diff"] = diff = float(a.mean() - b.mean())
     if not (dfa and dfb and math.isfinite(va) and math.isfinite(vb)):
         return out
-    ua, ub = va / a.size, vb / b.size
-    se = math.sqrt(ua + ub)
-    df = (ua + ub) ** 2 / (ua**2 / dfa + ub**2 / dfb) if ua + ub > 0 else math.inf
-    q = t_ppf(0.5 + level / 2, df)
-    lo, hi = diff - q * se, diff + q * se
+    se, df, lo, hi = welch_interval(diff, va / a.size, dfa, vb / b.size, dfb, level)
     decided = "a_lower" if hi < 0 else ("b_lower" if lo > 0 else "undecided")
     out.update(se=se, df=df, lo=lo, hi=hi, decided=decided,
                seeds_to_decide=None if decided != "undecided" else seeds_to_decide(diff, va, vb, level))

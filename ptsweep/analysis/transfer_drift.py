@@ -26,7 +26,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from ptsweep.analysis.blocked_fit import fit_blocked, t_ppf
+from ptsweep.analysis.blocked_fit import fit_blocked, t_ppf, welch_interval
 from ptsweep.metric_keys import seed_mean
 
 K_SE = 2.0
@@ -167,10 +167,8 @@ def drift_interval(fit_lo: dict, fit_hi: dict, level: float = LEVEL) -> list[flo
     if fit_lo.get("ci_log2") is None or fit_hi.get("ci_log2") is None:
         return None
     v1, v2 = _vertex_var(fit_lo), _vertex_var(fit_hi)
-    df_w = (v1 + v2) ** 2 / (v1**2 / fit_lo["df"] + v2**2 / fit_hi["df"]) if v1 + v2 > 0 else math.inf
-    d = fit_hi["t_opt"] - fit_lo["t_opt"]
-    h = (t_ppf(0.5 + level / 2, df_w) if math.isfinite(df_w) else 0.0) * math.sqrt(v1 + v2)
-    return [d - h, d + h]
+    _, _, lo, hi = welch_interval(fit_hi["t_opt"] - fit_lo["t_opt"], v1, fit_lo["df"], v2, fit_hi["df"], level)
+    return [lo, hi]
 
 
 def drift(df: pd.DataFrame, x_col: str, width_col: str = "model.width", param_col: str = "model.parametrization",

@@ -54,32 +54,20 @@ def _base_summary(base_losses: Iterable[float]) -> tuple[np.ndarray, float, floa
 
 
 def noise_band(base_losses: Sequence[float], level: float = NOISE_LEVEL) -> float:
-    """Half-width of the unpaired seed-noise band around the base mean, in loss units (for plots and tables).
-
-        band = t_{m-1, (1 + level)/2} * s * sqrt(1 + 1/m)
-
-    s is the sample std (ddof=1) of the m base-seed losses. (new run - base mean) / (s sqrt(1 + 1/m)) follows a
-    Student t with m - 1 degrees of freedom when both have the same true loss (normal seed noise), so a truly
-    equivalent single-seed point falls outside the band with probability exactly 1 - level. With one base seed s is
-    unknown: the band is 0.
-    """
+    """Half-width of the unpaired seed-noise band around the base mean, in loss units (for plots and tables):
+    t_{m-1, (1 + level)/2} s sqrt(1 + 1/m), s the sample std of the m base-seed losses (0 for one seed). A single
+    run with the base's true loss falls outside it with probability 1 - level (normal seed noise)."""
     arr, _, std = _base_summary(base_losses)
     return float(t_ppf(0.5 + level / 2, arr.size - 1) * std * math.sqrt(1.0 + 1.0 / arr.size)) if arr.size > 1 else 0.0
 
 
 def rank_table(perturbed: pd.DataFrame, base: Mapping[str, float], base_losses: Sequence[float],
                keys: Sequence[str] | None = None, loss_col: str = "loss") -> pd.DataFrame:
-    """Table behind Figure 1 of [S]: one row per perturbed point plus one ``is_base`` row, sorted by loss.
-
-    ``perturbed``: one row per point with columns ``keys`` (default: those of ``base``) and ``loss_col`` (its seed-mean
-    loss; non-finite = failed); other columns are carried through. The base S is the mean of ``base_losses``.
-
-    Returns a new DataFrame with columns ``keys``, ``loss``, ``distance`` (D(S', S), 0 for the base),
-    ``rel_increase`` ((loss - base_mean) / base_mean, a fraction; +inf for failed rows), ``failed``, ``is_base`` and
-    ``rank`` (1 = lowest loss, among all n + 1 points; ties are broken in favour of the base, because an equal loss
-    does not *beat* S; failed rows come last). ``attrs`` holds base_mean, base_std, n_seeds and noise_band
-    (see :func:`noise_band`).
-    """
+    """Table behind Figure 1 of [S]: one row per perturbed point (columns ``keys``, default those of ``base``, and
+    its seed-mean ``loss_col``, non-finite = failed; other columns carried through) plus one ``is_base`` row (the mean
+    of ``base_losses``), sorted by loss, with ``loss``, ``distance`` D(S', S), ``rel_increase`` (relative to the
+    base; +inf for failed rows), ``failed`` and ``rank`` (1 = lowest; an equal loss does not *beat* S, so ties go to
+    the base; failed rows last). ``attrs``: base_mean, base_std, n_seeds and :func:`noise_band`."""
     keys = list(base) if keys is None else list(keys)
     base_sub = {k: float(base[k]) for k in keys}
     arr, base_mean, base_std = _base_summary(base_losses)
@@ -121,17 +109,10 @@ def _as_points(losses, seeds) -> tuple[list[np.ndarray], list[np.ndarray] | None
 
 def paired_contrasts(base_losses: Sequence[float], point_losses: Sequence[np.ndarray],
                      base_seeds: Sequence | None = None, point_seeds: Sequence[np.ndarray] | None = None) -> dict:
-    """Least-squares contrasts "point j minus base" in the seed-blocked linear model, with their standard errors.
-
-    Model (B1) of :mod:`~ptsweep.analysis.blocked_fit` with one mean per point: L_{j,s} = mu_j + u_s + e_{j,s},
-    j = 0 (base), 1..n. u_s cancels in the paired contrast mu_j - mu_0; without ``point_seeds`` there is no u_s
-    (unpaired design); se_j = inf where the design does not identify contrast j. Complete design (every point at the
-    base's m seeds): delta_j = mean of the m paired differences, se_j = sigma sqrt(2/m), df = n (m - 1); one seed per
-    point: df = 0.
-
-    Returns {"delta": (n,), "se": (n,), "df": int, "sigma": float, "mean_delta": float (average of the n contrasts:
-    the neighbourhood minus the base), "mean_se": float, "design": "paired" | "unpaired"}.
-    """
+    """Least-squares contrasts "point j minus base" in model (B1) of :mod:`~ptsweep.analysis.blocked_fit` with one
+    mean per point, L_{j,s} = mu_j + u_s + e_{j,s} (no u_s without ``point_seeds``: the unpaired design); se_j = inf
+    where the design does not identify contrast j. Returns {"delta": (n,), "se": (n,), "df", "sigma", "mean_delta"
+    (the neighbourhood minus the base), "mean_se", "design": "paired" | "unpaired"}."""
     base = np.asarray(base_losses, dtype=float)
     n = len(point_losses)
     paired = point_seeds is not None
@@ -160,20 +141,15 @@ def _tstat(delta: np.ndarray, se: np.ndarray) -> np.ndarray:
 def verdict(base_losses: Sequence[float], perturbed_losses: Sequence[float | Sequence[float]], alpha: float = 0.05,
             p: float = 0.05, count_failed_as_samples: bool = False, *, base_seeds: Sequence | None = None,
             perturbed_seeds: Sequence | None = None, test_alpha: float = TEST_ALPHA, margin: float = MARGIN) -> dict:
-    """The verification verdict: the paper's strict test, reported as such, and the noise-aware decision rule.
+    """The paper's strict test, reported as such, and the noise-aware decision rule (module docstring), as a
+    JSON-ready dict.
 
     Inputs: the base point's losses over m seeds; one entry per perturbed point (a float = one run, or a sequence =
     its runs over seeds). With ``perturbed_seeds`` (same shape) and ``base_seeds`` (default 0..m-1) the contrasts are
     seed-blocked (:func:`paired_contrasts`). Points with a non-finite loss are failed: they rank last and are not
-    samples unless ``count_failed_as_samples``. The strict test and the decision rule: module docstring.
-
-    Returns a dict (JSON-ready): verdict, statement, reasons, strict {verdict, statement}, alpha, p, test_alpha,
-    margin (relative), n_required, n_run, n_failed, n_valid, n_seeds, design, df, sigma, t_quantile, noise_band
-    (t_quantile x median se_j: the per-point "beyond noise" threshold), base_loss_mean, base_loss_std, base_rank,
-    n_better (points whose mean is below the base mean), n_better_paired (delta_j < 0), n_better_beyond_noise,
-    n_worse_beyond_noise, count_expected_if_equivalent (n/2), p_count, best_improvement ((base - best point mean)
-    / base), neighbourhood_delta, neighbourhood_se, neighbourhood_t, delta, se, t (per point, in input order; None
-    for failed points).
+    samples unless ``count_failed_as_samples``. ``noise_band`` in the result is t_quantile x median se_j (the
+    per-point "beyond noise" threshold); ``n_better`` counts point means below the base mean, ``n_better_paired``
+    contrasts delta_j < 0; delta, se and t are per point in input order (None for failed points).
     """
     A = float(test_alpha)
     ev = _evidence(base_losses, perturbed_losses, base_seeds, perturbed_seeds, count_failed_as_samples, A)

@@ -34,11 +34,10 @@ MIN_CONTEXT_GAIN = 0.25
 MAX_DRIFT = 1.0
 
 
-def best_context(g: pd.DataFrame, candidates: list[float], x_col: str = "optim.lr", seed_col: str = "seed") -> dict:
-    """The value with the largest seed-mean context gain of one (parametrization, width) group, among
-    ``candidates`` (``transfer_drift.optimum``'s values with every seed):
-    {"x", "n_seeds", "context_gain", "context_gain_se" (seed_mean: token SE and seed spread), "per_seed" {seed: cg}}.
-    Empty when no candidate has a finite context gain at every seed."""
+def best_context(g: pd.DataFrame, candidates: list[float], x_col: str = "optim.lr") -> dict:
+    """The candidate with the largest seed-mean context gain of one (parametrization, width) group: {"x", "n_seeds",
+    "context_gain", "context_gain_se" (``metric_keys.seed_mean``), "per_seed" {seed: cg}}; empty when no candidate
+    has a finite context gain at every seed."""
     best: dict = {}
     if "context_gain" not in g:
         return best
@@ -51,14 +50,13 @@ def best_context(g: pd.DataFrame, candidates: list[float], x_col: str = "optim.l
         mean, se = seed_mean(cg, ses)
         if not best or mean > best["context_gain"]:
             best = {"x": float(x), "n_seeds": int(len(cg)), "context_gain": mean, "context_gain_se": se,
-                    "per_seed": {int(s): float(v) for s, v in zip(gx[seed_col], cg)}}
+                    "per_seed": {int(s): float(v) for s, v in zip(gx["seed"], cg)}}
     return best
 
 
 def paired_difference(a: dict[int, float], b: dict[int, float]) -> dict:
-    """{"n", "diff", "se"}: a - b over the seeds both have, as the seed-blocked contrast of
-    ``verification.paired_contrasts`` (for two groups: the mean of the per-seed differences and sd / sqrt(n); se NaN
-    with one seed)."""
+    """{"n", "diff", "se"}: a - b over the seeds both have (``verification.paired_contrasts``: the mean of the
+    per-seed differences and sd / sqrt(n); se NaN with one seed)."""
     seeds = sorted(set(a) & set(b))
     if not seeds or not all(math.isfinite(a[s]) and math.isfinite(b[s]) for s in seeds):
         return {"n": len(seeds), "diff": math.nan, "se": math.nan}
@@ -67,8 +65,7 @@ def paired_difference(a: dict[int, float], b: dict[int, float]) -> dict:
     return {"n": len(seeds), "diff": float(con["delta"][0]), "se": se if math.isfinite(se) else math.nan}
 
 
-def criteria(df: pd.DataFrame, drift_result: dict, x_col: str = "optim.lr", width_col: str = "model.width",
-             param_col: str = "model.parametrization", seed_col: str = "seed") -> dict:
+def criteria(df: pd.DataFrame, drift_result: dict, x_col: str = "optim.lr") -> dict:
     """The four checks of the module docstring, plus ``best`` {par: {width: best_context(...)}}; a check whose data
     are missing (e.g. no SP runs) is reported with ``passed`` None and a ``note``. The muP side is the first muP
     variant of ``drift_result`` in :data:`~ptsweep.config.model.PARAMETRIZATIONS` order ('mup', 'mup_sp', ...)."""
@@ -78,8 +75,8 @@ def criteria(df: pd.DataFrame, drift_result: dict, x_col: str = "optim.lr", widt
         for w, o in r["per_width"].items():
             if o.get("x_opt") is None:
                 continue
-            g = df[(df[param_col] == par) & (df[width_col] == w)]
-            b = best_context(g, o["candidates"], x_col, seed_col)
+            g = df[(df["model.parametrization"] == par) & (df["model.width"] == w)]
+            b = best_context(g, o["candidates"], x_col)
             if b:
                 best.setdefault(str(par), {})[int(w)] = b
     out: dict = {"best": best}
@@ -108,7 +105,7 @@ def criteria(df: pd.DataFrame, drift_result: dict, x_col: str = "optim.lr", widt
         out["drift"] = {"drift_log2": r["drift_log2"], "max": MAX_DRIFT, "is_bound": r["drift_is_bound"],
                         "widths": [r["smallest_width"], r["largest_width"]],
                         "passed": bool(abs(r["drift_log2"]) <= MAX_DRIFT and not r["drift_is_bound"])}
-        out["loss_vs_width"] = _loss_vs_width(df[df[param_col] == variant], r, x_col, width_col, seed_col)
+        out["loss_vs_width"] = _loss_vs_width(df[df["model.parametrization"] == variant], r, x_col)
     else:
         out["drift"] = {"passed": None, "note": "no muP optimum"}
         out["loss_vs_width"] = {"passed": None, "note": "no muP optimum"}
@@ -117,14 +114,14 @@ def criteria(df: pd.DataFrame, drift_result: dict, x_col: str = "optim.lr", widt
     return out
 
 
-def _loss_vs_width(g: pd.DataFrame, r: dict, x_col: str, width_col: str, seed_col: str) -> dict:
+def _loss_vs_width(g: pd.DataFrame, r: dict, x_col: str) -> dict:
     """Every pair of widths w < w' at their own optima: L(w') - L(w), seed-paired (module docstring)."""
     per_seed: dict[int, dict[int, float]] = {}
     for w, o in r["per_width"].items():
         if o.get("x_opt") is None:
             continue
-        gw = g[(g[width_col] == w) & np.isclose(g[x_col].astype(float), o["x_opt"])]
-        per_seed[int(w)] = {int(s): float(v) for s, v in zip(gw[seed_col], as_floats(gw["val_loss"]))}
+        gw = g[(g["model.width"] == w) & np.isclose(g[x_col].astype(float), o["x_opt"])]
+        per_seed[int(w)] = {int(s): float(v) for s, v in zip(gw["seed"], as_floats(gw["val_loss"]))}
     pairs = []
     for w1, w2 in combinations(sorted(per_seed), 2):
         p = paired_difference(per_seed[w2], per_seed[w1])

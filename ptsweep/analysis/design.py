@@ -1,13 +1,7 @@
 """Design of the random-search verification of hyperparameter transfer ([S] §3.1, spec §10): how many perturbed
-points, where they lie, how far they are from the base point.
-
-- Confidence inequality: if the base point S beats all n independent perturbed samples, it lies in the top-p
-  fraction of its neighbourhood with confidence 1 - alpha when 1 - (1 - p)^n >= 1 - alpha, i.e.
-  n >= log(alpha) / log(1 - p) (alpha = p = 0.05 gives 59; the paper ran 62).
-- Sampling: each coordinate independently S'_i ~ Uniform[0.8 S_i, 1.2 S_i]          (spec §10, "+-20 %").
-- Distance:  D(S', S) = sqrt( sum_i ((S'_i - S_i) / S_i)^2 ),  the norm of the relative perturbation.
-
-numpy only: the planner imports this module.
+points (if S beats all n, it lies in the top-p fraction of its neighbourhood with confidence 1 - alpha when
+1 - (1 - p)^n >= 1 - alpha: alpha = p = 0.05 gives 59, the paper ran 62), where they lie (+-20 % per coordinate)
+and how far they are from the base point. numpy only: the planner imports this module.
 """
 
 from __future__ import annotations
@@ -43,12 +37,9 @@ def n_required(alpha: float, p: float) -> int:
 
 
 def perturb(base: Mapping[str, float], n: int, rel: float = 0.2, seed: int = 0) -> list[dict[str, float]]:
-    """n perturbed points around ``base``: S'_i = S_i (1 + u_i), u_i ~ Uniform[-rel, +rel] independently ([S] §3.1).
-
-    Each coordinate therefore lies in [(1 - rel) S_i, (1 + rel) S_i]. The draw is a pure function of ``seed``
-    (numpy ``default_rng``): same seed -> same points. Keys keep the order of ``base``; values are Python floats.
-    A perturbation of ``optim.lr`` is applied to the base LR, before any per-group muP rule (spec §10).
-    """
+    """n perturbed points around ``base``: S'_i = S_i (1 + u_i), u_i ~ Uniform[-rel, +rel] independently ([S] §3.1),
+    a pure function of ``seed``; keys in the order of ``base``. A perturbed ``optim.lr`` is the base LR, before any
+    per-group muP rule (spec §10)."""
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
     if not (0.0 <= rel < 1.0):
@@ -62,10 +53,8 @@ def perturb(base: Mapping[str, float], n: int, rel: float = 0.2, seed: int = 0) 
 
 
 def distance(point: Mapping[str, float], base: Mapping[str, float]) -> float:
-    """D(S', S) = sqrt(sum_i ((S'_i - S_i) / S_i)^2) over the keys of ``base`` ([S] §3.1, eq. for D).
-
-    Keys of ``point`` not in ``base`` are ignored; a missing key raises KeyError; S_i = 0 raises ValueError.
-    """
+    """D(S', S) = sqrt(sum_i ((S'_i - S_i) / S_i)^2) over the keys of ``base`` ([S] §3.1, eq. for D); S_i = 0 raises
+    ValueError."""
     total = 0.0
     for k, s in base.items():
         s = float(s)

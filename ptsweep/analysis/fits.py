@@ -86,10 +86,8 @@ def predict(fit: Mapping[str, float], params) -> np.ndarray:
 
 
 def fit_loglog_slope(x: Sequence[float], y: Sequence[float]) -> dict:
-    """Least-squares slope of log(y) vs log(x): {"slope", "intercept", "r2", "n_points"} (natural logs).
-
-    Points with non-finite or non-positive x or y are dropped. Fewer than 2 distinct x -> slope NaN.
-    """
+    """Least-squares slope of log(y) vs log(x), non-finite or non-positive points dropped: {"slope", "intercept",
+    "r2", "n_points"} (natural logs; slope NaN with fewer than 2 distinct x)."""
     xv, yv, _ = _clean(x, y)
     if xv.size < 2 or np.unique(xv).size < 2:
         return {"slope": float("nan"), "intercept": float("nan"), "r2": float("nan"), "n_points": int(xv.size)}
@@ -101,12 +99,8 @@ def fit_loglog_slope(x: Sequence[float], y: Sequence[float]) -> dict:
 
 def coord_slopes(df: pd.DataFrame, group_cols: Sequence[str] = ("parametrization", "quantity", "step"),
                  width_col: str = "width", value_col: str = "value") -> pd.DataFrame:
-    """Slope of log(value) vs log(width) per (parametrization, quantity, step) of a coordinate-check table.
-
-    ``df`` has columns quantity, width, step, value, parametrization (group columns that are absent are skipped).
-    Several rows per (group, width) - seeds - are averaged first. Returns one row per group with columns
-    group_cols..., slope, intercept, r2, n_points (the number of widths). muP expectation: slope ~ 0.
-    """
+    """Slope of log(value) vs log(width) per group of a coordinate-check table (absent group columns skipped; seeds
+    averaged first): one row per group with group_cols..., slope, intercept, r2, n_points (widths). muP: slope ~ 0."""
     groups = [c for c in group_cols if c in df.columns]
     d = df[np.isfinite(df[value_col].astype(float))]
     rows = []
@@ -217,12 +211,9 @@ def _bootstrap(ux: np.ndarray, groups: list[np.ndarray], use_sat: bool, grid: np
 
 def difference_ci(a: Sequence[float], b: Sequence[float], pooled_var: float | None = None,
                   pooled_df: int | None = None, level: float = 0.95) -> dict:
-    """mean(a) - mean(b) with a Student-t interval over seeds (independent runs: different models share no init).
-
-    With ``pooled_var``/``pooled_df`` (the seed variance pooled over every (model, scale) cell of a sweep, the same
-    homoscedasticity the verdict assumes) se = sqrt(pooled_var (1/m_a + 1/m_b)) with pooled_df degrees of freedom;
-    otherwise Welch's interval from the two samples (needs >= 2 seeds each). Returns {"diff", "se", "df", "lo",
-    "hi", "n_a", "n_b", "decided": "a_lower" | "b_lower" | "undecided"}."""
+    """mean(a) - mean(b) of independent runs with a Student-t interval: se^2 = pooled_var (1/m_a + 1/m_b) at
+    ``pooled_df`` when given, else Welch's interval of the two samples (>= 2 seeds each). Returns {"diff", "se", "df",
+    "lo", "hi", "n_a", "n_b", "decided": "a_lower" | "b_lower" | "undecided"}."""
     a = np.asarray([v for v in a if math.isfinite(v)], dtype=float)
     b = np.asarray([v for v in b if math.isfinite(v)], dtype=float)
     out = {"diff": math.nan, "se": math.nan, "df": math.nan, "lo": math.nan, "hi": math.nan, "n_a": int(a.size),

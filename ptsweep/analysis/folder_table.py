@@ -1,20 +1,14 @@
 """Study folders side by side, one variant per folder: per folder and eta the seeds' losses, their mean and context
-gain, the seed-paired difference against the first folder at the same eta, and against the folder's own run at
-``--ref-lr`` (its basin: 2 eta* - eta*), each with its 95 % t interval and its percent of the reference's mean.
+gain, the seed-paired difference against the first folder at the same eta and against the folder's own run at
+``--ref-lr``, each with its 95 % t interval and its percent of the reference's mean.
 
-A study's global Hydra overrides (``model.variants=[{name:unary_lr,scale:2}]``, ``data=python_docs``) are not in its
-trials' overrides, so ``paired_gap.load_runs`` cannot tell two such studies apart: here the folder names the variant.
-Each folder must hold one variant of its trials' overrides (e.g. w_unary = 2 at every eta), or ``--variant`` picks
-one in every folder (``w_unary=2``; ``default`` for the runs that changed nothing); a folder left with more is an
-error. Folders joined with '+' are one study: a rule run through a different existing option at each eta (the capped
-S rate: S's LR x2, the variant ``unary_lr``, at 0.02, the default at 0.04); ``folder@eta`` takes that eta of a folder
-only; an (eta, seed) in two of them is an error.
+A study's global Hydra overrides are not in its trials' overrides, so the folder names the variant: each folder must
+hold one variant of its trials' overrides, or ``--variant`` picks one in every folder (``w_unary=2``; ``default``
+for the runs that changed nothing). Folders joined with '+' are one study (a rule run through a different option at
+each eta); ``folder@eta`` takes that eta of a folder only; an (eta, seed) in two of them is an error.
 
-    python -m ptsweep.analysis.folder_table runs/zdec-w1-py runs/zdec-lr2-py --width 128
     python -m ptsweep.analysis.folder_table runs/zdec-w1-py runs/zlev-zl-py --variant default
-    python -m ptsweep.analysis.folder_table runs/zdec-w1-py runs/zcsr-eta-py+runs/zcsr-2eta-py
-    python -m ptsweep.analysis.folder_table runs/zdec-w1-py \
-        runs/zdec-lr2-py@0.02+runs/zdec-w1-py@0.04
+    python -m ptsweep.analysis.folder_table runs/zdec-w1-py runs/zdec-lr2-py@0.02+runs/zdec-w1-py@0.04
 """
 
 from __future__ import annotations

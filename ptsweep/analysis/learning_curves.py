@@ -1,12 +1,6 @@
-"""Learning curves of scaling-curves' reported runs, and whether the budget outlasts the baselines' plateau.
-
-Every trial's ``history.jsonl`` holds its in-loop evaluations (every ``train.eval_every`` steps, on the validation
-blocks): the MLM loss, the unigram and no-context baselines of the same targets, and the [MASK]-target context gain
-(unigram - model, ``ptsweep.metrics``). :func:`read_curves` gathers them, :func:`plot_scale` draws one figure per
-scale (every model on the same axes), :func:`budget_check` finds the step at which each run's context gain first
-reaches a threshold: a comparison at a budget shorter than a baseline's plateau measures who leaves the plateau
-first, not the models' quality where trained. :func:`plateau_cells` names the cells that reached it too late, whose
-comparisons ``framings.plateau_gate`` leaves undecided.
+"""Learning curves of scaling-curves' reported runs (the in-loop evaluations of each trial's ``history.jsonl``: loss,
+baselines, [MASK]-target context gain), their figures, and whether the budget outlasts the baselines' plateau: a
+comparison at a budget shorter than a plateau measures who leaves it first (``framings.plateau_gate``).
 """
 
 from __future__ import annotations
@@ -47,9 +41,8 @@ def crossing_step(curve: pd.DataFrame, threshold: float) -> float:
 
 
 def interpolated_crossing(curve: pd.DataFrame, threshold: float) -> float:
-    """Where the straight line between the evaluation before :func:`crossing_step` and that step meets
-    ``threshold`` (the step itself if it is the first evaluation; inf if it never is): the crossing between two
-    evaluations, at most one evaluation interval earlier than ``crossing_step``."""
+    """Where the straight line from the evaluation before :func:`crossing_step` to that step meets ``threshold``
+    (the step itself if it is the first evaluation; inf if it never is)."""
     first = crossing_step(curve, threshold)
     before = curve[curve["step"] < first].sort_values("step")
     if math.isinf(first) or before.empty:
@@ -60,19 +53,17 @@ def interpolated_crossing(curve: pd.DataFrame, threshold: float) -> float:
 
 
 def seed_crossings(curves: pd.DataFrame, threshold: float) -> dict[tuple, list[tuple[pd.DataFrame, float]]]:
-    """{(series, scale): [(curve, step), one per seed]}: each seed's first evaluation at ``threshold`` nats of
-    context gain (:func:`crossing_step`; inf: never), the per-seed steps that the budget check and the plateau gate
-    both judge."""
+    """{(series, scale): [(curve, step), one per seed]}: each seed's :func:`crossing_step`, which the budget check
+    and the plateau gate judge."""
     return {(series, scale): [(g, crossing_step(g, threshold)) for _, g in cell.groupby("seed")]
             for (series, scale), cell in curves.groupby(["series", "scale"])}
 
 
 def budget_check(curves: pd.DataFrame, budget_steps: int, threshold: float = 1.0, factor: float = 1.5) -> dict:
-    """Does the budget cover ``factor`` x the step at which the slowest baseline (a series not starting with 'pt';
-    a cell's step is its slowest seed's) first reaches ``threshold`` nats of context gain? ``covered`` is None
-    without baseline curves. ``crossings``: "<series> at scale <s>" -> one step per seed (inf: never), the first
-    evaluation at the threshold, which the verdict uses; ``slowest_interpolated``: the slowest seed's crossing
-    between evaluations (:func:`interpolated_crossing`), reported beside it."""
+    """Does the budget cover ``factor`` x the step at which the slowest baseline (a series not starting with 'pt'; a
+    cell's step is its slowest seed's) first reaches ``threshold`` nats of context gain? ``covered`` None without
+    baseline curves; ``crossings``: "<series> at scale <s>" -> each seed's step (inf: never); ``slowest_interpolated``:
+    the slowest seed's :func:`interpolated_crossing`."""
     cells = {f"{s} at scale {sc}": runs for (s, sc), runs in seed_crossings(curves, threshold).items()}
     crossings = {k: [step for _, step in runs] for k, runs in cells.items()}
     baselines = {k: max(v) for k, v in crossings.items() if not k.startswith("pt")}
@@ -90,10 +81,8 @@ def budget_check(curves: pd.DataFrame, budget_steps: int, threshold: float = 1.0
 def plateau_cells(curves: pd.DataFrame, budget_steps: int, threshold: float = 1.0,
                   factor: float = 1.5) -> dict[tuple[str, str], str]:
     """{(series, scale): why} of every cell, PT's included, whose slowest seed first reaches ``threshold`` nats of
-    context gain (:func:`seed_crossings`) after ``budget_steps`` / ``factor``, or never: a model still leaving its
-    loss plateau for part of the budget, whose comparisons measure who learned first (``framings.plateau_gate``).
-    ``why``: "bert first reached +1 nat of context gain at step 16,800, after 24,000 / 1.5 steps". Cells without
-    curves are not judged (the budget check says so)."""
+    context gain (:func:`seed_crossings`) after ``budget_steps`` / ``factor``, or never (``framings.plateau_gate``);
+    cells without curves are not judged."""
     out, limit = {}, budget_steps / factor
     for (series, scale), runs in seed_crossings(curves, threshold).items():
         step = max(s for _, s in runs)

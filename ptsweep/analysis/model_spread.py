@@ -5,9 +5,8 @@ difference of two cells' seed means is compared by Welch's interval with those t
 
     se^2 = s_a^2 / m_a + s_b^2 / m_b,   df = se^4 / ((s_a^2 / m_a)^2 / df_a + (s_b^2 / m_b)^2 / df_b)
 
-(Welch-Satterthwaite; with one cell per model it is Welch's test of the two samples). A model whose seeds agree is
-not charged another model's spread, as a variance pooled over every cell would. :func:`seeds_to_decide` is the
-smallest seed count per model at which the measured difference would leave its interval at the measured spreads.
+(Welch-Satterthwaite): a model whose seeds agree is not charged another model's spread, as a variance pooled over
+every cell would be.
 """
 
 from __future__ import annotations

@@ -1,14 +1,11 @@
 """Paired comparison of two parametrizations at each one's best LR, per width ("muP - SP paired").
 
-Reads every finished run under the given folders: sweep trials (``trials/*/final.json``) and instrumented probes
-(``*.json`` with the run's config and final metrics). Runs are grouped by (parametrization, width, eta,
-train.tokens); each group's seeds are averaged. At each width and budget, each parametrization's eta* is the eta with
-the lowest seed-mean loss among its groups with the most seeds; the difference A - B at the two optima is paired by
-seed (the validation blocks are fixed, so a seed pairs the two runs' data order and init streams), with a t
-interval over the seeds both have. Every loss is printed next to the unigram and no-context baselines.
+Reads every finished run under the given folders (sweep trials' ``final.json``, instrumented probes' ``*.json``). At
+each width and budget, each parametrization's eta* is the eta with the lowest seed-mean loss among those with the
+most seeds; A - B at the two optima is paired by seed (a seed fixes the data order and init streams), with a t
+interval over the shared seeds, beside the unigram and no-context baselines.
 
-    python -m ptsweep.analysis.paired_gap ../study/runs/lr-long ../study/runs/b1200 runs/lr-anchored \
-        --a mup_sp --b sp
+    python -m ptsweep.analysis.paired_gap ../study/runs/lr-long runs/lr-anchored --a mup_sp --b sp
 """
 
 from __future__ import annotations

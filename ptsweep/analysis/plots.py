@@ -70,11 +70,8 @@ def _draw_noise_band(ax, table: pd.DataFrame) -> None:
 
 
 def plot_distance_vs_increase(table: pd.DataFrame, path, title: str | None = None):
-    """[S] Figure 1(a): D(S', S) (x) vs relative eval-loss increase in % (y); base marked, noise band shaded.
-
-    ``table`` is :func:`~ptsweep.analysis.verification.rank_table`'s output (band: ``table.attrs``). Failed
-    (non-finite) points cannot be drawn and are counted in the legend.
-    """
+    """[S] Figure 1(a) from :func:`~ptsweep.analysis.verification.rank_table`'s table: D(S', S) vs relative
+    eval-loss increase in %; base marked, noise band shaded, failed points counted in the legend."""
     fig, [[ax]] = new_figure()
     pts = table[~table["is_base"] & ~table["failed"]]
     n_failed = int((~table["is_base"] & table["failed"]).sum())
@@ -197,13 +194,9 @@ def _loglog_by_model(ax, df, xcol, ycol, model_col, models, fits, xlabel, summar
 def plot_scaling(df: pd.DataFrame, path, pair: Sequence[str] = ("pt", "bert"), x: str = "params",
                  fits: Mapping[str, Mapping] | None = None, loss_col: str = "loss", model_col: str = "model",
                  title: str | None = None, summary: pd.DataFrame | None = None, ylabel: str | None = None):
-    """[S] Figure 2: log-log eval loss vs parameter count for the models in ``pair`` with fitted laws.
-
-    ``df`` has one row per run (seeds as repeated x). ``x`` is ``"params"`` or ``"non_embedding_params"``. ``fits``
-    maps model -> a :func:`fit_scaling_law` (band drawn) or :func:`fit_power_law` result; models without one are
-    fitted here (pure power law). ``summary``: one row per (model, x) with loss / loss_lo / loss_hi (error
-    bars). Non-finite (diverged) rows are skipped.
-    """
+    """[S] Figure 2: log-log eval loss vs ``x`` (``"params"`` or ``"non_embedding_params"``) for the models in
+    ``pair``, one row of ``df`` per run, with their ``fits`` (:func:`fit_scaling_law`: band drawn; a model without
+    one gets a pure power law) and ``summary`` error bars (one row per (model, x): loss, loss_lo, loss_hi)."""
     fig, [[ax]] = new_figure(size=(7.0, 5.0))
     _loglog_by_model(ax, df, x, loss_col, model_col, list(pair), fits,
                      "non-embedding parameters" if x.startswith("non_emb") else "parameters", summary, ylabel)
@@ -251,11 +244,8 @@ def plot_framings(df: pd.DataFrame, path, fits: Mapping[str, Mapping[str, Mappin
 
 
 def plot_coord_check(df: pd.DataFrame, path, title: str | None = None):
-    """Coordinate check: mean |coordinate| vs width (log-log); a grid of panels, rows = quantity, cols = step.
-
-    ``df`` columns: quantity, width, step, value, parametrization (seeds averaged). One line per parametrization,
-    labelled with its fitted log-log slope (:func:`~ptsweep.analysis.fits.coord_slopes`); muP should be flat.
-    """
+    """Coordinate check: mean |coordinate| vs width (log-log), rows = quantity, cols = step, one line per
+    parametrization labelled with its log-log slope (:func:`~ptsweep.analysis.fits.coord_slopes`; muP: flat)."""
     d = _finite(df, ["value"])
     quantities, steps, pars = (sorted(d[c].unique().tolist()) for c in ("quantity", "step", "parametrization"))
     slopes = coord_slopes(d).set_index(["parametrization", "quantity", "step"])["slope"]
@@ -292,10 +282,8 @@ def plot_coord_check(df: pd.DataFrame, path, title: str | None = None):
 
 def plot_lr_transfer(df: pd.DataFrame, path, lr_col: str = "optim.lr", width_col: str = "model.width",
                      loss_col: str = "val_loss", param_col: str = "model.parametrization", title: str | None = None):
-    """Validation loss vs LR (log x), one curve per width, one panel per parametrization; optimum per width marked.
-
-    Seeds at the same (width, lr) are averaged; diverged (non-finite) points are dropped (the curve ends there).
-    """
+    """Validation loss vs LR (log x), seed means, one curve per width (its optimum marked, diverged points dropped),
+    one panel per parametrization."""
     from matplotlib import colormaps
 
     d = df[np.isfinite(df[loss_col].astype(float))]

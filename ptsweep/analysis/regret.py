@@ -78,10 +78,9 @@ def unpack(beta: np.ndarray, model: str, d: int) -> tuple[np.ndarray, np.ndarray
 
 
 def box_minimum(g: np.ndarray, H: np.ndarray, lo: float, hi: float, sweeps: int = CD_SWEEPS) -> np.ndarray:
-    """argmin over the box [lo, hi]^d of g'u + 1/2 u'Hu for a batch (g (B, d), H (B, d, d)) -> u (B, d).
-
-    Exact coordinate descent from u = 0 and from the linear vertex (lo where g_i > 0, else hi); the better end point
-    of each batch element is returned. f never increases, so f(u) <= f(0) = 0 (regret >= 0)."""
+    """argmin over the box [lo, hi]^d of g'u + 1/2 u'Hu for a batch (g (B, d), H (B, d, d)) -> u (B, d): the better
+    end of exact coordinate descent from u = 0 and from the linear vertex (lo where g_i > 0, else hi). f never
+    increases, so f(u) <= f(0) = 0 (regret >= 0)."""
     g, H = np.atleast_2d(g), np.asarray(H).reshape(-1, g.shape[-1], g.shape[-1])
     B, d = g.shape
     diag = H[:, np.arange(d), np.arange(d)]  # (B, d)
@@ -174,14 +173,10 @@ def regret_analysis(base: Mapping[str, float], points: Sequence[Mapping[str, flo
                     point_seeds: Sequence[Sequence] | None = None, base_seeds: Sequence | None = None,
                     rel: float = 0.2, tolerance: float = REGRET_TOLERANCE, test_alpha: float = 0.05,
                     n_draws: int = N_DRAWS, seed: int = 0) -> dict:
-    """Regret of the base point from the verification runs (module docstring); JSON-ready dict.
-
-    ``points`` are the perturbed points (key -> value, keys of ``base``), ``point_losses[j]`` the runs of point j
-    (seeds ``point_seeds[j]``; None = unpaired, no seed blocks), ``base_losses`` the base runs (seeds ``base_seeds``,
-    default 0..m-1). Points with a non-finite run are left out of the fit (counted in ``n_failed_points``).
-    Raises ValueError (one line) when no surface can be fitted; :func:`regret_verdict` turns that into
-    "inconclusive" with the reason.
-    """
+    """Regret of the base point from the verification runs (module docstring) as a JSON-ready dict. ``points``: the
+    perturbed points (keys of ``base``), ``point_losses[j]`` the runs of point j at seeds ``point_seeds[j]`` (None:
+    unpaired, no seed blocks), ``base_losses`` at ``base_seeds`` (default 0..m-1); points with a non-finite run are
+    left out (``n_failed_points``). ValueError (one line) when no surface can be fitted."""
     if not (0.0 < rel < 1.0):
         raise ValueError(f"regret: rel must be in (0, 1), got {rel}")
     if tolerance <= 0:

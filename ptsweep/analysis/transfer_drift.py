@@ -212,7 +212,7 @@ def drift(df: pd.DataFrame, x_col: str, width_col: str = "model.width", param_co
     return out
 
 
-def gains(df: pd.DataFrame, x_col: str, x_value: float, loss_col: str = "val_loss") -> dict:
+def gains(df: pd.DataFrame, x_col: str, x_value: float) -> dict:
     """Loss, the gains over the unigram and no-context baselines and the [MASK]-target ``context_gain`` of the runs of
     one group at ``x_value`` (seeds averaged; ``ptsweep.metrics``). Each ``<col>_se`` = sqrt(se_val^2 + sd^2 / n):
     the seed spread and the validation-set SE every seed shares (``metric_keys.seed_mean``)."""

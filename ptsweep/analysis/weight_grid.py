@@ -1,9 +1,7 @@
-"""The information-weight grid of one width, read from the study folders of single weight points (``trials/*/final.json``): per weight, each value's seed
-mean (seeds), the optimum with its plausible set (``transfer_drift.optimum``: the values with the most seeds within
-2 paired SE of the best), and the seed-paired difference against 1 of the best value other than 1 (the optimum,
-or the runner-up where 1 is the optimum) with its 95 % t interval; then
-the LR points (every weight 1), each eta against the study's eta paired by seed. A run with every weight 1 at the
-study's eta is every weight's value 1.
+"""The information-weight grid of one width from the study folders of single weight points: per weight, each
+value's seed mean, the optimum with its plausible set (``transfer_drift.optimum``) and the best value other than 1
+minus 1, seed-paired with its 95 % t interval; then the LR points (every weight 1), each eta against the study's eta.
+A run with every weight 1 at the study's eta is every weight's value 1.
 
     python -m ptsweep.analysis.weight_grid runs/zscreen-z --width 128
 """

@@ -53,14 +53,17 @@ def learned_cells(table) -> set[tuple[str, str]]:
                                             "context_gain_se": float(r["context_gain_se"])})}
 
 
-def context_gate(per_scale: Mapping[str, Mapping], pair: Sequence[str], learned: set[tuple[str, str]]) -> dict:
+def context_gate(per_scale: Mapping[str, Mapping], pair: Sequence[str], learned: set[tuple[str, str]],
+                 absent: set[tuple[str, str]] = frozenset()) -> dict:
     """``per_scale`` ({scale: comparison row}) with every scale where a side of ``pair`` (PT series, baseline) is not
-    in ``learned`` made "undecided", its row carrying ``no_context`` (the sides) and ``reason`` (NO_CONTEXT)."""
+    in ``learned`` made "undecided", its row carrying ``no_context`` (the sides) and ``reason``: NO_CONTEXT, or
+    MISSING with ``absent`` (the sides in ``absent``, cells with no runs yet: not learning and not having run differ)."""
     out = {}
     for s, d in per_scale.items():
-        who = [m for m in pair if (m, str(s)) not in learned]
-        out[str(s)] = ({**d, "decided": "undecided", "no_context": who,
-                        "reason": NO_CONTEXT.format(models=" and ".join(who))} if who else dict(d))
+        who, gone = [m for m in pair if (m, str(s)) not in learned], [m for m in pair if (m, str(s)) in absent]
+        reason = MISSING.format(models=" and ".join(gone)) if gone else NO_CONTEXT.format(models=" and ".join(who))
+        out[str(s)] = ({**d, "decided": "undecided", "no_context": who, "reason": reason,
+                        **({"absent": gone} if gone else {})} if who else dict(d))
     return out
 
 
@@ -103,10 +106,11 @@ def edge_gate(per_scale: Mapping[str, Mapping], pair: Sequence[str], edged: Mapp
 
 
 def gate(per_scale: Mapping[str, Mapping], pair: Sequence[str], learned: set[tuple[str, str]] | None,
-         edged: Mapping[tuple[str, str], float] | None, late: Mapping[tuple[str, str], str] | None = None) -> dict:
-    """The gates of a comparison in their order: :func:`context_gate`, :func:`plateau_gate`, :func:`edge_gate`;
-    a None argument (``learned``, ``late``, ``edged``) skips its gate."""
-    per = dict(per_scale) if learned is None else context_gate(per_scale, pair, learned)
+         edged: Mapping[tuple[str, str], float] | None, late: Mapping[tuple[str, str], str] | None = None,
+         absent: set[tuple[str, str]] = frozenset()) -> dict:
+    """The gates of a comparison in their order: :func:`context_gate` (with ``absent``), :func:`plateau_gate`,
+    :func:`edge_gate`; a None argument (``learned``, ``late``, ``edged``) skips its gate."""
+    per = dict(per_scale) if learned is None else context_gate(per_scale, pair, learned, absent)
     per = per if late is None else plateau_gate(per, pair, late)
     return per if edged is None else edge_gate(per, pair, edged)
 
@@ -197,8 +201,8 @@ def every_scale(per_scale: Mapping[str, Mapping], win: str = "a_lower") -> dict:
 
 def framings(runs, pt_series: Sequence[str], baselines: Sequence[str], n_boot: int = 1000, level: float = 0.95,
              seed: int = 0, learned: set[tuple[str, str]] | None = None,
-             edged: Mapping[tuple[str, str], float] | None = None,
-             late: Mapping[tuple[str, str], str] | None = None) -> dict:
+             edged: Mapping[tuple[str, str], float] | None = None, late: Mapping[tuple[str, str], str] | None = None,
+             absent: set[tuple[str, str]] = frozenset()) -> dict:
     """{framing: {"<pt series>-<baseline>": {"axis", "per_scale": {scale: compare_at row}, **every_scale}}}.
 
     ``runs``: the scaling-curves runs table (columns series, scale, loss and the FRAMINGS columns); ``learned``
@@ -219,7 +223,7 @@ def framings(runs, pt_series: Sequence[str], baselines: Sequence[str], n_boot: i
                 except ValueError as e:  # fewer than 2 distinct x with a finite loss
                     per = {str(int(s)): {"x": float(x), "error": str(e), "decided": "undecided"}
                            for s, x in at.items()}
-                per = gate(per, (pts, base), learned, edged, late)
+                per = gate(per, (pts, base), learned, edged, late, absent)
                 res[f"{pts}-{base}"] = {"axis": col, "per_scale": per, **every_scale(per)}
         out[name] = res
     return out
@@ -241,12 +245,9 @@ def comparisons(runs, table, pt_series: list[str], baselines: list[str], scales:
         for other in baselines:
             per = {str(s): spread_ci(seed_losses(runs, pts, s), seed_losses(runs, other, s), spreads[pts],
                                      spreads[other]) for s in scales}
-            differences[f"{pts}-{other}"] = mark_absent(gate(per, (pts, other), learned, edged, late), (pts, other),
-                                                        absent)
-    by_name = framings(runs, pt_series, baselines, n_boot=n_boot, seed=seed, learned=learned, edged=edged, late=late)
-    for res in by_name.values():
-        for pair, r in res.items():
-            r["per_scale"] = mark_absent(r["per_scale"], tuple(pair.rsplit("-", 1)), absent)
+            differences[f"{pts}-{other}"] = gate(per, (pts, other), learned, edged, late, absent)
+    by_name = framings(runs, pt_series, baselines, n_boot=n_boot, seed=seed, learned=learned, edged=edged, late=late,
+                       absent=absent)
     by_framing = {f: {pair: r["every_scale"] for pair, r in res.items()} for f, res in by_name.items()}
     ut_by_framing = {f: every_scale(res["pt-ut"]["per_scale"], win="b_lower")["every_scale"]
                      for f, res in by_name.items() if "pt-ut" in res}
@@ -263,17 +264,6 @@ def comparisons(runs, table, pt_series: list[str], baselines: list[str], scales:
                              for m, (v, df) in spreads.items()},
             "statements": statements, "pt_beats_bert_by_framing": {f: v.get("pt-bert") for f, v in by_framing.items()},
             "ut_beats_pt_by_framing": ut_by_framing, "pt_beats_by_framing": by_framing}
-
-
-def mark_absent(per_scale: Mapping[str, Mapping], pair: Sequence[str], absent: set[tuple[str, str]]) -> dict:
-    """``per_scale`` with the context gate's reason replaced by MISSING where a side has no runs yet (``absent``:
-    {(series, scale)} of the results table's 'missing' cells): not learning and not having run differ."""
-    out = {}
-    for s, d in per_scale.items():
-        gone = [m for m in pair if (m, str(s)) in absent]
-        out[str(s)] = ({**d, "absent": gone, "reason": MISSING.format(models=" and ".join(gone))}
-                       if gone and d.get("no_context") else dict(d))
-    return out
 
 
 def seed_losses(runs, series: str, scale) -> list[float]:

@@ -1,9 +1,9 @@
 """Context-transfer checks on an lr-transfer study: does muP PT learn context, as well as SP, at every width,
 with an optimum that does not drift and a loss that does not rise with width?
 
-Input: the study's trials table (one row per run: ``optim.lr``, ``model.width``, ``model.parametrization``, ``seed``,
-``val_loss``, ``context_gain``, ``context_gain_se``) and ``transfer_drift.drift`` of the same rows. Only values run
-at every seed of their group count (``transfer_drift.optimum``'s candidates). Checks (each with ``passed``):
+Input: the study's trials table (``optim.lr``, ``model.width``, ``model.parametrization``, ``seed``, ``val_loss``,
+``context_gain``, ``context_gain_se``) and its ``transfer_drift.drift``; only ``transfer_drift.optimum``'s
+candidates count (values run at every seed). Checks (each with ``passed``):
 
 - ``context_vs_sp``: at the tuning width (the smallest both parametrizations ran), muP's best seed-mean context gain
   minus SP's, d_s per seed both ran; passed when mean(d) >= -``K_SE`` SE(d), SE(d) = sd(d) / sqrt(n).

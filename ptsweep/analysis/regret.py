@@ -16,10 +16,8 @@ the richest whose coefficients number at most (distinct points - 1) with a full-
     axis effect Delta_i^+- = f(ln(1 +- rel) e_i) - f(0) = g_i ln(1 +- rel) + 1/2 H_ii ln(1 +- rel)^2          (R3)
     better frac F = P_{S' ~ U[(1-rel)S, (1+rel)S]}( f(u(S')) < f(0) )   (the sampling measure of [S] §3.1)   (R4)
 
-(R3) is linear in beta: Student-t interval. (R2) and (R4) get basic (bias-corrected) parametric-bootstrap intervals
-(:func:`draws`, :func:`basic_interval`) at level 1 - 2 test_alpha (each bound one-sided 1 - test_alpha). The box
-minimum is found by exact coordinate descent (:func:`box_minimum`): exact for linear and diagonal surfaces, a local
-minimum no worse than both starts for an indefinite full H.
+(R3) gets a Student-t interval, (R2) and (R4) basic parametric-bootstrap intervals (:func:`basic_interval`) at level
+1 - 2 test_alpha; the box minimum is exact for linear and diagonal surfaces (:func:`box_minimum`).
 
 Verdict (tolerance tau, relative): pass if r_hi < tau, fail if r_lo > tau, inconclusive otherwise. A plane over-states
 a convex loss's regret (f(u) >= f(0) + g'u): its r_lo is set to 0 (it never fails) and it gives no better fraction.

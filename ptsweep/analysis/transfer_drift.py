@@ -1,9 +1,8 @@
 """Optimum of a hyperparameter per width, with its seed noise, and its drift across widths (method and measured
 coverage: experiments/lr-transfer/README.md, "Drift intervals from a fitted curve").
 
-Input: a trials table with one row per run: the hyperparameter ``x_col`` (e.g. ``optim.lr``), a width, a
-parametrization, a seed and the final validation loss. A non-finite loss (diverged run) counts as +inf: a value where
-one seed of three diverged is not an optimum.
+Input: one row per run (``x_col``, e.g. ``optim.lr``, width, parametrization, seed, final validation loss); a
+non-finite loss (diverged run) counts as +inf: a value where one seed of three diverged is not an optimum.
 
 Per (parametrization, width): the optimum ``x_opt``, the argmin of the seed-mean loss over the *candidates* (the x
 values with the most seeds), its *plausible set* (candidates within ``k_se`` seed-paired SEs of the best) and a paired
@@ -176,9 +175,8 @@ def drift(df: pd.DataFrame, x_col: str, width_col: str = "model.width", param_co
           seed: int = 0) -> dict[str, dict]:
     """Per parametrization: ``{"per_width": {width: optimum(...) + "fit": fit_optimum(...)}, "smallest_width",
     "largest_width", "drift_log2", "drift_boot_q": [q05, q50, q95], "drift_plausible_range": [lo, hi],
-    "drift_is_bound", "drift_fit_log2", "drift_fit_ci": [lo, hi] (90 %)}`` (module docstring; the fit keys are None
-    where a width's quadratic has no minimum).
-    ``drift_is_bound``: an end width's optimum lies on the edge of its grid, so the drift is only a bound."""
+    "drift_is_bound" (an end width's optimum on its grid's edge: the drift is a bound), "drift_fit_log2",
+    "drift_fit_ci": [lo, hi]}`` (module docstring; the fit keys are None where a quadratic has no minimum)."""
     rng = np.random.default_rng(seed)
     out: dict[str, dict] = {}
     for par, gp in df.groupby(param_col, sort=True):

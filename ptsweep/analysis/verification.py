@@ -1,8 +1,7 @@
 """The verdict of the random-search verification of hyperparameter transfer ([S] §3.1, spec §10) and its tables.
 
-Figure 1(a) of [S] plots D(S', S) against the relative loss increase (L(S') - L(S)) / L(S), Figure 1(b) the rank
-against it (:func:`rank_table`, seed-noise band :func:`noise_band`). :func:`verdict` reports the paper's strict test
-next to a noise-aware decision rule on seed-blocked contrasts (:func:`paired_contrasts`).
+:func:`rank_table` is the table of [S] Figure 1; :func:`verdict` reports the paper's strict test next to a noise-aware
+decision rule on seed-blocked contrasts (:func:`paired_contrasts`).
 
 **Strict test** ([S] §3.1, ``result["strict"]``): the base (at its mean) beats every one of n >= n_required usable
 points -> "pass"; some point's mean is below the base mean -> "fail"; otherwise "insufficient".

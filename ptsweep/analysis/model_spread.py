@@ -11,6 +11,7 @@ every cell would be.
 
 from __future__ import annotations
 
+import bisect
 import math
 from typing import Mapping, Sequence
 
@@ -70,8 +71,4 @@ def seeds_to_decide(diff: float, var_a: float, var_b: float, level: float = 0.95
 
     if not decides(MAX_SEEDS):
         return None
-    lo, hi = 1, MAX_SEEDS  # decides(hi) holds, decides(lo) does not (n = 1 has no df)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if decides(mid) else (mid, hi)
-    return hi
+    return 1 + bisect.bisect_left(range(1, MAX_SEEDS + 1), True, key=decides)  # decides(n) turns True once

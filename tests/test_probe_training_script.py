@@ -1,6 +1,7 @@
 """experiments/context/probe_training.py at smoke size: one ``train.run`` with its probe, the JSON it writes (trace at
-init and at every log step, the run's final metrics), the same numbers as the run without the probe, its feature-cap
-lever; experiments/context/paired_vs.py's table on two such candidates against a reference."""
+init and at every log step, the run's final metrics), the same numbers as the run without the probe (its levers are
+variants of PT in the config: ``test_variant_feature_cap.py``, ``test_variant_independent_wd.py``);
+experiments/context/paired_vs.py's table on two such candidates against a reference."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ import torch
 
 from ptsweep import train
 from ptsweep.config import compose, with_overrides
-from ptsweep.models import build_model
 from ptsweep.tracking import Tracker
 
 from experiment_scripts import load_script
@@ -34,7 +34,7 @@ def record(tmp_path_factory) -> dict:
 
 def test_the_trace_has_init_and_every_log_step_with_each_mfvi_iteration(record):
     cfg = compose(SMOKE)
-    assert set(record) == {"config", "feature_cap", "independent_wd", "trace", "final", "wall_s"}
+    assert set(record) == {"config", "trace", "final", "wall_s"}
     assert [r["step"] for r in record["trace"]] == [0, 4, 8, 12, 16]
     for row in record["trace"]:
         assert [m["t"] for m in row["mfvi"]] == list(range(1, cfg.model.n_iters + 1))
@@ -50,17 +50,6 @@ def test_the_probe_changes_no_number_of_the_run(record, tmp_path):
     plain = train.run(with_overrides(compose(SMOKE), {"train.log_every": 4}), Tracker(), run_dir=tmp_path)
     assert record["final"]["val_loss"] == plain["val_loss"] and record["final"]["test_loss"] == plain["test_loss"]
     assert math.isfinite(plain["val_loss"])
-
-
-def test_feature_cap_bounds_the_z_features_and_leaves_the_topic_features():
-    cfg = compose(SMOKE + ["model.parametrization=mup"])
-    model = build_model(cfg.model, 64, cfg.data.seq_len)
-    q = torch.softmax(5 * torch.randn(2, 3, model.width), -1)
-    plain_z, plain_g = model.features(q), model.features(q, 0.5)
-    probe_training.cap_features(model, 0.5)
-    assert torch.allclose(model.features(q), 0.5 * torch.tanh(plain_z / 0.5))
-    assert model.features(q).abs().max() <= 0.5 < plain_z.abs().max()
-    assert torch.equal(model.features(q, 0.5), plain_g)
 
 
 def _probe_json(folder: Path, name: str, seed_losses: dict[int, float]) -> None:

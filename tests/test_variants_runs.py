@@ -1,7 +1,7 @@
 """PT's variants around the model (``ptsweep/variants``, ``model.variants``; experiments/lr-transfer/levers.md): the
 entries' one-line errors, run and trial identities (an empty list is the config without the key; the keys of the
 levers' earlier schema at their off values read as absent), the training step that backpropagates the loss terms, the
-history that reports them, and the measurement scripts' planned trials."""
+history that reports them (the lever studies' planned trials: ``test_lever_scripts.py``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from ptsweep.config import PTConfig, compose, to_dict, with_overrides
+from ptsweep.config import compose, to_dict, with_overrides
 from ptsweep.errors import ConfigError
 from ptsweep.identity import config_hash, result_config, trial_key
 from ptsweep.models import build_model, mlm_logits
@@ -172,71 +172,3 @@ def test_the_history_reports_the_variant_terms(cache_dir, tmp_path, monkeypatch)
     assert metrics["status"] == "ok" and logged
     for row in logged:
         assert row["aux/z_loss"] > 0 and math.isfinite(row["aux/z_loss"]) and row["aux/qz_entropy_floor"] >= 0
-
-
-def test_the_basin_script_plans_each_lever_beside_the_default_over_the_high_side():
-    """run_basin_levers.sh with PY=echo prints its commands; each plans eta*/2, eta*, 2 eta* at widths 32 and 128
-    for the default and for the lever (the control group: the lever on, MFVI kept), 3 seeds at every value."""
-    from ptsweep.sweeps.lr_transfer_plan import refine_values, stage1_trials
-
-    levers = set()
-    for cfg in _script_configs("run_basin_levers.sh", 9):
-        lt = cfg.sweep.lr_transfer
-        assert (lt.widths, lt.seeds, lt.refine_top, cfg.train.tokens) == ([32, 128], 3, 0, 1228800)
-        trials, labels = stage1_trials(cfg)
-        assert len(trials) == 12 and refine_values(cfg, None)[("control", "mup_sp", 128)] == [0.01, 0.02, 0.04]
-        for ov, label in zip(trials, labels):
-            assert ov["optim.lr"] in (0.01, 0.02, 0.04)
-            model = with_overrides(cfg, ov).model
-            changed = {k: v for k, v in to_dict(model).items() if v != to_dict(PTConfig())[k]
-                       and k not in ("width", "scaling", "base_width", "base_rank", "damping_z", "w_attn")}
-            if label.startswith("lr-"):
-                assert changed == {} and model.w_attn == 1.0
-            else:
-                assert label.startswith("ctrl-") and model.n_iters == 4 and set(changed) == {"variants"}
-                assert len(model.variants) == 1
-                levers.add(tuple(sorted((k, v) for k, v in model.variants[0].items())))
-    assert {dict(v)["name"] for v in levers} == {"z_loss", "qz_entropy_floor", "attn_row_rms", "z_scale",
-                                                 "topic_scale"} and len(levers) == 8  # row_rms twice: w_attn 2, 6
-
-
-def test_the_weight_script_plans_each_weight_grid_and_the_lr_grid_per_variant():
-    """run_weight_levers.sh with PY=echo prints its commands: per variant (default, then each width rule) and per
-    weight, the LR grid 0.01 / 0.02 / 0.04 and the weight's grid 0.5-4 at eta 0.02, at widths 32 and 128, seed 0
-    first and 3 seeds at each grid's best two, in the variant's own study folder; the rule reaches every trial."""
-    from ptsweep.sweeps.lr_transfer_plan import stage1_trials
-
-    seen = set()
-    for cfg in _script_configs("run_weight_levers.sh", 12):
-        lt = cfg.sweep.lr_transfer
-        assert (lt.widths, lt.weight_widths, lt.seeds, lt.refine_top) == ([32, 128], [32, 128], 3, 2)
-        trials, labels = stage1_trials(cfg)
-        weight = lt.weight_key
-        assert sorted({ov["optim.lr"] for ov, lab in zip(trials, labels) if lab.startswith("lr-")}) == [0.01, 0.02, 0.04]
-        weight_trials = [ov for ov, lab in zip(trials, labels) if lab.startswith("w")]
-        # 1.0 is the LR grid's 0.02 trial (the same run); the preset's control is PT without inference
-        assert sorted({ov[weight] for ov in weight_trials}) == [0.5, 2.0, 4.0] and len(weight_trials) == 6
-        assert all(ov["optim.lr"] == 0.02 for ov in weight_trials)
-        assert all(ov["model.n_iters"] == 0 for ov, lab in zip(trials, labels) if lab.startswith("ctrl-"))
-        assert len(trials) == 6 + 6 + 6
-        rule = [v["name"] for v in cfg.model.variants]
-        variant = cfg.sweep.study.removeprefix("weights-")
-        assert rule == {"default": [], "z_scale": ["z_scale"], "topic_scale": ["topic_scale"]}[variant]
-        assert all(with_overrides(cfg, ov).model.variants == cfg.model.variants for ov in trials)
-        seen.add((variant, weight))
-    assert len(seen) == 12
-
-
-def _script_configs(script: str, n: int) -> list:
-    """The configs of the ``lr-transfer`` calls that ``experiments/lr-transfer/<script>`` makes (run with PY=echo, so
-    it prints them); there must be ``n``."""
-    import shlex
-    import subprocess
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[1]
-    out = subprocess.run(["bash", f"experiments/lr-transfer/{script}"], cwd=root, check=True, capture_output=True,
-                         text=True, env={"PATH": "/usr/bin:/bin", "PY": "echo"}).stdout
-    commands = [shlex.split(line) for line in out.splitlines()]
-    assert len(commands) == n and all(c[:3] == ["-m", "ptsweep", "lr-transfer"] for c in commands)
-    return [compose(c[3:]) for c in commands]

@@ -17,7 +17,8 @@ run folder is a temporary one.
     .venv/bin/python experiments/context/probe_training.py --out runs/context/probe-mup-w32.json \\
         preset=lr_study model.width=32 model.scaling=rank optim.lr=0.03125 seed=0
 
-Writes one JSON (config, levers, trace rows, final metrics, wall_s) and prints a compact table to stderr.
+A lever is a variant of PT in the config (``model.variants=[{name: feature_cap, cap: 4}]``, ``ptsweep/variants``).
+Writes one JSON (config, trace rows, final metrics, wall_s) and prints a compact table to stderr.
 """
 
 from __future__ import annotations
@@ -136,59 +137,19 @@ def print_row(row: dict) -> None:
           file=sys.stderr, flush=True)
 
 
-def cap_features(model, cap: float) -> None:
-    """Bound every Z feature: P^ -> cap * tanh(P^ / cap) (linear near 0, |P^| < cap). Under muP P^ = N Q_z - 1 grows
-    N-fold as Q_z sharpens; under SP it is Q_z (<= 1). Shadows the model's ``features`` method on this instance for
-    the Z features (called without a scale); the topic features (called with theirs) are left as they are."""
-    plain = model.features
-
-    def capped(q: torch.Tensor, scale: float | None = None) -> torch.Tensor:
-        return plain(q, scale) if scale is not None else cap * torch.tanh(plain(q) / cap)
-
-    model.features = capped
-
-
-def independent_weight_decay(opt: torch.optim.AdamW, per_step: float) -> None:
-    """Weight decay that does not follow eta (Kosson et al. 2025, arXiv 2510.19093): torch's AdamW shrinks each
-    weight by ``lr_t * weight_decay`` per step, so a group's weight_decay of ``per_step / lr_peak`` shrinks its
-    matrices by ``per_step`` x the schedule factor, whatever eta and the group's muP multiplier. Gains and biases
-    are not decayed. Call after the optimizer is built with the peak LRs and before any ``set_lr``."""
-    for g in opt.param_groups:
-        g["weight_decay"] = 0.0 if g["role"] in ("gain", "bias") else per_step / g["lr"]
-
-
-def probe_factory(feature_cap: float, independent_wd: float):
-    """The factory ``train.run`` calls once the model and optimizer exist: it applies the script's levers (they are
-    not options of the library) before the first evaluation, then returns the :class:`MfviTrace` probe."""
-    def factory(model, optimizer, val, device):
-        if feature_cap > 0:
-            cap_features(model, feature_cap)
-        if independent_wd > 0:
-            independent_weight_decay(optimizer, independent_wd)
-        return MfviTrace(model, optimizer, val, device)
-    return factory
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True, help="JSON file to write")
     ap.add_argument("--every", type=int, default=50, help="record the statistics every this many steps")
-    ap.add_argument("--feature-cap", type=float, default=0.0,
-                    help="a lever, not a model option: replace the Z features P^ by cap * tanh(P^ / cap) (0 = off)")
-    ap.add_argument("--independent-wd", type=float, default=0.0,
-                    help="a lever, not an optim option: decoupled weight decay of this much per step on every matrix "
-                         "(x the schedule factor), independent of eta and of the muP LR multipliers (0 = off)")
     ap.add_argument("overrides", nargs="*", help="Hydra overrides, as for python -m ptsweep train")
-    args = ap.parse_args(argv)
+    args = ap.parse_intermixed_args(argv)  # overrides before and after --out
     cfg = with_overrides(compose(list(args.overrides)), {"train.log_every": args.every})
     with tempfile.TemporaryDirectory() as run_dir:
-        final = train.run(cfg, Tracker(), run_dir=Path(run_dir),
-                          probes=[probe_factory(args.feature_cap, args.independent_wd)])
+        final = train.run(cfg, Tracker(), run_dir=Path(run_dir), probes=[MfviTrace])
     trace = trace_rows(final.pop("history"))
     for row in trace:
         print_row(row)
-    out = {"config": to_dict(cfg), "feature_cap": args.feature_cap, "independent_wd": args.independent_wd,
-           "trace": trace, "final": final, "wall_s": final["wall_s"]}
+    out = {"config": to_dict(cfg), "trace": trace, "final": final, "wall_s": final["wall_s"]}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=1, default=str))
     print(f"{args.out}: val {final['val_loss']:.3f} (unigram {final['unigram_loss']:.3f}, no-context "

@@ -1,16 +1,12 @@
-"""Measured training speed for the run planner (``ptsweep.planner``): the records ``bench/bench_models.py`` writes to
-``runs/bench/**/*.json``, ``{"meta": {"batch", "seq_len", ...}, "results": [{"model", "shape", "width",
-"flops_per_token", "tokens_per_s", "device", "device_name"}, ...]}`` (``bench/bench_output.py``), and the GPU
-check's records committed in ``bench/results/`` (``bench/bench_cluster.py``: meta ``kind`` "gpu-check"; rows with a
-``part``, the ``micro_batch`` they ran, ``compile`` and, for packed trials, ``trials`` per GPU and their aggregate
-tokens/s). Rows that failed or were skipped, and dry-run records, are never used.
+"""Measured training speed for the run planner (``ptsweep.planner``): the GPU rows of the records
+``bench/bench_models.py`` writes to ``runs/bench/**/*.json`` (``{"meta": {"batch", "seq_len", ...}, "results":
+[{"model", "shape", "width", "flops_per_token", "tokens_per_s", "device", "device_name"}, ...]}``) and of the GPU
+check's records in ``bench/results/`` (rows with a ``part``, their ``micro_batch``, ``compile`` and, for packed
+trials, ``trials`` per GPU and their aggregate tokens/s). Failed, skipped and dry-run rows are never used.
 
-A planned run uses a record of the same GPU (``device_name``, e.g. "NVIDIA H200"; records written before it existed
-name only "cuda"), model, width, analytic FLOPs per token (within 1 %: this fixes the shape, the vocabulary and the
-sequence length), for PT attention path, ``train.compile`` mode and trials per GPU (a packed trial's GPU-hours are
-tokens / the aggregate tokens/s of the trials sharing the GPU; without a record of that packing, one trial alone).
-Of several, the one whose batch is closest to the run's micro-batch (rows per forward/backward; tokens/s grows with
-it on a launch-bound GPU) wins. CPU records are never used.
+A planned run uses a record of the same GPU, model, width, FLOPs per token (within 1 %: the shape, vocabulary and
+sequence length), PT attention path, compile mode and trials per GPU (else one trial alone); of several, the one
+whose batch is closest to the run's micro-batch.
 """
 
 from __future__ import annotations
@@ -57,9 +53,8 @@ def planned_path(model_cfg) -> str:
 
 
 def load(folders: str | Path) -> tuple[list[Measurement], list[str]]:
-    """(every GPU step-time record under ``folders``, the names of the JSON files without such records); several
-    folders are separated by commas ("bench/results,runs/bench"). A file that is not valid JSON is a one-line
-    ValueError."""
+    """(every GPU step-time record under ``folders``, separated by commas, and the JSON files without any); a file
+    that is not valid JSON is a one-line ValueError."""
     parts = [p for p in str(folders).split(",") if p]
     if len(parts) == 1:
         return _load_one(Path(parts[0]), "")
@@ -111,9 +106,8 @@ def _records(doc: dict, source: str) -> list[Measurement]:
 
 
 def choose_device(records: list[Measurement], device: str) -> str:
-    """The GPU whose records the plan uses: ``device`` (a case-insensitive part of the name) when given, else the
-    only GPU the records have ('' when there are none). Several GPUs and no choice, or a choice no record has, is a
-    one-line ValueError."""
+    """The GPU whose records the plan uses: ``device`` (a case-insensitive part of the name), else the only GPU the
+    records have ('' when none); ValueError when that is ambiguous or missing."""
     names = sorted({r.device for r in records})
     if device:
         hits = [n for n in names if device.lower() in n.lower()]

@@ -49,8 +49,8 @@ def _fmt_count(n: float) -> str:
 
 
 def cmd_size(cfg: RunConfig, vocab: int | None, table: bool = False) -> int:
-    """Print the model's shape, parameter counts and training FLOPs/token (no data loading); with ``table``, the
-    sizing table of every PT width in sweep.scales with every baseline family matched by sweep.match."""
+    """Print the model's shape, parameter counts and training FLOPs/token (no data loading), or with ``table`` the
+    sizing table."""
     from ptsweep.models.sizing import describe
 
     V = vocab or cfg.data.vocab_size
@@ -74,8 +74,7 @@ def cmd_size(cfg: RunConfig, vocab: int | None, table: bool = False) -> int:
 
 def _size_table(cfg: RunConfig, V: int) -> int:
     """Markdown sizing table (docs/baselines.md, "Baseline shapes"): PT at sweep.scales and every baseline family
-    (BERT, UT, ModernBERT; a reference of the matched shapes, whatever sweep.models runs) by
-    models.sizing.match_shape."""
+    matched by sweep.match (``models.sizing.match_shape``)."""
     from ptsweep.models.sizing import SCHEMAS, sizing_table
 
     if cfg.model.name != "pt":
@@ -109,9 +108,8 @@ def _summary(metrics: dict) -> str:
 
 
 def cmd_plan(args) -> int:
-    """Print the run plan (ptsweep.planner) of the sweeps that ``sweep=<name>[,<name>]`` tokens and --sweep select
-    (other tokens stay Hydra overrides): per group of runs memory, micro-batch and GPU-hours, timed by the bench
-    records of --bench-dir where they measure the shape (``bench_times``)."""
+    """Print the run plan (``ptsweep.planner``) of the sweeps that ``sweep=<name>[,<name>]`` tokens and --sweep
+    select (other tokens stay Hydra overrides)."""
     from ptsweep import bench_times, planner, plan_report
 
     names, rest = [], []
@@ -186,9 +184,8 @@ def _steps(command: str, cfg: RunConfig) -> int | str:
 
 
 def start_line(command: str, cfg: RunConfig) -> str:
-    """The first line every sweep prints: the preset, the data and the width(s), so that a typed width (``make
-    verify-transfer WIDTH=1536``) cannot silently run at toy scale; under the demo preset it says what that is and
-    how to get the paper's setting."""
+    """The first line every sweep prints: the preset, the data and the width(s), so that a run at toy scale is
+    never silent; under the demo preset it says how to get the paper's setting."""
     d = cfg.data
     line = (f"{command}: preset {cfg.preset}, data {d.name} (tokenizer {d.tokenizer}, V = {d.vocab_size}, blocks of "
             f"{d.seq_len}), {_widths(command, cfg)}, {_steps(command, cfg)} steps per run")

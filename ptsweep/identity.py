@@ -1,18 +1,13 @@
 """Run and trial identity: which config keys change a result, and the hashes that name run folders and trials.
 
-Every identity starts from :func:`result_config`: the flat config (dotted keys) minus the result-neutral keys
-(outputs, trackers, Ray, sweep settings, progress, threads, checkpointing, device and its TF32 switch, batch
-prefetching, where the token cache lies, the probes a run logs, the command that builds a corpus' files), so two
-configs that differ only there share it. :func:`config_hash` (8 hex digits) names a run folder
-``<out_dir>/train/<label>-<hash>`` and is the resume check; :func:`trial_key` (``[label-]`` + 10 hex digits) names a
-sweep trial's ledger folder ``<study>/trials/<key>/`` and, through :func:`trial_config`, the base config an Optuna
-study was created for.
+Every identity starts from :func:`result_config`: the flat config (dotted keys) minus the result-neutral keys.
+:func:`config_hash` (8 hex digits) names a run folder ``<out_dir>/train/<label>-<hash>`` and is the resume check;
+:func:`trial_key` (``[label-]`` + 10 hex digits) names a sweep trial's ledger folder ``<study>/trials/<key>/``.
 
-A key added to the schema after results were recorded is hashed only where it changes the computation
-(:data:`LEGACY_EQUIVALENT`), a key retired from it only where it did (``config.convert.RETIRED_KEYS``); an unset
-key whose value in effect depends on another (``model.damping_z``) is hashed as that value. The two digests write
-floats differently (``config_hash`` by repr at the top level only, trial keys also inside lists and their
-mappings); both are kept as they were, since existing run folders and ledgers are found by these values.
+A key added to the schema later is hashed only where it changes the computation (:data:`LEGACY_EQUIVALENT`), a
+retired key only where it did (``config.convert.RETIRED_KEYS``); unset ``model.damping_z`` is hashed as its value in
+effect. The two digests write floats differently (``config_hash`` by repr at the top level only, trial keys also
+inside lists); both stay as they are, since existing run folders and ledgers are found by them.
 """
 
 from __future__ import annotations
@@ -28,8 +23,7 @@ from ptsweep.config.model import default_z_damping
 __all__ = ["RESULT_NEUTRAL_PREFIXES", "RESULT_NEUTRAL_KEYS", "result_config", "config_hash", "trial_config",
            "trial_key"]
 
-# Keys that do not change what a run computes: left out of the run folder's config hash, of the resume check and of
-# the trial keys (so e.g. a different out_dir, W&B mode or Ray setting still finds the finished runs and trials).
+# Keys that do not change what a run computes: left out of every identity.
 RESULT_NEUTRAL_PREFIXES = ("tracker.", "ray.", "sweep.")
 RESULT_NEUTRAL_KEYS = {"out_dir", "run_name", "preset", "data.cache_dir", "data.num_proc", "train.progress",
                        "train.threads", "train.resume", "train.checkpoint", "train.checkpoint_every_s", "train.device",
@@ -37,8 +31,7 @@ RESULT_NEUTRAL_KEYS = {"out_dir", "run_name", "preset", "data.cache_dir", "data.
                        "data.token_cache", "train.probes", "data.build_command"}
 
 
-# key -> when its value computes what a config without the key computed: 'model.attn_base_rank' is read by 'mup_sp'
-# only, and at r_A = base_rank its attention scale is the earlier r0 / r; no variant of PT is the paper's model.
+# key -> when its value computes what a config without the key computed.
 LEGACY_EQUIVALENT = {
     "model.attn_base_rank": lambda flat: (flat.get("model.parametrization") != "mup_sp"
                                           or flat["model.attn_base_rank"] == flat.get("model.base_rank")),
@@ -47,9 +40,8 @@ LEGACY_EQUIVALENT = {
 
 
 def _without_neutral(flat: Mapping[str, Any]) -> dict:
-    """``flat`` (dotted keys) sorted by key, minus the result-neutral keys, the keys at a legacy-equivalent value
-    and retired keys at the value that computed nothing (``RETIRED_KEYS``: old checkpoints carry them); unset
-    damping as the value in effect."""
+    """``flat`` (dotted keys) sorted, minus the result-neutral keys, keys at a legacy-equivalent value and retired
+    keys at a value that computed nothing; unset damping as the value in effect."""
     if flat.get("model.damping_z", 0.0) is None:
         flat = {**flat, "model.damping_z": default_z_damping(flat["model.parametrization"])}
     return {k: v for k, v in sorted(flat.items())
@@ -65,8 +57,7 @@ def result_config(cfg_or_dict) -> dict:
 
 
 def _norm(v: Any, deep: bool = True) -> Any:
-    """Floats by repr (exact, and the same text on every platform); with ``deep`` also inside lists and their
-    mappings (``model.variants``)."""
+    """Floats by repr (exact on every platform); with ``deep`` also inside lists and their mappings."""
     if isinstance(v, float):
         return repr(v)
     if deep and isinstance(v, (list, tuple)):
@@ -86,8 +77,8 @@ def config_hash(cfg) -> str:
 
 
 def trial_config(base: Mapping[str, Any], overrides: Mapping[str, Any] | None = None) -> dict:
-    """What a trial key hashes: the base config (nested, from ``to_dict``, or flat) with the dotted ``overrides``
-    applied, minus the result-neutral keys, floats by repr (also inside lists)."""
+    """What a trial key hashes: the base config (nested or flat) with the dotted ``overrides`` applied, minus the
+    result-neutral keys, floats by repr."""
     overrides = overrides or {}
     flat = flatten(dict(base))
     flat.update(overrides)
@@ -97,7 +88,6 @@ def trial_config(base: Mapping[str, Any], overrides: Mapping[str, Any] | None = 
 
 
 def trial_key(base: Mapping[str, Any], overrides: Mapping[str, Any], label: str = "") -> str:
-    """Stable key of a trial: ``[label-]`` + sha1 of :func:`trial_config` (10 hex digits). Same computation, same
-    key."""
+    """Stable key of a trial: ``[label-]`` + sha1 of :func:`trial_config` (10 hex digits)."""
     digest = _digest(trial_config(base, overrides), 10)
     return f"{label}-{digest}" if label else digest

@@ -58,9 +58,8 @@ def append_line(path: Path, line: str) -> None:
 
 
 def replace_atomically(path: Path, write: Callable[[Path], None]) -> None:
-    """``write`` a temporary file beside ``path``, then ``os.replace`` it onto ``path``: readers never see a
-    half-written file, and the temporary file is this call's own (``tempfile.mkstemp``), so processes or threads
-    writing the same ``path`` at once do not rename each other's file away."""
+    """``write`` a temporary file of this call's own beside ``path``, then ``os.replace`` it onto ``path``: readers
+    never see a half-written file, and concurrent writers do not rename each other's file away."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     write(Path(tmp))

@@ -1,24 +1,20 @@
 """Validation metrics with their noise, next to the trivial baselines every loss must be read against.
 
-- **Masked-token cross-entropy** (spec §5) over all scored tokens of the fixed-mask validation set, with the
-  cluster-robust SE of a ratio estimator over blocks b (tokens of one block are correlated) with loss sum S_b and
-  n_b scored tokens (N = sum n_b, m = S / N):
+- **Masked-token cross-entropy** (spec §5) over the fixed-mask validation set, with the cluster-robust SE of a
+  ratio estimator over blocks b with loss sum S_b and n_b scored tokens (N = sum n_b, m = S / N):
 
       SE(m)^2 = B / (B - 1) * sum_b (S_b - m n_b)^2 / N^2
 
-- **Unigram baseline**: the cross-entropy of the training-set token frequencies (add-one smoothed over the
-  non-special vocabulary) on the same tokens; ``gain_over_unigram`` = unigram - model, paired (far more precise
-  than the two losses' errors suggest).
+- **Unigram baseline**: the cross-entropy of the add-one smoothed training-set token frequencies on the same
+  tokens; ``gain_over_unigram`` = unigram - model, paired.
 - **No-context baseline** (:class:`NoContextBaseline`): the Bayes predictor that sees only the target's own input
-  token. Under BERT's corruption (a target shows [MASK] with p_m, a uniform random regular token with p_r, itself
-  with p_u = 1 - p_m - p_r; R regular tokens, unigram prior p):
+  token (shown as [MASK] with p_m, a random regular token with p_r, itself with p_u; R regular tokens, prior p):
 
       P(t | [MASK]) = p(t),     P(t | x) = p(t) (p_u 1[t = x] + p_r / R) / (p_u p(x) + p_r / R)   (x visible)
 
   ``gain_over_no_context`` = no-context - model on all targets.
-- **Context gain**: on the targets whose input is [MASK] (where no context-free predictor beats the unigram),
-  ``context_gain`` = unigram - model (paired), with ``mask_loss`` and ``mask_unigram_loss`` on the same targets.
-  A model has **learned context** when ``context_gain`` > 2 SE (:func:`learned_context`).
+- **Context gain**: on the targets whose input is [MASK], ``context_gain`` = unigram - model (paired), with
+  ``mask_loss`` and ``mask_unigram_loss``; context is **learned** when ``context_gain`` > 2 SE (:func:`learned_context`).
 """
 
 from __future__ import annotations
@@ -48,8 +44,7 @@ class MeanSE:
 
 
 def clustered_mean_se(values: torch.Tensor, block: torch.Tensor) -> MeanSE:
-    """Mean of ``values`` (n,) and its cluster-robust SE, clusters given by integer ids ``block`` (n,) (module
-    docstring). Non-finite values give an infinite mean and SE."""
+    """Mean of ``values`` (n,) and its cluster-robust SE over the clusters ``block`` (n,) (module docstring)."""
     values = values.detach().double().cpu()
     block = block.detach().cpu().long()
     n = int(values.numel())
@@ -88,8 +83,7 @@ def unigram_counts(corpus) -> np.ndarray:
 
 
 def unigram_log_probs(corpus) -> torch.Tensor:
-    """log p(w) (V,) of the add-one smoothed training frequencies over the non-special tokens (special: -inf; they
-    are never MLM targets)."""
+    """log p(w) (V,) of the add-one smoothed training frequencies over the non-special tokens (special: -inf)."""
     memo = corpus._memo
     if "unigram_logp" not in memo:
         counts = unigram_counts(corpus).astype(np.float64)
@@ -103,10 +97,8 @@ def unigram_log_probs(corpus) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class NoContextBaseline:
-    """The context-free reference predictors of one corpus and corruption scheme (module docstring).
-
-    ``unigram_logp`` (V,) log p over the regular tokens (-inf on special ones), ``mask_id`` the [MASK] id,
-    ``n_regular`` R, ``p_random`` / ``p_unchanged`` the corruption probabilities of a selected target."""
+    """The context-free reference predictors of one corpus and corruption scheme (module docstring): ``unigram_logp``
+    (V,), the [MASK] id, R and the corruption probabilities of a selected target."""
 
     unigram_logp: torch.Tensor
     mask_id: int
@@ -116,8 +108,7 @@ class NoContextBaseline:
 
     @staticmethod
     def of(corpus, data_cfg) -> NoContextBaseline:
-        """The baseline of ``corpus`` under the masking of ``data_cfg`` (``data.mask_replace_prob``,
-        ``data.random_replace_prob``)."""
+        """The baseline of ``corpus`` under the masking of ``data_cfg``."""
         p_random = float(data_cfg.random_replace_prob)
         return NoContextBaseline(unigram_log_probs(corpus), int(corpus.mask_id), int(len(corpus.regular_ids)),
                                  p_random, max(0.0, 1.0 - float(data_cfg.mask_replace_prob) - p_random))
@@ -155,9 +146,8 @@ def _paired(out: dict, keys: tuple, model: torch.Tensor, ref: torch.Tensor, bloc
 
 def summarize(model_losses: torch.Tensor, unigram_losses: torch.Tensor, block: torch.Tensor,
               is_mask: torch.Tensor | None = None, no_context_losses: torch.Tensor | None = None) -> dict[str, float]:
-    """The metrics dict of one evaluation: val_loss (+ _se), unigram_loss (+ _se), gain_over_unigram = unigram -
-    model (+ _se, paired), val_tokens, val_blocks; with ``is_mask`` (n,) (targets whose input is [MASK]) and
-    ``no_context_losses`` (n,) also ``CONTEXT_KEYS`` (NaN where absent)."""
+    """The metrics of one evaluation: val_loss, unigram_loss, gain_over_unigram (each + _se), val_tokens,
+    val_blocks, and ``CONTEXT_KEYS`` (from ``is_mask`` and ``no_context_losses``; NaN where absent)."""
     out: dict = {}
     model = _paired(out, ("val_loss", "unigram_loss", "gain_over_unigram"), model_losses, unigram_losses, block)
     out.update(val_tokens=model.n_tokens, val_blocks=model.n_blocks)
@@ -172,8 +162,8 @@ def summarize(model_losses: torch.Tensor, unigram_losses: torch.Tensor, block: t
 
 
 def format_loss(m: dict, key: str = "val_loss", prefix: str = "") -> str:
-    """'6.123 +- 0.012 (unigram 6.270, no-context 5.730; context gain +0.147 +- 0.004: learned)' for reports and CLI
-    summaries; ``prefix='test_'`` reads the test split's keys (``key`` then defaults to ``test_loss``)."""
+    """'6.123 +- 0.012 (unigram 6.270, no-context 5.730; context gain +0.147 +- 0.004: learned)';
+    ``prefix='test_'`` reads the test split's keys."""
     def f(x, sign=""):
         return "nan" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:{sign}.3f}"
     key = f"{prefix}loss" if prefix and key == "val_loss" else key
@@ -197,8 +187,7 @@ def masked_token_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 def token_entropy(q: torch.Tensor) -> torch.Tensor:
-    """H(q) = -sum q log q over the last axis (nats; 0 log 0 = 0), in float32 or wider. The log reads q clamped at
-    the dtype's smallest normal number: the same value, and a finite gradient where q = 0 (pads, underflowed
-    labels), where xlogy's log q + 1 = -inf would turn the zero upstream gradient into NaN."""
+    """H(q) = -sum q log q over the last axis (nats), in float32 or wider; log of q clamped at the smallest normal
+    number, so the gradient stays finite where q = 0."""
     q = q.float() if q.dtype in (torch.float16, torch.bfloat16) else q
     return -(q * q.clamp_min(torch.finfo(q.dtype).tiny).log()).sum(-1)

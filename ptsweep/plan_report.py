@@ -66,9 +66,8 @@ def rule_lines(cfg: RunConfig, rows: list[planner.TrialPlan], hw: planner.Hardwa
 
 
 def edge_lines(cfg: RunConfig, hw: planner.Hardware) -> list[str]:
-    """scaling-curves' baseline LR edge rule, which the plan's runs leave out as they leave out every widening round
-    (it runs only where a best LR is on an edge of the LRs tried): its most runs and their GPU-hours
-    (``baseline_rule.edge_runs`` per searched (baseline, scale), at that scale's search shape and budget)."""
+    """scaling-curves' LR edge rule, which the plan's runs leave out (it runs only where a best LR is on an edge):
+    its most runs and their GPU-hours (``baseline_rule.edge_runs`` per searched (model, scale))."""
     from ptsweep.sweeps import baseline_rule
 
     firsts = {}  # (baseline, scale) -> its first planned search trial (shape, tokens, batch)

@@ -1,8 +1,8 @@
 """Run planner (``python -m ptsweep plan``): each sweep's runs, their size, FLOPs, predicted memory, micro-batch and
 GPU-hours, by model and by stage.
 
-Runs: the sweep's own list (``planned_trials`` in its module, ``trials.trial_plan``: the functions its driver runs),
-grouped by (stage, shape, tokens). Early stopping (ASHA) is not modelled, so search stages are an upper bound.
+Runs: each sweep module's ``planned_trials`` (``trials.trial_plan``), grouped by (stage, shape, tokens). Early
+stopping (ASHA) is not modelled, so search stages are an upper bound.
 
 Activations of one sequence (``activation_bytes``; elements x ``bytes_per_element``, 4 = fp32, a bound for bf16):
 
@@ -14,17 +14,12 @@ Activations of one sequence (``activation_bytes``; elements x ``bytes_per_elemen
     BERT / UT per layer (Korthikanti et al. 2022 without dropout masks): 17 d + 2.5 a L per token (a = heads)
 
 Static memory: 16 bytes per parameter (fp32 weights, gradients, AdamW moments) + PT's flat U/V copies and their
-gradients (12 K C r N elements) + ``OVERHEAD_GB``. ``micro_batch``: the largest even split of the batch whose
-activations fit in ``gpu_mem * MEMORY_FRACTION`` next to it; the run's own micro-batch follows
-``train.micro_batch_size`` (:func:`run_micro_batch`), and its peak is static + micro-batch x activations.
+gradients (12 K C r N elements) + ``OVERHEAD_GB``. The run's micro-batch follows ``train.micro_batch_size``
+(:func:`run_micro_batch`); its peak is static + micro-batch x activations.
 
-Time of a run: tokens / the tokens/s measured on the GPU where a bench record of the same shape, ``train.compile``
-mode and trials per GPU exists (``bench_times``: the GPU check's committed ``bench/results`` records or
-``runs/bench``; a trial packed n per GPU by ``ray.pack_gpus_per_trial`` / ``ray.gpus_per_trial`` costs tokens / the
-n trials' aggregate tokens/s), else executed FLOPs / (peak x MFU), executed = the analytic training FLOPs
-(``models.sizing``) + the blockwise path's backward recomputation of q, v and the attention, 2 (2 K C N r + 3 C L r)
-per token and iteration. Measured on an H200 (bf16, paper preset, dense PT): MFU 0.21 at width 1536 and 0.04 at width 256
-(bench/README.md, "GPU"), so the default 0.3 is optimistic for PT. Each line of the plan says which it used.
+Time of a run: tokens / the tokens/s of a GPU bench record of the same shape, compile mode and packing
+(``bench_times``), else executed FLOPs / (peak x MFU), executed = the analytic training FLOPs + the blockwise path's
+backward recomputation, 2 (2 K C N r + 3 C L r) per token and iteration. Each line of the plan says which it used.
 """
 
 from __future__ import annotations
@@ -137,9 +132,8 @@ def micro_batch(batch: int, act_per_seq: float, static: float, gpu_mem_gb: float
 
 
 def run_micro_batch(setting, batch: int, fitting: int) -> int:
-    """Rows per forward/backward a run uses under ``train.micro_batch_size`` (as ``train.resolve_micro_batch``): an
-    integer n > 0 -> min(n, batch); 0 -> the whole batch; 'auto' -> the largest that fits (``fitting``, the
-    planner's estimate of what the probe finds)."""
+    """Rows per forward/backward a run uses under ``train.micro_batch_size`` (as ``train.resolve_micro_batch``;
+    'auto': ``fitting``, the planner's estimate of what the probe finds)."""
     if setting == "auto":
         return fitting
     return min(int(setting), batch) if int(setting) > 0 else batch
@@ -167,7 +161,7 @@ def plan_trial(cfg: RunConfig, sweep: str, stage: str, model_cfg, count: int, to
 
 def trials_per_gpu(cfg: RunConfig, model_cfg) -> int:
     """Trials of this model's width that share one GPU (``trials.placement.gpus_for_width``: a fraction 1/n packs
-    n; a whole GPU or more, or none, counts 1)."""
+    n)."""
     from ptsweep.trials.placement import gpus_for_width
 
     gpus = gpus_for_width(cfg, int(model_cfg.width))
@@ -176,10 +170,8 @@ def trials_per_gpu(cfg: RunConfig, model_cfg) -> int:
 
 def run_hours(model_cfg, tokens: float, fpt: float, exec_fpt: float, seq_len: int, micro: int, hw: Hardware,
               compile_mode: str = "none", per_gpu: int = 1) -> tuple[float, str, str]:
-    """(GPU-hours of one run, where they come from, the record file or ''): the measured tokens/s of ``hw.device``
-    where a bench record of the shape, compile mode and packing exists (``bench_times.pick``; a packed record's
-    tokens/s is the aggregate of the trials sharing the GPU, so tokens / it is one trial's share of GPU time), else
-    executed FLOPs at ``hw.peak_tflops`` x ``hw.mfu``."""
+    """(GPU-hours of one run, where they come from, the record file or ''): by the measured tokens/s of
+    ``hw.device`` (``bench_times.pick``), else by executed FLOPs at ``hw.peak_tflops`` x ``hw.mfu``."""
     rec = bench_times.pick(list(hw.records), hw.device, model_cfg, fpt, seq_len, micro, compile_mode,
                            per_gpu) if hw.device else None
     if rec is not None:

@@ -1,19 +1,12 @@
 """A study's results folder: the finished trial records that live in the repository (``sweep.results``).
 
-A results folder (e.g. ``experiments/scaling/results/scaling-trained/``) holds ``study.json`` (the study's name,
-sweep, the overrides and config of the command that last ran it, the vocabulary size it measured) and one record
-per finished trial, ``trials/<trial_key>.json``: the ledger record (status, validation and test metrics), label,
-overrides, seed, source fingerprint and commit, the config its trial key hashes (``identity.trial_config``) and the
-in-loop learning curve (one row per evaluation). A few kB each; checkpoints, logs and W&B files stay in runs/.
-
-Before a sweep plans each list of trials, a record found only in its results folder is restored into
-``<study>/trials/<key>/`` (``final.json``, ``trial.json``, ``history.jsonl``: :func:`restore`), so the ledger
-counts it as finished and every reader of the study folder sees it; a trial finished in runs/ is exported to the
-repository (:func:`export`, also as each trial ends).
-
-Every record read is checked (:func:`check_record`): its file name is its trial key, its key is the one this code
-computes from the config it stores (else it was made under an identity scheme this code does not produce), and its
-overrides are that config's values. A results folder of another study or sweep is refused (:func:`check_study`).
+A results folder holds ``study.json`` (name, sweep, the command's overrides and config, vocabulary size) and one
+record per finished trial, ``trials/<trial_key>.json``: the ledger record, label, overrides, seed, source fingerprint
+and commit, the config its trial key hashes and the in-loop learning curve. A record found only there is restored into
+``<study>/trials/<key>/`` before a sweep plans (:func:`restore`), so the ledger counts it as finished; a trial
+finished in runs/ is exported to the repository (:func:`export`). Every record read is checked (:func:`check_record`:
+its key is the one this code computes from its config, and its overrides are that config's values); a results folder
+of another study or sweep is refused (:func:`check_study`).
 """
 
 from __future__ import annotations
@@ -61,19 +54,25 @@ def _write_if_changed(path: Path, text: str) -> bool:
 
 # -- the study ---------------------------------------------------------------------------------------------------
 
+def _read(path: Path, fmt: str) -> dict:
+    """The JSON object in ``path`` of format ``fmt`` (a one-line ResultsError when it is not)."""
+    try:
+        obj = read_json(path)
+    except json.JSONDecodeError as e:
+        raise ResultsError(f"{path}: not JSON ({e.msg} at line {e.lineno})") from None
+    if not isinstance(obj, dict) or obj.get("format") != fmt:
+        raise ResultsError(f"{path}: format {obj.get('format') if isinstance(obj, dict) else None!r}, this code "
+                           f"reads {fmt!r}")
+    return obj
+
+
 def read_study(results_dir: Path) -> dict:
     """study.json of a results folder (ResultsError when it is missing or not one)."""
     path = Path(results_dir) / "study.json"
     try:
-        study = read_json(path)
+        return _read(path, STUDY_FORMAT)
     except FileNotFoundError:
         raise ResultsError(f"{path}: no study.json - not a results folder written by a ptsweep sweep") from None
-    except json.JSONDecodeError as e:
-        raise ResultsError(f"{path}: not JSON ({e.msg} at line {e.lineno})") from None
-    if not isinstance(study, dict) or study.get("format") != STUDY_FORMAT:
-        raise ResultsError(f"{path}: format {study.get('format') if isinstance(study, dict) else None!r}, this code "
-                           f"reads {STUDY_FORMAT!r}")
-    return study
 
 
 def check_study(results_dir: Path, study: str, sweep: str) -> None:
@@ -87,8 +86,8 @@ def check_study(results_dir: Path, study: str, sweep: str) -> None:
 
 
 def write_study(results_dir: Path, cfg, study: str, sweep: str, vocab: int) -> None:
-    """study.json: name, sweep, vocab size, the command's Hydra overrides (as the CLI received them; None when the
-    sweep was called from Python) and its portable config (:data:`PORTABLE_DROP` left out)."""
+    """study.json: name, sweep, vocab size, the command's Hydra overrides (None when called from Python) and its
+    portable config (:data:`PORTABLE_DROP` left out)."""
     import os
 
     from ptsweep.config import flatten, to_dict
@@ -102,9 +101,8 @@ def write_study(results_dir: Path, cfg, study: str, sweep: str, vocab: int) -> N
 
 
 def study_config(results_dir: Path, **overrides: Any):
-    """The RunConfig of the command recorded in study.json, composed again from its overrides (so a later schema
-    and presets apply, and the trial keys say which records still match), or from its config when it has no
-    command; dotted ``overrides`` (e.g. out_dir) applied last."""
+    """The RunConfig of the command recorded in study.json, composed again from its overrides (or from its config
+    when it has none); dotted ``overrides`` (e.g. out_dir) applied last."""
     from ptsweep.config import compose, from_dict, with_overrides
 
     study = read_study(results_dir)
@@ -116,8 +114,8 @@ def study_config(results_dir: Path, **overrides: Any):
 # -- records -----------------------------------------------------------------------------------------------------
 
 def record_of(trial_dir: Path, base: Mapping[str, Any]) -> dict | None:
-    """The repository record of a finished trial folder of runs/ (None unless its ledger record is final, or when
-    its overrides on ``base``, the sweep's trial base config, do not give its key: a trial of another base)."""
+    """The repository record of a finished trial folder of runs/ (None unless its ledger record is final and its
+    overrides on ``base``, the sweep's trial base config, give its key)."""
     from ptsweep.trials.ledger import read_ledger
 
     trial_dir = Path(trial_dir)
@@ -138,8 +136,8 @@ def record_of(trial_dir: Path, base: Mapping[str, Any]) -> dict | None:
 
 
 def read_curve(history: Path) -> list[dict]:
-    """The in-loop evaluations of a trial's history.jsonl (:data:`CURVE_FIELDS`, in step order; of a step a resumed
-    run evaluated again, the last copy); none when the file is missing."""
+    """The in-loop evaluations of a trial's history.jsonl (:data:`CURVE_FIELDS`, in step order, a step's last
+    copy); none when the file is missing."""
     rows = {}
     if Path(history).exists():
         for line in Path(history).read_text().splitlines():
@@ -151,9 +149,6 @@ def read_curve(history: Path) -> list[dict]:
 
 def check_record(rec: Mapping[str, Any], path: Path) -> None:
     """One-line ResultsError unless ``rec`` is a record this code would write for the trial it names."""
-    if not isinstance(rec, Mapping) or rec.get("format") != RECORD_FORMAT:
-        raise ResultsError(f"{path}: format {rec.get('format') if isinstance(rec, Mapping) else None!r}, this code "
-                           f"reads {RECORD_FORMAT!r}")
     key, config = rec["trial_key"], rec["config"]
     if Path(path).suffix == ".json" and Path(path).stem != key:
         raise ResultsError(f"{path}: holds the record of trial {key}, not of {Path(path).stem}")
@@ -170,10 +165,7 @@ def check_record(rec: Mapping[str, Any], path: Path) -> None:
 
 def load_record(path: Path) -> dict:
     """A record file, checked (:func:`check_record`)."""
-    try:
-        rec = read_json(path)
-    except json.JSONDecodeError as e:
-        raise ResultsError(f"{path}: not JSON ({e.msg} at line {e.lineno})") from None
+    rec = _read(path, RECORD_FORMAT)
     check_record(rec, path)
     return rec
 
@@ -218,8 +210,8 @@ def restore(results_dir: Path, study_dir: Path) -> int:
 
 
 def ledger_records(study_dir: Path) -> pd.DataFrame:
-    """One row per finished trial of a runs/ study folder (its ledger, ``trials/<key>/final.json``; readable while
-    the study runs): trial_key, label, its overrides (dotted keys) and the ledger record's scalar fields."""
+    """One row per finished trial of a runs/ study folder (its ledger): trial_key, label, its overrides (dotted
+    keys) and the ledger record's scalar fields."""
     from ptsweep.trials.ledger import read_ledger
 
     rows = []
@@ -232,15 +224,3 @@ def ledger_records(study_dir: Path) -> pd.DataFrame:
                      **rec.get("overrides", {})})
     return pd.DataFrame(rows)
 
-
-def read_records(results_dir: Path) -> pd.DataFrame:
-    """One row per record of a results folder: trial_key, label, seed, source_sha, git_commit, the ledger record's
-    scalar fields, and every config key (dotted, as the trial key hashes it) prefixed ``config.``."""
-    rows = []
-    for path in record_paths(results_dir):
-        rec = load_record(path)
-        scalars = {k: v for k, v in rec["record"].items() if isinstance(v, (int, float, str)) or v is None}
-        rows.append({**scalars, "trial_key": rec["trial_key"], "label": rec["label"], "seed": rec["seed"],
-                     "source_sha": rec["source_sha"], "git_commit": rec["git_commit"],
-                     **{f"config.{k}": v for k, v in rec["config"].items()}})
-    return pd.DataFrame(rows)

@@ -1,15 +1,9 @@
 """Run tracking: an interface whose default writes local files; W&B is one implementation (imported lazily).
 
-Every run, whatever the tracker mode, leaves under its run folder::
-
-    <run_dir>/config.yaml     the resolved config (nested, as composed)
-    <run_dir>/history.jsonl   one JSON object per log call: {"step": ..., metric: value, ...}
-    <run_dir>/final.json      the final metrics (without the history)
-
-and appends ONE line to the results table ``<out_dir>/results.jsonl`` (``{"run_dir", "name", "group", "tags",
-"job_type", "finished_at", "config": {...}, "metrics": {...}}``) with a single ``O_APPEND`` write, so concurrent runs
-share one table without locks; failed and diverged runs are kept (``status``). Non-finite floats are written as JSON
-``Infinity``/``NaN``. W&B modes (offline, online, disabled): docs/running.md, "Weights & Biases".
+Every run leaves ``config.yaml``, ``history.jsonl`` (one JSON object per log call) and ``final.json`` under its run
+folder, and appends ONE line (``{"run_dir", "name", "group", "tags", "job_type", "finished_at", "config",
+"metrics"}``) to the results table ``<out_dir>/results.jsonl`` with a single ``O_APPEND`` write, so concurrent runs
+share it without locks; failed and diverged runs are kept. W&B modes: docs/running.md, "Weights & Biases".
 """
 
 from __future__ import annotations
@@ -43,10 +37,8 @@ def _dumps(obj: Any) -> str:
 
 
 class Tracker:
-    """The tracker interface. This base records nothing; :class:`LocalTracker` is the default implementation.
-
-    ``train.run`` calls ``start`` once, ``log`` at log/eval steps and ``finish`` once (also for failed runs).
-    Sweep summary runs use ``job_type="summary"`` plus ``log_table`` / ``log_images``."""
+    """The tracker interface, recording nothing: ``train.run`` calls ``start`` once, ``log`` at log/eval steps and
+    ``finish`` once (also for failed runs); sweep summary runs (``job_type="summary"``) also log tables and images."""
 
     run_dir: Path | None = None
 
@@ -74,7 +66,7 @@ class Tracker:
         """A resumed run's earlier rows: back into the local history, never sent to W&B again."""
 
     def release(self) -> None:
-        """Free process-wide resources before the process may be killed (a Ray trial actor); after ``finish``."""
+        """Free process-wide resources before the process may be killed (a Ray trial actor)."""
 
 
 def wandb_run_id(run_dir: Path, job_type: str = "train") -> str:
@@ -161,8 +153,6 @@ class WandbTracker(LocalTracker):
         super().start(run_dir, config, name, group, tags, job_type)
         import wandb
 
-        # system metrics (GPU utilisation, memory, power; CPU, disk, network) every 15 s: off for summary runs,
-        # which only upload tables and files, and where tracker.system_metrics turns them off
         stats = self.cfg.system_metrics and job_type == "train"
         settings = wandb.Settings(silent=True, console="off", init_timeout=90, disable_git=True, save_code=False,
                                   x_save_requirements=False, x_disable_stats=not stats,
@@ -194,8 +184,7 @@ class WandbTracker(LocalTracker):
             self._finished_event.set()
 
     def release(self) -> None:
-        """Shut the wandb-core service of this process down now (a Ray trial, after ``finish``): the trial's actor
-        may end right after, and W&B's own exit hook would then talk to a service that is gone."""
+        """Shut this process's wandb-core service down now: a Ray trial's actor may end right after ``finish``."""
         self._teardown()
         atexit.unregister(self._at_exit)
 
@@ -206,9 +195,8 @@ class WandbTracker(LocalTracker):
             wandb.teardown()  # a no-op when this process has no W&B service (any more)
 
     def _at_exit(self) -> None:
-        """Exit hook: another thread may still be finishing this run (Ray ends an ASHA-stopped trial's actor while
-        its thread records the stop); wait for that ``finish`` (at most FINISH_WAIT_S), then tear W&B down before
-        W&B's own exit hooks find a half-finished run."""
+        """Exit hook: wait (at most FINISH_WAIT_S) for another thread's ``finish`` of this run, then tear W&B down
+        before W&B's own exit hooks find a half-finished run."""
         self._finished_event.wait(FINISH_WAIT_S)
         self._teardown()
 
@@ -247,9 +235,8 @@ def make_tracker(tracker_cfg: TrackerConfig, results_path: str | Path | None = N
 
 
 def load_results(path: str | Path):
-    """Read a results table (``<out_dir>`` or the ``results.jsonl`` file) into a pandas DataFrame: one row per
-    finished run with its record fields, one column per dotted config key (``model.width``) and the final metrics.
-    Lines that do not parse are skipped; an empty or missing table gives an empty DataFrame."""
+    """A results table (``<out_dir>`` or its ``results.jsonl``) as a DataFrame: one row per run, its record fields,
+    one column per dotted config key and the final metrics (lines that do not parse are skipped)."""
     import pandas as pd
 
     path = Path(path)

@@ -24,13 +24,9 @@ def _bert_tokenizer_shell(model) -> Tokenizer:
 
 
 def train_wordpiece(texts: Iterable[str], vocab_size: int) -> Tokenizer:
-    """A BERT-style lowercase WordPiece (as bert-base-uncased: BertNormalizer, BertPreTokenizer, ## prefixes),
-    trained deterministically: same texts and vocab_size -> byte-identical tokenizer.json in any process.
-
-    ``tokenizers``' own WordPieceTrainer breaks ties through Rust HashMaps with a per-process random seed (two builds
-    of one corpus differed in ids and ~0.5% of the tokens). Here the Rust normalizer/pre-tokenizer count the words
-    and the BPE merges run in Python in fixed orders. Vocabulary = special tokens, characters (by (-count, char)),
-    ``##`` characters, then the merges in order."""
+    """A BERT-style lowercase WordPiece (as bert-base-uncased), trained deterministically: same texts and vocab_size
+    -> byte-identical tokenizer.json in any process (``tokenizers``' own trainer breaks ties by a per-process random
+    seed). Vocabulary = special tokens, characters (by (-count, char)), ``##`` characters, then the merges in order."""
     from tokenizers import models
 
     words = _count_words(texts)

@@ -16,8 +16,7 @@ from transformers.models.bert.modeling_bert import BertLayer, BertSelfAttention
 from ptsweep.config import BertConfig, PTConfig, UTConfig, from_dict
 from ptsweep.models import build_model, mlm_loss
 from ptsweep.models import sizing
-from ptsweep.models.bert import BertMLM
-from ptsweep.models.ut import UniversalTransformerMLM
+from ptsweep.models.bert import BertMLM, UniversalTransformerMLM
 from ptsweep.parametrization import Role, build_optimizer, role_of
 
 V = 500

@@ -94,13 +94,18 @@ def test_steps_must_be_taken_in_order() -> None:
             pf.get(3)
 
 
-def test_close_ends_a_producer_blocked_on_a_full_queue() -> None:
+def test_the_prefetcher_builds_depth_steps_ahead_and_its_thread_ends_when_closed() -> None:
     made: list[int] = []
     pf = BatchPrefetcher(lambda s: made.append(s) or {"x": torch.tensor(s)}, 0, 1000, depth=2)
     deadline = time.time() + 10
-    while len(made) < 3 and time.time() < deadline:  # two queued, the third waits for room
+    while len(made) < 2 and time.time() < deadline:
         time.sleep(0.01)
     time.sleep(0.2)
-    assert len(made) == 3  # one step ahead of a full queue, no further
+    assert made == [0, 1]  # depth steps ahead, no further
+    assert int(pf.get(0)["x"]) == 0
+    while len(made) < 3 and time.time() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)
+    assert made == [0, 1, 2]  # one more once a batch is taken
     pf.close()
-    assert not any(t.name == "batch-prefetch" and t.is_alive() for t in threading.enumerate())
+    assert not any(t.name.startswith("batch-prefetch") and t.is_alive() for t in threading.enumerate())

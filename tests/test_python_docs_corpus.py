@@ -205,7 +205,7 @@ def test_failed_or_missing_apt_get_is_a_one_line_error(tmp_path: Path, monkeypat
 def test_python_docs_config_composes_and_a_missing_corpus_names_the_build_command(tmp_path: Path) -> None:
     cfg = compose(["preset=lr_study", "data=python_docs"])
     d = cfg.data
-    assert (d.name, d.tokenizer, d.vocab_size, d.build_command) == ("local", "wordpiece", 8192, pd.BUILD_COMMAND)
+    assert (d.name, d.tokenizer, d.vocab_size, d.build_command) == ("local", "wordpiece", 8192, "make corpus-python-docs")
     assert d.files == ["runs/cache/corpora/python-docs/train.jsonl"]
     assert d.val_files == ["runs/cache/corpora/python-docs/validation.jsonl"]
     missing = compose(["preset=smoke", "data=python_docs", f"data.files=[{tmp_path}/train.jsonl]",

@@ -82,14 +82,6 @@ def test_the_sweep_on_a_fresh_directory_trains_only_the_missing_trials(folder, t
     assert json.loads((other / "trial.json").read_text())["restored_from"].endswith(f"{other.name}.json")
 
 
-def test_records_read_as_one_dataframe_with_their_configs():
-    df = results.read_records(FIXTURE)
-    assert len(df) == 17 and df["trial_key"].is_unique and set(df["status"]) == {"ok"}
-    finals = df[df["label"].str.startswith("final-")]
-    assert sorted(finals["seed"].unique()) == [0, 1] and (finals["config.model.width"].isin([64, 128])).all()
-    assert df["test_loss"].notna().all() and df["source_sha"].str.fullmatch("[0-9a-f]{12}").all()
-
-
 def _record(folder: Path, stem: str) -> tuple[Path, dict]:
     path = next((folder / "trials").glob(f"{stem}*.json"))
     return path, json.loads(path.read_text())
@@ -100,7 +92,7 @@ def test_a_record_whose_key_does_not_match_its_overrides_is_refused(folder):
     rec["overrides"]["optim.lr"] = 0.5
     path.write_text(json.dumps(rec))
     with pytest.raises(results.ResultsError, match=r"does not match its overrides \(optim.lr differ"):
-        results.read_records(folder)
+        results.restore(folder, folder.parent / "runs")
 
 
 def test_a_record_of_another_identity_scheme_is_refused(folder):
@@ -115,7 +107,7 @@ def test_a_record_filed_under_another_key_is_refused(folder):
     path, _ = _record(folder, "hp-pt-w64")
     path.rename(path.with_name("hp-pt-w64-0000000000.json"))
     with pytest.raises(results.ResultsError, match="holds the record of trial hp-pt-w64-"):
-        results.read_records(folder)
+        results.restore(folder, folder.parent / "runs")
 
 
 def test_a_results_folder_of_another_study_is_refused_before_anything_runs(folder, tmp_path, capsys):

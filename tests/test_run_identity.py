@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from ptsweep import train
-from ptsweep.config import MODEL_SCHEMAS, RunConfig, compose, schema_keys
+from ptsweep.config import MODEL_SCHEMAS, RunConfig, compose
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -98,15 +98,15 @@ def _schema_examples() -> list[tuple[str, str]]:
             return None
         return v if v else None
 
+    def leaves(obj, prefix=""):
+        for f in dataclasses.fields(obj):
+            v = getattr(obj, f.name)
+            yield from leaves(v, f"{prefix}{f.name}.") if dataclasses.is_dataclass(v) else [(f"{prefix}{f.name}", v)]
+
     out = []
-    for key in sorted(schema_keys()):
-        if key.startswith("model."):
-            continue
-        obj = RunConfig()
-        for part in key.split("."):
-            obj = getattr(obj, part)
+    for key, obj in sorted(leaves(RunConfig()), key=lambda kv: kv[0]):
         v = value(obj)
-        if v is not None:
+        if v is not None and not key.startswith("model."):
             out.append((f"{key}={v}", "data=minipile"))
     for name, schema in MODEL_SCHEMAS.items():
         inst = schema()

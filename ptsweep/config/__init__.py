@@ -8,7 +8,7 @@ one-line message naming the dotted key.
 """
 
 from ptsweep.config.composition import CONF_DIR, compose
-from ptsweep.config.convert import anchor_at, flatten, from_dict, schema_keys, to_dict, with_overrides
+from ptsweep.config.convert import anchor_at, flatten, from_dict, to_dict, with_overrides
 from ptsweep.config.model import (INFO_WEIGHTS, MODEL_SCHEMAS, TRANSFER_KEYS, BertConfig, ModernBertConfig, PTConfig,
                                   UTConfig)
 from ptsweep.config.run import DataConfig, OptimConfig, RayConfig, RunConfig, TrackerConfig, TrainConfig
@@ -16,5 +16,4 @@ from ptsweep.config.sweep import SweepConfig
 
 __all__ = ["CONF_DIR", "INFO_WEIGHTS", "MODEL_SCHEMAS", "TRANSFER_KEYS", "BertConfig", "DataConfig",
            "ModernBertConfig", "OptimConfig", "PTConfig", "RayConfig", "RunConfig", "SweepConfig", "TrackerConfig",
-           "TrainConfig", "UTConfig", "anchor_at", "compose", "flatten", "from_dict", "schema_keys", "to_dict",
-           "with_overrides"]
+           "TrainConfig", "UTConfig", "anchor_at", "compose", "flatten", "from_dict", "to_dict", "with_overrides"]

@@ -1,9 +1,8 @@
 """Hydra composition: ``compose(["preset=smoke", "model.width=128"]) -> RunConfig`` from the YAML under ``conf/``.
 
-``RunConfig`` is registered in Hydra's ConfigStore as ``run_schema``, the first entry of ``conf/config.yaml``'s
-defaults list, so a group file holds only what differs from the schema and any key can be overridden without a ``+``.
-``model`` stays an open mapping during composition (its schema depends on ``model.name``) and is checked once
-composed. The compose API neither changes the working directory nor creates ``outputs/``.
+``RunConfig`` is the first entry of ``conf/config.yaml``'s defaults list (``run_schema`` in Hydra's ConfigStore), so a
+group file holds only what differs from the schema. ``model`` stays an open mapping during composition (its schema
+depends on ``model.name``) and is checked once composed.
 """
 
 from __future__ import annotations
@@ -36,9 +35,8 @@ def register_schema() -> None:
 
 
 def _open_maps(node) -> None:
-    """Let the plain mappings of a schema node (``model`` during composition, ``sweep.weight_ranges``,
-    ``sweep.lr_transfer.control``) take new keys from an override such as ``sweep.weight_ranges={w_head:[0.5,2]}``,
-    which Hydra merges into the mapping; their keys are checked by the schema's ``validate``."""
+    """Let the plain mappings of a schema node (``model`` during composition, ``sweep.weight_ranges`` ...) take new
+    keys from an override; the schema's ``validate`` checks them."""
     from omegaconf import DictConfig, OmegaConf
 
     for key in node:
@@ -75,8 +73,8 @@ def compose(overrides: list[str]) -> RunConfig:
 
 
 def composition_error(exc: Exception) -> ConfigError:
-    """One line for a Hydra composition error: the OmegaConf cause naming the key (unknown key, wrong type), or a
-    group option that does not exist with the options there are, or Hydra's message on one line."""
+    """One line for a Hydra composition error: the OmegaConf cause naming the key, a missing group option with the
+    options there are, or Hydra's message."""
     from omegaconf.errors import OmegaConfBaseException
 
     for cause in (exc, exc.__cause__):

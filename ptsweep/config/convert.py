@@ -1,8 +1,6 @@
-"""dict <-> RunConfig: OmegaConf type-checks a mapping against the schemas; plain dicts and dotted keys back out.
-
-:func:`from_dict` and :func:`with_overrides` merge onto ``OmegaConf.structured(RunConfig)`` with the model schema
-``model.name`` names, then run the value checks; :func:`config_error` turns OmegaConf's exceptions (unknown key,
-wrong type) into one line naming the dotted key (with "did you mean ..." for a near miss).
+"""dict <-> RunConfig: OmegaConf type-checks a mapping against the schemas (the model schema ``model.name`` names),
+then the value checks run; plain dicts and dotted keys back out. OmegaConf's errors become one line naming the
+dotted key (:func:`config_error`, with "did you mean ..." for a near miss).
 """
 
 from __future__ import annotations
@@ -26,9 +24,8 @@ RETIRED_KEYS: dict[str, tuple] = {
                                        ("unary_lr_scale", 1.0), ("unary_lr_rule", "const"), ("unary_lr_cap", 0.0))},
     "train.message_stats": (False, True),
 }
-"""Keys of earlier schemas (PT's variants were model keys, the message statistics a train key) and the values at
-which each changed no number: run identities read an old checkpoint's config that carries one at such a value as
-the config without it (``identity``); the schema names where the setting went (:func:`unknown_key`)."""
+"""Keys of earlier schemas and the values at which each changed no number: identities read a config carrying one at
+such a value as the config without it (``identity``)."""
 
 
 def model_schema(name: Any) -> type:
@@ -61,8 +58,8 @@ def omegaconf_errors():
 
 
 def unknown_key(key: str, schema: Any) -> str:
-    """``"<key>: renamed to <new key>"`` for a key of an earlier version (:data:`RENAMED_KEYS`), else ``"<key>:
-    unknown config key (did you mean <near miss>?)"`` or the valid keys of ``schema``."""
+    """The message for an unknown ``key``: where a renamed or retired key went, else a near miss or the valid keys
+    of ``schema``."""
     if key in RENAMED_KEYS:
         return f"{key}: renamed to {RENAMED_KEYS[key]}"
     if key in RETIRED_KEYS:
@@ -87,7 +84,7 @@ def instantiate(node) -> RunConfig:
 
 def from_dict(data) -> RunConfig:
     """Type-check and validate a mapping (plain dict or OmegaConf node) into a :class:`RunConfig`; keys it leaves
-    out keep their schema defaults. The model section is checked against the schema ``model.name`` names."""
+    out keep their defaults."""
     from omegaconf import OmegaConf
 
     schema = model_schema((data.get("model") or {}).get("name", "pt"))
@@ -112,17 +109,15 @@ def with_overrides(cfg: RunConfig, overrides: dict[str, Any]) -> RunConfig:
 
 
 def anchor_at(cfg: RunConfig, width: int, shape: dict[str, Any] | None = None) -> dict[str, int]:
-    """Overrides that put PT's base shape at ``width`` (with the paradigm in ``shape`` or ``cfg``): the study's
-    tuning width, where 'mup_sp' is SP (``PTConfig.anchor_overrides``; every width keeps its (C, r)). {} for BERT /
-    UT."""
+    """Overrides that put PT's base shape at ``width`` (the paradigm in ``shape`` or ``cfg``;
+    ``PTConfig.anchor_overrides``); {} for the baselines."""
     if cfg.model.name != "pt":
         return {}
     return with_overrides(cfg, {**(shape or {}), "model.width": int(width)}).model.anchor_overrides()
 
 
 def to_dict(cfg) -> dict:
-    """Plain nested dict of a config dataclass (tuples become lists, Enums their values), for YAML/W&B/results
-    tables."""
+    """Plain nested dict of a config dataclass (tuples become lists, Enums their values)."""
 
     def conv(v):
         if isinstance(v, enum.Enum):
@@ -146,21 +141,3 @@ def flatten(d: dict, prefix: str = "") -> dict:
             out[f"{prefix}{k}"] = v
     return out
 
-
-def schema_keys() -> set[str]:
-    """Every dotted key the schema knows (``model.*`` over all model schemas)."""
-
-    def walk(cls: type, prefix: str) -> set[str]:
-        keys: set[str] = set()
-        for f in dataclasses.fields(cls):
-            default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-            if f.name == "model" and prefix == "":
-                for schema in MODEL_SCHEMAS.values():
-                    keys |= walk(schema, "model.")
-            elif dataclasses.is_dataclass(default):
-                keys |= walk(type(default), f"{prefix}{f.name}.")
-            else:
-                keys.add(f"{prefix}{f.name}")
-        return keys
-
-    return walk(RunConfig, "")

@@ -54,8 +54,7 @@ class PTConfig:
     base_rank: int = 64
     """r0: rank of each ternary factor at N0."""
     attn_base_rank: int = 8
-    """r_A, read by 'mup_sp' only: the attention-logit scale is s_H = r_A / r (muP's 1/r, [S] eq. 7, SP's at rank
-    r_A)."""
+    """r_A, read by 'mup_sp' only: the attention-logit scale s_H = r_A / r (muP's 1/r, [S] eq. 7)."""
     topic_ratio: int = 4
     """M / N: number of topic labels per Z label (M = 4N by default)."""
     dists: tuple[int, ...] = (2, 3, 4)
@@ -116,8 +115,7 @@ class PTConfig:
     recomputes in backward, memory linear in L (no dropout/damping/step size on Q_h); 'fused': torch's fused
     attention kernels (CPU only, else blockwise). Traces always use the dense path."""
     variants: list[dict[str, Any]] = field(default_factory=list)
-    """Variants of PT attached at the model's hook points (``ptsweep.variants``), each ``{name: ..., <setting>:
-    ...}``; [] = the paper's model."""
+    """Variants of PT at the model's hook points (``ptsweep.variants``), each ``{name: ..., <setting>: ...}``."""
 
     def __post_init__(self) -> None:  # OmegaConf hands sequences over as lists; the schema's tuples stay tuples
         self.dists, self.messages_off = tuple(self.dists), tuple(self.messages_off)

@@ -213,8 +213,7 @@ class RayConfig:
     storage_path: str = ""
     """Ray results storage ('' = <sweep dir>/ray); on a multi-node cluster a shared path (NFS, s3://...)."""
     pack_width: int = 0
-    """Trials of model.width <= pack_width ask for ``pack_gpus_per_trial`` GPUs instead (0 = off), each capped at its
-    share of the memory."""
+    """Trials of model.width <= pack_width ask for ``pack_gpus_per_trial`` GPUs instead (0 = off)."""
     pack_gpus_per_trial: float = 0.25
     """GPUs of a trial at or below ``pack_width`` (0.25: four per GPU)."""
     max_failures: int = 2

@@ -165,8 +165,7 @@ class LrTransferConfig:
     sp_grid_range: list[float] = field(default_factory=list)
     """[low, high] of the SP LR grid ([] = grid_range): muP's and SP's optima can sit decades apart."""
     seeds: int = 3
-    """Seeds at each of the ``refine_top`` best values per (parametrization, width) (stage 2 adds seeds ``seed+1
-    ..``)."""
+    """Seeds at each of the ``refine_top`` best values per (parametrization, width) (stage 2)."""
     refine_top: int = 3
     """Best grid values per (parametrization, width) of stage 1 that get the extra seeds (0 = every grid value)."""
     parametrizations: list[str] = field(default_factory=lambda: ["mup_sp", "sp"])
@@ -238,8 +237,7 @@ class SweepConfig:
     """Log-uniform range of each information weight not named in ``weight_ranges``."""
     weight_ranges: dict[str, list[Any]] = field(default_factory=lambda: {
         w: [0.5, 4.0] for w in ("w_attn", "w_unary", "w_head", "w_child")})
-    """Per-weight log-uniform ranges that replace ``weight_range`` for the weights named (keys: w_unary ...
-    w_topic_g)."""
+    """Per-weight log-uniform ranges that replace ``weight_range`` for the weights named (w_unary ...)."""
     asha_grace_frac: float = 0.25
     """ASHA: minimum fraction of the budget before a trial can be stopped."""
     asha_reduction: int = 3
@@ -272,8 +270,7 @@ class SweepConfig:
     equivalence_margin: float = 0.01
     """verify-transfer: relative margin within which a neighbourhood counts as "flat" (equivalent to the base)."""
     regret_tolerance: float = 0.004
-    """verify-transfer: relative regret (L(S) - min over the box) / L(S) the user accepts (the gap [S] §3.1 called
-    noise)."""
+    """verify-transfer: relative regret (L(S) - min over the box) / L(S) the user accepts ([S] §3.1's noise)."""
     allow_transfer_mismatch: bool = False
     """verify-transfer / scaling-curves: proceed although transfer.yaml was tuned under other settings."""
     # scaling-curves

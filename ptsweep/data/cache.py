@@ -70,9 +70,8 @@ def _write_stream(path: Path, batches: Iterator[list[list[int]]], sep_id: int, m
 
 
 def split_test_blocks(held_out_blocks: int, max_val_blocks: int, max_test_blocks: int) -> int:
-    """Blocks of the held-out split that become the TEST split: the ``max_test_blocks`` blocks right after the first
-    ``max_val_blocks`` (validation keeps priority; fewer when the held-out text is short, 0 when none is left).
-    Searches choose on validation only, so a test loss is not biased by the selection."""
+    """Blocks of the held-out split that become the TEST split: up to ``max_test_blocks`` right after the first
+    ``max_val_blocks`` (validation keeps priority)."""
     return int(max(0, min(max_test_blocks, held_out_blocks - min(held_out_blocks, max_val_blocks))))
 
 

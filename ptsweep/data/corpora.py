@@ -73,9 +73,8 @@ class Documents:
 
 
 def split_documents(docs: Sequence[str], val_fraction: float, key: str = "") -> tuple[list[str], list[str]]:
-    """Deterministic train/validation split: a unit goes to validation iff its sha1 (a number in [0, 1)) is below
-    ``val_fraction``. Units are the documents when there are >= 100, else ~2000-character chunks of whole paragraphs
-    (hashed with their document's index). Both sides are non-empty whenever there are >= 2 units."""
+    """Deterministic train/validation split: a unit goes to validation iff its sha1 in [0, 1) is below
+    ``val_fraction``; units are the documents when there are >= 100, else ~2000-character paragraph chunks."""
     if len(docs) >= SPLIT_MIN_DOCS:
         units = [(d, unit_hash(key, d)) for d in docs]
     else:

@@ -1,16 +1,11 @@
 """A second English corpus: the prose of the Python documentation, built from Debian's ``python3.11-doc`` package.
 
-``python -m ptsweep.data build-python-docs`` (``make corpus-python-docs``) runs ``apt-get download`` (needs the
-Debian package mirror, not the rest of the internet) into ``runs/cache/corpora/python-docs/deb/``, extracts the
-package with ``dpkg-deb -x``, converts each reST source ``html/_sources/**/*.rst.txt`` (the package ships them, and
-they are cleaner than the rendered HTML: no navigation to strip) to prose with :mod:`.rst_text`, and writes
-``train.jsonl`` and ``validation.jsonl`` (one ``{"path", "text"}`` document a line) plus ``manifest.json``.
-``conf/data/python_docs.yaml`` reads them as ``data=local`` files.
-
-The split is by document: a page is held out iff sha1(corpus, its path) is below :data:`HELD_OUT_FRACTION`, so it
-does not change with the text of the page or the order of the files. The held-out pages are the validation file;
-the pipeline's TEST blocks (``data.max_test_blocks``) are the held-out blocks after the validation ones, as for
-every corpus (:mod:`ptsweep.data.cache`), so there is no separate test file.
+``python -m ptsweep.data build-python-docs`` (``make corpus-python-docs``) fetches the package with ``apt-get
+download``, extracts it with ``dpkg-deb -x``, converts each reST source ``html/_sources/**/*.rst.txt`` to prose
+(:mod:`.rst_text`) and writes ``train.jsonl`` and ``validation.jsonl`` (one ``{"path", "text"}`` document a line) plus
+``manifest.json``, which ``conf/data/python_docs.yaml`` reads as ``data=local`` files. A page is held out iff
+sha1(corpus, its path) is below :data:`HELD_OUT_FRACTION`; the TEST blocks come from the held-out text as for every
+corpus.
 """
 
 from __future__ import annotations
@@ -30,12 +25,10 @@ from ptsweep.io import read_json, replace_atomically, repo_root, resolve_path, w
 
 PACKAGE = "python3.11-doc"
 CORPUS = "python-docs"
-BUILD_COMMAND = "make corpus-python-docs"
-"""What the error for a missing corpus tells the user to run (``conf/data/python_docs.yaml``, data.build_command)."""
 HELD_OUT_FRACTION = 0.05
 MIN_CHARS = 200  # pages with less prose than this are tables of contents or stubs (e.g. library/windows)
 FORMAT = 1  # bump when the conversion or the split changes: a built corpus of another format is rebuilt
-CHARS_PER_TOKEN = 4.7  # measured with the V = 8192 WordPiece of data=python_docs (4.74 train, 4.53 validation)
+CHARS_PER_TOKEN = 4.7  # of the V = 8192 WordPiece of data=python_docs: the token estimate of ``summary``
 SPLITS = ("train", "validation")
 
 
@@ -45,9 +38,8 @@ def corpus_dir(dest: str | Path | None = None) -> Path:
 
 
 def documents_from_sources(sources: Path) -> dict[str, str]:
-    """{page path without '.rst.txt' (e.g. 'library/json'): its prose} for every reST source under ``sources``,
-    pages with fewer than :data:`MIN_CHARS` characters of prose left out. Untitled ``:ref:`` links resolve to the
-    section titles of all pages."""
+    """{page path without '.rst.txt': its prose} for every reST source under ``sources`` with at least
+    :data:`MIN_CHARS` characters of prose; untitled ``:ref:`` links resolve to the section titles of all pages."""
     raw = {p.relative_to(sources).as_posix().removesuffix(".rst.txt"): p.read_text(encoding="utf-8")
            for p in sorted(sources.rglob("*.rst.txt"))}
     labels: dict[str, str] = {}

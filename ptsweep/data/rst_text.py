@@ -1,15 +1,10 @@
 """Sphinx reStructuredText -> plain English prose, for building text corpora from documentation sources.
 
-A line-based reader of the subset of reST that Sphinx documentation (CPython's ``_sources/*.rst.txt``) uses, not a
-full parser: docutils cannot read Sphinx's own directives and roles, and a corpus needs the prose, not the markup.
-
-Kept: section titles, paragraphs, list items, the bodies of admonitions (note, warning, seealso, versionchanged ...)
-and of object descriptions (the text under ``.. function::``). Dropped: code (literal blocks after ``::``, doctest
-``>>>`` blocks, code-block / doctest / productionlist ... directives), object signatures, navigation and metadata
-(toctree, index, module, labels, comments, section adornments, table borders). Inline markup becomes its text:
-``:func:`~os.path.join``` -> ``join`` (what Sphinx shows), ``:pep:`8``` -> ``PEP 8``, a ``:ref:`` without a title ->
-the title of the section its label marks (:func:`section_labels`). Paragraphs come out as single lines separated by
-blank lines.
+A line-based reader of the subset of reST that Sphinx documentation uses (docutils cannot read Sphinx's own
+directives and roles). Kept: section titles, paragraphs, list items, the bodies of admonitions and of object
+descriptions. Dropped: code (literal and doctest blocks, code directives), object signatures, navigation and
+metadata, tables. Inline markup becomes what Sphinx shows (``:func:`~os.path.join``` -> ``join``, ``:pep:`8``` ->
+``PEP 8``, an untitled ``:ref:`` -> its section's title). Paragraphs come out as lines separated by blank lines.
 """
 
 from __future__ import annotations
@@ -154,8 +149,8 @@ def _skip_directive_head(lines: list[str], i: int, indent: int, name: str) -> in
 
 
 def _explicit_block(lines: list[str], i: int) -> tuple[int, str | None]:
-    """Past the head of the explicit markup (``.. ``) or doctest (``>>>``) block at line ``i``: (the next line to
-    read, the prose on the line of a kept directive, whose body is read next; None when the whole block is dropped)."""
+    """Past the head of the explicit markup (``.. ``) or doctest (``>>>``) block at line ``i``: (the next line, the
+    prose on a kept directive's line, or None when the whole block is dropped)."""
     s, indent = lines[i].strip(), _indent(lines[i])
     if s.startswith(">>>"):  # a doctest block: up to the next blank line
         while i < len(lines) and lines[i].strip():

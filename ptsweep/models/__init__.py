@@ -1,14 +1,12 @@
 """Model registry and the one MLM loss shared by PT, BERT, UT and the ModernBERT-style baseline.
 
-Every model implements the same two-step interface, so that the MLM head is evaluated only at the positions that
-carry a label (15% of tokens; conventions.md §4: 3-5x faster steps on CPU):
+Every model implements the same two-step interface, so that the MLM head runs only at the labelled positions:
 
     hidden = model.encode(input_ids, attention_mask)   # (B, L, D)
     logits = model.head(hidden[labels != -100])        # (n_targets, V)
 
-and exposes ``model.width`` and ``model.parametrization`` for :mod:`ptsweep.parametrization`. A training step
-backpropagates ``training_objective``: the MLM loss plus the auxiliary terms a model names in ``loss_terms`` (none
-unless a variant adds one), which its ``encode(..., aux=dict)`` fills.
+and exposes ``model.width`` and ``model.parametrization``. A training step backpropagates ``training_objective``:
+the MLM loss plus the auxiliary terms a model names in ``loss_terms``, which its ``encode(..., aux=dict)`` fills.
 """
 
 from __future__ import annotations
@@ -30,7 +28,7 @@ def build_model(model_cfg, vocab_size: int, max_len: int = 512) -> nn.Module:
 
         return attach(ProbabilisticTransformer(model_cfg, vocab_size), model_cfg)
     if isinstance(model_cfg, UTConfig):
-        from ptsweep.models.ut import UniversalTransformerMLM
+        from ptsweep.models.bert import UniversalTransformerMLM
 
         return UniversalTransformerMLM(model_cfg, vocab_size, max_len)
     if isinstance(model_cfg, BertConfig):
@@ -48,17 +46,14 @@ def mlm_logits(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.
                labels: torch.Tensor, aux: dict | None = None) -> torch.Tensor:
     """Head logits at the labelled positions only, in row-major order: (n_targets, V). ``aux``: a dict for the
     auxiliary loss terms (only a model with ``loss_terms`` takes one)."""
-    if aux is None:
-        hidden = model.encode(input_ids, attention_mask)  # (B, L, D)
-    else:
-        hidden = model.encode(input_ids, attention_mask, aux=aux)
+    kwargs = {} if aux is None else {"aux": aux}
+    hidden = model.encode(input_ids, attention_mask, **kwargs)  # (B, L, D)
     return model.head(hidden[labels != IGNORE_INDEX])  # (n_targets, V)
 
 
 def mlm_loss(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
              labels: torch.Tensor, aux: dict | None = None) -> tuple[torch.Tensor, int]:
-    """Token-averaged cross-entropy over the masked positions (spec §5). Returns (loss, n_targets); ``aux``: as
-    ``mlm_logits``."""
+    """Token-averaged cross-entropy over the masked positions (spec §5): (loss, n_targets)."""
     logits = mlm_logits(model, input_ids, attention_mask, labels, aux)
     targets = labels[labels != IGNORE_INDEX]
     return F.cross_entropy(logits.float(), targets), int(targets.numel())
@@ -66,10 +61,8 @@ def mlm_loss(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Te
 
 def training_objective(model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                        labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
-    """(objective, MLM loss, auxiliary terms): what a training step backpropagates, objective = MLM loss + the sum
-    of the terms the model names in ``loss_terms`` (each already weighted by its coefficient; a model without the
-    attribute has none). Without terms the objective is the MLM loss itself (the same tensor). The MLM loss alone
-    is what ``train_loss`` and evaluations report."""
+    """(objective, MLM loss, auxiliary terms): objective = MLM loss + the weighted terms the model names in
+    ``loss_terms`` (without terms, the MLM loss tensor itself)."""
     aux = {} if getattr(model, "loss_terms", ()) else None
     loss, _ = mlm_loss(model, input_ids, attention_mask, labels, aux)
     terms = aux or {}

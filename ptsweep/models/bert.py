@@ -1,20 +1,18 @@
-"""BERT baseline for the MLM comparison (spec §11), built from Hugging Face's BERT modules.
+"""BERT and Universal Transformer baselines for the MLM comparison (spec §11), built from Hugging Face's BERT modules.
 
-Architecture (the standard BERT-base-style MLM model, no pooler, no NSP):
+BERT (the standard BERT-base-style MLM model, no pooler, no NSP):
 
     x = LN(word_emb[ids] + pos_emb[0..L-1] + type_emb[0])            # (B, L, d)   HF ``BertEmbeddings``
     x = BertLayer_l(x, key_pad_mask)  for l = 1..n_layers               # post-LN, GELU, d_ff = 4d, HF ``BertLayer``
     logits = LN(GELU(dense(h))) @ word_emb^T * logit_scale + b_out   # HF BertPredictionHeadTransform + tied decoder
 
-Roles: :func:`declare_roles`; the decoder is tied to the word embedding (one parameter, role input). Under SP (the
-default; baselines are tuned per scale in SP) ``sp_init`` re-applies HF's init: weights N(0, 0.02^2), biases 0,
-LayerNorm gains 1.
+UT: ONE ``BertLayer`` applied n_layers times, ``x = layer(x + e_t, key_pad_mask)`` for t = 0..n_layers-1, with a
+learned timestep embedding e_t (role input) as in Dehghani et al.; positions are added once (as BERT) and no ACT.
 
-``parametrization="mup"`` exists only for the coordinate check. Besides the role-based init/LR it scales attention
-scores by 1/head_dim instead of 1/sqrt(head_dim) (overwriting ``BertSelfAttention.scaling``, which HF passes to the
-attention function), and multiplies the tied decoder's logits by 1/d (muP's readout multiplier for a shared
-embedding/readout, as ``mup.MuSharedReadout``: with an N(0, 1) table, the O(1/sqrt(d)) logits of an untied output
-layer with N(0, 1/d^2) init); SP leaves both as HF has them.
+Roles: :func:`declare_roles`; the decoder is tied to the word embedding (role input). SP (the default) re-applies
+HF's init: weights N(0, 0.02^2), biases 0, LayerNorm gains 1. ``parametrization="mup"`` (for the coordinate check)
+also scales attention scores by 1/head_dim instead of 1/sqrt(head_dim) and the tied decoder's logits by 1/d (muP's
+readout multiplier for a shared embedding, as ``mup.MuSharedReadout``).
 """
 
 from __future__ import annotations
@@ -26,7 +24,7 @@ from transformers import BertConfig as HFBertConfig
 from transformers.models.bert.modeling_bert import (BertEmbeddings, BertLayer, BertPredictionHeadTransform,
                                                     BertSelfAttention)
 
-from ptsweep.config import BertConfig
+from ptsweep.config import BertConfig, UTConfig
 from ptsweep.models.sizing import TYPE_VOCAB_SIZE, default_heads
 from ptsweep.parametrization import Role, declare, init_parameters
 
@@ -67,16 +65,16 @@ def hf_config(cfg: BertConfig, vocab_size: int) -> HFBertConfig:
 
 
 def keep_config(module: nn.Module, cfg, hf_cfg, max_len: int) -> None:
-    """What every baseline keeps of its config (``cfg``, ``width``, ``parametrization``, ``hf_config``); a one-line
-    ValueError when the sequence length exceeds ``cfg.max_positions``."""
+    """Keep ``cfg``, ``width``, ``parametrization`` and ``hf_config`` on ``module``; ValueError when the sequence
+    length exceeds ``cfg.max_positions``."""
     if max_len > cfg.max_positions:
         raise ValueError(f"model.max_positions={cfg.max_positions} is smaller than the sequence length {max_len}")
     module.cfg, module.width, module.parametrization, module.hf_config = cfg, cfg.width, cfg.parametrization, hf_cfg
 
 
 class MLMBackbone(nn.Module):
-    """Embeddings, key-padding mask, MLM head and muP bookkeeping shared by :class:`BertMLM` and the UT. Subclasses
-    create their layers in ``__init__`` before calling :meth:`_finish_init`, and implement :meth:`_layers_forward`."""
+    """Embeddings, key-padding mask, MLM head and muP bookkeeping shared by BERT and UT: subclasses create their
+    layers, call :meth:`_finish_init` and implement :meth:`_layers_forward`."""
 
     def __init__(self, cfg: BertConfig, vocab_size: int, max_len: int) -> None:
         super().__init__()
@@ -125,4 +123,21 @@ class BertMLM(MLMBackbone):
     def _layers_forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         for layer in self.layers:
             x = layer(x, mask)  # (B, L, d)
+        return x
+
+
+class UniversalTransformerMLM(MLMBackbone):
+    """UT MLM baseline: one shared ``BertLayer`` applied ``cfg.n_layers`` times with a timestep embedding."""
+
+    def __init__(self, cfg: UTConfig, vocab_size: int, max_len: int = 512) -> None:
+        super().__init__(cfg, vocab_size, max_len)
+        self.n_steps = cfg.n_layers
+        self.layer = BertLayer(self.hf_config, layer_idx=0)  # the only layer; reused at every step
+        self.timestep = nn.Parameter(torch.zeros(cfg.n_layers, cfg.width))  # (T, d)
+        declare(self.timestep, Role.INPUT, _sp_normal)
+        self._finish_init()
+
+    def _layers_forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        for t in range(self.n_steps):
+            x = self.layer(x + self.timestep[t], mask)  # (B, L, d)
         return x

@@ -76,8 +76,7 @@ def hf_config(cfg: ModernBertConfig, vocab_size: int) -> HFModernBertConfig:
 
 
 class ModernBertMLM(nn.Module):
-    """ModernBERT-style MLM baseline: ``cfg.n_layers`` pre-LN HF ``ModernBertEncoderLayer`` s with rotary attention
-    and a GeGLU MLP, between the normed token embedding and the tied MLM head."""
+    """ModernBERT-style MLM baseline: ``cfg.n_layers`` HF ``ModernBertEncoderLayer`` s (module docstring)."""
 
     def __init__(self, cfg: ModernBertConfig, vocab_size: int, max_len: int = 512) -> None:
         super().__init__()

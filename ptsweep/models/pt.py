@@ -73,8 +73,7 @@ def distance_classes(dists: tuple[int, ...]) -> list[DistanceClass]:
 
 
 def class_index(length: int, dists: tuple[int, ...]) -> torch.Tensor:
-    """kappa (L, L): class k(i, j) of the pair (child i, head j); -1 on the diagonal (no factor). Brute-force, for
-    tests and plots."""
+    """kappa (L, L): class k(i, j) of the pair (child i, head j); -1 on the diagonal (brute force, for tests)."""
     offset = torch.arange(length)[None, :] - torch.arange(length)[:, None]  # (L, L): j - i
     kappa = torch.full((length, length), -1, dtype=torch.long)
     for k, cls in enumerate(distance_classes(dists)):
@@ -105,8 +104,7 @@ def pt_flops_per_token(cfg: PTConfig, vocab_size: int, seq_len: int, mask_prob: 
 
 
 def _softmax(x: torch.Tensor) -> torch.Tensor:
-    """softmax over the last axis; in float32 for half-precision inputs (spec §12.1), else in x's own dtype (so
-    float64 stays float64)."""
+    """softmax over the last axis; in float32 for half-precision inputs (spec §12.1), else in x's own dtype."""
     if x.dtype in (torch.float16, torch.bfloat16):
         return torch.softmax(x.float(), dim=-1).to(x.dtype)
     return torch.softmax(x, dim=-1)
@@ -267,8 +265,7 @@ class ProbabilisticTransformer(nn.Module):
         return {name: w for name, w in weights.items() if name not in c.messages_off}
 
     def combine_z(self, msgs: dict[str, torch.Tensor]) -> torch.Tensor:
-        """New Z logits: the information-weighted sum of the four messages (B, L, N) (``message_weights``), times
-        ``z_factor``."""
+        """New Z logits (B, L, N): the information-weighted sum of the messages, times ``z_factor``."""
         total = sum(w * msgs[name] for name, w in self.message_weights().items())
         return total if self.z_factor == 1.0 else self.z_factor * total
 
@@ -332,8 +329,7 @@ class ProbabilisticTransformer(nn.Module):
 
     def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                trace: list[dict] | None = None, aux: dict | None = None) -> torch.Tensor:
-        """Encoder output h (B, L, N): l^(T) (default) or a_Z * softmax(l^(T)) (``head_input='probs'``); ``aux``:
-        ``mfvi``'s."""
+        """Encoder output h (B, L, N): l^(T) (default) or a_Z * softmax(l^(T)) (``head_input='probs'``)."""
         logits = self.mfvi(input_ids, attention_mask, trace, aux)
         if self.cfg.head_input == "probs":
             return self.features(_softmax(logits))

@@ -13,10 +13,9 @@ holds complete rows and its row softmax is exact in one pass:
     head[j, k]  += sum_{i in block} R[i,j] 1[k(i,j)=k] q_i^k   (transposed attention, accumulated over blocks)
     msg_child    = ctx_child (B*L, K*C*r) @ W_child (K*C*r, N);  msg_head likewise with W_head
 
-One ``torch.autograd.Function`` covers projection -> messages. It saves P^ (B, L, N);
-backward recomputes q, v and then each row block under autograd (``torch.autograd.grad`` on the block's small
-graph), so what is kept per sequence and iteration is O(L * N) and the transients are O(b * L * C) per block.
-Classes come in ``layout_order`` (far, then near), so that far and near parts are plain slices.
+One ``torch.autograd.Function`` covers projection -> messages. It saves P^ (B, L, N); backward recomputes q, v and
+each row block under autograd, so what is kept is O(L * N) and the transients O(b * L * C) per block. Classes come
+in ``layout_order`` (far, then near), so that far and near parts are plain slices.
 """
 
 from __future__ import annotations
@@ -217,12 +216,9 @@ class _BlockwiseMessages(torch.autograd.Function):
 def blockwise_messages(p_hat: torch.Tensor, weights: dict, shape: tuple[int, int, int], mask: torch.Tensor,
                        classes, scale: float, mask_value: float, block: int = BLOCK_ROWS, score_transform=None
                        ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Child- and head-side Z messages (B, L, N) from P^ (B, L, N) without the (L x L) tensors.
-
-    weights: ``ProbabilisticTransformer.flat_weights(layout_order=True)`` (qv (N, K*C*2r), child / head (K*C*r, N),
-    classes in ``layout_order``); shape: (K, C, r); mask: (B, L) bool, True on real tokens (pairs with a pad and
-    j = i get ``mask_value``, as ``mask_logits``); scale = w_attn * s_H (``attention_scale``); classes: the model's
-    DistanceClass list; ``score_transform``: the model's hook (``ProbabilisticTransformer.score_transform``)."""
+    """Child- and head-side Z messages (B, L, N) from P^ (B, L, N) without the (L x L) tensors. weights:
+    ``flat_weights(layout_order=True)``; shape: (K, C, r); mask: (B, L) bool, True on real tokens; scale = w_attn *
+    s_H; classes: the model's DistanceClass list; ``score_transform``: the model's hook."""
     if block < 1:
         raise ValueError(f"block must be >= 1, got {block}")
     layout = ClassLayout(classes, p_hat.shape[1], p_hat.device)

@@ -7,10 +7,8 @@ The quantities are those of spec §6.3 steps 3 and 6, for distance classes k(i, 
     ctx_head[i,k,c]   = sum_j R[c,j,i] 1[k(j,i)=k] q_j^{k,c}
 
 Unbounded ("far") classes are one (L x L) product each, kept where the pair is in the class. Bounded ("near")
-classes are evaluated per signed offset d on shifted slices (S[i, i+d] is an elementwise product of q rows and v
-rows d apart) and moved between the (L, 2w+1) band layout and the (L, L) layout by a pad-and-reshape skew
-(``skew`` / ``unskew``), not by index tensors. Per-class views come from one ``unbind`` and the contexts are one
-``stack`` in the layout of the flat back-projection weights (no zero-filled buffers or scatters).
+classes are evaluated per signed offset d on shifted slices and moved between the (L, 2w+1) band layout and the
+(L, L) layout by a pad-and-reshape skew (``skew`` / ``unskew``), not by index tensors.
 """
 
 from __future__ import annotations
@@ -43,9 +41,8 @@ def dense_layout(classes: tuple, length: int, device: torch.device) -> DenseLayo
 
 
 def skew(band: torch.Tensor) -> torch.Tensor:
-    """(..., L, 2w+1) band -> (..., L, L) with out[i, j] = band[i, j - i + w] for |j - i| <= w, else 0.
-
-    Row i of the band padded to L + 2w + 1 and read with row stride L + 2w shifts it right by i (a view)."""
+    """(..., L, 2w+1) band -> (..., L, L) with out[i, j] = band[i, j - i + w] for |j - i| <= w, else 0 (the padded
+    band read with row stride L + 2w)."""
     *lead, length, width = band.shape
     w = (width - 1) // 2
     flat = F.pad(band, (0, length)).flatten(-2)[..., : length * (length + 2 * w)]
@@ -66,8 +63,7 @@ def _rows(length: int, d: int) -> tuple[int, int]:
 
 
 def _per_class(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """(B, K, C, L, r) -> K views (B, L, C, r): the layout of the projection output, so that the backward of the
-    unbind (a stack) writes the gradient in the layout of the projection matmul (no permuting copy)."""
+    """(B, K, C, L, r) -> K views (B, L, C, r), in the layout of the projection matmul (no copy in backward)."""
     return x.permute(0, 3, 1, 2, 4).unbind(2)
 
 

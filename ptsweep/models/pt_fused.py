@@ -243,8 +243,6 @@ class _FusedMessages(torch.autograd.Function):
 def fused_messages(p_hat: torch.Tensor, weights: dict, shape: tuple[int, int, int], classes,
                    scale: float) -> tuple[torch.Tensor, torch.Tensor]:
     """Child- and head-side Z messages (B, L, N) from P^ (B, L, N) of a batch without pads (``applicable``).
-
-    weights: ``ProbabilisticTransformer.flat_weights()`` (q / v (N, K*C*r), child / head (K*C*r, N), classes in
-    the model's order); shape: (K, C, r); scale = w_attn * s_H; classes: the model's DistanceClass list."""
+    weights: ``flat_weights()``; shape: (K, C, r); scale = w_attn * s_H; classes: the model's DistanceClass list."""
     return _FusedMessages.apply(p_hat, weights["q"], weights["v"], weights["child"], weights["head"], tuple(shape),
                                 float(scale), fused_layout(tuple(classes)))

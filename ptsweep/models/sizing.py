@@ -89,8 +89,7 @@ def _modernbert_counts(d: int, n_layers: int, d_ff: int, vocab_size: int) -> dic
 
 
 def param_count(model_cfg, vocab_size: int) -> dict[str, int]:
-    """Closed-form ``{"total", "non_embedding"}`` parameter counts of a PT / BERT / UT / ModernBERT config (module
-    docstring)."""
+    """Closed-form ``{"total", "non_embedding"}`` parameter counts of a model config (module docstring)."""
     if isinstance(model_cfg, PTConfig):
         from ptsweep.models.pt import pt_param_count
 
@@ -102,8 +101,7 @@ def param_count(model_cfg, vocab_size: int) -> dict[str, int]:
 
 
 def flops_per_token(model_cfg, vocab_size: int, seq_len: int, mask_prob: float = 0.15) -> float:
-    """Training (forward + backward = 3 x forward) FLOPs per input token (module docstring); PT:
-    ``pt_flops_per_token``."""
+    """Training FLOPs per input token (module docstring; PT: ``pt_flops_per_token``)."""
     if isinstance(model_cfg, PTConfig):
         from ptsweep.models.pt import pt_flops_per_token
 
@@ -117,8 +115,7 @@ def flops_per_token(model_cfg, vocab_size: int, seq_len: int, mask_prob: float =
 
 def match_width_to_count(kind: str, target: int, vocab_size: int, n_layers: int = 4,
                          max_positions: int = 512):
-    """The baseline config of ``kind`` (width a multiple of WIDTH_STEP) whose total count is closest to ``target``
-    (within 5%)."""
+    """The baseline config of ``kind`` (width a multiple of WIDTH_STEP) whose total count is closest to ``target``."""
     _check_kind(kind)
     best_d, best_err = None, float("inf")
     for d in range(WIDTH_STEP, MAX_WIDTH + 1, WIDTH_STEP):
@@ -139,8 +136,7 @@ def match_width_to_count(kind: str, target: int, vocab_size: int, n_layers: int 
 
 def match_width(kind: str, pt_cfg: PTConfig, vocab_size: int, n_layers: int = 4,
                 max_positions: int = 512):
-    """The baseline config of ``kind`` with ``n_layers`` whose parameter count is closest to ``pt_cfg``'s (within
-    5%)."""
+    """The baseline config of ``kind`` with ``n_layers`` whose parameter count is closest to ``pt_cfg``'s."""
     return match_width_to_count(kind, param_count(pt_cfg, vocab_size)["total"], vocab_size, n_layers, max_positions)
 
 
@@ -190,10 +186,8 @@ def _closest(kind: str, shapes, target: float, match: str, vocab_size: int, seq_
 
 def match_shape(kind: str, pt_cfg: PTConfig, vocab_size: int, seq_len: int, mask_prob: float = 0.15,
                 match: str = "total", max_positions: int = 512):
-    """The baseline of ``kind`` of the sizing rule (module docstring) whose ``match`` count is closest to
-    ``pt_cfg``'s. ModernBERT takes BERT's rule (d = 64 h, h <= L <= 2h) with its own counts: its published shapes
-    (base d = 768, L = 22; large d = 1024, L = 28) lie inside that band, and the narrower GeGLU (8.5 d^2 per layer
-    against BERT's 12 d^2) changes the counts, not the aspect ratio the rule fixes."""
+    """The baseline of ``kind`` of the sizing rule (d = 64 h, h <= L <= 2h; UT at BERT's depth) whose ``match``
+    count is closest to ``pt_cfg``'s; ModernBERT takes BERT's rule with its own counts."""
     _check_kind(kind)
     target = measure(pt_cfg, match, vocab_size, seq_len, mask_prob)
     args = (target, match, vocab_size, seq_len, mask_prob, max_positions)

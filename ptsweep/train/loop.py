@@ -32,12 +32,9 @@ from ptsweep.train.step import (accumulate_gradients, evaluate, final_evaluation
 
 def run(cfg: RunConfig, tracker, run_dir: Path | None = None,
         report_fn: Callable[[dict], None] | None = None, probes: Sequence[Callable] = ()) -> dict:
-    """Train ``cfg`` and return the final metrics (``ptsweep.train``'s docstring); ``tracker.start/log/finish`` are
-    called here, ``report_fn(metrics)`` after every evaluation (Ray Tune). ``probes``: probe factories beside the
-    ones ``train.probes`` names, each called as ``factory(model, optimizer, val, device)`` once the model and
-    optimizer exist (before the first evaluation) and returning a probe (``monitor``'s docstring). An exception (from the loop or from
-    ``report_fn``) is recorded with ``tracker.finish`` and re-raised: status "failed", "interrupted"
-    (KeyboardInterrupt / SystemExit) or the exception's own ``status`` string (e.g. "early_stopped")."""
+    """Train ``cfg`` and return the final metrics; ``report_fn(metrics)`` is called after every evaluation (Ray
+    Tune). ``probes``: probe factories beside ``train.probes`` (``monitor.build_probes``). An exception is recorded
+    with ``tracker.finish`` and re-raised: status "failed", "interrupted" or the exception's own ``status``."""
     t_start = time.perf_counter()
     default_dir = run_dir is None
     run_dir = (default_run_dir(cfg) if default_dir else Path(run_dir)).resolve()
@@ -177,9 +174,8 @@ class _LoopEnd:
 
 
 def _step_loop(r: _Run, report_fn) -> _LoopEnd:
-    """Optimizer steps from ``state["step"]`` to the end: log every ``train.log_every`` steps (a non-finite training
-    loss ends the run as diverged), evaluate and report every ``eval_every`` steps, stop after
-    ``train.stop_after_steps``, checkpoint every ``train.checkpoint_every_s`` seconds."""
+    """Optimizer steps from ``state["step"]`` to the end: log (a non-finite training loss ends the run as diverged),
+    evaluate and report, stop after ``train.stop_after_steps``, checkpoint every ``train.checkpoint_every_s``."""
     tc = r.cfg.train
     eval_every = tc.eval_every or max(1, r.steps // 10)
     r.model.train()
@@ -234,9 +230,9 @@ def _step_loop(r: _Run, report_fn) -> _LoopEnd:
 
 def _optimizer_step(r: _Run, step: int, log_step: bool,
                     terms: dict | None = None) -> tuple[torch.Tensor, torch.Tensor | None, float]:
-    """One update on batch ``step``: schedule -> micro-batched forward/backward -> clip -> AdamW; returns the batch
-    loss, the gradient norm before clipping (None without clipping) and the schedule factor; adds the batch's
-    auxiliary loss terms into ``terms``. At a ``log_step`` also the probes' metrics of the step (into ``r.sizes``)."""
+    """One update on batch ``step``: schedule -> micro-batched forward/backward -> clip -> AdamW. Returns the batch
+    loss, the gradient norm before clipping (or None) and the schedule factor; adds the auxiliary terms to
+    ``terms``; at a ``log_step`` the probes' metrics go to ``r.sizes``."""
     tc, oc = r.cfg.train, r.cfg.optim
     factor = lr_factor(step, r.steps, oc.warmup_frac, oc.schedule, oc.min_lr_frac)
     set_lr(r.optimizer, oc.lr, factor)
@@ -258,8 +254,7 @@ def _optimizer_step(r: _Run, step: int, log_step: bool,
 
 
 def _resolve_micro(r: _Run, batch: dict) -> None:
-    """``train.micro_batch_size`` on the first batch (probes on CUDA with 'auto'); the peak-memory count then
-    starts afresh, so the logged peak is the training's own."""
+    """``train.micro_batch_size`` on the first batch; the peak-memory count then starts afresh."""
     tc = r.cfg.train
     r.micro = resolve_micro_batch(tc.micro_batch_size, r.model, batch, r.device, tc.precision, r.optimizer)
     r.static["micro_batch_size"] = r.micro
@@ -271,8 +266,8 @@ def _resolve_micro(r: _Run, batch: dict) -> None:
 
 def _log_training(r: _Run, step: int, train_loss: float, tps: float, factor: float, grad_norm, bar,
                   terms: dict | None = None) -> None:
-    """The log row of a log step: mean training loss of the window, tokens, schedule, throughput, grad norm, LRs,
-    the probes' metrics and the window means of the model's auxiliary loss terms (``terms``: aux/<name>)."""
+    """The log row of a log step: window mean training loss, tokens, schedule, throughput, grad norm, LRs, the
+    probes' metrics and the window means of the auxiliary loss terms (aux/<name>)."""
     r.state["train_loss"] = train_loss if math.isfinite(train_loss) else math.inf
     row = {"train_loss": r.state["train_loss"], "tokens": step * r.tokens_per_step, "lr_factor": factor,
            "tokens_per_s": tps, **(r.sizes or {}), **(terms or {})}
@@ -300,8 +295,8 @@ def _evaluate_and_report(r: _Run, step: int, report_fn) -> bool:
 
 
 def _final_metrics(r: _Run, end: _LoopEnd, report_fn) -> dict:
-    """Status (ok | diverged | stopped), the last checkpoint (not for a diverged run), the final evaluation of a
-    finished run (``final_evaluation``) and the final metrics dict."""
+    """Status (ok | diverged | stopped), the last checkpoint (not after divergence), the final evaluation of a
+    finished run and the final metrics dict."""
     state, step = r.state, end.step
     if end.diverged:
         state["val_loss"] = math.inf

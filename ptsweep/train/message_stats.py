@@ -1,26 +1,15 @@
-"""Training-time sizes of PT's MFVI messages (the probe 'message_stats', ``train.probes``): what changes with width
-as PT trains.
+"""Training-time sizes of PT's MFVI messages (the probe 'message_stats'): what changes with width as PT trains.
 
-At every evaluation the loop runs one no-grad, traced forward of the first validation batch in eval mode and fp32
-(``ProbabilisticTransformer.mfvi(trace=...)``, the dense path) and logs, per MFVI iteration t (spec §6.3):
+At every evaluation, one no-grad traced forward of the first validation batch (``ProbabilisticTransformer.inspect``)
+gives per MFVI iteration t (spec §6.3), RMS over real tokens (and labels, or valid pairs):
 
-- ``<unary|child|head|topic>_rms``: the RMS over real tokens and the N labels of each WEIGHTED message into Z,
-  w * msg (the four terms of the Z logits l^(t), ``combine_z``); a path in ``model.messages_off`` enters Z with
-  nothing, so its RMS is 0;
-- ``<child|head|topic>_ratio``: that RMS over the weighted unary's (how much each message moves Z against the
-  token's own evidence);
-- ``attn_logit_rms``: RMS of the attention logits w_attn s_H F over valid pairs (both real, j != i) and channels;
-- ``topic_logit_rms``: RMS of the topic logits w_topic_g s_G B P^ over real tokens and the M labels;
-- ``z_logit_rms``: RMS of the new Z logits l^(t) (after damping) over real tokens; ``z_logit_std``: the same of
-  l^(t) centred over the N labels (what the softmax sees: it ignores a shift per token);
-- ``msg_coherence``: RMS(sum of the weighted messages)^2 / sum of their RMS^2: 1 when the messages are
-  uncorrelated, above 1 when they point the same way, below when they cancel;
-- ``q_h_entropy``: the entropy of Q_h over heads j (nats), mean over channels and real tokens with a valid head;
-- ``q_g_entropy`` (nats) and ``q_g_entropy_frac`` (over log M): of the topic posterior, mean over real tokens;
-- ``q_z_entropy_frac``: the entropy of the Q_z the iteration starts from, over log N.
+- ``<unary|child|head|topic>_rms`` of each weighted message into Z (0 for a path in ``model.messages_off``), and
+  ``<child|head|topic>_ratio``: that over the weighted unary's;
+- ``attn_logit_rms``, ``topic_logit_rms``, ``z_logit_rms`` and ``z_logit_std`` (l^(t) centred over the N labels);
+- ``msg_coherence``: RMS(sum of the weighted messages)^2 / sum of their RMS^2 (1: uncorrelated);
+- ``q_h_entropy``, ``q_g_entropy`` (nats), ``q_g_entropy_frac`` (over log M), ``q_z_entropy_frac`` (over log N).
 
-Rows get ``msg/<name>`` for the last iteration and ``msg_mean/<name>`` for the mean over the T iterations. Off the
-hot path: one forward of one batch per evaluation, nothing kept for backward.
+Rows get ``msg/<name>`` for the last iteration and ``msg_mean/<name>`` for the mean over the T iterations.
 """
 
 from __future__ import annotations
@@ -41,9 +30,8 @@ def rms(x: torch.Tensor, keep: torch.Tensor) -> float:
 
 
 def iteration_stats(model, step: dict, mask: torch.Tensor) -> dict[str, float]:
-    """The module docstring's numbers for one MFVI iteration of ``model``: ``step`` is one trace entry of
-    ``mfvi(trace=...)`` (msg_*, attn_logits, topic_logits, z_logits, q_z, q_h, q_g), ``mask`` (B, L) the real
-    tokens."""
+    """The module docstring's numbers for one MFVI iteration: ``step`` is one entry of ``mfvi(trace=...)``,
+    ``mask`` (B, L) the real tokens."""
     tokens = mask[..., None]                                          # (B, L, 1)
     weights = model.message_weights()                                 # the paths that enter Z, with their weight
     out = {f"{name}_rms": rms(weights[name] * step[f"msg_{name}"], tokens) if name in weights else 0.0
@@ -70,8 +58,7 @@ def iteration_stats(model, step: dict, mask: torch.Tensor) -> dict[str, float]:
 
 def measure(model, batch: dict, device: torch.device) -> dict[str, float]:
     """``msg/<name>`` (last MFVI iteration) and ``msg_mean/<name>`` (mean over iterations) of ``model`` on
-    ``batch`` (input_ids, attention_mask): the trace of ``model.inspect`` (no grad, eval mode, fp32; the model's
-    training mode restored)."""
+    ``batch``."""
     ids, mask = batch["input_ids"].to(device), batch["attention_mask"].to(device).bool()
     per_iter = [iteration_stats(model, step, mask) for step in model.inspect(ids, mask)]
     last = {f"msg/{k}": v for k, v in per_iter[-1].items()}

@@ -1,22 +1,16 @@
-"""What a long run logs besides its losses (``train.run``'s log rows): the probes ``train.probes`` chooses, peak GPU
-memory and model FLOP utilisation.
+"""What a run logs besides its losses: the probes ``train.probes`` chooses, peak GPU memory and model FLOP
+utilisation.
 
-A probe measures without changing the run's numbers; the step loop calls its three hooks: ``before_logged_step()``
-before the optimizer step of a log step, ``on_logged_step()`` after it and ``on_evaluation()`` after an evaluation,
-the last two returning metrics for that row (:func:`build_probes`: 'update_sizes' is :class:`UpdateSizes`,
-'message_stats' is ``message_stats.MessageStats``, PT only, imported only when chosen). An experiment adds probes
-of its own through ``train.run(..., probes=[factory])``.
+A probe measures without changing the run's numbers; the step loop calls ``before_logged_step()`` before the
+optimizer step of a log step, ``on_logged_step()`` after it and ``on_evaluation()`` after an evaluation, the last two
+returning metrics for that row (:func:`build_probes`; an experiment adds its own through ``train.run(...,
+probes=[factory])``).
 
-- ``update_rms/<role>``: RMS of one optimizer step's change of the tracked tensors of a muP role (input, hidden,
-  output, gain, bias): the first tensor of each of the role's optimizer groups. muP is the rule that keeps these
-  coordinate sizes of the same order at every width (Yang et al. 2022, Tensor Programs V), so a
-  width whose curve drifts away from the base width's points at a parametrization error during training, where the
-  at-init coordinate check (``sweeps.coords``) cannot look. Measured at log steps only: the tracked tensors are
-  copied before the step and compared after it. ``param_rms/<role>``: their RMS after the step.
+- ``update_rms/<role>`` and ``param_rms/<role>``: RMS of one optimizer step's change, and of the value, of the first
+  tensor of each muP role's optimizer groups; muP keeps them of the same order at every width (Tensor Programs V).
 - ``gpu_peak_mem_gib``: ``torch.cuda.max_memory_allocated`` since training started (CUDA only).
-- ``mfu``: flops_per_token (``models.sizing``: the model's FLOPs, no recomputation) x tokens/s / the device's dense
-  peak FLOP/s at the run's matmul precision, for the devices of :data:`PEAK_TFLOPS` only (None elsewhere: the CPU,
-  an unlisted GPU, fp32 without TF32).
+- ``mfu``: flops_per_token x tokens/s / the device's dense peak FLOP/s at the run's matmul precision
+  (:data:`PEAK_TFLOPS`; None elsewhere).
 """
 
 from __future__ import annotations
@@ -33,8 +27,7 @@ PEAK_TFLOPS = (
     (r"L40S", {"bf16": 362.05, "tf32": 183.0}),
     (r"\bL4\b", {"bf16": 121.0, "tf32": 60.0}),
 )
-"""Dense (no sparsity) peak TFLOP/s by device-name pattern (first match wins) and matmul precision: vendor
-datasheets. The planner's default peak (989 TFLOP/s) is the H100/H200 bf16 entry."""
+"""Dense peak TFLOP/s by device-name pattern (first match wins) and matmul precision (vendor datasheets)."""
 
 
 def matmul_precision(device: torch.device, autocast_bf16: bool) -> str | None:
@@ -62,8 +55,7 @@ def mfu(flops_per_token: float, tokens_per_s: float, peak: float | None) -> floa
 
 
 class UpdateSizes:
-    """The probe 'update_sizes': the tracked tensors of each role (module docstring) and the RMS of one step's
-    change of them."""
+    """The probe 'update_sizes': the RMS of one step's change of the tracked tensors of each role."""
 
     def __init__(self, optimizer: torch.optim.Optimizer):
         self.tracked: dict[str, list[torch.Tensor]] = {}
@@ -104,9 +96,8 @@ def peak_memory_gib(device: torch.device) -> float | None:
 
 def build_probes(names, model: torch.nn.Module, optimizer: torch.optim.Optimizer, val: list,
                  device: torch.device, factories=()) -> list:
-    """The probes ``names`` chose (checked in the config), in order, then those of ``factories`` (each called as
-    ``factory(model, optimizer, val, device)``: an experiment's own probes); ``val``: the validation batches (the
-    first is what 'message_stats' measures)."""
+    """The probes ``names`` chose, then those of ``factories`` (each called as ``factory(model, optimizer, val,
+    device)``); ``val``: the validation batches."""
     probes = []
     for name in names:
         if name == "update_sizes":

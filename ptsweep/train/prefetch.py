@@ -1,82 +1,58 @@
-"""Training batches built one step ahead on a background thread (``train.prefetch``).
+"""Training batches built ahead on a background thread (``train.prefetch``).
 
-Batch ``s`` is :func:`ptsweep.data.train_batch` of (seed, s), a pure function of its arguments, so building it
-early on another thread gives the same tensors bit for bit, also after a resume (the prefetcher starts at the
-resumed step). The numpy masking releases the GIL for most of its work, so it overlaps the previous step's GPU
-work. On CUDA the tensors are copied into pinned (page-locked) host memory on that thread, so the training
-thread's ``to(device, non_blocking=True)`` is a real asynchronous copy; on the CPU pinning would only cost time.
+Batch ``s`` is :func:`ptsweep.data.train_batch` of (seed, s), a pure function, so building it early on another
+thread gives the same tensors bit for bit, also after a resume. On CUDA the tensors are pinned on that thread, so the
+training thread's ``to(device, non_blocking=True)`` is an asynchronous copy.
 """
 
 from __future__ import annotations
 
-import queue
-import threading
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
-
-_DONE = object()  # sentinel after the last step
 
 
 class BatchPrefetcher:
-    """Iterates ``(step, batch)`` for step in [start, stop): ``make(step)`` runs on one daemon thread, at most
-    ``depth`` batches ahead of the consumer. An exception raised by ``make`` is re-raised in the consumer at the
-    step it belongs to. Use as a context manager (or call :meth:`close`) so the thread ends with the loop."""
+    """``get(step)`` for step in [start, stop), in order; ``make(step)`` runs on one worker thread, at most ``depth``
+    steps ahead of the consumer. An exception raised by ``make`` is re-raised by the ``get`` of its step. Use as a
+    context manager (or call :meth:`close`) so the thread ends with the loop."""
 
-    def __init__(self, make: Callable[[int], dict], start: int, stop: int, pin: bool = False, depth: int = 1):
+    def __init__(self, make: Callable[[int], dict], start: int, stop: int, pin: bool = False, depth: int = 2):
         if depth < 1:
             raise ValueError(f"prefetch depth must be >= 1, got {depth}")
-        self._make, self._pin = make, pin
-        self._queue: queue.Queue = queue.Queue(maxsize=depth)
-        self._stop = threading.Event()
-        self._next = start
-        self._thread = threading.Thread(target=self._produce, args=(start, stop), name="batch-prefetch",
-                                        daemon=True)
-        self._thread.start()
+        self._make, self._pin, self._stop = make, pin, stop
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="batch-prefetch")
+        self._next = self._ahead = start
+        self._pending: deque = deque()
+        for _ in range(depth):
+            self._submit()
 
-    def _produce(self, start: int, stop: int) -> None:
-        for step in range(start, stop):
-            try:
-                batch = self._make(step)
-                if self._pin:
-                    batch = {k: v.pin_memory() for k, v in batch.items()}
-                item = (step, batch)
-            except BaseException as e:  # noqa: BLE001 - handed to the consumer, which re-raises it
-                item = (step, e)
-            if not self._put(item) or isinstance(item[1], BaseException):
-                return
-        self._put((stop, _DONE))
+    def _build(self, step: int) -> dict:
+        batch = self._make(step)
+        return {k: v.pin_memory() for k, v in batch.items()} if self._pin else batch
 
-    def _put(self, item) -> bool:
-        """Wait for room in the queue; False once the consumer has closed the prefetcher."""
-        while not self._stop.is_set():
-            try:
-                self._queue.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
+    def _submit(self) -> None:
+        if self._ahead < self._stop:
+            self._pending.append(self._pool.submit(self._build, self._ahead))
+            self._ahead += 1
 
     def get(self, step: int) -> dict:
         """The batch of ``step``, which must be the next one in order (the loop never skips a step)."""
         if step != self._next:
             raise RuntimeError(f"prefetcher: asked for step {step}, next prepared step is {self._next}")
-        got, batch = self._queue.get()
-        if batch is _DONE:
-            raise RuntimeError(f"prefetcher: step {step} is past the last step {got - 1}")
-        if isinstance(batch, BaseException):
-            raise batch
-        if got != step:
-            raise RuntimeError(f"prefetcher: built step {got} where step {step} was due")
-        self._next = got + 1
+        if not self._pending:
+            raise RuntimeError(f"prefetcher: step {step} is past the last step {self._stop - 1}")
+        batch = self._pending.popleft().result()
+        self._next += 1
+        self._submit()
         return batch
 
     def close(self) -> None:
-        """Stop the thread (it may be blocked on a full queue) and wait for it."""
-        self._stop.set()
-        self._thread.join(timeout=30)
+        """Cancel the batches not started yet and wait for the one being built."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
     def __enter__(self) -> "BatchPrefetcher":
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
-

@@ -32,8 +32,7 @@ def run_label(cfg: RunConfig) -> str:
 
 
 def default_run_dir(cfg: RunConfig) -> Path:
-    """<out_dir>/train/<run_name or model-w<width>-s<seed>>-<config hash> (``ptsweep.identity``): runs that differ in
-    any result-relevant key (e.g. only optim.lr) never share a folder."""
+    """<out_dir>/train/<run_name or model-w<width>-s<seed>>-<config hash> (``ptsweep.identity``)."""
     return Path(cfg.out_dir) / "train" / f"{run_label(cfg)}-{config_hash(cfg)}"
 
 
@@ -44,9 +43,8 @@ def _differing(old: dict, new: dict, limit: int = 6) -> str:
 
 
 def check_resume(cfg: RunConfig, run_dir: Path, default_dir: bool) -> None:
-    """``train.resume=true``: ConfigError (one line naming the differing keys) if the checkpoint to resume was
-    written under another config; for a default folder without a checkpoint, the same if a sibling run of the same
-    name has one (the user most likely changed a hyperparameter and expects to resume)."""
+    """``train.resume=true``: ConfigError naming the differing keys if the checkpoint to resume was written under
+    another config (for a default folder without one: a sibling run of the same name)."""
     if not cfg.train.resume:
         return
     now = result_config(cfg)
@@ -84,8 +82,8 @@ def save_config_dir(run_dir: Path, cfg: RunConfig) -> None:
 
 
 def resolve_device(spec: str) -> torch.device:
-    """'auto' -> cuda if available else cpu. On the CPU, also flush denormal floats to zero: PT's saturated MFVI
-    softmaxes produce denormal probabilities and gradients, which made CPU matmuls ~4x slower (bench/, 2026-11)."""
+    """'auto' -> cuda if available else cpu. On the CPU, flush denormal floats to zero (PT's saturated softmaxes
+    make them, and they slow CPU matmuls down)."""
     device = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if spec == "auto" else spec)
     if device.type == "cpu":
         torch.set_flush_denormal(True)
@@ -105,8 +103,8 @@ def autocast_context(device: torch.device, precision: str):
 
 
 def set_tf32(device: torch.device, allow: bool) -> bool:
-    """On CUDA, let fp32 matmuls and convolutions run on TF32 tensor cores (``train.tf32``; a process-wide torch
-    setting, so it is set either way); returns whether TF32 is on for this run (never on the CPU)."""
+    """On CUDA, let fp32 matmuls run on TF32 tensor cores (``train.tf32``; process-wide, so set either way);
+    returns whether TF32 is on for this run."""
     if device.type != "cuda":
         return False
     torch.backends.cuda.matmul.allow_tf32 = allow
@@ -115,9 +113,8 @@ def set_tf32(device: torch.device, allow: bool) -> bool:
 
 
 def compile_encoder(model, mode: str, device: torch.device) -> None:
-    """``train.compile``: ``torch.compile`` the model's encoder (the heavy part; the head is one matmul) with
-    ``mode`` ('default', or 'reduce-overhead': CUDA graphs, which remove the launch overhead of PT's many small
-    per-class kernels; CUDA only); 'none' leaves it eager."""
+    """``train.compile``: ``torch.compile`` the model's encoder with ``mode`` ('reduce-overhead': CUDA graphs, CUDA
+    only); 'none' leaves it eager."""
     if mode == "none":
         return
     if mode == "reduce-overhead" and device.type != "cuda":
@@ -159,8 +156,8 @@ def write_checkpoint(run_dir: Path, cfg: RunConfig, model, optimizer, state: dic
 
 
 def initial_state(cfg: RunConfig, run_dir: Path, model, optimizer, tracker, device: torch.device) -> dict:
-    """The loop's counters and history: fresh, or with ``train.resume`` and a checkpoint in ``run_dir``, loaded from
-    it together with the model, optimizer and RNG states (the kept history is replayed to the tracker)."""
+    """The loop's counters and history: fresh, or with ``train.resume`` loaded from the checkpoint in ``run_dir``
+    with the model, optimizer and RNG states (the history replayed to the tracker)."""
     ckpt_path = run_dir / CHECKPOINT
     state = {"step": 0, "history": [], "wall_s": 0.0, "val_loss": math.nan, "val_loss_init": math.nan,
              "best_val_loss": math.inf, "train_loss": math.nan, "eval": {}}
@@ -170,8 +167,6 @@ def initial_state(cfg: RunConfig, run_dir: Path, model, optimizer, tracker, devi
         optimizer.load_state_dict(ckpt["optimizer"])
         state.update(ckpt["state"])
         set_rng_state(ckpt["rng"])
-        # the tracker starts a fresh local history file: restore what was kept (W&B resumes its own run by id,
-        # so nothing is replayed there)
         replay = getattr(tracker, "restore_history", tracker.log)
         for row in state["history"]:
             replay({k: v for k, v in row.items() if k != "step"}, row["step"])

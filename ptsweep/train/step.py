@@ -61,14 +61,10 @@ def _add_terms(terms: dict | None, aux: dict, weight: float) -> None:
 
 def accumulate_gradients(model, batch: dict, micro: int, device: torch.device, precision: str,
                          terms: dict | None = None) -> torch.Tensor:
-    """Forward + backward of one batch in micro-batches of ``micro`` rows (0 = all); returns the batch loss
-    (detached). The loss is a token average over the labelled positions, so micro-batch m is weighted by
-    n_m / n_total (its share of the targets), not 1/k: the accumulated gradient is the full batch's to float
-    rounding. Micro-batches without targets are skipped. Dropout masks differ from the full-batch ones.
-
-    The gradient is that of ``models.training_objective`` (the loss plus the model's auxiliary terms, each micro-batch's
-    weighted as its loss); the returned loss is the MLM loss alone. ``terms``: a dict into which the batch's
-    weighted auxiliary terms are added (detached; so a caller can sum them over steps)."""
+    """Forward + backward of ``models.training_objective`` on one batch in micro-batches of ``micro`` rows (0 = all),
+    micro-batch m weighted by its share of the targets n_m / n_total, so the gradient is the full batch's (micro-
+    batches without targets are skipped). Returns the MLM loss (detached); adds the weighted auxiliary terms to
+    ``terms``."""
     labels = batch["labels"]
     slices = micro_slices(labels.shape[0], micro)
     if len(slices) == 1:
@@ -94,8 +90,8 @@ def accumulate_gradients(model, batch: dict, micro: int, device: torch.device, p
 
 
 def largest_fitting(batch_size: int, fits: Callable[[int], bool]) -> int:
-    """Largest m in [1, batch_size] with ``fits(m)`` (assumed monotone: fits(m) -> fits(m') for m' < m), by
-    bisection (log2(batch_size) + 1 probes). Raises RuntimeError when not even m = 1 fits."""
+    """Largest m in [1, batch_size] with ``fits(m)`` (assumed monotone), by bisection; RuntimeError when not even
+    m = 1 fits."""
     if fits(batch_size):
         return batch_size
     lo, hi = 0, batch_size  # fits(lo) (or lo = 0), not fits(hi)
@@ -111,14 +107,13 @@ def largest_fitting(batch_size: int, fits: Callable[[int], bool]) -> int:
 
 
 AUTO_HEADROOM = 0.10
-"""Share of the memory budget ``train.micro_batch_size=auto`` leaves free: the probe's peak does not see the
-allocator's fragmentation over a long run, the clip's and AdamW's temporaries, or the evaluation batches."""
+"""Share of the memory budget ``train.micro_batch_size=auto`` leaves free (fragmentation, temporaries)."""
 
 
 def choose_micro_batch(batch_size: int, peak_bytes: Callable[[int], float | None], budget_bytes: float,
                        headroom: float = AUTO_HEADROOM) -> int:
-    """Largest m in [1, batch_size] whose measured peak ``peak_bytes(m)`` (None: out of memory) stays within
-    ``(1 - headroom) * budget_bytes``; RuntimeError when not even m = 1 does (``largest_fitting``)."""
+    """Largest m in [1, batch_size] whose peak ``peak_bytes(m)`` (None: out of memory) stays within ``(1 -
+    headroom) * budget_bytes`` (``largest_fitting``)."""
     limit = (1.0 - headroom) * budget_bytes
 
     def fits(m: int) -> bool:
@@ -130,9 +125,8 @@ def choose_micro_batch(batch_size: int, peak_bytes: Callable[[int], float | None
 
 @contextlib.contextmanager
 def optimizer_state_allocated(optimizer: torch.optim.Optimizer | None) -> Iterator[int]:
-    """While the block runs, hold placeholders of the AdamW state the optimizer has not allocated yet (exp_avg and
-    exp_avg_sq, each like its parameter; a fresh run's optimizer allocates them at its first step, a resumed one
-    has loaded them), so a memory probe sees the memory of a real step. Yields the placeholder bytes."""
+    """While the block runs, hold placeholders of the AdamW state (exp_avg, exp_avg_sq) the optimizer has not
+    allocated yet, so a memory probe sees a real step's memory. Yields the placeholder bytes."""
     held = []
     if optimizer is not None:
         for group in optimizer.param_groups:
@@ -146,8 +140,7 @@ def optimizer_state_allocated(optimizer: torch.optim.Optimizer | None) -> Iterat
 
 
 def device_memory_budget(device: torch.device) -> float:
-    """Bytes this process may allocate on CUDA ``device``: its total memory times the per-process fraction
-    (``torch.cuda.set_per_process_memory_fraction``, set for trials that share a GPU)."""
+    """Bytes this process may allocate on CUDA ``device``: total memory times the per-process fraction."""
     total = torch.cuda.get_device_properties(device).total_memory
     # torch < 2.7 has no getter; the cap, if one is set, still turns an over-budget probe into an OOM
     get_fraction = getattr(torch.cuda, "get_per_process_memory_fraction", None)
@@ -157,10 +150,8 @@ def device_memory_budget(device: torch.device) -> float:
 def resolve_micro_batch(setting, model, batch: dict, device: torch.device, precision: str,
                         optimizer: torch.optim.Optimizer | None = None, budget_bytes: float | None = None) -> int:
     """``train.micro_batch_size`` -> rows per forward/backward. 0 -> the full batch; 'auto' -> the full batch on
-    the CPU; on CUDA the largest micro-batch whose forward + backward on ``batch``'s rows, with ``optimizer``'s
-    state allocated (:func:`optimizer_state_allocated`), peaks within ``1 - AUTO_HEADROOM`` of ``budget_bytes``
-    (default :func:`device_memory_budget`) without ``torch.cuda.OutOfMemoryError`` (probe steps; gradients are
-    discarded), capped at the batch size."""
+    the CPU, on CUDA the largest whose probe step (``optimizer``'s state allocated) peaks within ``1 -
+    AUTO_HEADROOM`` of ``budget_bytes`` (default :func:`device_memory_budget`)."""
     bsz = batch["labels"].shape[0]
     if setting != "auto":
         return min(int(setting), bsz) if int(setting) > 0 else bsz
@@ -187,9 +178,8 @@ def resolve_micro_batch(setting, model, batch: dict, device: torch.device, preci
 @torch.no_grad()
 def evaluate(model, batches: list[dict], device: torch.device, precision: str,
              baseline: metrics.NoContextBaseline | None = None) -> dict[str, float]:
-    """Validation metrics over every masked token of ``batches`` (``ptsweep.metrics.summarize``): val_loss with its
-    block-clustered SE and, given the corpus's context-free ``baseline``, the unigram and no-context losses on the
-    same tokens, the paired gains over them, and the [MASK]-target ``context_gain``."""
+    """Validation metrics over every masked token of ``batches`` (``ptsweep.metrics.summarize``), with the
+    ``baseline``'s unigram and no-context losses on the same tokens when given."""
     was_training = model.training
     model.eval()
     losses, blocks, targets_all, inputs_all = [], [], [], []
@@ -216,9 +206,8 @@ def evaluate(model, batches: list[dict], device: torch.device, precision: str,
 
 
 def final_evaluation(model, corpus, cfg: RunConfig, device, baseline, state: dict, n_eval_batches: int) -> dict:
-    """After a finished run, the metrics to merge into the final ones: the validation metrics on every block when
-    ``train.eval_batches`` capped the in-loop ones, and those of the held-out TEST split (``data.max_test_blocks``;
-    no search looks at it) prefixed test_ (test_loss, test_loss_se, test_unigram_loss, ...)."""
+    """After a finished run, the validation metrics on every block when ``train.eval_batches`` capped the in-loop
+    ones, and the held-out TEST split's, prefixed test_ (test_loss, test_loss_se, ...)."""
     tc = cfg.train
     out: dict = {}
     full = data_mod.val_batches(corpus, cfg.data, tc.batch_size)

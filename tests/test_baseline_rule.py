@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pytest
 
+from ptsweep.analysis import fits
 from ptsweep.config import compose, with_overrides
 from ptsweep.sweeps import baseline_rule
 
@@ -13,9 +14,9 @@ from ptsweep.sweeps import baseline_rule
 def test_power_law_through_exact_points_is_recovered_and_extrapolated_exactly():
     a, b = 0.5, 0.3
     sizes = [1e6, 4e6, 1.6e7]
-    fit = baseline_rule.fit_lr(sizes, [a * p ** -b for p in sizes])
+    fit = fits.fit_power_law(sizes, [a * p ** -b for p in sizes])
     assert fit["a"] == pytest.approx(a, rel=1e-9) and fit["b"] == pytest.approx(b, rel=1e-9)
-    assert baseline_rule.extrapolated_lr(fit, 1e9) == pytest.approx(a * 1e9 ** -b, rel=1e-9)
+    assert fits.predict(fit, 1e9) == pytest.approx(a * 1e9 ** -b, rel=1e-9)
 
 
 def test_power_law_through_noisy_points_is_the_log_log_least_squares_line():
@@ -25,16 +26,16 @@ def test_power_law_through_noisy_points_is_the_log_log_least_squares_line():
     x, y = np.log(sizes), np.log(lrs)
     slope = ((x - x.mean()) * (y - y.mean())).sum() / ((x - x.mean()) ** 2).sum()
     intercept = y.mean() - slope * x.mean()
-    fit = baseline_rule.fit_lr(sizes, lrs)
+    fit = fits.fit_power_law(sizes, lrs)
     assert fit["b"] == pytest.approx(-slope, rel=1e-9) and fit["a"] == pytest.approx(math.exp(intercept), rel=1e-9)
-    assert baseline_rule.extrapolated_lr(fit, 1e8) == pytest.approx(math.exp(intercept + slope * math.log(1e8)))
+    assert fits.predict(fit, 1e8) == pytest.approx(math.exp(intercept + slope * math.log(1e8)))
 
 
 def test_two_points_give_the_line_through_them_and_one_point_is_an_error():
-    fit = baseline_rule.fit_lr([1e6, 1e7], [2e-3, 1e-3])
+    fit = fits.fit_power_law([1e6, 1e7], [2e-3, 1e-3])
     assert fit["b"] == pytest.approx(math.log(2) / math.log(10))
     with pytest.raises(ValueError, match="need >= 2 distinct"):
-        baseline_rule.fit_lr([1e6], [2e-3])
+        fits.fit_power_law([1e6], [2e-3])
 
 
 def test_local_lrs_are_centred_geometric_steps():

@@ -16,6 +16,7 @@ from ptsweep.config import compose
 from ptsweep.models.sizing import match_shape
 from ptsweep.sweeps import baseline_tuning, scaling_curves
 from ptsweep.trials import ledger
+from ptsweep.trials.fields import finished
 
 GRID = [1e-5, 1e-4, 1e-3]
 
@@ -44,6 +45,13 @@ def test_the_grid_edge_counts_a_diverged_lr_as_bracketing_and_a_failed_one_as_no
     assert baseline_tuning.lr_edge(_trials([1e-3, 2e-3, 4e-3], [5.0, 4.9, inf], ["ok", "ok", "failed"])) == "high"
     assert baseline_tuning.lr_edge(_trials([1e-3, 2e-3], [5.0, inf], ["ok", "failed"])) == "single"
     assert baseline_tuning.lr_edge(_trials([1e-3, 2e-3], [inf, inf], ["diverged", "failed"])) == ""
+
+
+def test_a_trial_stopped_early_is_never_finished_however_low_its_partial_loss():
+    """``fields.finished`` (the best trial of every search and of tune-small comes from it): status ok only."""
+    trials = _trials([1e-3, 2e-3, 4e-3, 8e-3], [5.0, 4.0, 5.5, float("inf")], ["ok", "early_stopped", "ok", "failed"])
+    assert finished(trials)["optim.lr"].tolist() == [1e-3, 4e-3]
+    assert baseline_tuning.lr_edge(trials) == "low"  # the early-stopped 2e-3 does not bracket it
 
 
 def _edge_cfg(out_dir, widen: int):

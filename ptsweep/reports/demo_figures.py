@@ -10,18 +10,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ptsweep.analysis.plots import new_figure
+
 PT_TARGET = 0.2
 """Context gain (nats) the demo's PT models should reach (the context-gain line of demo_context.png)."""
 COLORS = {"pt": "tab:blue", "bert": "tab:orange", "ut": "tab:green"}
 
 
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+def _axes(size: tuple[float, float]):
+    fig, axes = new_figure(size=size, layout=None)
+    return fig, axes[0, 0]
 
 
 def _baseline_lines(ax, unigram: float, no_context: float) -> None:
@@ -32,18 +30,16 @@ def _baseline_lines(ax, unigram: float, no_context: float) -> None:
 
 
 def _finish(fig, ax, path: Path, xlabel: str, ylabel: str, title: str, legend_size: int = 8) -> Path:
-    """Labels, legend, save, close."""
+    """Labels, legend, save."""
     ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
     ax.legend(fontsize=legend_size)
     fig.savefig(path, dpi=110, bbox_inches="tight")
-    _plt().close(fig)
     return path
 
 
 def plot_tuning(trials: pd.DataFrame, path: Path) -> Path:
     """tune-small: validation loss of every trial in order (ASHA-stopped ones hollow), both baselines as lines."""
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = _axes((7, 4))
     t = trials.assign(n=trials["trial_id"].astype(int)).sort_values("n")
     for status, marker, fill in (("ok", "o", "tab:blue"), ("early_stopped", "o", "none")):
         g = t[(t["status"] == status) & np.isfinite(t["val_loss"].astype(float))]
@@ -57,8 +53,7 @@ def plot_tuning(trials: pd.DataFrame, path: Path) -> Path:
 def plot_losses(models: pd.DataFrame, path: Path) -> Path:
     """Test loss of every final model vs PT width (scaling points per series, the verification base and points),
     the test baselines as lines."""
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = _axes((7, 4.5))
     sc = models[models["role"] == "scaling"]
     for series, g in sc.groupby(sc["name"].str.split(" ").str[0]):
         g = g.sort_values("width")
@@ -78,8 +73,7 @@ def plot_losses(models: pd.DataFrame, path: Path) -> Path:
 
 def plot_context(models: pd.DataFrame, path: Path) -> Path:
     """Context gain +- 2 SE of every final model (test, [MASK]-input targets), with 0 and the PT target as lines."""
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(max(7, 0.35 * len(models)), 4.5))
+    fig, ax = _axes((max(7, 0.35 * len(models)), 4.5))
     x = np.arange(len(models))
     ax.errorbar(x, models["gain"], yerr=2 * models["gain_se"], fmt="none", ecolor="0.4", capsize=2)
     ax.scatter(x, models["gain"], c=[COLORS.get(m, "k") for m in models["model"]], zorder=3)

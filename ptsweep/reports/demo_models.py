@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ptsweep import metric_keys
+from ptsweep.trials.fields import finished
 
 
 def with_context(df: pd.DataFrame, study_dir: Path) -> pd.DataFrame:
@@ -46,7 +47,7 @@ def final_models(root: Path) -> pd.DataFrame:
                      "n_runs": int(len(runs)), "shared": ", ".join(x for x in runs.get("shared_from", []) if x)})
 
     trials = with_context(pd.read_parquet(t / "trials.parquet"), t)
-    ok = trials[(trials["status"] == "ok") & np.isfinite(trials["val_loss"].astype(float))]
+    ok = finished(trials)
     if len(ok):
         best = ok.loc[ok["val_loss"].astype(float).idxmin()]
         add("tuned point", f"trial {best['trial_id']}", None, ok[ok["trial_id"] == best["trial_id"]])

@@ -1,10 +1,6 @@
-"""The demo's report (``<out_dir>/demo/report.md``): one screen a newcomer reads first, then the sections.
-
-First screen: what ran, the two baselines every loss is read against (unigram and no-context, ``ptsweep.metrics``),
-and the three results in plain words with their noise - (1) the tuned point and its context gain, (2) the transfer
-verdict, (3) PT vs BERT / UT per scale - and the context check over every final model (learned = [MASK]-target
-context gain > 2 SE, ``metric_keys.learned_context``). Final models are quoted on the held-out test split, tune-small's
-trials on validation. Its own figures: ``demo_figures``.
+"""The demo's report (``<out_dir>/demo/report.md``): one screen a newcomer reads first (what ran, the unigram and
+no-context baselines, the three results with their noise and the context check of every final model), then a section
+per sweep. Final models are quoted on the test split, tune-small's trials on validation.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""The lr-horizon study's analysis and report (``sweeps.lr_horizon`` runs the trials).
-
-Per (model, budget): the optimum eta* of the seed-mean validation loss with its plausible set
-(``analysis.transfer_drift.optimum``: values within 2 paired SEs) and its bracket (the LRs run just below and just
-above the plausible set; open at an edge of the LRs run), the loss and [MASK]-target context gain at every LR, the
-basin (eta*/2 and 2 eta* against eta*, ``analysis.basin.window``) and collapses: a point that diverged, ends above
-the unigram loss, or keeps less than ``sweep.lr_horizon.collapse_frac`` of the context gain at eta*. Per model: the
+"""The lr-horizon study's analysis and report (``sweeps.lr_horizon`` runs the trials). Per (model, budget): the
+optimum eta* with its plausible set and bracket (the LRs run just outside it; open at an edge), the basin and the
+collapses (diverged, above the unigram loss, or less than ``collapse_frac`` of eta*'s context gain). Per model: the
 fit eta*(T) = eta0 (T / T0)^-beta and the range of beta through every bracket (``analysis.horizon``).
 """
 

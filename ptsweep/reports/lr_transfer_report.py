@@ -1,7 +1,5 @@
-"""Tables and figure of the lr-transfer study (``sweeps.lr_transfer``): the optima table, its markdown and loss vs
-hyperparameter per width, each optimum with its loss, gain over unigram and [MASK]-target ``context_gain``. Pure
-functions of the analysis ``result``. Studies: "lr", "weight" (an information weight at a fixed LR), "control" (the
-LR study of the control model, e.g. PT without inference).
+"""Tables and figure of the lr-transfer study (``sweeps.lr_transfer``), pure functions of its analysis ``result``: the
+optima table, its markdown and loss vs hyperparameter per width.
 """
 
 from __future__ import annotations

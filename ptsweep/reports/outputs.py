@@ -1,6 +1,5 @@
-"""What a sweep leaves behind besides its ledger, and the outline every sweep driver shares: check the model
-(``require_pt``), open the study folder (``open_study``), (run on Ray), save and score tables (``save_table``,
-``score``), then ``publish`` (W&B summary run, summary.json, report.md).
+"""The outline every sweep driver shares: check the model (``require_pt``), open the study folder (``open_study``),
+save and score tables (``save_table``, ``score``), then ``publish`` (W&B summary run, summary.json, report.md).
 """
 
 from __future__ import annotations
@@ -97,10 +96,8 @@ def score(df) -> str:
 def log_summary(cfg: RunConfig, study_dir: Path, name: str, tables: Mapping[str, Any] | None = None,
                 images: Mapping[str, str | Path] | None = None, summary: Mapping[str, Any] | None = None,
                 tags: Iterable[str] = ()) -> str:
-    """One W&B summary run per sweep (job_type="summary", group = study) with the tables (wandb.Table), plots
-    (wandb.Image) and artifacts: ``<study>-transfer`` (transfer.yaml, if present) and ``<study>-summary`` (the
-    study's *.csv, summary*.json, *.md). Only when ``tracker.mode != disabled``. Never fails the sweep: returns ""
-    on success, or a one-line note of what went wrong / why it was skipped."""
+    """One W&B summary run per sweep (docs/running.md, "Weights & Biases") with the tables, plots and artifacts.
+    Never fails the sweep: returns "" on success, or a one-line note of what went wrong or why it was skipped."""
     if cfg.tracker.mode == "disabled":
         return "tracker.mode=disabled: no W&B summary run"
     try:

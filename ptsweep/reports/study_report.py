@@ -1,10 +1,7 @@
 """``ptsweep report <results folder>`` (``make report STUDY=...``): a study's report.md and figures re-rendered from
-its results folder alone (``ptsweep.results``): no training, no Ray, no corpus, no runs/.
-
-The command recorded in the folder's study.json runs again under ``sweep.report_only`` in a temporary output
-folder: every trial is read from the folder's records (a trial it lacks is reported as missing, never trained),
-and the report.md and every figure it writes are copied into the results folder (``report.md``, ``figures/``).
-The same records give the same report.md, byte for byte.
+its results folder alone: the command recorded in its study.json runs again under ``sweep.report_only`` in a
+temporary folder (a trial the folder lacks is reported as missing, never trained). The same records give the same
+report.md, byte for byte.
 """
 
 from __future__ import annotations
@@ -48,8 +45,7 @@ def render(results_dir: Path) -> Path:
 
 
 def _with_progress(text: str, sdir: Path, n: int) -> str:
-    """report.md with a line under its title: how many records it rests on and how many planned runs (final runs
-    and tuning trials) are not in the folder yet."""
+    """report.md with a line under its title: how many records it rests on and how many planned runs are missing."""
     import pandas as pd
 
     missing = {name: int((pd.read_csv(sdir / f"{name}.csv")["status"] == "missing").sum())
@@ -63,9 +59,8 @@ def _with_progress(text: str, sdir: Path, n: int) -> str:
 
 
 def repository_section(results_dir: Path, heading: str) -> list[str]:
-    """Markdown lines quoting the claims section of a committed study's report.md (from the repository, not run
-    here), with how many trial records it rests on and the command that re-renders it; says so when the folder has
-    no report yet."""
+    """Markdown lines quoting the claims section of a committed study's report.md, with how many trial records it
+    rests on and the command that re-renders it."""
     from ptsweep.io import repo_root
 
     results_dir = Path(results_dir).resolve()

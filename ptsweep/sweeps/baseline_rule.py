@@ -1,29 +1,21 @@
-"""How scaling-curves chooses BERT's and UT's learning rate at each scale (``sweep.baseline.rule``), and the search
+"""How scaling-curves chooses each baseline's learning rate at each scale (``sweep.baseline.rule``), and the search
 trials that takes per (baseline, scale).
 
-- ``search`` ([S] §3.2): every scale gets its own search (``baseline_tuning``): ``budget`` TPE trials over optim.lr and
-  optim.warmup_frac, or, with a fixed ``sweep.baseline.grid`` of LRs, one trial per value.
-- ``extrapolate`` (cheaper; ours): that search at the ``sweep.baseline.search_scales`` smallest scales only. Their
-  best LRs are fitted by a power law in the baseline's non-embedding parameter count P,
+- ``search`` ([S] §3.2): every scale gets its own search (``baseline_tuning``).
+- ``extrapolate``: that search at the ``sweep.baseline.search_scales`` smallest scales only; their best LRs are fitted
+  by a power law in the baseline's non-embedding parameter count P (DeepSeek LLM, Bi et al. 2024, §3.1),
 
       eta*(P) = a P^(-b),   least squares of log eta* on log P   (``analysis.fits.fit_power_law``),
 
-  and each larger scale runs ``local_points`` LRs  eta_hat f^k,  k = -(n-1)/2 .. (n-1)/2  (eta_hat = a P^(-b) at its
-  P, f = ``local_factor``), at the warm-up of the largest searched scale; the best of them on validation is its LR.
-  A power law of the optimal LR in model size or compute is the rule of DeepSeek LLM (Bi et al. 2024, §3.1). Every
-  trial, searched or local, trains ``baseline_tuning.search_tokens``.
-
-scaling-curves runs both rules (:func:`search_lr`: the scales in ascending order, so every searched scale has
-finished before a larger one extrapolates). A larger scale without 2 finished searched scales to fit gets failed rows
-with the fit's one-line reason, never a full search. Whether the rule costs loss against the full search is what
-experiments/baseline-rule measures (not measured yet).
+  and each larger scale runs ``local_points`` LRs  eta_hat f^k,  k = -(n-1)/2 .. (n-1)/2  (f = ``local_factor``) at
+  the warm-up of the largest searched scale; without 2 finished searched scales to fit, it gets failed rows.
 """
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Mapping, MutableMapping, Sequence
+from typing import Mapping, MutableMapping
 
 import pandas as pd
 
@@ -45,18 +37,14 @@ def searched_scales(cfg: RunConfig) -> list[int]:
 
 
 def search_runs(cfg: RunConfig, scale: int) -> int:
-    """Search trials of one baseline at ``scale`` (first round; an unbracketed optimum may add up to
-    :func:`edge_runs`). A larger scale: as many as :func:`local_lrs` gives the driver (any centre gives the same
-    count)."""
-    if scale not in searched_scales(cfg):
-        return len(local_lrs(1.0, cfg.sweep.baseline.local_points, cfg.sweep.baseline.local_factor))
-    return baseline_tuning.budget(cfg)
+    """Search trials of one baseline at ``scale``: the first round of a search (the edge rule may add up to
+    :func:`edge_runs`), or a larger scale's ``local_points`` LRs."""
+    return baseline_tuning.budget(cfg) if scale in searched_scales(cfg) else cfg.sweep.baseline.local_points
 
 
 def edge_runs(cfg: RunConfig, scale: int) -> int:
-    """The most search trials the edge rule adds to one baseline at ``scale``, run only while its best LR is on an
-    edge: ``sweep.baseline.lr_widen`` rounds of the TPE budget, or of one LR under ``sweep.baseline.grid``; none at a
-    scale that runs local LRs."""
+    """The most search trials the edge rule adds to one baseline at ``scale``: ``sweep.baseline.lr_widen`` rounds of
+    the TPE budget, or of one LR under ``sweep.baseline.grid``; none at a scale that runs local LRs."""
     if scale not in searched_scales(cfg):
         return 0
     return cfg.sweep.baseline.lr_widen * (1 if cfg.sweep.baseline.grid else baseline_tuning.budget(cfg))
@@ -75,20 +63,8 @@ def size(model_cfg, vocab: int) -> float:
     return float(param_count(model_cfg, vocab)["non_embedding"])
 
 
-def fit_lr(sizes: Sequence[float], best_lrs: Sequence[float]) -> dict:
-    """Power law eta* = a P^(-b) through the searched scales' best LRs (``fits.fit_power_law``: "a", "b", "r2", ...);
-    a one-line ValueError with fewer than 2 distinct finite points."""
-    return fits.fit_power_law(sizes, best_lrs)
-
-
-def extrapolated_lr(fit: Mapping[str, float], size_: float) -> float:
-    """a P^(-b) at P = ``size_``."""
-    return float(fits.predict(fit, size_))
-
-
 def local_lrs(center: float, points: int, factor: float) -> list[float]:
-    """``points`` LRs center f^k, k = -(points-1)/2 .. (points-1)/2 (ascending; an even count: centred between
-    two)."""
+    """``points`` LRs center f^k, k = -(points-1)/2 .. (points-1)/2 (ascending)."""
     if not (center > 0 and math.isfinite(center)):
         raise ValueError(f"baseline rule: the extrapolated LR must be positive and finite, got {center}")
     return [center * factor ** (k - (points - 1) / 2) for k in range(points)]
@@ -98,8 +74,8 @@ def local_search(cfg: RunConfig, searched: Mapping[float, Mapping[str, float]], 
     """What a larger scale of size ``size_`` runs under rule 'extrapolate', from ``searched`` (size of each searched
     scale -> its best values, ``baseline_tuning.tune``'s info["best"]): {"fit", "lr_hat", "lrs", "warmup_frac"
     (of the largest searched scale)}."""
-    fit = fit_lr(list(searched), [float(v["optim.lr"]) for v in searched.values()])
-    lr_hat = extrapolated_lr(fit, size_)
+    fit = fits.fit_power_law(list(searched), [float(v["optim.lr"]) for v in searched.values()])
+    lr_hat = float(fits.predict(fit, size_))
     b = cfg.sweep.baseline
     return {"fit": fit, "lr_hat": lr_hat, "lrs": local_lrs(lr_hat, b.local_points, b.local_factor),
             "warmup_frac": float(searched[max(searched)]["optim.warmup_frac"])}
@@ -108,8 +84,7 @@ def local_search(cfg: RunConfig, searched: Mapping[float, Mapping[str, float]], 
 def describe(cfg: RunConfig) -> str:
     """One line: the rule and which scales it searches."""
     b, searched = cfg.sweep.baseline, searched_scales(cfg)
-    grid = cfg.sweep.baseline.grid
-    first = f"{len(grid)} grid LRs" if grid else f"{baseline_tuning.budget(cfg)} TPE trials"
+    first = f"{len(b.grid)} grid LRs" if b.grid else f"{baseline_tuning.budget(cfg)} TPE trials"
     if b.rule == "search":
         return f"rule 'search': {first} per (baseline, scale) at every scale"
     rest = [s for s in sorted(cfg.sweep.scales) if s not in searched]
@@ -122,11 +97,9 @@ def search_lr(cfg: RunConfig, kind: str, scale: int, model_over: dict, size_: fl
               searched: MutableMapping[float, dict], sdir: Path, group: str,
               tags: list[str]) -> tuple[pd.DataFrame, dict]:
     """The LR search of baseline ``kind`` at ``scale`` (matched shape ``model_over``, non-embedding params ``size_``)
-    under the rule: (every trial, info as ``baseline_tuning.tune``'s plus "rule" and, when extrapolated, "fit"
-    (a, b, r2), "lr_hat", "local_lrs"). A searched scale runs ``baseline_tuning.tune`` and adds its best to
-    ``searched`` (size -> best values); a larger one runs :func:`local_search`'s LRs as a fixed list.
-    :class:`NoExtrapolation` (one line) when the searched scales give no fit: call it for the scales in ascending
-    order."""
+    under the rule, called for the scales in ascending order: a searched scale runs ``baseline_tuning.tune`` and adds
+    its best to ``searched``; a larger one runs :func:`local_search`'s LRs (:class:`NoExtrapolation` without a fit).
+    (every trial, info as ``baseline_tuning.tune``'s plus "rule" and, when extrapolated, "fit", "lr_hat", ...)."""
     if scale in searched_scales(cfg):
         df, info = baseline_tuning.tune(cfg, kind, scale, model_over, sdir, group, tags)
         if math.isfinite(info["best_lr"]):

@@ -1,12 +1,7 @@
-"""Per-scale tuning of the BERT / UT baselines for scaling-curves, with the same effort as PT's tune-small: Optuna
-TPE + tune-small's ASHA (``trials.search.run_search``) over optim.lr (sweep.baseline.lr_range) and optim.warmup_frac
-(sweep.baseline.warmup_range), log-uniform, :func:`budget` trials per (baseline, scale) and round, with the edge rule
-(an unbracketed optimum is searched again on a recentred range, sweep.baseline.lr_widen times, then flagged). Search
-trials train at :func:`search_training_seed`, a seed no reported run uses. Or, under sweep.baseline.grid, one
-trial per LR of a fixed grid at the full search budget with no early stopping (:func:`grid_search`): for baselines
-that sit on a loss plateau before they learn; its edge rule adds one LR a grid step past an edge optimum, up to
-sweep.baseline.lr_widen times, then flags it. The same fixed-list search runs ``baseline_rule``'s local LRs (flagged
-only). The rules and why: docs/baselines.md, "Baseline tuning".
+"""Per-scale tuning of the baselines for scaling-curves (docs/baselines.md, "Baseline tuning"): Optuna TPE +
+tune-small's ASHA over optim.lr and optim.warmup_frac (:func:`tune`), or under sweep.baseline.grid one trial per LR
+of a fixed grid without early stopping (:func:`grid_search`), each with its edge rule; search trials train at
+:func:`search_training_seed`, a seed no reported run uses.
 """
 
 from __future__ import annotations
@@ -17,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from ptsweep.config import RunConfig
-from ptsweep.trials.fields import TABLE_METRICS
+from ptsweep.trials.fields import TABLE_METRICS, finished
 from ptsweep.trials.runner import run_trials
 from ptsweep.trials.search import run_search
 
@@ -61,13 +56,6 @@ def search_training_seed(cfg: RunConfig) -> int:
     return int(cfg.seed) + int(cfg.sweep.seeds)
 
 
-def finished(trials: pd.DataFrame) -> pd.DataFrame:
-    """The search trials that ran their budget to a finite validation loss (status ok)."""
-    if trials.empty:
-        return trials
-    return trials[trials["val_loss"].map(math.isfinite) & (trials["status"] == "ok")]
-
-
 def edges(good: pd.DataFrame, keys) -> dict[str, str]:
     """Per key: 'low' / 'high' when the best finished trial has the smallest / largest value of the key, 'single'
     for one finished trial, '' when bracketed."""
@@ -92,8 +80,8 @@ def recentred(rng: tuple[float, float], best: float, key: str) -> tuple[float, f
 
 def tune(cfg: RunConfig, kind: str, scale: int, model_over: dict, sdir: Path, group: str,
          tags: list[str]) -> tuple[pd.DataFrame, dict]:
-    """The search of one (baseline, scale) with the edge rule: (every trial, info). info: best (key -> value), best_lr,
-    edges, edge (the LR's), rounds, n_trials, not_run (trials of the budget Ray never trained: a re-run runs them)."""
+    """The search of one (baseline, scale) with the edge rule (an unbracketed optimum is searched again on a recentred
+    range, sweep.baseline.lr_widen times, then flagged): (every trial, :func:`_info`)."""
     sweep_cfg = cfg.sweep
     if sweep_cfg.baseline.grid:
         return grid_search(cfg, kind, scale, model_over, sdir, group, tags)
@@ -113,17 +101,21 @@ def tune(cfg: RunConfig, kind: str, scale: int, model_over: dict, sdir: Path, gr
         allt = pd.concat(dfs, ignore_index=True)
         good = finished(allt)
         if good.empty:
-            return allt, {"best": {}, "best_lr": math.nan, "edges": {}, "edge": "", "rounds": rounds,
-                          "n_trials": int(len(allt)), "not_run": not_run}
+            return allt, _info({}, {}, rounds, len(allt), not_run)
         edge = edges(good, space)
         best = good.loc[good["val_loss"].idxmin()]
         if not any(edge.values()) or rounds >= sweep_cfg.baseline.lr_widen:
             break
         rng = {k: (recentred(r, float(best[k]), k) if edge[k] else r) for k, r in rng.items()}
         rounds += 1
-    values = {k: float(best[k]) for k in space}
-    return allt, {"best": values, "best_lr": values["optim.lr"], "edges": edge, "edge": edge["optim.lr"],
-                  "rounds": rounds, "n_trials": int(len(allt)), "not_run": not_run}
+    return allt, _info({k: float(best[k]) for k in space}, edge, rounds, len(allt), not_run)
+
+
+def _info(best: dict, edge: dict, rounds: int, n_trials: int, not_run: int, **extra) -> dict:
+    """A search's result: best (key -> value), best_lr (NaN without one), edges, edge (the LR's), rounds, n_trials,
+    not_run (trials of the budget Ray never trained: a re-run runs them)."""
+    return {"best": best, "best_lr": best.get("optim.lr", math.nan), "edges": edge, "edge": edge.get("optim.lr", ""),
+            "rounds": rounds, "n_trials": n_trials, "not_run": not_run, **extra}
 
 
 GRID_LABEL = {"grid": "hp", "local": "local"}
@@ -148,10 +140,9 @@ def grid_trials(cfg: RunConfig, model_over: dict, lrs=None, warmup_frac: float |
 def grid_search(cfg: RunConfig, kind: str, scale: int, model_over: dict, sdir: Path, group: str,
                 tags: list[str], lrs=None, warmup_frac: float | None = None,
                 mode: str = "grid") -> tuple[pd.DataFrame, dict]:
-    """One trial per LR (a fixed list with a ledger, FIFO: no trial is stopped early), at the search seed and
-    search_frac of the budget; the best by validation loss, its edge flagged as :func:`tune`'s (:func:`lr_edge`).
-    Mode "grid": sweep.baseline.grid at optim.warmup_frac, with the grid's edge rule: while the best LR is on an edge
-    of the LRs run, one more LR a grid step beyond it (:func:`step_beyond`), up to sweep.baseline.lr_widen times
+    """One trial per LR (a fixed list, no early stopping) at the search seed and budget; the best by validation loss,
+    its edge flagged (:func:`lr_edge`). Mode "grid": sweep.baseline.grid at optim.warmup_frac, and while the best LR
+    is on an edge, one more LR a grid step beyond it (:func:`step_beyond`), up to sweep.baseline.lr_widen times
     (search_round 1, 2, ...); mode "local": ``lrs`` at ``warmup_frac`` (``baseline_rule``), flagged only."""
     grid = list(cfg.sweep.baseline.grid if lrs is None else lrs)
     warmup = float(cfg.optim.warmup_frac if warmup_frac is None else warmup_frac)
@@ -175,13 +166,9 @@ def grid_search(cfg: RunConfig, kind: str, scale: int, model_over: dict, sdir: P
     df = df[["trial_id", "trial_key", "optim.lr", "optim.warmup_frac",
              *[c for c in TABLE_METRICS if c in df.columns], "search_round", "optim.lr_range"]]
     good = finished(df)
-    info = {"best": {}, "best_lr": math.nan, "edges": {}, "edge": "", "rounds": rounds, "n_trials": int(len(df)),
-            "not_run": 0, "lrs": sorted(run), "lr_range": lr_range}
-    if good.empty:
-        return df, info
-    best = good.loc[good["val_loss"].idxmin()]
-    values = {"optim.lr": float(best["optim.lr"]), "optim.warmup_frac": warmup}
-    return df, {**info, "best": values, "best_lr": values["optim.lr"], "edges": {"optim.lr": edge}, "edge": edge}
+    best = ({"optim.lr": float(good.loc[good["val_loss"].idxmin(), "optim.lr"]), "optim.warmup_frac": warmup}
+            if len(good) else {})
+    return df, _info(best, {"optim.lr": edge} if best else {}, rounds, len(df), 0, lrs=sorted(run), lr_range=lr_range)
 
 
 def next_edge_lr(edge: str, run: list[float], rounds: int, widen: int) -> float | None:

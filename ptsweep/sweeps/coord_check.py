@@ -1,9 +1,6 @@
-"""muP coordinate check sweep: measure with :mod:`ptsweep.sweeps.coords`, then write, under
-``<out_dir>/<study or coord-check>/<model>/``, ``coords.csv``, ``slopes.csv``, ``summary.json`` (one verdict per muP
-variant measured; the headline ``verdict`` is about the first of ``MUP_VARIANTS`` measured) and one PNG per
-iteration and statistic (SP next to muP; none with ``sweep.coord_check.plots=false``). With
-``sweep.coord_check.strict=true`` a failed verdict raises ``SystemExit(1)`` after everything is written. Runs
-in-process (no Ray).
+"""muP coordinate check sweep (in-process, no Ray): measure with :mod:`ptsweep.sweeps.coords`, then write
+``coords.csv``, ``slopes.csv``, ``summary.json`` (a verdict per muP variant; the headline one is the first of
+``MUP_VARIANTS``) and the figures under ``<out_dir>/<study>/<model>/``; ``strict``: a failed verdict exits 1.
 """
 
 from __future__ import annotations

@@ -1,18 +1,13 @@
 """Measurements and verdict of the muP coordinate check (Yang et al. 2022, "Tensor Programs V", §D / microsoft/mup
-``coord_check``) for PT, BERT, UT; the method in full: experiments/coord-check/README.md, "Method".
-
-For each parametrization, width and seed of ``sweep.coord_check`` ('mup_sp' anchored at ``anchor``, by default the
-smallest width: SP there; under channels more seeds at narrower widths, :func:`seeds_at`), at init and after each
-training step, every intermediate x (``quantity``, ``iteration``: PT per MFVI iteration, BERT / UT per layer
-application, 0 = embedding / head) is measured on ONE fixed validation batch:
+``coord_check``) for PT, BERT, UT (experiments/coord-check/README.md, "Method"). For each parametrization, width and
+seed, at init and after each training step, every intermediate x (PT per MFVI iteration, BERT / UT per layer) is
+measured on one fixed validation batch (softmax inputs centred over their axis):
 
     value = mean_i |x_t[i]|            (muP: Theta(1) in width)
     delta = mean_i |x_t[i] - x_0[i]|   (muP: Theta(1); SP: grows with width)
 
-attn_logits and topic_logits enter only a softmax, so they are measured centred over its axis. Verdict (muP only):
-every slope of log(size) vs log(width) within [-tol, +tol]; :data:`DIAGNOSTICS` are reported only, and quantities
-muP makes vanish at init on purpose (:func:`exempt`) are checked one-sidedly (slope <= +tol). The sweep writing the
-files is :mod:`ptsweep.sweeps.coord_check`; tune-small calls :func:`check_at_init` on its tuned point.
+Verdict (muP only): every slope of log(size) vs log(width) within [-tol, +tol]; quantities muP makes vanish at init
+(:func:`exempt`) are checked one-sidedly.
 """
 from __future__ import annotations
 
@@ -125,9 +120,9 @@ def activations(model, batch: dict) -> dict[tuple[str, int], torch.Tensor]:
 
 def measure_run(cfg: RunConfig, corpus, steps: int, lr: float, batch_size: int, schedule: str = "constant",
                 measure_steps: Sequence[int] = ()) -> list[dict]:
-    """Rows {quantity, iteration, step, value, delta} for one (model config, seed): init, then ``steps`` AdamW steps
-    (``schedule`` 'constant': ``lr`` throughout, no clipping; 'train': the run's warm-up/decay and gradient clipping),
-    measured at init and at ``measure_steps`` (empty: every step)."""
+    """Rows {quantity, iteration, step, value, delta} for one (model config, seed) over ``steps`` AdamW steps
+    (``schedule`` 'constant': ``lr``, no clipping; 'train': the run's schedule and clipping), measured at init and at
+    ``measure_steps`` (empty: every step)."""
     torch.manual_seed(cfg.seed)
     model = build_model(cfg.model, corpus.vocab_size, cfg.data.seq_len)
     oc = cfg.optim
@@ -181,9 +176,7 @@ def collect(cfg: RunConfig, corpus=None, log=print) -> pd.DataFrame:
 
 
 def run_configs(cfg: RunConfig) -> list[tuple[dict, RunConfig]]:
-    """(overrides, config) of every measured run, all built before the first one runs: a setting one of them
-    refuses (a muP-only lever in the SP run beside muP) is a one-line ConfigError naming that run, not an error after
-    the other runs' work."""
+    """(overrides, config) of every measured run, all built before the first one runs (a ConfigError names the run)."""
     out = []
     for ov in run_overrides(cfg):
         try:
@@ -211,9 +204,8 @@ def checked_scaling(cfg: RunConfig) -> str | None:
 
 
 def anchor_of(cfg: RunConfig) -> dict:
-    """PT's base shape moved to ``coord_check.anchor`` (0: the smallest checked width; ``PTConfig.anchor_overrides``)
-    under the checked paradigm: 'mup_sp' is SP there, where ``coord_check.lr`` is tuned (conf/preset/coord_train.yaml),
-    and muP on either side. {} for BERT / UT."""
+    """PT's base shape moved to ``coord_check.anchor`` (0: the smallest checked width) under the checked paradigm:
+    'mup_sp' is SP there and muP on either side. {} for BERT / UT."""
     cc = cfg.sweep.coord_check
     shape = {"model.scaling": checked_scaling(cfg)} if cfg.model.name == "pt" else {}
     return anchor_at(cfg, cc.anchor or min(cc.widths), shape)
@@ -246,13 +238,10 @@ def exempt(model_name: str, scaling: str | None) -> set[str]:
 
 def verdict(slope_table: pd.DataFrame, tolerance: float, model_name: str = "pt", scaling: str | None = None,
             quantities: set[str] | None = None, parametrization: str = "mup") -> dict:
-    """muP verdict: every checked slope of ``parametrization`` ('mup' or 'mup_paper') within [-tolerance, +tolerance].
-
-    ``quantities`` restricts the check (None = all). Rows with a NaN slope (a quantity that is exactly 0 at some
-    width) are not checked. Quantities in :func:`exempt` are checked one-sidedly (no blow-up), value and delta at
-    every step: their delta contains the cross term (init weights) x (change of the input), which inherits the
-    N^(-1/2) until the coherent Theta(1) update dominates. Returns {"pass", "n_checked", "n_failed", "worst" (the
-    checked row furthest outside), "failures" (up to 20 rows, worst first), ...}."""
+    """muP verdict: every checked slope of ``parametrization`` within [-tolerance, +tolerance] (NaN slopes and
+    :data:`DIAGNOSTICS` unchecked; ``quantities``: a subset). Quantities in :func:`exempt` are checked one-sidedly at
+    every step: their delta inherits the init's N^(-1/2) until the Theta(1) update dominates. Returns {"pass",
+    "n_checked", "n_failed", "worst", "failures" (up to 20 rows, worst first), ...}."""
     m = slope_table[(slope_table["parametrization"] == parametrization)
                     & ~slope_table["quantity"].isin(DIAGNOSTICS)]
     if quantities is not None:
@@ -286,16 +275,15 @@ def sp_summary(slope_table: pd.DataFrame) -> dict:
     return {q: float(v) for q, v in g.items()}
 
 
-def check_at_init(cfg: RunConfig, widths: tuple[int, ...] = (64, 128, 256), corpus=None) -> dict:
-    """Cheap at-init coordinate check of ``cfg.model`` (e.g. tune-small's tuned point): one seed, no optimizer step,
-    ``widths``, the model's own parametrization (muP family only), verdict as :func:`verdict`. This is the regime of
-    the loop-gain derivation (experiments/coord-check/README.md); it does not test the LR rules."""
+def check_at_init(cfg: RunConfig, widths: tuple[int, ...] = (64, 128, 256)) -> dict:
+    """Cheap at-init coordinate check of ``cfg.model`` (tune-small's tuned point): one seed, no optimizer step, its own
+    parametrization (muP family only); it does not test the LR rules."""
     par = cfg.model.parametrization
     if par not in MUP_VARIANTS:
         return {"kind": "at-init", "verdict": f"n/a (parametrization {par})"}
     run_cfg = with_overrides(cfg, {"sweep.coord_check.widths": list(widths), "sweep.coord_check.seeds": 1,
                                    "sweep.coord_check.steps": 0, "sweep.coord_check.parametrizations": [par]})
-    table = slopes(collect(run_cfg, corpus, log=lambda *_: None))
+    table = slopes(collect(run_cfg, log=lambda *_: None))
     result = verdict(table, run_cfg.sweep.coord_check.tolerance, cfg.model.name, checked_scaling(run_cfg),
                      parametrization=par)
     return {"kind": f"at-init (0 optimizer steps), widths {list(widths)}, 1 seed, tolerance "

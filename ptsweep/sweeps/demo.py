@@ -1,12 +1,6 @@
-"""demo: the three sweeps chained at toy scale (``make demo`` = ``python -m ptsweep demo preset=demo``).
-
-    1. tune-small        -> <out_dir>/demo/tune-small        (transfer.yaml, trials, Optuna plots)
-    2. verify-transfer   -> <out_dir>/demo/verify-transfer   (reads 1's transfer.yaml; Figure 1)
-    3. scaling-curves    -> <out_dir>/demo/scaling-curves    (reads 1's transfer.yaml; Figure 2)
-    report               -> <out_dir>/demo/report.md         (tables, headline numbers, plots as relative links)
-
-One run serves two sweeps where the configurations are identical (``share_runs``), one Ray session the three
-sweeps; each stage resumes like the sweep itself. ``sweep.study`` (default "demo") names the folder.
+"""demo (``make demo``): tune-small -> verify-transfer -> scaling-curves chained at toy scale in one Ray session, each
+in ``<out_dir>/demo/<sweep>/``, then ``<out_dir>/demo/report.md``; a run identical to an earlier stage's is reused
+(``share_runs``).
 """
 
 from __future__ import annotations
@@ -16,11 +10,12 @@ import sys
 import time
 from pathlib import Path
 
+from ptsweep import results
 from ptsweep.config import RunConfig, to_dict, with_overrides
 from ptsweep.sweeps import scaling_curves, tune_small, verify_transfer
 from ptsweep.reports.demo_report import write_report
 from ptsweep.identity import trial_key
-from ptsweep.io import write_json
+from ptsweep.io import append_line, write_json
 from ptsweep.trials.ledger import read_ledger, trial_dir
 from ptsweep.reports.outputs import study_name, study_path
 from ptsweep.trials.ray_session import ray_session
@@ -30,10 +25,8 @@ STAGES = (("tune-small", tune_small), ("verify-transfer", verify_transfer), ("sc
 
 
 def demo_config(cfg: RunConfig) -> RunConfig:
-    """PT under the one paradigm ``sweep.scaling``, tuned at the smallest of ``sweep.scales`` (so tune-small's best
-    trial is also PT's scaling point there): ``model.scaling`` and ``model.width`` follow (the preset cannot set
-    them: BERT / UT have no ``model.scaling``). Under 'mup_sp' the base shape moves to that width too
-    (``PTConfig.anchor_overrides``). With ``sweep.scaling=both`` the config is left as it is."""
+    """PT under the one paradigm ``sweep.scaling`` at the smallest of ``sweep.scales`` (so tune-small's best trial is
+    also PT's scaling point there; 'mup_sp' anchored there too); unchanged under ``sweep.scaling=both``."""
     sweep_cfg = cfg.sweep
     if cfg.model.name != "pt" or sweep_cfg.scaling not in ("channels", "rank"):
         return cfg
@@ -50,27 +43,24 @@ def planned_pt_finals(cfg: RunConfig) -> dict[str, str]:
             for label, over in scaling_curves.pt_finals(cfg, read_transfer(cfg)[0])}
 
 
-def share_runs(root: Path, dst_stage: str, planned: dict[str, str], sources=("tune-small", "verify-transfer")) \
-        -> list[dict]:
-    """One run serving two sweeps: a planned trial of ``dst_stage`` whose configuration is identical to a finished
-    run (status ok) of an earlier stage - same config digest, the part of the trial key after the label - gets that
-    run's ledger record (with ``shared_from``) instead of training again (e.g. the verification base point IS PT's
-    scaling point at its width). Returns one {trial_key, label, from} per shared record."""
+def share_runs(root: Path, dst_stage: str, planned: dict[str, str]) -> list[dict]:
+    """A planned trial of ``dst_stage`` whose config digest (the trial key after its label) is a finished run (status
+    ok) of an earlier stage gets that run's ledger record (with ``shared_from``) instead of training again. Returns
+    one {trial_key, label, from} per shared record."""
     index = {}
-    for stage in sources:
-        for rec_path in sorted((root / stage / "trials").glob("*/final.json")):
-            key = rec_path.parent.name
-            rec = read_ledger(root / stage, key)
-            if rec and rec.get("status") == "ok" and "trial_key" in rec:
-                index.setdefault(key.rsplit("-", 1)[-1], (stage, key, rec))
+    for stage in ("tune-small", "verify-transfer"):
+        done = results.ledger_records(root / stage)
+        for key in done.loc[done["status"] == "ok", "trial_key"] if len(done) else ():
+            index.setdefault(key.rsplit("-", 1)[-1], (stage, key))
     shared = []
     for key, label in planned.items():
         hit = index.get(key.rsplit("-", 1)[-1])
         if hit is None or read_ledger(root / dst_stage, key) is not None:
             continue
-        stage, src_key, rec = hit
+        stage, src_key = hit
         write_json(trial_dir(root / dst_stage, key) / "final.json",
-                   {**rec, "trial_key": key, "label": label, "shared_from": f"{stage}/{src_key}"})
+                   {**read_ledger(root / stage, src_key), "trial_key": key, "label": label,
+                    "shared_from": f"{stage}/{src_key}"})
         shared.append({"trial_key": key, "label": label, "from": f"{stage}/{src_key}"})
     return shared
 
@@ -101,8 +91,7 @@ def run(cfg: RunConfig) -> Path:
             wall[stage] = time.time() - t0
     wall["total"] = time.time() - t_all
     log = root / "timings.jsonl"
-    with log.open("a") as f:
-        f.write(json.dumps({"finished_at": time.strftime("%Y-%m-%dT%H:%M:%S"), **wall}) + "\n")
+    append_line(log, json.dumps({"finished_at": time.strftime("%Y-%m-%dT%H:%M:%S"), **wall}))
     invocations = [{k: v for k, v in json.loads(line).items() if k != "finished_at"}
                    for line in log.read_text().splitlines() if line.strip()]
     if shared:

@@ -1,16 +1,8 @@
-"""The horizon rule: the LR of transfer.yaml at a training budget other than the one tune-small tuned it at
-(``sweep.horizon``; ``transfer.read_transfer`` applies it, verify-transfer and scaling-curves read it there).
-
-- rule 'off': a budget other than transfer.yaml's is a mismatch like any other setting; the refusal names the risk
-  (:func:`risk_note`), and under ``sweep.allow_transfer_mismatch`` the LR is used as tuned, with a warning line.
-- rule 'power': the budget is no longer a mismatch; optim.lr becomes lr_tuned (T / T_tuned)^-beta
-  (``analysis.horizon.scale_lr``; T in optimizer steps), beta = ``sweep.horizon.beta`` or the fit of this config's
-  model (name and parametrization) in an lr-horizon study's horizon.json, whose budgets must bracket the tuned and
-  the target budget (up to the factor ``sweep.horizon.extrapolate``). One line says the LR applied and why; the
-  provenance records it under "horizon".
-
-Each run's warm-up and decay already follow its own length (``train.step.lr_factor`` of its own step count), so the
-rule changes the peak LR only.
+"""The horizon rule (``sweep.horizon``, applied by ``transfer.read_transfer``): the LR of transfer.yaml at a training
+budget other than the one tune-small tuned it at. Rule 'off': another budget is a mismatch like any other setting
+(under ``sweep.allow_transfer_mismatch`` the LR is used as tuned, with a warning line). Rule 'power': optim.lr
+becomes lr_tuned (T / T_tuned)^-beta (T in optimizer steps; ``analysis.horizon.scale_lr``), beta from
+``sweep.horizon.beta`` or the fit of this model in an lr-horizon study's horizon.json; the peak LR only changes.
 """
 
 from __future__ import annotations

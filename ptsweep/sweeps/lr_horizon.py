@@ -1,16 +1,7 @@
-"""lr-horizon: does the optimal LR move with the training budget? An LR grid x budgets x seeds at the tuning width,
-for PT (``model.*`` as configured, 'mup_sp' anchored at the tuning width: SP there) and one baseline
-(``sweep.lr_horizon.baseline``, matched to PT by sweep.match as scaling-curves matches it), every trial a fixed-list
-trial of ``runner.run_trials`` (resumable from its ledger; the label ``<model>-T<steps>``).
-
-Edge rule per (model, budget), as the baselines' grids (``baseline_tuning.step_beyond``): while the seed-mean optimum
-is on an edge of the LRs run (a diverged LR brackets it, a failed one does not), one more LR a grid step past it, at
-every seed, up to ``sweep.lr_horizon.lr_widen`` times; the open edges of every group train together, one round at a
-time. Analysis and output: ``lr_horizon_report`` (eta*(T) with its bracket, the basin, collapses, and the fit
-eta*(T) = eta0 (T / T0)^-beta of ``analysis.horizon``).
-
-Outputs in ``<out_dir>/<study or lr-horizon>/``: trials.csv/.parquet, summary.json, horizon.json (the fits that
-``sweep.horizon.results`` reads), report.md.
+"""lr-horizon: does the optimal LR move with the training budget? An LR grid x budgets x seeds at the tuning width for
+PT and one baseline matched to it (``sweep.lr_horizon``), with the baselines' grid edge rule per (model, budget), all
+groups' edge rounds trained together. Analysis and report: ``reports.lr_horizon_report`` (the fit eta*(T) = eta0 (T /
+T0)^-beta); writes the trials table, summary.json, horizon.json (read by ``sweep.horizon.results``) and report.md.
 """
 
 from __future__ import annotations
@@ -21,9 +12,10 @@ from pathlib import Path
 import pandas as pd
 
 from ptsweep.config import RunConfig, anchor_at, with_overrides
+from ptsweep.io import write_json
 from ptsweep.sweeps import baseline_tuning
 from ptsweep.trials.ledger import with_ledger_metrics
-from ptsweep.reports.outputs import open_study, publish, require_pt, save_table, sweep_tags
+from ptsweep.reports.outputs import open_study, publish, require_pt, save_table
 from ptsweep.trials.ray_session import ray_session
 from ptsweep.trials.runner import run_trials, warm_data
 
@@ -65,11 +57,6 @@ def grid(cfg: RunConfig, model: str) -> list[float]:
     return list(lh.grid if model == "pt" else lh.baseline_grid)
 
 
-def tokens(cfg: RunConfig, steps: int) -> float:
-    """The token budget of ``steps`` optimizer steps (train.batch_size blocks of data.seq_len)."""
-    return float(steps * cfg.train.batch_size * cfg.data.seq_len)
-
-
 def label(model: str, steps: int) -> str:
     """The label of one (model, budget)'s trials."""
     return f"{model}-T{steps}"
@@ -80,17 +67,18 @@ def plan(cfg: RunConfig, model_shapes: dict[str, dict], lrs: dict[tuple[str, int
     """(overrides, labels) of every trial: each (model, budget) of ``lrs`` at each of its LRs and every seed."""
     trials, labels = [], []
     for (model, steps), values in lrs.items():
+        tokens = float(steps * cfg.train.batch_size * cfg.data.seq_len)  # steps of train.batch_size blocks
         for lr in values:
             for s in range(cfg.sweep.lr_horizon.seeds):
-                trials.append({**model_shapes[model], "train.tokens": tokens(cfg, steps), "seed": cfg.seed + s,
+                trials.append({**model_shapes[model], "train.tokens": tokens, "seed": cfg.seed + s,
                                "optim.lr": float(lr)})
                 labels.append(label(model, steps))
     return trials, labels
 
 
 def seed_means(g: pd.DataFrame) -> pd.DataFrame:
-    """One row per LR of one group's trials, as ``baseline_tuning.lr_edge`` reads them: val_loss the seed mean (inf
-    unless every seed is finite), status "ok" (every seed ok), "diverged" (ok or diverged) or "failed"."""
+    """One row per LR of one group's trials for ``baseline_tuning.lr_edge``: the seed-mean val_loss (inf unless every
+    seed is ok), status "ok" (every seed ok), "diverged" (ok or diverged) or "failed"."""
     rows = []
     for lr, gl in g.groupby("optim.lr", sort=True):
         st = set(gl["status"])
@@ -138,10 +126,7 @@ def run(cfg: RunConfig) -> Path:
     df["steps"] = df["label"].str.split("-T").str[1].astype(int)
     save_table(df, sdir, "trials")
     result = rep.analyse(df, cfg, model_shapes)
-    horizon = rep.horizon_doc(result, cfg, name)
-    from ptsweep.io import write_json
-
-    write_json(sdir / "horizon.json", horizon)
+    write_json(sdir / "horizon.json", rep.horizon_doc(result, cfg, name))
     summary = {"study": name, **result, "settings": settings(cfg, model_shapes, lrs), "n_trials": int(len(df)),
                "status_counts": {str(k): int(v) for k, v in df["status"].value_counts().items()},
                "wall_s": time.time() - t0, "notes": []}

@@ -1,16 +1,8 @@
 """Learning-rate (and information-weight) transfer study: does the optimum stay put across widths under muP (and move
-under SP)? Two stages of ``runner.run_trials`` (plan: ``lr_transfer_plan``), narrowest widths first:
-
-    stage 1 "grid"   one seed over every group's grid: LR study (parametrizations x widths x the LR grid), weight
-                     study (the first muP variant x weight_widths x weight_grid at LR ``weight_lr``), control
-    stage 2 "seeds"  seeds ``seed+1 .. seed+seeds-1`` at the ``refine_top`` best stage-1 values of each group
-                     (a pure function of stage 1's ledger, so a resumed study chooses the same trials)
-
-Analysis (``analysis.transfer_drift``): per (parametrization, width) the seed-averaged optimum, the values within 2
-paired SEs of it, a paired bootstrap over seeds, and the drift log2(x*(largest width) / x*(smallest width)) with a
-bootstrap interval; each optimum beside the unigram and no-context baselines and its context gain.
-
-Outputs in ``<out_dir>/<study or lr-transfer>/``: trials.csv/.parquet, optima.csv, summary.json, lr_transfer.png.
+under SP)? Two stages of fixed-list trials (``lr_transfer_plan``): stage 1 one seed over every group's grid, stage 2
+more seeds at the best stage-1 values. Analysis (``analysis.transfer_drift``): per (parametrization, width) the
+seed-averaged optimum with its plausible set, and the drift log2(x*(largest width) / x*(smallest width)) with a
+bootstrap interval. Writes the trials table, optima.csv, summary.json and lr_transfer.png.
 """
 
 from __future__ import annotations
@@ -53,8 +45,8 @@ def basin_and_cliff(curve: dict, unigram: float, rows, x_col: str) -> dict:
 
 
 def analyse(df, cfg: RunConfig) -> dict:
-    """A ``transfer_drift.drift`` result per study in ``STUDIES``, with the gains, basin and best run at each optimum,
-    the baselines, and the LR study's context-transfer checks (``"criteria"``: ``context_transfer.criteria``)."""
+    """A ``transfer_drift.drift`` result per study in ``STUDIES`` (the gains, basin and best run at each optimum),
+    the baselines, and the LR study's context-transfer checks (``"criteria"``)."""
     out: dict = {}
     unigram = df["unigram_loss"].astype(float) if "unigram_loss" in df else None
     if unigram is not None and np.isfinite(unigram).any():
@@ -176,8 +168,7 @@ def _print_optima(result: dict) -> None:
 
 def ledger_table(sdir: Path, cfg: RunConfig):
     """Every finished trial of a study folder that belongs to the study ``cfg`` describes (its trial keys), from the
-    ledger records (``trials/*/final.json``): works while the study is still running (``trials.csv`` is only written
-    when an invocation ends). Stage = 1 for seed ``cfg.seed``, else 2."""
+    ledger: works while the study runs. Stage = 1 for seed ``cfg.seed``, else 2."""
     df = results.ledger_records(sdir)
     if df.empty:
         return df

@@ -21,8 +21,8 @@ def weight_label(key: str) -> str:
 
 
 def lr_grid(cfg: RunConfig, parametrization: str) -> list[float]:
-    """The log-spaced LR grid of a parametrization (both ends included; SP and 'mup_sp', whose eta is SP's at the
-    base width: ``lr_transfer.sp_grid_range`` when set), rounded to 4 significant digits for readable trial keys."""
+    """The log-spaced LR grid of a parametrization (``lr_transfer.sp_grid_range`` for SP and 'mup_sp' when set),
+    rounded to 4 significant digits for readable trial keys."""
     lt = cfg.sweep.lr_transfer
     lo, hi = lt.sp_grid_range if parametrization in ("sp", "mup_sp") and lt.sp_grid_range else lt.grid_range
     return [float(f"{x:.4g}") for x in np.geomspace(lo, hi, lt.grid_points)]
@@ -62,7 +62,7 @@ def _anchor(cfg: RunConfig) -> dict:
 def _trial(cfg: RunConfig, study: str, par: str, width: int, x: float, seed: int, anchor: dict) -> tuple[dict, str]:
     """(overrides, label) of one trial; study "lr" varies optim.lr, "control" the same for the control model
     (``sweep.lr_transfer.control`` overrides), "weight" varies sweep.lr_transfer.weight_key; ``anchor``:
-    :func:`_anchor` (composed once per stage: a config composition per trial took seconds per plan)."""
+    :func:`_anchor`, composed once per stage."""
     ov = {**_common(cfg), "model.parametrization": par, "model.width": int(width), "seed": int(seed)}
     if par == "mup_sp":
         ov.update(anchor)
@@ -74,13 +74,6 @@ def _trial(cfg: RunConfig, study: str, par: str, width: int, x: float, seed: int
         ov[LR_KEY] = weight_lr(cfg)
         ov[cfg.sweep.lr_transfer.weight_key] = float(x)
     return ov, _label(cfg, study, par, width)
-
-
-def _check_control(cfg: RunConfig) -> None:
-    """An unknown or invalid key in ``sweep.lr_transfer.control`` fails the plan with the schema's one-line error,
-    before any trial runs (not as one failed trial per grid point)."""
-    if cfg.sweep.lr_transfer.control:
-        with_overrides(cfg, dict(cfg.sweep.lr_transfer.control))
 
 
 def _groups(cfg: RunConfig) -> list[tuple[str, str, int, list[float]]]:
@@ -113,9 +106,10 @@ def default_weight(cfg: RunConfig) -> float:
 
 
 def stage1_trials(cfg: RunConfig) -> tuple[list[dict], list[str]]:
-    """Stage 1: every grid value of every group, seed ``cfg.seed``. Every plan starts here, so the control's
-    overrides are checked here, once (a composition each: not in :func:`_groups`, which stage 2 reads again)."""
-    _check_control(cfg)
+    """Stage 1: every grid value of every group, seed ``cfg.seed``. Every plan starts here, so an invalid key of the
+    control's overrides is the schema's one-line error here, before any trial runs."""
+    if cfg.sweep.lr_transfer.control:
+        with_overrides(cfg, dict(cfg.sweep.lr_transfer.control))
     anchor = _anchor(cfg)
     return _unzip(_trial(cfg, study, par, width, x, cfg.seed, anchor) for study, par, width, grid in _groups(cfg)
                   for x in grid)
@@ -188,9 +182,8 @@ def default_weight_rows(df, cfg: RunConfig):
 
 def planned_trials(cfg: RunConfig) -> list[PlannedTrial]:
     """Every run of both stages (``trial_plan``): stage 1 ("search") exactly; stage 2 ("final") as
-    :func:`stage2_trials` chooses it when every stage-1 trial finishes and the values nearest the config's own
-    (``weight_lr``, the default weight) are the best - its values depend on stage 1, its count only through
-    failed trials and the LR study's reuse of the default weight's runs."""
+    :func:`stage2_trials` chooses it when the values nearest the config's own are the best (its count depends on
+    stage 1 only through failed trials and the reuse of the default weight's runs)."""
     import pandas as pd
 
     t1, l1 = stage1_trials(cfg)

@@ -1,11 +1,6 @@
 """scaling-curves with ``sweep.transfer_from=grid``: PT's LR tuned on ``sweep.transfer_grid`` at the smallest scale
-and transferred untuned to every wider one, the information weights the config's own.
-
-This is tune-small reduced to the one hyperparameter that sets whether a run trains: muP's promise ([S] §2) is that
-the LR tuned at a small width holds at wider ones, and it must be tuned at the budget the comparison trains, since
-an LR tuned at a short budget can collapse the model at a long one (experiments/scaling/README.md). Each LR is a
-fixed-list trial exactly as a baseline's grid trial (``baseline_tuning.grid_search``: the search seed, search_frac
-of the budget, no early stopping, sweep.baseline.lr_widen extra LRs past an edge), labelled ``hp-pt-w<scale>``.
+(at the comparison's budget, as a baseline's grid: ``baseline_tuning.grid_search``) and transferred untuned to every
+wider one, the information weights the config's own (experiments/scaling/README.md).
 """
 
 from __future__ import annotations
@@ -58,9 +53,7 @@ def apply(transferred: dict, provenance: dict, info: dict, cfg: RunConfig) -> No
 
 
 def planned(cfg: RunConfig, sweep: str, model, pt_scaling: str) -> list[PlannedTrial]:
-    """The grid's first round as planned search runs (``model``: trial_plan.shape_cache's builder; ``pt_scaling``:
-    the study's first paradigm, as the driver's); a widened LR past an edge is counted as the baselines' are
-    (``baseline_rule.planned_search``)."""
+    """The grid's first round as planned search runs (``model``: trial_plan.shape_cache's builder)."""
     width, label = tuning_width(cfg), baseline_tuning.grid_label("pt", tuning_width(cfg))
     return [PlannedTrial(sweep, "search", model(model_overrides(cfg, pt_scaling)), baseline_tuning.search_tokens(cfg),
                          baseline_tuning.search_training_seed(cfg), cfg.train.batch_size, width, f"{label}-{i}")

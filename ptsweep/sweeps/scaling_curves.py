@@ -1,20 +1,10 @@
 """scaling-curves: PT (zero-shot transferred HPs) vs BERT and UT (tuned per scale) at matched sizes ([S] §3.2, Fig. 2).
 
-PT runs at every width of sweep.scales and paradigm of sweep.scaling (channels | rank | both) with the 7 values of
-transfer.yaml, untuned. Each baseline of sweep.models gets, at each scale, the rule shape closest to PT's
-(``models.sizing.match_shape``, sweep.match), its LR by sweep.baseline.rule (``baseline_rule``: its own search on
-the validation split, ``baseline_tuning.tune``, at every scale, or at the smallest scales and a power law checked by
-a few local LRs at the others) and fresh runs at the chosen values. Every point runs at sweep.seeds seeds (seed =
-cfg.seed + i) and is scored on the held-out TEST split when the runs have one, else validation. The rules of the
-shapes, the tuning, the fits (``analysis.fits``) and the framings (``analysis.framings``): docs/verdicts.md,
-"Scaling fits".
-
-Outputs in ``<out_dir>/<study>/`` (study = sweep.study or "scaling-curves"): runs.parquet / .csv (one row per run,
-:data:`RUN_COLUMNS`), results.parquet / .csv (one row per series x scale, ``_cell_row``), lr_search.parquet / .csv
-(every baseline search trial; search_round 0, 1, ... for widened ranges), fig2a_pt_vs_bert.png, fig2b_pt_vs_ut.png,
-loss_vs_compute.png, framings.png, summary.json (fits, PT - baseline differences, framings, tuning trials, winners,
-edge flags) and report.md (also printed). Resume: final runs are a fixed list with a ledger; each search is a
-resumable Optuna experiment.
+PT runs at every width of sweep.scales and paradigm of sweep.scaling with the 7 values of transfer.yaml, untuned.
+Each baseline gets, at each scale, the rule shape closest to PT's (``models.sizing.match_shape``), its LR by
+sweep.baseline.rule (``baseline_rule``) and fresh runs at the chosen values; every point runs at sweep.seeds seeds,
+scored on the test split when the runs have one (docs/verdicts.md, "Scaling fits"). Writes the runs, results and LR
+search tables (``reports.scaling_tables``), Figure 2, summary.json and report.md to ``<out_dir>/<study>/``.
 """
 
 from __future__ import annotations
@@ -158,9 +148,8 @@ def _pt_values(cfg: RunConfig, scalings: list[str]) -> tuple[dict, dict, Path | 
 
 def _train(cfg: RunConfig, plan: _Plan, baselines: list[str], pt_scaling: str, pt_values: tuple[dict, dict],
            vocab: int, sdir: Path) -> None:
-    """On Ray: each baseline's search and final runs, then PT's final runs (under sweep.baseline.grid, every trial
-    that waits on no other's result first, :func:`_run_independent`); fills ``plan``. ``pt_values``: (transferred,
-    provenance), completed in place by PT's LR grid under transfer_from 'grid'."""
+    """On Ray: each baseline's search and final runs, then PT's (under sweep.baseline.grid, every trial that waits on
+    no other's result first); fills ``plan``, and ``pt_values`` (transferred, provenance) under transfer_from 'grid'."""
     transferred, provenance = pt_values
     with contextlib.nullcontext() if cfg.sweep.report_only else ray_session(cfg.ray):
         if cfg.sweep.baseline.grid:  # fixed lists: every grid trial and PT run of a scale at once, smallest first
@@ -182,9 +171,8 @@ def _train(cfg: RunConfig, plan: _Plan, baselines: list[str], pt_scaling: str, p
 
 def _plan_baseline(cfg: RunConfig, plan: _Plan, kind: str, scale: int, pt_scaling: str, vocab: int,
                    sdir: Path, searched: dict[float, dict]) -> None:
-    """One baseline at one scale (module docstring): its matched shape, its LR by sweep.baseline.rule
-    (``baseline_rule.search_lr``, which adds a searched scale's best to ``searched``), its final runs (or failed
-    rows)."""
+    """One baseline at one scale: its matched shape, its LR by sweep.baseline.rule (``baseline_rule.search_lr``),
+    its final runs (or failed rows)."""
     sweep_cfg, data_cfg = cfg.sweep, cfg.data
     pt_cfg = with_overrides(cfg, {"model.width": scale, "model.scaling": pt_scaling})
     row = {"model": kind, "scaling": "", "scale": scale}
@@ -248,10 +236,9 @@ def _grid_searches(cfg: RunConfig, baselines: list[str], pt_scaling: str,
 
 def _run_independent(cfg: RunConfig, searches: list[tuple[str, int, dict, list[float]]], pt_scaling: str,
                      transferred: dict, sdir: Path) -> None:
-    """Under sweep.baseline.grid, the trials that depend on no other's result (the first round of every search of
-    :func:`_grid_searches`, and PT's final runs unless their LR comes from PT's grid) in one fixed list: PT's grid
-    first, then by scale, a scale's baselines before its PT runs, so Ray keeps every slot busy and a scale finishes
-    before the next starts. The per-model steps that follow find them in the ledger."""
+    """Under sweep.baseline.grid, the trials that depend on no other's result (every search's first round, and PT's
+    final runs unless PT's grid sets their LR) in one fixed list, PT's grid first, then by scale: Ray keeps every
+    slot busy. The per-model steps that follow find them in the ledger."""
     items = [(-1 if kind == "pt" else scale, over, baseline_tuning.grid_label(kind, scale))
              for kind, scale, model_over, lrs in searches for over in baseline_tuning.grid_trials(cfg, model_over, lrs)]
     if "pt" in cfg.sweep.models and not pt_grid.active(cfg):
@@ -378,8 +365,8 @@ def final_seeds(cfg: RunConfig) -> list[int]:
 
 
 def planned_trials(cfg: RunConfig) -> list[PlannedTrial]:
-    """Every run of the sweep (``trial_plan``): per baseline and scale its search trials (``baseline_rule``) and a
-    final run per :func:`final_seeds` at the matched shape, then PT's :func:`pt_finals` (when sweep.models has pt)."""
+    """Every run of the sweep (``trial_plan``): per baseline and scale its search trials and final runs, then PT's
+    grid and :func:`pt_finals`."""
     require_pt(cfg, PT_ONLY)
     sweep_cfg, data, model = cfg.sweep, cfg.data, shape_cache(cfg)
     tokens, batch = float(cfg.train.tokens), cfg.train.batch_size

@@ -23,16 +23,10 @@ def config_point(cfg: RunConfig) -> dict[str, float]:
     return {k: float(getattr(getattr(cfg, k.split(".")[0]), k.split(".")[1])) for k in TRANSFER_KEYS}
 
 
-def transfer_path(cfg: RunConfig) -> Path:
-    """``sweep.transfer_file`` or ``<out_dir>/tune-small/transfer.yaml`` (absolute)."""
-    return Path(cfg.sweep.transfer_file or Path(cfg.out_dir) / TUNE_STUDY / "transfer.yaml").resolve()
-
-
 def read_transfer(cfg: RunConfig) -> tuple[dict[str, float], dict, Path]:
-    """(the 7 transferred values by dotted key, provenance, path) from transfer.yaml, or the config's own values
-    under ``sweep.transfer_from=config`` (:func:`config_transfer`); SweepError if the file is missing or if it
-    was tuned under other settings (:func:`check_transfer`; ``provenance["mismatch"]`` lists them when
-    ``sweep.allow_transfer_mismatch`` lets the sweep proceed)."""
+    """(the 7 transferred values by dotted key, provenance, path) from ``sweep.transfer_file`` (default
+    ``<out_dir>/tune-small/transfer.yaml``), or the config's own values under ``sweep.transfer_from=config``;
+    SweepError if the file is missing or was tuned under other settings (:func:`check_transfer`)."""
     import yaml
 
     if cfg.sweep.transfer_from == "config":
@@ -40,7 +34,7 @@ def read_transfer(cfg: RunConfig) -> tuple[dict[str, float], dict, Path]:
     if cfg.sweep.transfer_from == "grid":
         raise SweepError("sweep.transfer_from=grid: only scaling-curves tunes PT's LR on a grid; this sweep reads "
                          "transfer.yaml (file) or the config's own values (config)")
-    path = transfer_path(cfg)
+    path = Path(cfg.sweep.transfer_file or Path(cfg.out_dir) / TUNE_STUDY / "transfer.yaml").resolve()
     if not path.exists():
         raise SweepError(f"sweep.transfer_file: {path} not found - run `make tune-small` first "
                          f"(or point sweep.transfer_file=... to a transfer.yaml)")
@@ -56,8 +50,8 @@ def read_transfer(cfg: RunConfig) -> tuple[dict[str, float], dict, Path]:
 
 
 def config_transfer(cfg: RunConfig) -> tuple[dict[str, float], dict, None]:
-    """(the config's own 7 values, provenance, None) for ``sweep.transfer_from=config``: PT transferred untuned from
-    the values a preset sets, with no transfer.yaml (and so no settings to check: ``mismatch`` is empty)."""
+    """(the config's own 7 values, provenance, None) for ``sweep.transfer_from=config``: no transfer.yaml, so no
+    settings to check."""
     provenance = {"source": "config", "num_samples": 0, "width": int(cfg.model.width), "mismatch": {},
                   "note": "the config's own values (sweep.transfer_from=config), not tuned by tune-small"}
     return config_point(cfg), provenance, None
@@ -107,11 +101,9 @@ def _setting_text(v: Any) -> str:
 
 
 def check_transfer(cfg: RunConfig, provenance: Mapping[str, Any], path: Path | str) -> dict[str, dict]:
-    """Compare the settings recorded in transfer.yaml's ``provenance`` with ``cfg``'s.
-
-    Returns {dotted key: {"tuned": recorded, "now": current}} for every mismatch (empty when all match). Raises
-    SweepError with one line naming the mismatched keys unless ``cfg.sweep.allow_transfer_mismatch``. A different
-    token budget is left out under a horizon rule (``horizon_rule``), and named as a risk without one."""
+    """{dotted key: {"tuned": recorded, "now": current}} of every setting in transfer.yaml's ``provenance`` that
+    differs from ``cfg``'s (the budget is the horizon rule's under rule 'power'); a one-line SweepError unless
+    ``sweep.allow_transfer_mismatch``."""
     current = transfer_settings(cfg)
     recorded = dict(provenance.get("settings") or {})
     if not recorded:  # a file written before ``settings`` existed: the few keys it has at top level

@@ -1,15 +1,7 @@
-"""tune-small: Optuna TPE over the 7 transferable hyperparameters of PT at the tuning width ([S] §3, muTransfer step 1).
-
-Search space (:func:`search_space`, log-uniform): optim.lr in sweep.lr_range, each model.w_* in
-sweep.weight_ranges[w] or sweep.weight_range; the first trial is the config's own point (:func:`start_point`). Ray
-Tune runs sweep.num_samples trials (TPE seeded with sweep.search_seed) with ASHA on val_loss
-(sweep.asha_grace_frac, sweep.asha_reduction; 1 = off). Only trials that ran their whole budget (status ok) can be
-the best: ASHA-stopped losses are partial.
-
-Outputs in ``<out_dir>/<study>/`` (study = sweep.study or "tune-small"): transfer.yaml (the 7 best values and their
-provenance, read by verify-transfer and scaling-curves), trials.parquet / .csv (one row per trial), optuna_history /
-importances / slices.png, summary.json (best trial, counts, notes, and coord_check_at_best: the at-init coordinate
-check of the tuned point, ``coords.check_at_init``).
+"""tune-small: Optuna TPE over the 7 transferable hyperparameters of PT at the tuning width ([S] §3, muTransfer
+step 1), sweep.num_samples trials with ASHA, the config's own point first; only a trial that ran its whole budget can
+be the best. Writes transfer.yaml (the 7 best values and their provenance), the trials table, Optuna's figures and
+summary.json (with the at-init coordinate check of the tuned point) to ``<out_dir>/<study>/``.
 """
 
 from __future__ import annotations
@@ -26,7 +18,7 @@ from ptsweep import metric_keys
 from ptsweep.config import INFO_WEIGHTS, TRANSFER_KEYS, RunConfig, with_overrides
 from ptsweep.errors import SweepError
 from ptsweep.trials.code_version import git_commit
-from ptsweep.trials.fields import early_stopping_label
+from ptsweep.trials.fields import early_stopping_label, finished
 from ptsweep.reports.outputs import optuna_study_from_table, open_study, publish, require_pt, save_table, sweep_tags
 from ptsweep.trials.ray_session import ray_session
 from ptsweep.trials.search import outside_space, run_search
@@ -46,8 +38,8 @@ def search_space(cfg: RunConfig) -> dict[str, tuple[float, float]]:
 
 
 def start_point(cfg: RunConfig) -> dict[str, float] | None:
-    """The config's own values of the 7 keys: tune-small's first trial, so that the search cannot end above the
-    defaults. None, said on stderr, when the point lies outside the search space (a narrowed range)."""
+    """The config's own values of the 7 keys (the first trial: the search cannot end above the defaults); None, said on
+    stderr, when the point lies outside the search space."""
     point = config_point(cfg)
     outside = outside_space(point, search_space(cfg))
     if outside:
@@ -57,17 +49,11 @@ def start_point(cfg: RunConfig) -> dict[str, float] | None:
     return point
 
 
-def budget(cfg: RunConfig) -> int:
-    """Trials of the search: sweep.num_samples, each PT at model.width with the whole train.tokens and seed cfg.seed
-    (interrupted trials run again but do not count)."""
-    return int(cfg.sweep.num_samples)
-
-
 def planned_trials(cfg: RunConfig) -> list[PlannedTrial]:
-    """The :func:`budget` search trials the driver asks Optuna for (``trial_plan``; ASHA may stop some early)."""
+    """The sweep.num_samples search trials the driver asks Optuna for (``trial_plan``)."""
     require_pt(cfg, PT_ONLY)
     return [PlannedTrial(SWEEP, "search", cfg.model, float(cfg.train.tokens), int(cfg.seed), cfg.train.batch_size,
-                         int(cfg.model.width), f"search-{i}") for i in range(budget(cfg))]
+                         int(cfg.model.width), f"search-{i}") for i in range(cfg.sweep.num_samples)]
 
 
 def optuna_plots(df, space: dict, study_dir: Path) -> tuple[dict[str, Path], list[str]]:
@@ -111,12 +97,12 @@ def run(cfg: RunConfig) -> Path:
     space = search_space(cfg)
     sweep_cfg = cfg.sweep
     with ray_session(cfg.ray):
-        df = run_search(cfg, space, sdir, "search", num_samples=budget(cfg), seed=sweep_cfg.search_seed,
+        df = run_search(cfg, space, sdir, "search", num_samples=sweep_cfg.num_samples, seed=sweep_cfg.search_seed,
                         asha={"grace_frac": sweep_cfg.asha_grace_frac, "reduction": sweep_cfg.asha_reduction},
                         tags=sweep_tags(SWEEP, cfg.model), group=name.replace("/", "-"), start=start_point(cfg))
     save_table(df, sdir, "trials")
 
-    ok = df[(df["status"] == "ok") & df["val_loss"].map(math.isfinite)] if not df.empty else df
+    ok = finished(df)
     if ok.empty:
         raise SweepError(f"tune-small: none of the {len(df)} trials finished its budget with a finite loss; "
                          f"see {sdir / 'trials.csv'} (status/error columns)")

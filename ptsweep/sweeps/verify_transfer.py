@@ -1,21 +1,12 @@
 """verify-transfer: random-search check that the transferred point S is top-p at a larger width ([S] §3.1, spec §10).
 
-    S          = the 7 values of transfer.yaml (sweep.transfer_file, default <out_dir>/tune-small/transfer.yaml)
     n_required = ceil(log(alpha) / log(1 - p))               (analysis.design.n_required; alpha = p = 0.05 -> 59)
-    n_run      = max(n_required, sweep.n)
-    S'_j       = S * (1 + u_j), u_j ~ U[-perturb, +perturb]^7  (analysis.design.perturb, seeded by sweep.search_seed)
+    S'_j       = S * (1 + u_j), u_j ~ U[-perturb, +perturb]^7  (analysis.design.perturb), j < max(n_required, sweep.n)
 
-Runs, all at model.width = sweep.width with the same budget, no early stopping: S at m = sweep.seeds seeds (seed =
-cfg.seed + i) and each S'_j at k = sweep.perturbed_seeds (0 = m) of the same seeds (:func:`point_seeds`), paired so
-that the seed effect cancels. Scored on the held-out TEST split when the runs have one (S was chosen on validation),
-else validation. The regret verdict (``analysis.regret``) leads, the contrast rule (``analysis.verification``) and
-[S]'s strict test are secondary: docs/verdicts.md.
-
-Outputs in ``<out_dir>/<study>/`` (study = sweep.study or "verify-transfer"): results.parquet / .csv (the rank table
-per point, :data:`RESULT_COLUMNS`; the base row is the mean of its seeds), trials.parquet / .csv (every run),
-summary.json (verdicts, regret, strict test, n_required, n_run, settings, transfer provenance), report.md,
-fig1a_distance.png, fig1b_rank.png ([S] Figure 1) and fig1c_surface.png (the surface along each axis). Resume: a
-fixed list of trials with a ledger (``trials.runner.run_trials``).
+Every run at sweep.width with the same budget: S at sweep.seeds seeds and each S'_j at sweep.perturbed_seeds of the
+same seeds (:func:`point_seeds`: paired, the seed effect cancels), scored on the test split when the runs have one.
+The regret verdict leads, the contrast rule and [S]'s strict test are secondary (docs/verdicts.md). Writes the rank
+table, the runs, summary.json, report.md and Figure 1 to ``<out_dir>/<study>/``.
 """
 
 from __future__ import annotations
@@ -63,8 +54,7 @@ def plan(cfg: RunConfig, transferred: dict[str, float]) -> tuple[list[dict], lis
 
 
 def planned_trials(cfg: RunConfig) -> list[PlannedTrial]:
-    """Every run of :func:`plan` (``trial_plan``), here around the config's own point: the runs' number, widths, seeds
-    and budgets do not depend on the transferred values."""
+    """Every run of :func:`plan` around the config's own point (the runs do not depend on the transferred values)."""
     require_pt(cfg, PT_ONLY)
     trials, labels, _, _ = plan(cfg, config_point(cfg))
     model = with_overrides(cfg, {"model.width": cfg.sweep.width}).model  # every run's shape (plan's model.width)
@@ -142,8 +132,8 @@ def _settings(cfg: RunConfig, split: str) -> dict:
 
 def _compare(cfg: RunConfig, df: pd.DataFrame, points: pd.DataFrame, transferred: dict, split: str,
              sdir: Path) -> tuple[pd.DataFrame, dict, dict, dict]:
-    """(rank table, contrast verdict, regret analysis + its verdict under "verdict", figures) of the perturbed points
-    against the base point's seeds; when every base seed failed, an inconclusive verdict and no surface."""
+    """(rank table, contrast verdict, regret analysis with its "verdict", figures) of the perturbed points against the
+    base point's seeds; when every base seed failed, an inconclusive verdict and no surface."""
     sweep_cfg = cfg.sweep
     is_base = df["trial"].str.startswith("base-")
     base_ok = df[is_base & np.isfinite(df["loss"])]
@@ -194,8 +184,7 @@ def _figures(table: pd.DataFrame, contrast: dict, reg: dict, split: str, sdir: P
 
 def _summary(contrast: dict, regret_result: dict, df: pd.DataFrame, points: pd.DataFrame, split: str,
              n_planned: tuple[int, int], settings: dict) -> dict:
-    """summary.json's verdict keys: the regret verdict first, the contrast rule as the secondary statement, the
-    base point's losses and its context."""
+    """summary.json's verdict keys (the regret verdict first), the base point's losses and its context."""
     rv, base_df = regret_result["verdict"], df[df["trial"].str.startswith("base-")]
     return {**contrast, "verdict": rv["verdict"], "contrast_verdict": contrast["verdict"],
             "contrast_statement": contrast["statement"],
@@ -212,8 +201,7 @@ def _summary(contrast: dict, regret_result: dict, df: pd.DataFrame, points: pd.D
 
 def headline(summary: dict) -> str:
     """The transfer result's first line: the regret verdict when a curved surface bounds the regret; otherwise why
-    the n perturbed points bound none, then the strict test's and the contrast rule's outcome, each said once (the
-    contrast statement repeats the strict test, so its reasons stand in for it)."""
+    none is bounded, then the strict test's and the contrast rule's outcome, each said once."""
     no_bound = regret.missing_bound(summary, len(TRANSFER_KEYS))
     if no_bound is None:
         return summary["statement"]
@@ -225,8 +213,8 @@ def headline(summary: dict) -> str:
 
 
 def _context(base_df: pd.DataFrame, df: pd.DataFrame, prefix: str) -> dict:
-    """The base point's no-context baseline and [MASK]-target context gain (seed mean ± SE) on the scored split, and
-    how many finished runs learned context (> 2 SE)."""
+    """The base point's no-context baseline and context gain (seed mean ± SE) on the scored split, and how many
+    finished runs learned context."""
     def col(frame, key):
         return frame[prefix + key].astype(float) if prefix + key in frame else pd.Series(dtype=float)
 
@@ -263,9 +251,9 @@ def report(summary: dict) -> str:
                    if reg["model"] == "linear" else ""),
                 f"- Surface: {reg['model']} ({reg['model_reason']}); {reg['n_points']} points, {reg['n_runs']} runs, "
                 f"df = {reg['df']}, run-noise sd {reg['sigma_rel']:.3%}; lack of fit p = {reg['lack_of_fit']['p']}.",
-                f"- Fraction of the box better than S: " + (f"{bf:.1%} [{reg['better_fraction_ci'][0]:.1%}, "
-                                                            f"{reg['better_fraction_ci'][1]:.1%}]" if bf is not None
-                                                            else "not estimable from a linear surface") + ".",
+                "- Fraction of the box better than S: " + (f"{bf:.1%} [{reg['better_fraction_ci'][0]:.1%}, "
+                                                          f"{reg['better_fraction_ci'][1]:.1%}]" if bf is not None
+                                                          else "not estimable from a linear surface") + ".",
                 "", "| hyperparameter | box minimum at (x S) | +{0:.0%}: loss change | -{0:.0%}: loss change |"
                 .format(reg["rel"]), "|---|---|---|---|"]
         for k, a in reg["axes"].items():

@@ -1,10 +1,6 @@
-"""Which code a trial ran: a fingerprint of ptsweep's Python source, checked in every Ray worker.
-
-Ray workers import ptsweep from the working tree when they start, so a long sweep would pick up any edit made
-meanwhile and record its results under the same trial key as the committed code. The driver takes
-:func:`source_fingerprint` once when it submits trials; each worker recomputes it before training
-(:func:`check_worker_source`) and refuses to train on other code: status ``REFUSED``, no ledger record, and the next
-run of the same command trains the trial. The fingerprint is recorded with every trial (``source_sha``).
+"""Which code a trial ran: a fingerprint of ptsweep's Python source (``source_sha``), taken by the driver and checked
+by every Ray worker before training (workers import ptsweep from the working tree, edits included): a worker that
+sees other code refuses the trial (status ``REFUSED``, no ledger record; the next run of the command trains it).
 """
 
 from __future__ import annotations

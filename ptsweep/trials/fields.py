@@ -33,6 +33,13 @@ def finite_or_inf(x: Any) -> float:
     return x if math.isfinite(x) else math.inf
 
 
+def finished(trials):
+    """The rows of a trials table that ran their budget to a finite validation loss (status ok)."""
+    if trials.empty:
+        return trials
+    return trials[trials["val_loss"].map(math.isfinite) & (trials["status"] == "ok")]
+
+
 def early_stopping_label(grace_frac: float, reduction: float) -> str:
     """How a search stops trials early, as reports name it: ASHA with its grace period and reduction, or none
     (``sweep.asha_reduction`` <= 1)."""

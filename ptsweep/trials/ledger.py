@@ -1,9 +1,7 @@
-"""The trial ledger of a study folder: ``<study>/trials/<trial_key>/`` (key: ``identity.trial_key``) holds
-``trial.json`` (written at start) and, once the trial is over, ``final.json``, the ledger record (status ok |
-diverged | failed | early_stopped, error, the final metrics of ``train.run``). A ledger record means "finished, never
-run again". Trials stopped while ``<study>/.interrupted`` exists (the first Ctrl-C creates it) record
-``interrupted.json`` instead and run again on resume. Every start of training appends a line to
-``<study>/trial_starts.log``.
+"""The trial ledger of a study folder: ``<study>/trials/<trial_key>/`` holds ``trial.json`` (written at start) and,
+once the trial is over, ``final.json``, the ledger record (status ok | diverged | failed | early_stopped, error, the
+final metrics of ``train.run``): "finished, never run again". A trial stopped by Ctrl-C records ``interrupted.json``
+instead and runs again on resume.
 """
 
 from __future__ import annotations
@@ -39,10 +37,8 @@ def read_ledger(study_dir: Path, key: str) -> dict | None:
     # no status, or train.run's record of a run stopped by Ctrl-C: not finished
     if not isinstance(rec, dict) or rec.get("status", "interrupted") == "interrupted":
         return None
-    # train.run's tracker also writes final.json (without trial_key) just before the trainable's record: a record
-    # without trial_key is the tracker's, i.e. the process died in between; it still means "finished". A trial
-    # stopped by ASHA ends train.run with SystemExit/_EarlyStopped, which the tracker records as "failed": that is
-    # an early stop, with the metrics of its last report.
+    # a record without trial_key is the tracker's (the process died before the trainable's): still "finished"; one
+    # of a trial ASHA stopped says "failed" with SystemExit/_EarlyStopped: an early stop at its last report
     if "trial_key" not in rec and rec.get("status") in ("failed", "early_stopped") and \
             str(rec.get("error", "")).startswith(("SystemExit", "_EarlyStopped")):
         prog = path.parent / "progress.json"

@@ -1,17 +1,8 @@
-"""Persistent Optuna studies of the searches (``run_search``): one study per search (named after its experiment:
-``search``, ``search-bert-w192`` ...) in ``<study_dir>/optuna.journal`` (``JournalStorage`` + ``JournalFileBackend``:
-many processes may append, it works on NFS), driven through Optuna's public ask-and-tell interface. How to open it,
-extend it and what is refused: docs/running.md "Stop, resume, extend".
-
-- A study remembers what it searched (user attrs ``space``, ``fixed``, ``label``, ``base``, ``start``).
-- Trial states: ran its budget -> COMPLETE (diverged: value inf); stopped by ASHA -> PRUNED (its last intermediate
-  value); failed -> FAIL; interrupted or refused (edited source, ``code_version``) -> FAIL with user attr
-  ``interrupted``, its parameters queued again with user attr ``requeued_from`` = its number (not counted towards
-  ``num_samples``). User attrs are written only through the live ``optuna.Trial`` the searcher asked.
-- The ledger (``trials.ledger``) keys runs by their result-relevant config: a trial another search already ran is read
-  from it, and a trial whose outcome Optuna never heard gets it on the next run (``search._reconcile``).
-- TPE (:func:`sampler`: constant liar, multivariate) is seeded with ``seed + len(study.trials)``, so an extension never
-  repeats an earlier random draw.
+"""Persistent Optuna studies of the searches (``run_search``), one per search experiment in
+``<study_dir>/optuna.journal`` (``JournalStorage``: many processes may append), driven through ask-and-tell
+(docs/running.md, "Stop, resume, extend"). A study remembers what it searched in its user attrs and refuses another
+search. Trial states: ran its budget -> COMPLETE (diverged: inf); stopped by ASHA -> PRUNED; failed -> FAIL;
+interrupted or refused -> FAIL with its parameters queued again (``requeued_from``; not counted in ``num_samples``).
 """
 
 from __future__ import annotations
@@ -95,8 +86,8 @@ def counts(study) -> tuple[int, int]:
 
 def tell_from_record(study, trial, record: Mapping[str, Any] | None, interrupted: bool = False) -> None:
     """Finish Optuna trial ``trial`` (the live ``optuna.Trial`` the searcher asked, or a trial number) from a ledger
-    record / last result (module docstring for the state mapping). Early-stopped trials are told PRUNED: their last
-    loss must already be reported as an intermediate value."""
+    record / last result (module docstring); an early-stopped trial's last loss must already be reported. User
+    attrs are written only through the live trial."""
     import optuna
     from optuna.trial import TrialState
 
@@ -130,11 +121,10 @@ def tell_from_record(study, trial, record: Mapping[str, Any] | None, interrupted
 
 
 def sampler(seed: int, num_samples: int):
-    """The TPE sampler of every search, built for many trials in flight (Ray Tune asks for ``ray.max_concurrent`` or
-    as many as fit the cluster before any returns): ``constant_liar`` (trials still running count as bad points, so
-    the proposals of one round spread out instead of piling onto one optimum of the same posterior) and
-    ``multivariate`` (one joint density over the hyperparameters: LR and the information weights interact). Both are
-    Optuna 5's defaults; set here so that the searches do not change with another Optuna's defaults (4.x: off)."""
+    """The TPE sampler of every search: ``constant_liar`` (running trials count as bad points, so many trials in
+    flight spread out) and ``multivariate`` (LR and the information weights interact), set explicitly so that the
+    searches do not depend on Optuna's defaults. Seeded with ``seed + len(study.trials)`` by :func:`make_searcher`,
+    an extension never repeats an earlier random draw."""
     import optuna
 
     return optuna.samplers.TPESampler(seed=seed, n_startup_trials=n_startup(num_samples), constant_liar=True,

@@ -1,15 +1,7 @@
-"""The Ray session of a sweep: token authentication always on, one-line errors, and Ctrl-C that stops cleanly.
-
-Security: a local Ray's servers listen on every interface, so token auth is what keeps other machines out: ptsweep
-never starts or joins Ray with ``RAY_AUTH_MODE`` other than "token", makes ``~/.ray/auth_token`` owner-only and
-starts the dashboard off (docs/running.md). No Ray installed, an unreachable address (a TCP probe, then a
-connection from a child process with a deadline: an in-process ``ray.init`` waits without end on a port that is no
-Ray head), a missing token, or a Ray imported before token auth was on: one ``SweepError`` line each.
-
-Stopping (one line with the resume command, no native dumps): the first Ctrl-C during ``tuner.fit``
-(``interrupt_guard``) asks Tune to stop and the sweep raises ``SweepInterrupted`` (status 130); a second Ctrl-C, or a
-SIGTERM (``install_sigterm_handler``; status 143), kills every process this driver started and exits at once.
-``RAY_DISABLE_FAILURE_SIGNAL_HANDLER=1`` silences absl's stack dump per Ray process on SIGTERM (0: Ray's dumps).
+"""The Ray session of a sweep (docs/running.md): token authentication always on (a local Ray listens on every
+interface), one ``SweepError`` line for each way Ray cannot start or be reached, and clean stops with the resume
+command: the first Ctrl-C during ``tuner.fit`` stops Tune (``SweepInterrupted``, status 130); a second Ctrl-C or a
+SIGTERM (status 143) kills every process this driver started and exits at once.
 """
 
 from __future__ import annotations
@@ -30,8 +22,7 @@ from ptsweep.errors import SweepError
 
 AUTH_ENV = "RAY_AUTH_MODE"
 PROBE_TIMEOUT_S = float(os.environ.get("PTSWEEP_RAY_PROBE_TIMEOUT_S", "30"))
-"""Deadline of the probe that joins a cluster from a child process first (Ray's import and connect take ~5-10 s);
-``PTSWEEP_RAY_PROBE_TIMEOUT_S`` sets another."""
+"""Deadline of the probe that joins a cluster from a child process first."""
 TOKEN_PATH = Path.home() / ".ray" / "auth_token"
 
 
@@ -58,8 +49,7 @@ def import_ray():
 
 
 def _require_token_auth() -> None:
-    """Token authentication on before Ray reads its config: RAY_AUTH_MODE unset -> token, any other mode refused.
-    Ray reads the mode once, when imported, so a Ray imported earlier without it is refused too (one line each)."""
+    """RAY_AUTH_MODE unset -> token, any other mode refused; so is a Ray imported before (it reads the mode once)."""
     mode = os.environ.get(AUTH_ENV, "").strip().lower()
     if mode and mode != "token":
         raise SweepError(f"{AUTH_ENV}={os.environ[AUTH_ENV]}: ptsweep never runs Ray without token authentication "
@@ -81,7 +71,8 @@ def protect_token_file() -> None:
 
 
 def _probe(address: str, timeout: float = 5.0) -> None:
-    """One-line SweepError unless ``host:port`` accepts a TCP connection within ``timeout`` s ('auto': skipped)."""
+    """One-line SweepError unless ``host:port`` accepts a TCP connection and a child process connects to Ray there
+    within its deadline (an in-process ``ray.init`` waits without end on a port that is no Ray head)."""
     if address in ("auto", "local") or address.startswith(("ray://", "anyscale://")):
         return
     host, _, port = address.rpartition(":")
@@ -93,7 +84,6 @@ def _probe(address: str, timeout: float = 5.0) -> None:
     except OSError as e:
         raise SweepError(f"ray.address / RAY_ADDRESS={address}: no Ray head answers there ({type(e).__name__}: {e}); "
                          f"start one with `ray start --head` or unset RAY_ADDRESS for a local Ray") from None
-    # something listens: connect to it as Ray would, in a child process with a deadline (module docstring)
     code = "import ray; ray.init(address=%r, log_to_driver=False); print('ptsweep-probe: connected')" % address
     try:
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
@@ -130,7 +120,7 @@ def _init(address: str, ray_cfg) -> None:
 def ray_session(ray_cfg):
     """Ray for the duration of a sweep: an initialised Ray is reused (left running); ``ray.address`` or
     ``$RAY_ADDRESS`` is joined; else a local Ray (docs/running.md) is started and shut down on exit."""
-    os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")  # inherited by every worker
+    os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")  # no absl stack dump per Ray process on SIGTERM
     # a worker's children (a trial's wandb-core) live on until its exit hooks have finished the trial's W&B run
     os.environ.setdefault("RAY_kill_child_processes_on_worker_exit", "false")
     _require_token_auth()
@@ -205,8 +195,7 @@ def _hard_exit(signum: int = signal.SIGINT, detail: str = "second Ctrl-C: exitin
 
 
 def silence_worker_output() -> None:
-    """Send this trial worker's stdout and stderr to /dev/null (its trial was stopped by Ctrl-C): what follows is
-    teardown noise (W&B's exit hook's ConnectionResetError traceback). Each trial has its own actor process."""
+    """Send this trial worker's stdout and stderr to /dev/null after a Ctrl-C: what follows is teardown noise."""
     with contextlib.suppress(OSError, ValueError):
         sys.stdout.flush()
         sys.stderr.flush()
@@ -217,9 +206,8 @@ def silence_worker_output() -> None:
 
 
 def quiet_worker_exit() -> None:
-    """Set the ``sys.unraisablehook`` of a trial worker (at the start of every trial): drop the "ignored"
-    ``SystemExit`` of the SIGTERM that ends a finished trial's actor (a traceback on the driver's stderr otherwise);
-    print every other unraisable exception."""
+    """A trial worker's ``sys.unraisablehook`` that drops the "ignored" ``SystemExit`` of the SIGTERM ending its
+    actor (a traceback on the driver's stderr otherwise)."""
     def hook(hook_args) -> None:
         if hook_args.exc_type is not SystemExit:
             sys.__unraisablehook__(hook_args)

@@ -1,9 +1,6 @@
 """Running trials on Ray Tune: a fixed list of trials (``run_trials``; trials with a ledger record are never
-submitted), and what every Tune run of a sweep shares (also ``trials.search``): the trials' base config, the one
-``tune.Tuner`` (``make_tuner``), one progress line per trial, and ``tuner.fit`` under the Ctrl-C guard (``fit``).
-
-    with ray_session(cfg.ray):
-        df = run_trials(cfg, [{"optim.lr": 1e-3}, ...], study_dir, "final", tags=[...])
+submitted), and what every Tune run of a sweep shares with ``trials.search``: the trials' base config, the one
+``tune.Tuner`` (``make_tuner``) and ``tuner.fit`` under the Ctrl-C guard (``fit``).
 """
 
 from __future__ import annotations
@@ -25,6 +22,7 @@ from ptsweep.trials.trainable import driver_source, trainable_with_resources
 
 
 MISSING = "not in the results folder (report only: not trained)"
+NO_RECORD = "no ledger record: the trial's worker died"
 
 
 def prepare_base(cfg: RunConfig, study_dir: Path, group: str, tags: Sequence[str]) -> RunConfig:
@@ -92,14 +90,10 @@ def make_tuner(trainable, cfg: RunConfig, study_dir: Path, experiment_name: str,
                param_space: Mapping[str, Any] | None = None, search_alg=None, scheduler=None, num_samples: int = 1,
                base: dict | None = None):
     """The one ``tune.Tuner`` of the sweeps: ``total`` trials of ``trainable`` (a grid over ``param_space``, or
-    ``num_samples`` proposals of ``search_alg``), ``max_concurrent`` at a time; a trial whose worker died is started
-    again up to ``ray.max_failures`` times (it resumes from its checkpoint), the Ctrl-C stopper, one progress line
-    per trial; given the trials' ``base`` config, each finished trial's record goes to the results folder
-    (sweep.results).
-
-    Each invocation is a fresh experiment ``<experiment_name>-<timestamp>``: resume goes through the ledger and the
-    Optuna study, not ``Tuner.restore`` (which replays the stopped experiment's own trial list). ``reuse_actors=False``:
-    an actor whose trial ASHA stopped can keep its training thread, and the next trial on it errors."""
+    ``num_samples`` proposals of ``search_alg``), the Ctrl-C stopper, one progress line per trial and, given the
+    trials' ``base`` config, each finished trial's record exported to the results folder. Each call is a fresh
+    experiment: resume goes through the ledger and the Optuna study, not ``Tuner.restore``. ``reuse_actors=False``:
+    an actor whose trial ASHA stopped can keep its training thread."""
     import time
 
     from ray import tune
@@ -120,9 +114,8 @@ def make_tuner(trainable, cfg: RunConfig, study_dir: Path, experiment_name: str,
 
 
 def fit(tuner, study_dir: Path, name: str):
-    """``tuner.fit()`` under the Ctrl-C guard (first Ctrl-C stops the experiment, second exits), without the
-    warning about result files (Tune's file loggers are off: the ledger is the record). Raises SweepInterrupted
-    after a Ctrl-C, once Tune has stopped the trials."""
+    """``tuner.fit()`` under the Ctrl-C guard, without Tune's warning about result files (the ledger is the record);
+    SweepInterrupted after a Ctrl-C, SweepError when a worker refused edited code."""
     import logging
 
     log = logging.getLogger("ray.tune.analysis.experiment_analysis")
@@ -151,12 +144,9 @@ def short_dirname(trial) -> str:
 
 def run_trials(cfg: RunConfig, trials: Sequence[Mapping[str, Any]], study_dir: Path, experiment_name: str, *,
                labels: Sequence[str] | None = None, tags: Sequence[str] = (), group: str | None = None) -> "pd.DataFrame":
-    """Run a fixed list of trials (each = ``cfg`` + dotted overrides, e.g. ``{"optim.lr": 3e-3, "seed": 1}``) on Ray
-    Tune; resumable: trials with a ledger entry (``<study_dir>/trials``) are not run again.
-
-    ``labels``: optional readable prefix of each trial key (e.g. "base-s1"); ``tags`` / ``group``: W&B tags of every
-    trial and its group (default: the study folder name). Returns one row per trial, in input order: trial_key,
-    label, the override columns (dotted), then ``TABLE_METRICS`` (val_loss = inf for failed/diverged runs)."""
+    """Run a fixed list of trials (each ``cfg`` + dotted overrides) on Ray Tune, except those with a ledger record.
+    ``labels``: readable prefixes of the trial keys; ``tags`` / ``group``: W&B tags and group (default: the study
+    folder's name). One row per trial, in input order: trial_key, label, the overrides, ``TABLE_METRICS``."""
     import pandas as pd
 
     study_dir = Path(study_dir).resolve()
@@ -197,12 +187,14 @@ def run_trials(cfg: RunConfig, trials: Sequence[Mapping[str, Any]], study_dir: P
     rows = []
     for k in keys:
         record = read_ledger(study_dir, k)
-        row = {"trial_key": k, "label": planned[k]["label"], **planned[k]["overrides"]}
         if record is None:  # not run (report only), or the worker died without a record (e.g. killed by the OS)
             record = {"status": "missing" if errors.get(k) == MISSING else "failed", "val_loss": math.inf,
-                      "error": errors.get(k, "no ledger record: the trial's worker died")}
-        row.update({m: record.get(m) for m in TABLE_METRICS})
-        row["val_loss"] = finite_or_inf(row["val_loss"])
-        row["error"] = row["error"] or ""
-        rows.append(row)
+                      "error": errors.get(k, NO_RECORD)}
+        rows.append(table_row({"trial_key": k, "label": planned[k]["label"], **planned[k]["overrides"]}, record))
     return pd.DataFrame(rows)
+
+
+def table_row(row: dict, record: Mapping[str, Any]) -> dict:
+    """``row`` with the ``TABLE_METRICS`` of a ledger record (val_loss inf unless finite, error "" for none)."""
+    row = {**row, **{m: record.get(m) for m in TABLE_METRICS}}
+    return {**row, "val_loss": finite_or_inf(row["val_loss"]), "error": row["error"] or ""}

@@ -1,9 +1,6 @@
 """Optuna-driven search: Optuna (TPE, the persistent journal study of ``trials.optuna_store``) proposes trials, Ray
 Tune runs them with the trainable and ledger of fixed lists. A re-run asks only for the trials missing to reach
 ``num_samples``, re-queues interrupted ones, and refuses another search space with one line.
-
-    with ray_session(cfg.ray):
-        df = run_search(cfg, {"optim.lr": (1e-4, 1e-2)}, study_dir, "search", num_samples=8, seed=0)
 """
 
 from __future__ import annotations
@@ -15,13 +12,12 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ptsweep.config import RunConfig, to_dict, with_overrides
-from ptsweep.errors import SweepError, SweepInterrupted
+from ptsweep.errors import SweepError
 from ptsweep.identity import trial_config, trial_key
 from ptsweep.io import jsonable, read_json
 from ptsweep.trials import optuna_store
-from ptsweep.trials.fields import TABLE_METRICS, finite_or_inf
 from ptsweep.trials.ledger import read_ledger, trial_dir
-from ptsweep.trials.runner import fit, make_tuner, prepare_base, warm_data
+from ptsweep.trials.runner import NO_RECORD, fit, make_tuner, prepare_base, table_row, warm_data
 from ptsweep.trials.trainable import trainable_with_resources
 
 
@@ -29,16 +25,11 @@ def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_d
                num_samples: int, seed: int = 0, fixed: Mapping[str, Any] | None = None, label: str = "",
                asha: Mapping[str, float] | None = None, tags: Sequence[str] = (),
                group: str | None = None, start: Mapping[str, float] | None = None) -> "pd.DataFrame":
-    """Optuna TPE (seeded) proposes trials over ``space`` (dotted key -> (low, high), log-uniform) until the study
-    ``experiment_name`` holds ``num_samples`` of them; Ray Tune runs them (ASHA per ``asha``, e.g. ``{"grace_frac":
-    0.25, "reduction": 3}``: :func:`_scheduler`). ``fixed``: overrides of every trial; ``label``: prefix of the trial
-    keys (searches sharing one study folder); ``start``: a point of ``space`` run first in a new study (the search
-    cannot end above it). ``fixed``, ``label`` and ``start`` are part of the study's signature.
-
-    Returns one row per trial of the study (in Optuna's order): trial_id (the Optuna trial number), trial_key, the
-    dotted params, then ``TABLE_METRICS`` (status "early_stopped" for trials ASHA stopped, with their last reported
-    val_loss). ``df.attrs["search"]``: the sampler (:func:`_sampler_note`) and ``not_run`` (trials of
-    ``num_samples`` without a result; a re-run runs them)."""
+    """Optuna TPE proposes trials over ``space`` (dotted key -> (low, high), log-uniform) until the study
+    ``experiment_name`` holds ``num_samples``; Ray Tune runs them (ASHA per ``asha``: :func:`_scheduler`).
+    ``fixed``: overrides of every trial; ``label``: prefix of the trial keys; ``start``: a point run first in a new
+    study. One row per trial (Optuna's order): trial_id, trial_key, the params, ``TABLE_METRICS``;
+    ``df.attrs["search"]``: the sampler and ``not_run`` (trials of the budget without a result)."""
     import pandas as pd
 
     study_dir = Path(study_dir).resolve()
@@ -63,10 +54,13 @@ def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_d
     print(f"{tag} optuna study {optuna_store.study_file(study_dir)}: {done} trials finished, {max(remaining, 0)} to "
           f"run (num_samples={num_samples}){first}", file=sys.stderr, flush=True)
     if remaining > 0:
-        ident = (study_dir, experiment_name, signature, base, fixed, label)
-        _tune_remaining(cfg, base_cfg, trial_cfg0, ident, remaining, store=store, asha=asha, space=space, seed=seed,
-                        num_samples=num_samples, n_trials=len(study.trials))
-        study = _reopen(*ident)  # trials whose tell was lost (e.g. a Tune error) get their ledger outcome
+        try:
+            _tune_remaining(cfg, base_cfg, trial_cfg0, (study_dir, experiment_name, base, fixed, label), remaining,
+                            store=store, asha=asha, space=space, seed=seed, num_samples=num_samples,
+                            n_trials=len(study.trials))
+        finally:  # a fresh view of the journal: trials left running are queued again, lost tells get their outcome
+            study = optuna_store.open_study(study_dir, experiment_name, signature)[0]
+            _reconcile(study, study_dir, base, fixed, label, space)
     not_run = not_run_count(study, num_samples)
     if not_run and remaining > 0:
         print(f"{tag} {not_run} of num_samples={num_samples} trials did not run (Ray ended them before they "
@@ -80,29 +74,17 @@ def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_d
 
 def _tune_remaining(cfg: RunConfig, base_cfg: RunConfig, trial_cfg0: RunConfig, ident: tuple, remaining: int, *,
                     store, asha, space, seed: int, num_samples: int, n_trials: int) -> None:
-    """Ray Tune runs the ``remaining`` trials Optuna proposes; on a stop or a sweep error the running trials are
-    queued again before the error propagates. ``ident``: the arguments of :func:`_reopen`."""
+    """Ray Tune runs the ``remaining`` trials Optuna proposes; ``ident``: (study folder, experiment, base, fixed,
+    label)."""
     from ptsweep.train import num_steps
 
-    study_dir, experiment_name, _, base, fixed, label = ident
+    study_dir, experiment_name, base, fixed, label = ident
     warm_data(trial_cfg0)
     trainable = trainable_with_resources(base_cfg, base, fixed, study_dir, search_label=label)
     scheduler = _scheduler(asha, float(num_steps(trial_cfg0) * trial_cfg0.train.batch_size * trial_cfg0.data.seq_len))
     searcher = optuna_store.make_searcher(space, experiment_name, store, seed, num_samples, n_trials)
-    tuner = make_tuner(trainable, cfg, study_dir, experiment_name, remaining, search_alg=searcher,
-                       scheduler=scheduler, num_samples=remaining)
-    try:
-        fit(tuner, study_dir, experiment_name)
-    except (SweepInterrupted, SweepError):
-        _reopen(*ident)
-        raise
-
-
-def _reopen(study_dir: Path, experiment_name: str, signature: dict, base: dict, fixed: Mapping[str, Any], label: str):
-    """A fresh view of the study's journal, with the trials a driver left RUNNING reconciled (:func:`_reconcile`)."""
-    study = optuna_store.open_study(study_dir, experiment_name, signature)[0]
-    _reconcile(study, study_dir, base, fixed, label, signature["space"])
-    return study
+    fit(make_tuner(trainable, cfg, study_dir, experiment_name, remaining, search_alg=searcher, scheduler=scheduler,
+                   num_samples=remaining), study_dir, experiment_name)
 
 
 def _signature(space: Mapping[str, tuple[float, float]], fixed: dict, label: str, base: dict,
@@ -185,19 +167,13 @@ def _search_rows(study, study_dir: Path, base: dict, fixed: Mapping[str, Any], l
         params = {k: t.params[k] for k in space if k in t.params}
         key = trial_key(base, {**fixed, **params}, label)
         record = read_ledger(study_dir, key)
-        row = {"trial_id": str(t.number), "trial_key": key, **params}
-        if record is not None:
-            row.update({m: record.get(m) for m in TABLE_METRICS})
-        elif t.state == TrialState.PRUNED:
+        if record is None and t.state == TrialState.PRUNED:  # stopped by ASHA: its last report
             progress_file = trial_dir(study_dir, key) / "progress.json"
-            last = read_json(progress_file) if progress_file.exists() else {}
-            row.update({m: last.get(m) for m in TABLE_METRICS}, status="early_stopped", error="")
-        else:
-            row.update(status="failed", val_loss=math.inf,
-                       error=t.user_attrs.get("error") or "no ledger record: the trial's worker died")
+            record = {**(read_json(progress_file) if progress_file.exists() else {}), "error": ""}
+        row = {"trial_id": str(t.number), "trial_key": key, **params}
+        row = table_row(row, record) if record is not None else {**row, "status": "failed", "val_loss": math.inf,
+                                                                 "error": t.user_attrs.get("error") or NO_RECORD}
         if t.state == TrialState.PRUNED:
             row["status"] = "early_stopped"
-        row["val_loss"] = finite_or_inf(row.get("val_loss"))
-        row["error"] = row.get("error") or ""
         rows.append(row)
     return rows

@@ -1,11 +1,8 @@
-"""The Ray Tune function trainable: one ``train.run`` of base config + dotted overrides per trial (one tracker run
-each), its resources (``placement``), and how a trial ends. A trial with a ledger record reports it instead of
-training; one killed mid-run (restarted by Tune up to ``ray.max_failures`` times, or run again by a re-run of the
-sweep) resumes from its own checkpoint. The driver resolves the token cache of every data config its trials use
-(``token_caches``) and hands the folders to the trials, which open them without loading any documents. Failures
-never kill a sweep: an exception is recorded as status "failed" (one-line error), a diverged run as "diverged" (both
-val_loss = inf); a worker that finds other ptsweep source than the driver (``code_version``) reports status
-"refused" and writes no record.
+"""The Ray Tune function trainable: one ``train.run`` of base config + dotted overrides per trial, its resources
+(``placement``), and how a trial ends. A trial with a ledger record reports it instead of training; one killed
+mid-run resumes from its own checkpoint; the trials open the token caches the driver prepared (``token_caches``).
+Failures never kill a sweep: an exception is recorded as status "failed", a diverged run as "diverged" (both
+val_loss = inf); a worker that finds edited source (``code_version``) reports status "refused" and writes no record.
 """
 
 from __future__ import annotations
@@ -62,8 +59,7 @@ def _node_id() -> str:
 
 def _trainable(config: dict, *, base: dict, fixed: dict, planned: dict, search_label: str, study_dir: str,
                source: str = "", token_caches: Mapping[str, str] | None = None) -> None:
-    """Ray Tune function trainable (module docstring): one ``train.run`` of base + overrides (its threads:
-    ``train.threads``, set by ``runner.prepare_base``); ``source``: the driver's source fingerprint;
+    """Ray Tune function trainable (module docstring); ``source``: the driver's source fingerprint;
     ``token_caches``: :func:`data_identity` -> prepared token-cache folder."""
     from ray import tune
 
@@ -133,9 +129,8 @@ class _Trial:
                       self.source_sha)
 
     def report(self, m: dict) -> None:
-        """``train.run``'s report_fn: record ``m`` and report it to Tune. Tune stops a trial (ASHA; every trial on
-        Ctrl-C) by ending ``tune.report`` with SystemExit, turned here into the status the run records (the study's
-        Ctrl-C marker tells the two apart)."""
+        """``train.run``'s report_fn: record ``m`` and report it to Tune, whose SystemExit (ASHA, or Ctrl-C when the
+        study's marker exists) becomes the status the run records."""
         from ray import tune
 
         if self.interrupted():
@@ -152,8 +147,7 @@ class _Trial:
                 from None
 
     def placement(self, cfg: RunConfig) -> dict:
-        """Overrides from where the trial runs: its device (CPU when Ray gave it no GPU), the driver's token cache
-        for its data config; a fractional GPU share also caps the process's CUDA memory (``placement``)."""
+        """Overrides from where the trial runs (``placement``): its device and the driver's token cache."""
         gpus = assigned_gpus()
         cap_gpu_memory(gpus)
         out = {"train.device": trial_device(cfg.train.device, gpus)}
@@ -203,10 +197,8 @@ class _Trial:
 
 def trainable_with_resources(cfg: RunConfig, base: dict, fixed: dict, study_dir: Path, *, planned: dict | None = None,
                              search_label: str = ""):
-    """The trainable bound to this sweep (base config, fixed overrides, study folder, the driver's source
-    fingerprint, the token caches of its data configs) with its per-trial resources (:func:`_resources`). A fixed
-    list passes ``planned`` (trial key -> {"overrides", "label"}); a search passes the ``search_label`` of its trial
-    keys."""
+    """The trainable bound to this sweep, with its per-trial resources (:func:`_resources`). A fixed list passes
+    ``planned`` (trial key -> {"overrides", "label"}); a search the ``search_label`` of its trial keys."""
     from ray import tune
 
     planned = dict(planned or {})
@@ -237,8 +229,7 @@ def data_identity(cfg: RunConfig) -> str:
 
 
 def token_caches(cfgs) -> dict[str, str]:
-    """:func:`data_identity` -> the prepared token-cache folder, for each distinct data config of ``cfgs``
-    (prepared here, in the driver, if needed)."""
+    """:func:`data_identity` -> the token-cache folder of each distinct data config of ``cfgs`` (prepared here)."""
     from ptsweep import data as data_mod
 
     out: dict[str, str] = {}
@@ -251,6 +242,5 @@ def token_caches(cfgs) -> dict[str, str]:
 
 @functools.cache
 def driver_source() -> str:
-    """The ptsweep source fingerprint this driver process submits every trial with: taken at its first sweep, so an
-    edit made while a multi-stage sweep runs stops its later trials too (``code_version``)."""
+    """The source fingerprint this driver submits every trial with, taken at its first sweep (``code_version``)."""
     return source_fingerprint()

@@ -1,6 +1,5 @@
-"""The runs a sweep will train, as data. Each sweep module exposes ``planned_trials(cfg) -> list[PlannedTrial]``, built
-from the functions its driver runs, so the run planner (``ptsweep.planner``) counts what the sweeps run instead of
-formulas of its own. Early stopping (ASHA) is not modelled: a search trial counts with its whole token budget.
+"""The runs a sweep will train, as data: each sweep module's ``planned_trials(cfg) -> list[PlannedTrial]``, built from
+the functions its driver runs, is what the run planner (``ptsweep.planner``) counts (ASHA's early stops are not).
 """
 
 from __future__ import annotations

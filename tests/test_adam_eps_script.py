@@ -11,9 +11,9 @@ import torch.nn.functional as F
 from ptsweep.config import compose, to_dict
 from ptsweep.models import build_model, mlm_logits
 from ptsweep.parametrization import build_optimizer
-from test_weight_grid_script import _load
+from experiment_scripts import load_script
 
-adam_eps = _load("experiments/weight-drift/adam_eps.py", "adam_eps")
+adam_eps = load_script("experiments/weight-drift/adam_eps.py")
 
 
 def test_eps_share_is_the_mean_of_eps_over_rms_plus_eps():

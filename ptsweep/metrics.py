@@ -14,7 +14,7 @@
 
   ``gain_over_no_context`` = no-context - model on all targets.
 - **Context gain**: on the targets whose input is [MASK], ``context_gain`` = unigram - model (paired), with
-  ``mask_loss`` and ``mask_unigram_loss``; context is **learned** when ``context_gain`` > 2 SE (:func:`learned_context`).
+  ``mask_loss`` and ``mask_unigram_loss``; context is **learned** when it is > 2 SE (:func:`learned_context`).
 """
 
 from __future__ import annotations

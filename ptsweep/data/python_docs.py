@@ -1,11 +1,6 @@
-"""A second English corpus: the prose of the Python documentation, built from Debian's ``python3.11-doc`` package.
-
-``python -m ptsweep.data build-python-docs`` (``make corpus-python-docs``) fetches the package with ``apt-get
-download``, extracts it with ``dpkg-deb -x``, converts each reST source ``html/_sources/**/*.rst.txt`` to prose
-(:mod:`.rst_text`) and writes ``train.jsonl`` and ``validation.jsonl`` (one ``{"path", "text"}`` document a line) plus
-``manifest.json``, which ``conf/data/python_docs.yaml`` reads as ``data=local`` files. A page is held out iff
-sha1(corpus, its path) is below :data:`HELD_OUT_FRACTION`; the TEST blocks come from the held-out text as for every
-corpus.
+"""A second English corpus: the prose of the Python documentation, built from Debian's ``python3.11-doc`` package
+(``make corpus-python-docs``; docs/data.md): ``train.jsonl`` and ``validation.jsonl`` (one ``{"path", "text"}``
+document a line, a page held out iff sha1(corpus, its path) < :data:`HELD_OUT_FRACTION`) plus ``manifest.json``.
 """
 
 from __future__ import annotations

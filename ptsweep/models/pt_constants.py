@@ -53,13 +53,9 @@ class MFVIConstants:
 
     @staticmethod
     def sp_anchored(cfg: PTConfig, vocab_size: int) -> MFVIConstants:
-        """'mup_sp': the muP exponents of N (features N Q_z and M Q_g, H logits ~ 1/r, G logits ~ M/N, [S] Table 2
-        init and LR) with the constants that make the model at N0 = ``base_width`` equal to SP at N0.
-
-        With U = U_SP / sqrt(N0), V = V_SP / sqrt(N0), B = B_SP / M0 and S, W_out unchanged, every message and
-        logit of muP at N0 equals SP's (spec §6.3 table); AdamW is invariant to p = c p_SP at LR c eta, which fixes
-        the LR constants. The attention scale s_H = r_A / r is SP's at rank r_A (``PTConfig.attn_base_rank``). Not
-        exact: normal inits stand in for SP's uniform ones, b_out starts at 0, and Adam's eps is not rescaled."""
+        """'mup_sp': the muP exponents of N ([S] Table 2) with the constants that make the model at N0 =
+        ``base_width`` equal to SP at N0 (U, V = U_SP, V_SP / sqrt(N0), B = B_SP / M0; AdamW's LR scaled alike; the
+        attention scale s_H = r_A / r): docs/mup.md."""
         n, r, m = cfg.width, cfg.rank, cfg.topics
         n0, r0, m0 = cfg.base_width, cfg.base_rank, cfg.topic_ratio * cfg.base_width
         return MFVIConstants(

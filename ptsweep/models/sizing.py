@@ -1,22 +1,13 @@
 """Model sizes: closed-form parameter counts, analytic FLOPs per token, head rule and width matching (spec §9, §11).
 
-Parameter counts (unique parameters, the tied decoder once; V = vocab, d = width, P = max_positions, L = n_layers):
-
-    embeddings  V d + P d + 2 d (token types) + 2 d (embedding LN)
-    one layer   12 d^2 + 13 d   (Q, K, V, O: 4(d^2 + d); FFN: 8 d^2 + 5 d; two LNs: 4 d)
-    MLM head    d^2 + 3 d (dense + LN) + V (decoder bias; decoder weight tied to the word table)
+Parameter counts (unique parameters, the tied decoder once; V = vocab, d = width, P = max_positions, L = n_layers,
+f = ModernBERT's GeGLU inner width): word + position + token-type tables and embedding LN; per layer Q, K, V, O
+(4 d^2 + 4 d), FFN (8 d^2 + 5 d) and two LNs; MLM head dense + LN + decoder bias (ModernBERT: no biases, no
+position table, no attention LN in its first layer, a final LN):
 
     P_BERT = (V + P + 2) d + 2 d + L (12 d^2 + 13 d) + d^2 + 3 d + V
     P_UT   = (V + P + 2) d + 2 d + (12 d^2 + 13 d) + L d (timestep table) + d^2 + 3 d + V
-
-ModernBERT (:mod:`ptsweep.models.modernbert`; f = GeGLU inner width, 3d/2 by default; no biases, no position table):
-
-    embeddings  V d + d (embedding LN)
-    one layer   4 d^2 + 3 d f + 2 d   (Wqkv, Wo: 4 d^2; GeGLU Wi: 2 d f, Wo: d f; two LNs; the first layer has no
-                                       attention LN, as its input is the normed embedding: - d once)
-    final LN + MLM head   d + d^2 + d (dense + LN) + V (decoder bias)
-
-    P_MB = V d + L (4 d^2 + 3 d f + 2 d) + d^2 + 2 d + V
+    P_MB   = V d + L (4 d^2 + 3 d f + 2 d) + d^2 + 2 d + V
 
 "non_embedding" removes the word, position and token-type tables ((V + P + 2) d; ModernBERT: V d).
 

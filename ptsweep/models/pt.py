@@ -25,6 +25,7 @@ with h = l^(T) (spec §5), evaluated only where a label exists.
 Hook points, where a variant of PT (``ptsweep.variants``) changes the update; each is the identity here:
 
     score_transform(F, valid) -> F'   the pair scores on the logits' scale in place of s_H F:  A = w_attn * F'
+    feature_transform(P^) -> P^'      the Z features (every iteration's and the head's; not the topic features)
     z_factor                          a factor on the weighted sum of the messages into Z (before damping)
     topic_factor                      a factor on the topic logits E
     aux_losses[name](iterates, mask)  an auxiliary training loss from the (Q_z^(t), l^(t)) of t = 1..T
@@ -137,7 +138,7 @@ class ProbabilisticTransformer(nn.Module):
         n, k, c, r, m, v = cfg.width, cfg.n_classes, cfg.channels, cfg.rank, cfg.topics, vocab_size
         self.classes = distance_classes(cfg.dists)
         self.const = MFVIConstants.of(cfg, vocab_size)
-        self.score_transform = None           # hook points (module docstring)
+        self.score_transform = self.feature_transform = None  # hook points (module docstring)
         self.z_factor = self.topic_factor = 1.0
         self.aux_losses: dict = {}
 
@@ -162,11 +163,11 @@ class ProbabilisticTransformer(nn.Module):
     def features(self, q_z: torch.Tensor, scale: float | None = None) -> torch.Tensor:
         """P^ = a_Z * Q_z - center * sum(Q_z) (B, L, N): distributions as features ([S] eq. 7: N Q_z under muP).
         center = 1 ('mup') is the CRF with double-centred factors T~ = P T P (P = I - 11^T/N). ``scale``: another
-        multiplier than a_Z."""
+        multiplier than a_Z (then no ``feature_transform``)."""
         p_hat = (self.const.a_z if scale is None else scale) * q_z
         if self.const.center:
             p_hat = p_hat - self.const.center * q_z.sum(-1, keepdim=True)
-        return p_hat
+        return self.feature_transform(p_hat) if scale is None and self.feature_transform is not None else p_hat
 
     def topic_features(self, q_g: torch.Tensor) -> torch.Tensor:
         """G^ = a_G * Q_g - center * sum(Q_g) (B, L, M): the topic distribution as a feature (M Q_g under muP)."""

@@ -68,3 +68,21 @@ def test_paired_vs_prints_candidate_minus_reference_paired_by_seed(tmp_path, cap
     assert cells[:3] == ["| cand", "32", "0,1,2"]
     se = float(torch.tensor([-0.1, -0.05, -0.1]).std()) / math.sqrt(3)
     assert cells[3:6] == ["5.017", "5.100", f"-0.083 ± {se:.3f}"]
+
+
+def test_reference_runs_are_the_ok_ledger_records_of_one_parametrization_and_eta(tmp_path):
+    from ptsweep.trials import ledger
+
+    def trial(key, par, lr, width, seed, status="ok"):
+        ledger.record(tmp_path, key, key, {"model.parametrization": par, "optim.lr": lr, "model.width": width,
+                                           "seed": seed}, {"status": status, "val_loss": 5.0 + seed, "error": ""})
+
+    trial("lr-sp-a", "sp", 0.01, 32, 0)
+    trial("lr-sp-b", "sp", 0.01, 64, 1)
+    trial("lr-sp-c", "sp", 0.02, 32, 0)                      # another eta
+    trial("lr-mup-d", "mup", 0.01, 32, 0)                    # another parametrization
+    trial("lr-sp-e", "sp", 0.01, 128, 0, status="failed")   # not ok
+    (tmp_path / "trials" / "lr-sp-f").mkdir()                # unfinished: no ledger record
+    refs = paired_vs.reference_runs(str(tmp_path), "sp", 0.01)
+    assert sorted(refs) == [(32, 0), (64, 1)]
+    assert refs[(64, 1)]["val_loss"] == 6.0

@@ -1,5 +1,5 @@
 """Seed-paired comparison of candidates (probe_training.py runs, <dir>/<prefix>-w<N>-s<seed>.json) with reference
-runs, width by width: the runs of an lr-transfer study's ledger at one parametrization and eta (trials/*/final.json),
+runs, width by width: the runs of an lr-transfer study's ledger at one parametrization and eta (its ledger records),
 or other probe runs (``--ref-probe DIR PREFIX``).
 
     .venv/bin/python experiments/context/paired_vs.py --ref-ledger runs/lr-transfer-fixed sp 0.01 \
@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ptsweep.analysis.paired_gap import paired
+from ptsweep.results import ledger_records
 
 KEYS = ("val_loss", "context_gain", "gain_over_no_context")
 
@@ -25,11 +26,10 @@ KEYS = ("val_loss", "context_gain", "gain_over_no_context")
 def reference_runs(study: str, param: str, lr: float) -> dict:
     """(width, seed) -> final record of the study's ok trials of ``param`` at ``lr``."""
     out = {}
-    for f in Path(study, "trials").glob(f"lr-{param}-*/final.json"):
-        rec = json.loads(f.read_text())
-        ov = rec.get("overrides", {})
-        if rec.get("status") == "ok" and math.isclose(float(ov.get("optim.lr", -1)), lr, rel_tol=1e-3):
-            out[(int(ov["model.width"]), int(ov["seed"]))] = rec
+    for rec in ledger_records(Path(study)).to_dict("records"):
+        if rec["trial_key"].startswith(f"lr-{param}-") and rec.get("status") == "ok" and \
+                math.isclose(float(rec.get("optim.lr", -1)), lr, rel_tol=1e-3):
+            out[(int(rec["model.width"]), int(rec["seed"]))] = rec
     return out
 
 

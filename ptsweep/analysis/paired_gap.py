@@ -1,6 +1,6 @@
 """Paired comparison of two parametrizations at each one's best LR, per width ("muP - SP paired").
 
-Reads every finished run under the given folders (sweep trials' ``final.json``, instrumented probes' ``*.json``). At
+Reads every finished run under the given folders (sweep trials' ledger records, instrumented probes' ``*.json``). At
 each width and budget, each parametrization's eta* is the eta with the lowest seed-mean loss among those with the
 most seeds; A - B at the two optima is paired by seed (a seed fixes the data order and init streams), with a t
 interval over the shared seeds, beside the unigram and no-context baselines.
@@ -59,17 +59,32 @@ def _trial_row(d: dict) -> dict | None:
             "tokens": ov["train.tokens"], "seed": ov["seed"], "variant": _variant(model, optim), **d}
 
 
+def _finished(folder: Path):
+    """(record, is a sweep trial) of every finished run under ``folder``: each trial's ledger record
+    (``ledger.read_ledger``) and each instrumented probe's JSON (it holds a ``trace``)."""
+    from ptsweep.trials.ledger import read_ledger
+
+    for path in sorted(folder.rglob("*.json")):
+        if path.parent.parent.name == "trials":  # a sweep trial's folder: its ledger record only
+            rec = read_ledger(path.parent.parent.parent, path.parent.name) if path.name == "final.json" else None
+            if rec is not None:
+                yield rec, True
+            continue
+        try:
+            d = json.loads(path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            continue
+        if isinstance(d, dict) and "trace" in d:
+            yield d, False
+
+
 def load_runs(folders: list[Path], variants: bool = False) -> list[dict]:
     """One row per finished run of the default model (status ok, no lever or control; every variant with
     ``variants``) found under ``folders``; a (par, width, lr, tokens, seed, variant) seen twice keeps the first."""
     rows, seen = [], set()
     for folder in folders:
-        for path in sorted(folder.rglob("*.json")):
-            try:
-                d = json.loads(path.read_text())
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                continue
-            row = _trial_row(d) if path.name == "final.json" else _probe_row(d) if "trace" in d else None
+        for d, is_trial in _finished(folder):
+            row = _trial_row(d) if is_trial else _probe_row(d)
             if row is None or (row["variant"] and not variants) or not math.isfinite(row["val_loss"]):
                 continue
             ident = (row["par"], int(row["width"]), float(row["lr"]), float(row["tokens"]), int(row["seed"]),

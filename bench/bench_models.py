@@ -47,9 +47,7 @@ def model_configs(width: int, vocab: int, layers: int, pt_impl: str = "auto",
 
 
 def pt_path(cfg, device_type: str) -> str:
-    """The attention path a PT training step takes on ``device_type`` (fused has CPU kernels only)."""
-    if cfg.use_fused(device_type):
-        return "fused" if device_type == "cpu" else "blockwise (fused is CPU-only)"
+    """The attention path a PT training step takes on ``device_type``."""
     return "blockwise" if cfg.use_blockwise(device_type) else "dense"
 
 
@@ -171,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mask-prob", type=float, default=0.15)
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch default)")
     p.add_argument("--models", default="pt,bert,ut")
-    p.add_argument("--pt-impl", default="auto", choices=["auto", "dense", "blockwise", "fused"],
+    p.add_argument("--pt-impl", default="auto", choices=["auto", "dense", "blockwise"],
                    help="PT's model.attention_impl (the path it took is printed in the shape column)")
     p.add_argument("--out", default=str(ROOT / "runs" / "bench"))
     p.add_argument("--tracker", default="offline", choices=["offline", "online", "disabled"],

@@ -1,12 +1,12 @@
 """Interleaved A/B timing of a PT training step: this checkout's PT vs the PT of another source tree (``--base``),
-or this checkout's ``--impl`` vs its ``--base-impl`` (two attention implementations, e.g. dense vs fused).
+or this checkout's ``--impl`` vs its ``--base-impl`` (two attention implementations, e.g. dense vs blockwise).
 
 Both models are built from the same config and seed in one process and stepped alternately (A, B, B, A, ...), so a
 load that changes during the run hits both alike; reports each step time, the medians and their ratio, and the
 losses of both (equal up to float rounding when the change is a pure speed-up).
 
     python bench/compare_pt.py --base /tmp/base [--width 256] [--impl dense] [--rounds 3] [--threads 2]
-    python bench/compare_pt.py --base-impl dense --impl fused [--width 256] [--rounds 3] [--threads 2]
+    python bench/compare_pt.py --base-impl dense --impl blockwise [--width 256] [--rounds 3] [--threads 2]
 
 ``--base``: a directory holding an older ``ptsweep`` package (e.g. ``git archive <rev> ptsweep | tar -x -C DIR``).
 """
@@ -47,9 +47,9 @@ def main(argv: list[str] | None = None) -> int:
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--base", type=Path, help="an older source tree (or use --base-impl)")
-    p.add_argument("--base-impl", choices=["dense", "blockwise", "fused"], help="this checkout with this impl")
+    p.add_argument("--base-impl", choices=["dense", "blockwise"], help="this checkout with this impl")
     p.add_argument("--width", type=int, default=256)
-    p.add_argument("--impl", default="dense", choices=["dense", "blockwise", "fused"])
+    p.add_argument("--impl", default="dense", choices=["dense", "blockwise"])
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--seq-len", type=int, default=128)
     p.add_argument("--vocab", type=int, default=30522)

@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--width", type=int, default=256)
-    p.add_argument("--impl", default="dense", choices=["dense", "blockwise", "fused"])
+    p.add_argument("--impl", default="dense", choices=["dense", "blockwise"])
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--seq-len", type=int, default=128)
     p.add_argument("--vocab", type=int, default=30522)

@@ -40,13 +40,13 @@ class Measurement:
 
 
 def pt_path(shape: str) -> str:
-    """The attention path bench_models.py wrote at the end of a PT shape ("... dense", "... blockwise (fused is
-    CPU-only)", "... fused")."""
+    """The attention path bench_models.py wrote at the end of a PT shape ("... dense", "... blockwise"; older
+    records: "... blockwise (fused is CPU-only)")."""
     return "blockwise" if "blockwise" in shape else shape.split()[-1] if shape.split() else ""
 
 
 def planned_path(model_cfg) -> str:
-    """The path a PT training step takes on a GPU (the fused kernels are CPU-only: blockwise there)."""
+    """The path a PT training step takes on a GPU."""
     if model_cfg.name != "pt":
         return ""
     return "blockwise" if model_cfg.use_blockwise("cuda") else "dense"

@@ -13,7 +13,7 @@ from test_layout import REPO, import_graph
 from ptsweep.variants import VARIANTS
 
 PT_ONLY = ("ptsweep.models.pt", "ptsweep.variants", "ptsweep.train.message_stats")
-"""Module prefixes that only PT uses (the core model and its dense/blockwise/fused paths, its variants, its message
+"""Module prefixes that only PT uses (the core model and its dense/blockwise paths, its variants, its message
 statistics)."""
 CORE = ("ptsweep.models.pt", "ptsweep.models.pt_attention")
 

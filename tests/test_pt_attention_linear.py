@@ -106,11 +106,22 @@ def test_encode_and_param_grads_match_dense(parametrization):
 
 def test_auto_is_dense_on_every_device_and_blockwise_only_when_asked():
     for device in ("cpu", "cuda"):  # auto: the path bench/ measured faster on both (bench/README.md)
-        assert not _cfg().use_blockwise(device) and _cfg().attention_note(device) is None
+        assert not _cfg().use_blockwise(device)
         assert _cfg(attention_impl="blockwise").use_blockwise(device)
         assert not _cfg(attention_impl="dense").use_blockwise(device)
     for kw in ({"dropout": 0.1}, {"damping_h": 0.5}, {"stepsize_h": 0.5}):
-        assert not _cfg(**kw).use_blockwise("cuda") and _cfg(**kw).attention_note("cuda") is None
+        assert not _cfg(**kw).use_blockwise("cuda")
+
+
+def test_the_retired_fused_path_is_a_one_line_config_error(capsys):
+    """``model.attention_impl=fused`` (retired: bench/README.md) is refused in one line naming the key and the paths
+    that remain."""
+    from ptsweep import cli
+
+    assert cli.main(["size", "model.attention_impl=fused"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: model.attention_impl: 'fused' was retired"), err
+    assert err[0].endswith("use dense, auto or blockwise"), err
 
 
 @pytest.mark.parametrize("kw", [{"dropout": 0.1}, {"damping_h": 0.3}, {"stepsize_h": 0.5}])

@@ -31,9 +31,6 @@ from test_variants import V, _cfg, _inputs, _model
     ({"name": "qz_entropy_floor", "floor": 1.0}, {},
      "qz_entropy_floor: floor must be a fraction of log N in (0, 1), got 1.0"),
     ({"name": "qz_entropy_floor", "floor": 0.5, "weight": 0}, {}, "qz_entropy_floor: weight must be positive, got 0.0"),
-    ({"name": "attn_row_rms"}, {"attention_impl": "fused"},
-     "attn_row_rms: is not implemented on the fused path (its kernels never see a whole row of scores); use "
-     "model.attention_impl=dense, auto or blockwise"),
     ({"name": "z_scale"}, {"base_width": 1, "base_channels": 1},
      "z_scale: needs model.width and model.base_width >= 2 (log N0 > 0), got 32 and 1"),
     ({"name": "unary_lr", "scale": 0.0}, {}, "unary_lr: scale must be positive, got 0.0"),

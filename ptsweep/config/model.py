@@ -112,8 +112,8 @@ class PTConfig:
     """Finite logit for forbidden heads (diagonal, pads); never -inf (spec §12.1)."""
     attention_impl: str = "auto"
     """H softmax + ternary Z messages: 'dense' keeps (B,C,L,L) tensors (the reference; 'auto' = dense); 'blockwise'
-    recomputes in backward, memory linear in L (no dropout/damping/step size on Q_h); 'fused': torch's fused
-    attention kernels (CPU only, else blockwise). Traces always use the dense path."""
+    recomputes in backward, memory linear in L (no dropout/damping/step size on Q_h). Traces always use the dense
+    path."""
     variants: list[dict[str, Any]] = field(default_factory=list)
     """Variants of PT at the model's hook points (``ptsweep.variants``), each ``{name: ..., <setting>: ...}``."""
 
@@ -123,17 +123,6 @@ class PTConfig:
     def use_blockwise(self, device_type: str) -> bool:
         """Whether a training forward on ``device_type`` takes the blockwise path ('auto' is dense everywhere)."""
         return self.attention_impl == "blockwise"
-
-    def use_fused(self, device_type: str) -> bool:
-        """Whether a training forward asks for the fused-kernel path (``models.pt_fused.applicable`` decides)."""
-        return self.attention_impl == "fused"
-
-    def attention_note(self, device_type: str) -> str | None:
-        """One line when the path that runs is not the one asked for (fused off the CPU), so it is never silent."""
-        if self.use_fused(device_type) and device_type != "cpu":
-            return (f"note: model.attention_impl=fused has CPU kernels only; the blockwise path (the same math) runs "
-                    f"on {device_type}")
-        return None
 
     @property
     def n_classes(self) -> int:
@@ -169,7 +158,9 @@ class PTConfig:
         one_of(self.scaling, SCALINGS, "model.scaling")
         one_of(self.parametrization, PARAMETRIZATIONS, "model.parametrization")
         one_of(self.head_input, ("logits", "probs"), "model.head_input")
-        one_of(self.attention_impl, ("auto", "dense", "blockwise", "fused"), "model.attention_impl")
+        require(self.attention_impl != "fused", "model.attention_impl", "'fused' was retired (slower than dense on "
+                "the CPU, more memory than blockwise, no CUDA kernels; bench/README.md); use dense, auto or blockwise")
+        one_of(self.attention_impl, ("auto", "dense", "blockwise"), "model.attention_impl")
         require(self.width > 0, "model.width", f"must be positive, got {self.width}")
         require(self.base_width > 0 and self.base_channels > 0 and self.base_rank > 0, "model.base_width",
                  "base_width, base_channels and base_rank must be positive")
@@ -206,10 +197,10 @@ class PTConfig:
         require(0.0 < self.stepsize_h <= 1.0, "model.stepsize_h", "must be in (0, 1]")
         require(0.0 < self.stepsize_z <= 1.0, "model.stepsize_z", "must be in (0, 1]")
         require(0.0 <= self.dropout < 1.0, "model.dropout", "must be in [0, 1)")
-        require(self.attention_impl not in ("blockwise", "fused") or (self.dropout == 0 and self.damping_h == 0
-                                                                     and self.stepsize_h == 1.0),
-                "model.attention_impl", f"{self.attention_impl} does not support dropout, damping_h or stepsize_h on "
-                "Q_h; use dense or auto")
+        require(self.attention_impl != "blockwise" or (self.dropout == 0 and self.damping_h == 0
+                                                      and self.stepsize_h == 1.0),
+                "model.attention_impl", "blockwise does not support dropout, damping_h or stepsize_h on Q_h; use "
+                "dense or auto")
         from ptsweep.variants import normalize
 
         self.variants = normalize(self)

@@ -18,7 +18,7 @@ One iteration t (async order, spec §6.3: H and G from the same Q_z, then Z):
 The constants (a_Z, a_G, s_H, s_G) switch between SP (original PT: 1, 1, N, N) and muP ([S] + spec §6.2:
 N, M, 1/r, M/N). Distance classes k(i,j) (spec §4): for offset d = j - i, cut points (2, 3, 4) give classes
 {1},{2},{3},{>=4} per direction, K = 8; the diagonal belongs to no class. Steps 2-4 and the ternary messages run
-dense (``pt_dense``), blockwise (``pt_attention``) or on fused kernels (``pt_fused``): ``model.attention_impl``.
+dense (``pt_dense``) or blockwise (``pt_attention``): ``model.attention_impl``.
 Damping, step size and dropout are off by default (spec §3.2). The MLM head is ``W_out RMSNorm_gamma(h) + b_out``
 with h = l^(T) (spec §5), evaluated only where a label exists.
 
@@ -41,7 +41,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ptsweep.config import PTConfig
-from ptsweep.models import pt_attention, pt_dense, pt_fused
+from ptsweep.models import pt_attention, pt_dense
 from ptsweep.models.pt_constants import MFVIConstants
 from ptsweep.parametrization import Role, declare, init_parameters
 
@@ -232,19 +232,16 @@ class ProbabilisticTransformer(nn.Module):
 
     def z_messages(self, input_ids: torch.Tensor, mask: torch.Tensor, q: torch.Tensor, v: torch.Tensor,
                    q_h: torch.Tensor | None, g_hat: torch.Tensor, weights: dict | None = None,
-                   p_hat: torch.Tensor | None = None, unary: torch.Tensor | None = None,
-                   fused: bool = False) -> dict[str, torch.Tensor]:
+                   p_hat: torch.Tensor | None = None, unary: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
         """The four messages into Z (each (B, L, N), unweighted; spec §6.3 step 6): unary S_w; child side
         sum_c,j Q_h[c,i,j] U_{k(i,j),c} v_j; head side sum_c,j Q_h[c,j,i] V_{k(j,i),c} q_j; topic B^T G^_i.
-        ``q_h=None``: the blockwise path, or with ``fused`` the fused-kernel path, from ``p_hat``."""
-        weights = weights or self.flat_weights(layout_order=q_h is None and not fused)
+        ``q_h=None``: the blockwise path, from ``p_hat``."""
+        weights = weights or self.flat_weights(layout_order=q_h is None)
         unary = self.unary_message(input_ids, mask) if unary is None else unary    # (B, L, N)
         topic = g_hat @ self.B                                                       # (B, L, N)
         k, c, n, r = self.U.shape
         scale = self.attention_scale()
-        if q_h is None and fused:
-            child, head = pt_fused.fused_messages(p_hat, weights, (k, c, r), self.classes, scale)
-        elif q_h is None:
+        if q_h is None:
             child, head = pt_attention.blockwise_messages(p_hat, weights, (k, c, r), mask.bool(), self.classes,
                                                           scale, self.cfg.mask_value,
                                                           score_transform=self.score_transform)
@@ -286,10 +283,8 @@ class ProbabilisticTransformer(nn.Module):
         logits = self.initial_logits(input_ids, maskf)       # l^(0) = S_w (B, L, N)
         attn = topic = None                                  # damping memory (initial H/G logits: constant -> 0)
         q_z = q_h = q_g = None                               # step-size memory
-        fused_asked = trace is None and c.use_fused(input_ids.device.type)
-        fused = fused_asked and pt_fused.applicable(mask)    # a batch with pads: the blockwise path, the same math
-        blockwise = fused_asked or (trace is None and c.use_blockwise(input_ids.device.type))
-        weights = self.flat_weights(blockwise and not fused)  # once per forward, shared by all iterations
+        blockwise = trace is None and c.use_blockwise(input_ids.device.type)
+        weights = self.flat_weights(blockwise)               # once per forward, shared by all iterations
         unary = self.unary_message(input_ids, mask)          # likewise (one embedding gather and scatter per step)
         iterates = [] if aux is not None and self.aux_losses else None   # (Q_z^(t), l^(t)) for the aux losses
         for _ in range(c.n_iters):
@@ -309,7 +304,7 @@ class ProbabilisticTransformer(nn.Module):
             q_g = F.dropout(q_g, c.dropout, self.training)
             # 6. Z: weighted messages, damping, dropout on the logits
             msgs = self.z_messages(input_ids, mask, q, v, q_h, self.topic_features(q_g), weights, p_hat=p_hat,
-                                   unary=unary, fused=fused)
+                                   unary=unary)
             logits = _mix(logits, self.combine_z(msgs), c.z_damping, 1 - c.z_damping)
             logits = F.dropout(logits, c.dropout, self.training)
             if iterates is not None:

@@ -3,8 +3,7 @@
     A[c,i,j] = w_attn * S[c,i,j] / sqrt(mean_{valid j} S[c,i,j]^2 + eps)      (in place of w_attn * s_H * S)
 
 so every row's logits have RMS w_attn whatever the scale of q and v: a bound on attention logits that would
-otherwise sharpen without limit. The dense and blockwise paths normalise whole rows (the same numbers); the fused
-path never sees a whole row and is refused.
+otherwise sharpen without limit. The dense and blockwise paths normalise whole rows (the same numbers).
 """
 
 from __future__ import annotations
@@ -34,10 +33,6 @@ def row_rms_normalize(scores: torch.Tensor, valid: torch.Tensor, eps: float = SC
 @dataclass(frozen=True)
 class AttnRowRms(Variant):
     name = "attn_row_rms"
-
-    def check(self, cfg) -> None:
-        self.require(cfg.attention_impl != "fused", "is not implemented on the fused path (its kernels never see a "
-                     "whole row of scores); use model.attention_impl=dense, auto or blockwise")
 
     def attach(self, model) -> None:
         model.score_transform = row_rms_normalize

@@ -129,9 +129,6 @@ def _setup(cfg: RunConfig, tracker, run_dir: Path, t_start: float, probes: Seque
     corpus = data_mod.prepare(cfg.data)
     V = corpus.vocab_size
     model = build_model(cfg.model, V, cfg.data.seq_len).to(device)
-    note = cfg.model.attention_note(device.type) if hasattr(cfg.model, "attention_note") else None
-    if note:
-        print(note, file=sys.stderr)
     optimizer = build_optimizer(model, model.width, model.parametrization, oc.lr, betas=oc.betas, eps=oc.eps,
                                 weight_decay=oc.weight_decay, device_type=device.type)
     compile_encoder(model, tc.compile_mode, device)

@@ -25,6 +25,11 @@ def bert_law(x):
     return 6.0 * x ** -0.1
 
 
+def _learned(runs: pd.DataFrame) -> set[tuple[str, str]]:
+    """Every (series, scale) of ``runs`` as a cell that learned context (no gate applies)."""
+    return {(str(x), str(int(s))) for x, s in zip(runs["series"], runs["scale"])}
+
+
 def test_difference_at_matched_x_is_the_known_one_without_noise():
     """Noise-free power laws: D(x) = (5 - 6) x^-0.1 exactly, at x inside both ranges even where no run sits."""
     xa, ya = _runs(pt_law, [1e6, 4e6, 1.6e7])
@@ -110,7 +115,7 @@ def test_framings_use_each_axis_and_pt_own_x():
     for name, col in framings.FRAMINGS.items():
         d = df.copy()
         d["loss"] = [law(r["series"], r[col], col) for _, r in d.iterrows()]
-        out[name] = framings.framings(d, ["pt"], ["bert"], n_boot=50)[name]["pt-bert"]
+        out[name] = framings.framings(d, ["pt"], ["bert"], _learned(d), {}, n_boot=50)[name]["pt-bert"]
     assert out["total"]["every_scale"] is True and out["flops"]["every_scale"] is False
     assert out["non_embedding"]["every_scale"] is None  # equal laws: zero difference, undecided everywhere
     pt_x = {str(s): 1e9 * s for s in (64, 128, 256, 512)}
@@ -126,7 +131,8 @@ def test_one_scale_reads_no_fit_and_the_report_shows_the_seed_interval():
     rows = [{"series": s, "scale": 32, "seed": k, "params": 5e5, "non_embedding_params": 2e4, "train_flops": 3e16,
              "loss": loss} for s, losses in (("pt", (4.605, 4.651)), ("bert", (4.752, 4.619))) for k, loss in
             enumerate(losses)]
-    res = framings.framings(pd.DataFrame(rows), ["pt"], ["bert"], n_boot=20)["total"]["pt-bert"]
+    runs = pd.DataFrame(rows)
+    res = framings.framings(runs, ["pt"], ["bert"], _learned(runs), {}, n_boot=20)["total"]["pt-bert"]
     assert res["every_scale"] is None and res["failed_at"] == ["32"] and res["undecided_at"] == []
     diff = {"32": {"diff": -0.0574, "lo": -0.2416, "hi": 0.1267, "decided": "undecided"}}
     summary = {"framings": {"total": {"pt-bert": res}}, "differences": {"pt-bert": diff},

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import stats
 
@@ -17,8 +18,14 @@ PT = [4.373, 4.366, 4.371, 4.369]     # a model whose seeds agree
 BERT = [4.472, 4.007, 4.3, 4.1]       # one whose seeds leave the plateau at different steps
 
 
+def _runs(cells: dict[str, list[list[float]]]) -> pd.DataFrame:
+    """A runs table (series, scale, loss): each model's seed losses at scales 32, 64, ..."""
+    return pd.DataFrame([{"series": m, "scale": 32 * 2 ** i, "loss": x} for m, losses in cells.items()
+                         for i, seeds in enumerate(losses) for x in seeds])
+
+
 def test_one_cell_per_model_is_welchs_interval_from_scipy():
-    sp = model_spreads({"pt": [PT], "bert": [BERT]})
+    sp = model_spreads(_runs({"pt": [PT], "bert": [BERT]}))
     d = spread_ci(PT, BERT, sp["pt"], sp["bert"])
     ref = stats.ttest_ind(PT, BERT, equal_var=False)
     ci = ref.confidence_interval(0.95)
@@ -29,7 +36,7 @@ def test_one_cell_per_model_is_welchs_interval_from_scipy():
 
 def test_a_models_variance_pools_its_own_scales_and_not_the_other_models():
     pt64, bert64 = [4.0, 4.1, 4.2], [5.0, 5.4]
-    sp = model_spreads({"pt": [PT, pt64], "bert": [BERT, bert64]})
+    sp = model_spreads(_runs({"pt": [PT, pt64], "bert": [BERT, bert64]}))
     ss = sum(((np.array(g) - np.mean(g)) ** 2).sum() for g in (PT, pt64))
     assert sp["pt"] == (pytest.approx(ss / (3 + 2)), 5)  # df = (4 - 1) + (3 - 1)
     d = spread_ci(PT, BERT, sp["pt"], sp["bert"])
@@ -56,7 +63,7 @@ def test_no_seed_count_decides_a_zero_difference_and_equal_seeds_decide_at_two()
 
 
 def test_an_undecided_claim_names_the_seeds_that_would_decide_it():
-    sp = model_spreads({"pt": [PT], "bert": [BERT]})
+    sp = model_spreads(_runs({"pt": [PT], "bert": [BERT]}))
     d = spread_ci(PT, BERT, sp["pt"], sp["bert"])
     summary = {"differences": {"pt-bert": {"64": d}}, "framings": {}}
     text = "\n".join(claims.claim_lines(summary))

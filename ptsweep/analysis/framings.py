@@ -21,7 +21,7 @@ import numpy as np
 
 from ptsweep import metric_keys
 from ptsweep.analysis.fits import fit_scaling_law
-from ptsweep.analysis.model_spread import model_spreads, spread_ci
+from ptsweep.analysis.model_spread import spread_ci
 
 FRAMINGS = {"total": "params", "non_embedding": "non_embedding_params", "flops": "train_flops"}
 """Framing name (the values of ``sweep.match``) -> runs-table column of its x axis."""
@@ -57,7 +57,8 @@ def context_gate(per_scale: Mapping[str, Mapping], pair: Sequence[str], learned:
                  absent: set[tuple[str, str]] = frozenset()) -> dict:
     """``per_scale`` ({scale: comparison row}) with every scale where a side of ``pair`` (PT series, baseline) is not
     in ``learned`` made "undecided", its row carrying ``no_context`` (the sides) and ``reason``: NO_CONTEXT, or
-    MISSING with ``absent`` (the sides in ``absent``, cells with no runs yet: not learning and not having run differ)."""
+    MISSING with ``absent`` (the sides in ``absent``, cells with no runs yet: not learning and not having run
+    differ)."""
     out = {}
     for s, d in per_scale.items():
         who, gone = [m for m in pair if (m, str(s)) not in learned], [m for m in pair if (m, str(s)) in absent]
@@ -105,14 +106,13 @@ def edge_gate(per_scale: Mapping[str, Mapping], pair: Sequence[str], edged: Mapp
     return out
 
 
-def gate(per_scale: Mapping[str, Mapping], pair: Sequence[str], learned: set[tuple[str, str]] | None,
-         edged: Mapping[tuple[str, str], float] | None, late: Mapping[tuple[str, str], str] | None = None,
+def gate(per_scale: Mapping[str, Mapping], pair: Sequence[str], learned: set[tuple[str, str]],
+         edged: Mapping[tuple[str, str], float], late: Mapping[tuple[str, str], str] | None = None,
          absent: set[tuple[str, str]] = frozenset()) -> dict:
-    """The gates of a comparison in their order: :func:`context_gate` (with ``absent``), :func:`plateau_gate`,
-    :func:`edge_gate`; a None argument (``learned``, ``late``, ``edged``) skips its gate."""
-    per = dict(per_scale) if learned is None else context_gate(per_scale, pair, learned, absent)
-    per = per if late is None else plateau_gate(per, pair, late)
-    return per if edged is None else edge_gate(per, pair, edged)
+    """The gates of a comparison in their order: :func:`context_gate` (with ``absent``), :func:`plateau_gate` (none
+    when ``late`` is None), :func:`edge_gate`."""
+    per = plateau_gate(context_gate(per_scale, pair, learned, absent), pair, late or {})
+    return edge_gate(per, pair, edged)
 
 
 def decision_text(d: Mapping) -> str:
@@ -199,15 +199,15 @@ def every_scale(per_scale: Mapping[str, Mapping], win: str = "a_lower") -> dict:
             "plateau_at": late, "lr_edge_at": edged}
 
 
-def framings(runs, pt_series: Sequence[str], baselines: Sequence[str], n_boot: int = 1000, level: float = 0.95,
-             seed: int = 0, learned: set[tuple[str, str]] | None = None,
-             edged: Mapping[tuple[str, str], float] | None = None, late: Mapping[tuple[str, str], str] | None = None,
-             absent: set[tuple[str, str]] = frozenset()) -> dict:
+def framings(runs, pt_series: Sequence[str], baselines: Sequence[str], learned: set[tuple[str, str]],
+             edged: Mapping[tuple[str, str], float], late: Mapping[tuple[str, str], str] | None = None,
+             absent: set[tuple[str, str]] = frozenset(), n_boot: int = 1000, level: float = 0.95,
+             seed: int = 0) -> dict:
     """{framing: {"<pt series>-<baseline>": {"axis", "per_scale": {scale: compare_at row}, **every_scale}}}.
 
     ``runs``: the scaling-curves runs table (columns series, scale, loss and the FRAMINGS columns); ``learned``
-    (``learned_cells``), ``late`` (``learning_curves.plateau_cells``) and ``edged`` (``edge_cells``): every
-    comparison passes :func:`gate` (None: that gate skipped)."""
+    (``learned_cells``), ``late`` (``learning_curves.plateau_cells``; None: no plateau gate) and ``edged``
+    (``edge_cells``): every comparison passes :func:`gate`."""
     out: dict = {}
     finite = runs[np.isfinite(runs["loss"].astype(float))]
     for name, col in FRAMINGS.items():
@@ -229,25 +229,23 @@ def framings(runs, pt_series: Sequence[str], baselines: Sequence[str], n_boot: i
     return out
 
 
-def comparisons(runs, table, pt_series: list[str], baselines: list[str], scales: list, n_boot: int, seed: int,
-                late: Mapping[tuple[str, str], str] | None = None) -> dict:
+def comparisons(runs, table, spreads: Mapping[str, tuple[float, int]], pt_series: list[str], baselines: list[str],
+                scales: list, n_boot: int, seed: int, late: Mapping[tuple[str, str], str] | None = None) -> dict:
     """Every PT - baseline statement of the summary, each through :func:`gate`: ``differences`` (as run, per scale:
     ``model_spread.spread_ci`` of the two models' seed losses), the three ``framings``, the every-scale verdicts
     (True / False / None) with ``statements`` in words and ``winners`` per scale (:func:`winner`). ``runs``: one row
-    per run; ``table``: one row per series x scale (context gain, lr_edge, best_lr, status); ``late``: the plateau
-    gate's cells (None: no such gate)."""
+    per run; ``table``: one row per series x scale (context gain, lr_edge, best_lr, status); ``spreads``:
+    ``model_spread.model_spreads`` of the runs; ``late``: the plateau gate's cells (None: no such gate)."""
     learned, edged = learned_cells(table), edge_cells(table)
     absent = ({(str(r["series"]), str(int(r["scale"]))) for _, r in table.iterrows() if r["status"] == "missing"}
               if "status" in table.columns else set())
-    spreads = model_spreads({x: [seed_losses(runs, x, s) for s in scales] for x in sorted(set(runs["series"]))})
     differences = {}
     for pts in pt_series:
         for other in baselines:
             per = {str(s): spread_ci(seed_losses(runs, pts, s), seed_losses(runs, other, s), spreads[pts],
                                      spreads[other]) for s in scales}
             differences[f"{pts}-{other}"] = gate(per, (pts, other), learned, edged, late, absent)
-    by_name = framings(runs, pt_series, baselines, n_boot=n_boot, seed=seed, learned=learned, edged=edged, late=late,
-                       absent=absent)
+    by_name = framings(runs, pt_series, baselines, learned, edged, late, absent, n_boot=n_boot, seed=seed)
     by_framing = {f: {pair: r["every_scale"] for pair, r in res.items()} for f, res in by_name.items()}
     ut_by_framing = {f: every_scale(res["pt-ut"]["per_scale"], win="b_lower")["every_scale"]
                      for f, res in by_name.items() if "pt-ut" in res}

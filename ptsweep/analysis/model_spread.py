@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from typing import Mapping, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -24,9 +24,10 @@ MAX_SEEDS = 10_000
 """Seed counts beyond this are reported as "more than" (a difference too small for its spreads)."""
 
 
-def model_spreads(losses: Mapping[str, Sequence[Sequence[float]]]) -> dict[str, tuple[float, int]]:
-    """{model: (seed variance pooled over its cells, df)} from {model: [one list of seed losses per cell]}."""
-    return {m: pooled_seed_variance(cells) for m, cells in losses.items()}
+def model_spreads(runs) -> dict[str, tuple[float, int]]:
+    """{series: (seed variance pooled over its scales, df)} of a runs table (one row per run: series, scale, loss)."""
+    return {x: pooled_seed_variance([c["loss"].tolist() for _, c in g.groupby("scale")])
+            for x, g in runs.groupby("series")}
 
 
 def _finite(v: Sequence[float]) -> np.ndarray:

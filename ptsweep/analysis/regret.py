@@ -113,11 +113,11 @@ def choose_model(u_points: np.ndarray) -> tuple[str, str]:
                      f"({n_coefficients('linear', d)} coefficients + 1): run more perturbed points")
 
 
-def fit_surface(u_runs: np.ndarray, y: np.ndarray, seeds: Sequence | None) -> dict:
+def fit_surface(u_runs: np.ndarray, y: np.ndarray, seeds: Sequence) -> dict:
     """Least-squares fit of (R1) to runs at log-coordinates ``u_runs`` (N, d) with finite losses y (N,) and seeds
-    (blocks; None = no blocks). Returns {"model", "model_reason", "beta" (p,), "cov" (p, p) (surface block of
-    sigma^2 (X'X)^-1, seed effects profiled out), "sigma", "df", "n_runs", "n_points", "lack_of_fit", "adjusted" (N,)
-    (each run's loss minus its fitted seed effect)}."""
+    (blocks). Returns {"model", "model_reason", "beta" (p,), "cov" (p, p) (surface block of sigma^2 (X'X)^-1, seed
+    effects profiled out), "sigma", "df", "n_runs", "n_points", "lack_of_fit", "adjusted" (N,) (each run's loss minus
+    its fitted seed effect)}."""
     model, reason = choose_model(u_runs)
     fit = fit_blocked(features(u_runs, model), y, seeds)
     if not fit.full_rank:
@@ -168,13 +168,13 @@ def basic_interval(x: np.ndarray, alpha: float, lo: float, hi: float) -> tuple[f
 
 def regret_analysis(base: Mapping[str, float], points: Sequence[Mapping[str, float]],
                     point_losses: Sequence[Sequence[float]], base_losses: Sequence[float], *,
-                    point_seeds: Sequence[Sequence] | None = None, base_seeds: Sequence | None = None,
-                    rel: float = 0.2, tolerance: float = REGRET_TOLERANCE, test_alpha: float = 0.05,
-                    n_draws: int = N_DRAWS, seed: int = 0) -> dict:
+                    point_seeds: Sequence[Sequence], base_seeds: Sequence, rel: float = 0.2,
+                    tolerance: float = REGRET_TOLERANCE, test_alpha: float = 0.05, n_draws: int = N_DRAWS,
+                    seed: int = 0) -> dict:
     """Regret of the base point from the verification runs (module docstring) as a JSON-ready dict. ``points``: the
-    perturbed points (keys of ``base``), ``point_losses[j]`` the runs of point j at seeds ``point_seeds[j]`` (None:
-    unpaired, no seed blocks), ``base_losses`` at ``base_seeds`` (default 0..m-1); points with a non-finite run are
-    left out (``n_failed_points``). ValueError (one line) when no surface can be fitted."""
+    perturbed points (keys of ``base``), ``point_losses[j]`` the runs of point j at seeds ``point_seeds[j]`` (seed
+    blocks), ``base_losses`` at ``base_seeds``; points with a non-finite run are left out (``n_failed_points``).
+    ValueError (one line) when no surface can be fitted."""
     if not (0.0 < rel < 1.0):
         raise ValueError(f"regret: rel must be in (0, 1), got {rel}")
     if tolerance <= 0:
@@ -221,8 +221,8 @@ def regret_analysis(base: Mapping[str, float], points: Sequence[Mapping[str, flo
 
 
 def _runs_in_log_box(base, points, point_losses, base_losses, point_seeds, base_seeds, rel: float):
-    """Every finite run as a row: log-coordinates u = log(point / base) (N, d), losses (N,), seed blocks (None when
-    unpaired), the number of points left out for a non-finite run, and the base's mean loss. One-line ValueErrors
+    """Every finite run as a row: log-coordinates u = log(point / base) (N, d), losses (N,), seed blocks (N,), the
+    number of points left out for a non-finite run, and the base's mean loss. One-line ValueErrors
     for non-positive base values, a base without finite runs and points outside the +-rel box."""
     keys = list(base)
     s = np.array([float(base[k]) for k in keys])
@@ -231,9 +231,7 @@ def _runs_in_log_box(base, points, point_losses, base_losses, point_seeds, base_
     base_l = np.asarray(base_losses, dtype=float)
     if base_l.size == 0 or not np.all(np.isfinite(base_l)):
         raise ValueError("regret: the base needs >= 1 finite run")
-    paired = point_seeds is not None
-    bseeds = list(base_seeds) if base_seeds is not None else list(range(base_l.size))
-    u_rows, y, seeds, n_failed = [np.zeros((base_l.size, len(keys)))], [base_l], [bseeds], 0
+    u_rows, y, seeds, n_failed = [np.zeros((base_l.size, len(keys)))], [base_l], [list(base_seeds)], 0
     for j, (pt, ls) in enumerate(zip(points, point_losses)):
         ls = np.atleast_1d(np.asarray(ls, dtype=float))
         if ls.size == 0 or not np.all(np.isfinite(ls)):
@@ -244,8 +242,8 @@ def _runs_in_log_box(base, points, point_losses, base_losses, point_seeds, base_
             raise ValueError(f"regret: point {j} lies outside the +-{rel:.0%} box around the base")
         u_rows.append(np.tile(u, (ls.size, 1)))
         y.append(ls)
-        seeds.append(list(point_seeds[j]) if paired else [0] * ls.size)
-    block = np.concatenate([np.asarray(x) for x in seeds]) if paired else None
+        seeds.append(list(point_seeds[j]))
+    block = np.concatenate([np.asarray(x) for x in seeds])
     return np.concatenate(u_rows), np.concatenate(y), block, n_failed, float(base_l.mean())
 
 

@@ -13,7 +13,7 @@ import pandas as pd
 
 from ptsweep import metric_keys
 from ptsweep.analysis import framings as framings_mod
-from ptsweep.analysis import claims, learning_curves, model_spread
+from ptsweep.analysis import claims, learning_curves
 from ptsweep.analysis.verification import t_ppf
 from ptsweep.trials.ledger import with_ledger_metrics
 from ptsweep.reports.outputs import score
@@ -58,12 +58,10 @@ def no_lr(search: pd.DataFrame | None, what: str, where: str = "") -> tuple[str,
     return f"every {what} trial{where} failed or diverged", "failed"
 
 
-def cells(runs: pd.DataFrame, lr_info: dict) -> pd.DataFrame:
+def cells(runs: pd.DataFrame, lr_info: dict, spreads: dict[str, tuple[float, int]]) -> pd.DataFrame:
     """One row per (series, scale): means over seeds with 95 % t intervals from the series' own seed variance
-    (pooled over its scales, ``model_spread.model_spreads``)."""
+    (pooled over its scales: ``spreads``, ``model_spread.model_spreads``)."""
     cells = {key: g for key, g in runs.groupby(["series", "scale"])}
-    spreads = model_spread.model_spreads({x: [c["loss"].tolist() for _, c in g.groupby("scale")]
-                                          for x, g in runs.groupby("series")})
     rows = []
     for (series, scale), g in cells.items():
         var, df = spreads[series]

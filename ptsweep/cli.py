@@ -23,10 +23,14 @@ from ptsweep.errors import ConfigError, DataError, TrackerError
 
 # command -> (module exposing ``run(cfg: RunConfig) -> Path``, one-line help). Explicit table, imported lazily.
 SWEEPS: dict[str, tuple[str, str]] = {
-    "tune-small": ("ptsweep.sweeps.tune_small", "Optuna (via Ray Tune) study of the 7 transferable HPs at the base width"),
-    "verify-transfer": ("ptsweep.sweeps.verify_transfer", "random-search check that the transferred config is top-p at sweep.width"),
-    "scaling-curves": ("ptsweep.sweeps.scaling_curves", "PT vs BERT vs UT loss over sweep.scales at matched parameter counts"),
-    "coord-check": ("ptsweep.sweeps.coord_check", "muP coordinate check (activation scales across widths) with a verdict"),
+    "tune-small": ("ptsweep.sweeps.tune_small",
+                   "Optuna (via Ray Tune) study of the 7 transferable HPs at the base width"),
+    "verify-transfer": ("ptsweep.sweeps.verify_transfer",
+                        "random-search check that the transferred config is top-p at sweep.width"),
+    "scaling-curves": ("ptsweep.sweeps.scaling_curves",
+                       "PT vs BERT vs UT loss over sweep.scales at matched parameter counts"),
+    "coord-check": ("ptsweep.sweeps.coord_check",
+                    "muP coordinate check (activation scales across widths) with a verdict"),
     "lr-transfer": ("ptsweep.sweeps.lr_transfer", "optimal LR across widths, muP vs SP"),
     "lr-horizon": ("ptsweep.sweeps.lr_horizon", "optimal LR across training budgets at the tuning width, eta*(T) fit"),
     "demo": ("ptsweep.sweeps.demo", "toy-scale chain of the three sweeps -> <out_dir>/demo/report.md"),
@@ -92,8 +96,9 @@ def _size_table(cfg: RunConfig, V: int) -> int:
             print(f"| {r['scale']} | {r['model']} | {r['error']} |")
             continue
         print(f"| {r['scale']} | {r['model'].upper()} | {r['width']} | {r['n_heads']} | {r['n_layers']} | "
-              f"{'-' if r['model'] == 'pt' else round(r['width'] / r['n_layers'])} | {_fmt_count(r['params'])} | {_fmt_count(r['non_embedding_params'])}"
-              f" | {_fmt_count(r['flops_per_token'])} | {r['match_ratio']:.3f} |")
+              f"{'-' if r['model'] == 'pt' else round(r['width'] / r['n_layers'])} | {_fmt_count(r['params'])} | "
+              f"{_fmt_count(r['non_embedding_params'])} | {_fmt_count(r['flops_per_token'])} | "
+              f"{r['match_ratio']:.3f} |")
     return 0
 
 
@@ -214,7 +219,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m ptsweep",
         description="PT + muP hyperparameter-transfer experiments. Any config key can be overridden Hydra-style: "
-                    "model.width=512 optim.lr=3e-3 preset=smoke|demo|paper model=pt|bert|ut tracker=offline|online|disabled",
+                    "model.width=512 optim.lr=3e-3 preset=smoke|demo|paper model=pt|bert|ut "
+                    "tracker=offline|online|disabled",
     )
     sub = parser.add_subparsers(dest="command", metavar="<command>", required=True)
 

@@ -6,7 +6,8 @@ import math
 CONTEXT_KEYS = ("context_gain", "context_gain_se", "mask_loss", "mask_loss_se", "mask_unigram_loss",
                 "mask_unigram_loss_se", "mask_tokens", "no_context_loss", "no_context_loss_se", "gain_over_no_context",
                 "gain_over_no_context_se")
-"""The context metrics of every evaluation (``ptsweep.metrics`` docstring); test evaluations carry them with a ``test_`` prefix."""
+"""The context metrics of every evaluation (``ptsweep.metrics`` docstring); test evaluations carry them with a
+``test_`` prefix."""
 
 EVAL_KEYS = ("val_loss_se", "unigram_loss", "unigram_loss_se", "gain_over_unigram", "gain_over_unigram_se",
              *CONTEXT_KEYS)

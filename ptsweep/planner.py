@@ -111,14 +111,13 @@ def static_bytes(model_cfg, vocab: int) -> float:
     return 16.0 * param_count(m, vocab)["total"] + extra + OVERHEAD_GB * 1e9
 
 
-def executed_flops(model_cfg, vocab: int, seq_len: int, mask_prob: float) -> float:
-    """Training FLOPs per token including PT's backward recomputation on the blockwise path (module docstring)."""
-    base = flops_per_token(model_cfg, vocab, seq_len, mask_prob)
+def executed_flops(model_cfg, fpt: float, seq_len: int) -> float:
+    """``fpt`` (training FLOPs per token) plus PT's backward recomputation on the blockwise path (module docstring)."""
     if model_cfg.name != "pt" or not model_cfg.use_blockwise("cuda"):
-        return base
+        return fpt
     m = model_cfg
     k, c, r, n = m.n_classes, m.channels, m.rank, m.width
-    return base + m.n_iters * 2.0 * (2 * k * c * n * r + 3 * c * seq_len * r)
+    return fpt + m.n_iters * 2.0 * (2 * k * c * n * r + 3 * c * seq_len * r)
 
 
 def micro_batch(batch: int, act_per_seq: float, static: float, gpu_mem_gb: float) -> int:
@@ -145,7 +144,8 @@ def plan_trial(cfg: RunConfig, sweep: str, stage: str, model_cfg, count: int, to
     V, L, f = cfg.data.vocab_size, cfg.data.seq_len, cfg.data.mask_prob
     act = activation_bytes(model_cfg, V, L, f)["peak"]
     static = static_bytes(model_cfg, V)
-    fpt, exec_fpt = flops_per_token(model_cfg, V, L, f), executed_flops(model_cfg, V, L, f)
+    fpt = flops_per_token(model_cfg, V, L, f)
+    exec_fpt = executed_flops(model_cfg, fpt, L)
     fitting = micro_batch(batch, act, static, hw.gpu_mem_gb)
     micro = run_micro_batch(cfg.train.micro_batch_size, batch, fitting)
     per_gpu = trials_per_gpu(cfg, model_cfg)

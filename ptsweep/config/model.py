@@ -169,7 +169,8 @@ class PTConfig:
         require((base * self.width) % self.base_width == 0, "model.width",
                 f"{self.width} gives a fractional {what} = {base}*{self.width}/{self.base_width}; "
                 f"use a multiple of {self.base_width // math.gcd(self.base_width, base)}")
-        require(self.channels >= 1 and self.rank >= 1, "model.width", f"{self.width} gives C={self.channels}, r={self.rank}")
+        require(self.channels >= 1 and self.rank >= 1, "model.width",
+                f"{self.width} gives C={self.channels}, r={self.rank}")
         require(self.topic_ratio >= 1, "model.topic_ratio", "must be >= 1")
         require(list(self.dists) == sorted(set(self.dists)) and all(d >= 2 for d in self.dists), "model.dists",
                  f"must be strictly increasing integers >= 2, got {list(self.dists)}")

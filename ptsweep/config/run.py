@@ -197,7 +197,8 @@ class TrackerConfig:
 
 @dataclass
 class RayConfig:
-    """How sweeps use Ray Tune. Local by default (127.0.0.1, no dashboard); RAY_ADDRESS or ``address`` joins a cluster."""
+    """How sweeps use Ray Tune. Local by default (127.0.0.1, no dashboard); RAY_ADDRESS or ``address`` joins a
+    cluster."""
 
     address: str = ""
     """'' = start a local Ray on 127.0.0.1 (or use RAY_ADDRESS if set); 'auto' or host:port = existing cluster."""

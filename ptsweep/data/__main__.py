@@ -17,7 +17,8 @@ from ptsweep.errors import DataError
 
 def _cli_config(pairs: list[str]) -> DataConfig:
     """The data section of :func:`ptsweep.config.compose`: ``name=<corpus>`` picks the group option
-    ``data=<corpus>`` (conf/data/), every other ``key=value`` (``data.`` optional) is the override ``data.key=value``."""
+    ``data=<corpus>`` (conf/data/), every other ``key=value`` (``data.`` optional) is the override
+    ``data.key=value``."""
     from ptsweep.config import compose
 
     overrides = []

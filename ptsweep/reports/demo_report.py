@@ -62,8 +62,8 @@ def scaling_table(models: pd.DataFrame, ss: dict) -> list[str]:
                          f"{' learned' if r['learned'].iloc[0] else ' NOT learned'})" if len(r) else "failed")
         for p in pairs:
             d = ss["differences"][p].get(str(int(width)), {})
-            cells.append(f"{num(d.get('diff'), sign=True)} [{num(d.get('lo'), sign=True)}, {num(d.get('hi'), sign=True)}]"
-                         f" {framings.decision_text(d)}")
+            cells.append(f"{num(d.get('diff'), sign=True)} [{num(d.get('lo'), sign=True)}, "
+                         f"{num(d.get('hi'), sign=True)}] {framings.decision_text(d)}")
         lines.append(f"| {int(width)} | " + " | ".join(cells) + " |")
     return lines
 
@@ -99,16 +99,18 @@ def first_screen(trials: pd.DataFrame, ts: dict, vs: dict, ss: dict, models: pd.
     last = {k: sum(i.get(k, 0.0) for i in inv) for k in (inv[0] if inv else {})}  # summed over the invocations
     split = ", ".join(f"{k} {v / 60:.1f}" for k, v in last.items() if k != "total")
     vst = vs.get("settings", {})
+    resumed = f"; summed over {len(inv)} invocations (a re-run resumes)" if len(inv) > 1 else ""
+    others = " and ".join(m.upper() for m in ss.get("models", []) if m != "pt")
     return [
         "## Summary",
         "",
         f"**What ran** (preset `{best.get('preset', '')}`, commit `{str(best.get('git_commit', ''))[:10]}`, "
-        f"{last.get('total', math.nan) / 60:.1f} min: {split} min{'; summed over ' + str(len(inv)) + ' invocations (a re-run resumes)' if len(inv) > 1 else ''}): "
+        f"{last.get('total', math.nan) / 60:.1f} min: {split} min{resumed}): "
         f"PT ({best.get('parametrization')}, {best.get('scaling')} scaling) tuned at width {best['width']} "
-        f"({ts['n_trials']} Optuna TPE trials, {ts.get('early_stopping', 'ASHA')}: {ts['status_counts']}), its 7 values transferred to width "
-        f"{vst.get('width')} and verified against {vs.get('n_perturbed_run', '?')} points perturbed by "
-        f"+-{100 * vst.get('perturb', 0.2):.0f} % ({vst.get('perturbed_seeds')} paired seeds each), then PT vs "
-        f"{' and '.join(m.upper() for m in ss.get('models', []) if m != 'pt')} (LR tuned per scale) at PT widths "
+        f"({ts['n_trials']} Optuna TPE trials, {ts.get('early_stopping', 'ASHA')}: {ts['status_counts']}), its 7 "
+        f"values transferred to width {vst.get('width')} and verified against {vs.get('n_perturbed_run', '?')} "
+        f"points perturbed by +-{100 * vst.get('perturb', 0.2):.0f} % ({vst.get('perturbed_seeds')} paired seeds "
+        f"each), then PT vs {others} (LR tuned per scale) at PT widths "
         f"{', '.join(str(x) for x in ss.get('scales', []))}, {len(ss.get('seeds', []))} seeds each. Every run: "
         f"{cfg_info['steps']} steps of {cfg_info['batch']} x {cfg_info['seq_len']} tokens, Shakespeare, "
         f"V = {cfg_info['vocab']}; final models scored on {cfg_info['test_blocks']} held-out test blocks "
@@ -230,9 +232,9 @@ def scaling_section(ss: dict, sres: pd.DataFrame, models: pd.DataFrame) -> list[
             "- else L = a P^-b; 95 % intervals from a residual bootstrap over seeds):", ""]
     for key, label in (("fits", "parameters"), ("fits_flops", "training FLOPs")):
         for series, f in ss.get(key, {}).items():
-            out.append(f"- {series} vs {label}: {f['form']}, a = {f['a']:.3g} {ci_text(f['ci']['a'])}, b = {f['b']:.3g} "
-                       f"{ci_text(f['ci']['b'])}" + (f", c = {f['c']:.3g} {ci_text(f['ci']['c'])}" if f['form'] ==
-                                                  'power_law_const' else "") + f"; {f.get('note') or ''}")
+            const = f", c = {f['c']:.3g} {ci_text(f['ci']['c'])}" if f["form"] == "power_law_const" else ""
+            out.append(f"- {series} vs {label}: {f['form']}, a = {f['a']:.3g} {ci_text(f['ci']['a'])}, "
+                       f"b = {f['b']:.3g} {ci_text(f['ci']['b'])}{const}; {f.get('note') or ''}")
     out += ["", "Differences (PT - baseline, negative = PT better), 95 % Welch interval of the two models' seed "
                 "spreads:", ""]
     for pair, per in ss.get("differences", {}).items():
@@ -324,7 +326,8 @@ def tuning_section(trials: pd.DataFrame, ts: dict, t: Path, tuning_figure: str, 
     trials["context gain"] = [gain_text(g, e) for g, e in zip(trials["context_gain"], trials["context_gain_se"])]
     out = [f"## 1. tune-small (Optuna TPE over the 7 transferable hyperparameters, "
            f"{ts.get('early_stopping', 'ASHA')}, validation split)", "",
-           "Transferred values (`transfer.yaml`): " + ", ".join(f"`{k}={best['values'][k]:.4g}`" for k in TRANSFER_KEYS),
+           "Transferred values (`transfer.yaml`): "
+           + ", ".join(f"`{k}={best['values'][k]:.4g}`" for k in TRANSFER_KEYS),
            "", f"![tune-small trials]({tuning_figure})", "",
            table_rows(trials.sort_values("val_loss"), {
                "trial_id": "trial", **{k: k for k in TRANSFER_KEYS}, "val_loss": "val_loss", "val_loss_se": "+- SE",

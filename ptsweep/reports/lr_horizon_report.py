@@ -140,7 +140,8 @@ def markdown(summary: dict) -> str:
     for model, r in summary["models"].items():
         md = r["model"]
         lines += ["", f"## {model} ({md['parametrization']}, width {md['width']})", "",
-                  "| steps | eta* | bracket | plausible | loss | context gain | eta*/2 | 2 eta* |", "|---|---|---|---|---|---|---|---|"]
+                  "| steps | eta* | bracket | plausible | loss | context gain | eta*/2 | 2 eta* |",
+                  "|---|---|---|---|---|---|---|---|"]
         for t, b in r["budgets"].items():
             if b.get("x_opt") is None:
                 lines.append(f"| {t:,} | none finished | | | | | | |")

@@ -137,7 +137,8 @@ def markdown(result: dict) -> str:
                      f"{result['unigram_loss']:.4f} ± {result['unigram_loss_se']:.4f}; no-context baseline (the "
                      f"visible-token predictor): {result.get('no_context_loss', math.nan):.4f}\n")
     lines.append("| study | param. | width | seeds | optimum | within 2 paired SE | bootstrap 90% | parabola vertex "
-                 "| loss at optimum ± SE | gain over unigram ± SE | context gain ± SE | best run: loss, context gain ± SE |")
+                 "| loss at optimum ± SE | gain over unigram ± SE | context gain ± SE "
+                 "| best run: loss, context gain ± SE |")
     lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for study, par, w, o in _optima(result):
         xc = result[study]["x_col"]

@@ -124,7 +124,8 @@ def run(cfg: RunConfig) -> Path:
     write_json(sdir / "summary.json", summary)
     _print_optima(result)
     log_summary(cfg, sdir, SWEEP, {"trials": df}, {"lr_transfer": image} if image else {},
-                {k: v for k, v in summary.items() if k not in ("settings", "criteria", *STUDIES)}, tags=[f"sweep={SWEEP}"])
+                {k: v for k, v in summary.items() if k not in ("settings", "criteria", *STUDIES)},
+                tags=[f"sweep={SWEEP}"])
     return sdir
 
 
@@ -188,7 +189,8 @@ def ledger_table(sdir: Path, cfg: RunConfig):
 
 def main(argv: list[str] | None = None) -> None:
     """``python -m ptsweep.sweeps.lr_transfer STUDY_DIR [overrides]``: analyse the finished trials of a study folder
-    (also while it runs) and print the markdown tables; writes ``partial_optima.csv`` and ``partial_lr_transfer.png``."""
+    (also while it runs) and print the markdown tables; writes ``partial_optima.csv`` and
+    ``partial_lr_transfer.png``."""
     argv = list(sys.argv[1:] if argv is None else argv)
     sdir, overrides = Path(argv[0]), argv[1:]
     cfg = compose(overrides)

@@ -233,7 +233,8 @@ def report(summary: dict) -> str:
     ctx = {"context_gain": summary.get("base_context_gain", math.nan),
            "context_gain_se": summary.get("base_context_gain_se", math.nan)}
     out = [f"# verify-transfer at width {summary['settings']['width']}: {summary['verdict'].upper()}", "",
-           headline(summary), "", f"Scored on the {split} split; tolerance {summary['regret_tolerance']:.2%} of the loss "
+           headline(summary), "",
+           f"Scored on the {split} split; tolerance {summary['regret_tolerance']:.2%} of the loss "
            f"(sweep.regret_tolerance).", "",
            f"- Base point: loss {np.mean(summary.get('base_losses') or [math.nan]):.4f} (unigram "
            f"{summary.get('unigram_loss', math.nan):.4f}, no-context {summary.get('no_context_loss', math.nan):.4f}); "

@@ -143,7 +143,8 @@ def short_dirname(trial) -> str:
 
 
 def run_trials(cfg: RunConfig, trials: Sequence[Mapping[str, Any]], study_dir: Path, experiment_name: str, *,
-               labels: Sequence[str] | None = None, tags: Sequence[str] = (), group: str | None = None) -> "pd.DataFrame":
+               labels: Sequence[str] | None = None, tags: Sequence[str] = (),
+               group: str | None = None) -> "pd.DataFrame":
     """Run a fixed list of trials (each ``cfg`` + dotted overrides) on Ray Tune, except those with a ledger record.
     ``labels``: readable prefixes of the trial keys; ``tags`` / ``group``: W&B tags and group (default: the study
     folder's name). One row per trial, in input order: trial_key, label, the overrides, ``TABLE_METRICS``."""

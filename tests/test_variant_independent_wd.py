@@ -109,7 +109,7 @@ def test_a_training_run_steps_the_optimizer_with_the_rule(cache_dir, tmp_path, m
 
     class Probe:
         def __init__(self, model, optimizer, val, device):
-            seen["groups"], seen["features"] = optimizer.param_groups, model.features
+            seen["groups"], seen["transform"] = optimizer.param_groups, model.feature_transform
 
         def before_logged_step(self):
             pass
@@ -124,4 +124,4 @@ def test_a_training_run_steps_the_optimizer_with_the_rule(cache_dir, tmp_path, m
     assert final["status"] == "ok" and final["val_loss"] == final["val_loss"]
     decayed = [g for g in seen["groups"] if g["role"] not in ("gain", "bias")]
     assert decayed and all(g["wd_per_step"] == 5e-4 for g in decayed)
-    assert seen["features"].__name__ == "z_capped"
+    assert float(seen["transform"](torch.tensor(100.0))) == pytest.approx(4.0)  # feature_cap attached too

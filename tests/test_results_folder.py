@@ -54,7 +54,7 @@ def test_report_marks_trials_missing_from_the_folder_and_trains_nothing(folder, 
     text = (folder / "report.md").read_text()
     assert "bert at scale 128: missing: not in the results folder" in text
     assert "_Rendered from 15 trial records of its results folder; not yet in it: 2 final runs and 0 tuning" in text
-    assert "  - N=128: +nan, no interval (undecided: no finished runs of bert in the results folder yet)" in text
+    assert "  - N=128: no difference (undecided: no finished runs of bert in the results folder yet)" in text
     assert "learned no context at this budget (N = 64)" in text  # the finished scale keeps its own reason
     assert sorted(p.name for p in (folder / "trials").glob("*.json")) == sorted(
         p.name for p in (FIXTURE / "trials").glob("*.json") if p not in [FIXTURE / "trials" / g.name for g in gone])

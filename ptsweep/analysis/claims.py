@@ -36,6 +36,8 @@ def claim_lines(summary: Mapping) -> list[str]:
 
 def _difference(d: Mapping) -> str:
     """'PT - BERT -0.057 [-0.469, +0.354] (SD 0.007 / 0.329): undecided; 9 seeds per model would decide it'."""
+    if not math.isfinite(d.get("diff", math.nan)):  # a side without runs
+        return f"no difference ({framings.decision_text(d)})"
     if not math.isfinite(d.get("lo", math.nan)):
         return f"{d.get('diff', math.nan):+.3f}, no interval ({framings.decision_text(d)})"
     text = (f"{d['diff']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}], seed SD {d.get('sd_a', math.nan):.3f} / "

@@ -47,6 +47,16 @@ def test_the_grid_edge_counts_a_diverged_lr_as_bracketing_and_a_failed_one_as_no
     assert baseline_tuning.lr_edge(_trials([1e-3, 2e-3], [inf, inf], ["diverged", "failed"])) == ""
 
 
+def test_a_round_with_a_trial_missing_from_the_results_folder_decides_no_edge_and_plans_nothing_past_it():
+    """Report only: the two finished LRs of [1e-3, 2e-3, 4e-3] put the best on the top of *them*, but 4e-3 is not in
+    the folder yet, so the edge is pending and the rule plans no 8e-3 (that would count a tuning trial nobody plans)."""
+    inf = float("inf")
+    partial = _trials([1e-3, 2e-3, 4e-3], [5.0, 4.9, inf], ["ok", "ok", "missing"])
+    assert baseline_tuning.lr_edge(partial) == baseline_tuning.PENDING
+    assert baseline_tuning.next_edge_lr(baseline_tuning.lr_edge(partial), [1e-3, 2e-3, 4e-3], 0, 3) is None
+    assert baseline_tuning.next_edge_lr("high", [1e-3, 2e-3, 4e-3], 0, 3) == 8e-3  # the same grid, decided
+
+
 def test_a_trial_stopped_early_is_never_finished_however_low_its_partial_loss():
     """``fields.finished`` (the best trial of every search and of tune-small comes from it): status ok only."""
     trials = _trials([1e-3, 2e-3, 4e-3, 8e-3], [5.0, 4.0, 5.5, float("inf")], ["ok", "early_stopped", "ok", "failed"])

@@ -13,7 +13,7 @@ from ptsweep import cli
 from ptsweep.analysis import horizon
 from ptsweep.errors import ConfigError
 from ptsweep.reports import lr_horizon_report
-from ptsweep.sweeps import lr_horizon
+from ptsweep.sweeps import baseline_tuning, lr_horizon
 from ptsweep.train.step import lr_factor
 
 STEPS = [1200, 4800, 19200, 76800]
@@ -140,11 +140,13 @@ def test_edge_rounds_widen_an_edge_optimum_of_the_seed_mean(monkeypatch):
     assert means["val_loss"].tolist() == pytest.approx([loss("pt-T1", x, 0) + 0.005 for x in lrs[("pt", 1)]])
 
 
-def test_seed_means_mark_a_diverged_seed_and_a_failed_one():
-    g = pd.DataFrame({"optim.lr": [1, 1, 2, 2, 3, 3], "val_loss": [5, 6, 5, math.inf, 5, math.inf],
-                      "status": ["ok", "ok", "ok", "diverged", "ok", "failed"]})
+def test_seed_means_mark_a_diverged_seed_a_failed_one_and_a_missing_one():
+    g = pd.DataFrame({"optim.lr": [1, 1, 2, 2, 3, 3, 4, 4], "val_loss": [5, 6, 5, math.inf, 5, math.inf, 5, math.inf],
+                      "status": ["ok", "ok", "ok", "diverged", "ok", "failed", "ok", "missing"]})
     m = lr_horizon.seed_means(g)
-    assert m["status"].tolist() == ["ok", "diverged", "failed"] and m["val_loss"].tolist() == [5.5, math.inf, math.inf]
+    assert m["status"].tolist() == ["ok", "diverged", "failed", "missing"]
+    assert m["val_loss"].tolist() == [5.5, math.inf, math.inf, math.inf]
+    assert baseline_tuning.lr_edge(m) == baseline_tuning.PENDING  # a seed not in the folder yet decides no edge
 
 
 def test_report_marks_collapses_and_brackets_the_optimum():

@@ -200,9 +200,17 @@ def grid_edges_together(cfg: RunConfig, searches: list[tuple[str, int, dict, lis
         runs = {i: lrs for i, lrs in runs.items() if lrs is not None}
 
 
+PENDING = "pending"
+""":func:`lr_edge` of a round with a trial not in the results folder yet (report only): no edge is decided, and the
+edge rule plans no LR past it."""
+
+
 def lr_edge(trials: pd.DataFrame) -> str:
     """:func:`edges` of optim.lr over the fixed-list trials that ran their budget or diverged: a diverged LR brackets
-    the optimum as well as a finite worse loss does (its validation loss is inf), a failed trial says nothing."""
+    the optimum as well as a finite worse loss does (its validation loss is inf), a failed trial says nothing, and a
+    missing one leaves the edge :data:`PENDING`."""
+    if (trials["status"] == "missing").any():
+        return PENDING
     ok = finished(trials)
     if ok.empty:
         return ""

@@ -78,11 +78,13 @@ def plan(cfg: RunConfig, model_shapes: dict[str, dict], lrs: dict[tuple[str, int
 
 def seed_means(g: pd.DataFrame) -> pd.DataFrame:
     """One row per LR of one group's trials for ``baseline_tuning.lr_edge``: the seed-mean val_loss (inf unless every
-    seed is ok), status "ok" (every seed ok), "diverged" (ok or diverged) or "failed"."""
+    seed is ok), status "ok" (every seed ok), "diverged" (ok or diverged), "missing" (a seed not in the results
+    folder yet) or "failed"."""
     rows = []
     for lr, gl in g.groupby("optim.lr", sort=True):
         st = set(gl["status"])
-        status = "ok" if st == {"ok"} else ("diverged" if st <= {"ok", "diverged"} else "failed")
+        status = ("ok" if st == {"ok"} else "diverged" if st <= {"ok", "diverged"} else
+                  "missing" if "missing" in st else "failed")
         v = gl["val_loss"].astype(float)
         rows.append({"optim.lr": float(lr), "status": status,
                      "val_loss": float(v.mean()) if status == "ok" else float("inf")})

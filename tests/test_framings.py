@@ -144,6 +144,12 @@ def test_one_scale_reads_no_fit_and_the_report_shows_the_seed_interval():
     assert "PT beats BERT at every scale: undecided: the interval includes 0 (N = 32)" in text
 
 
+def test_a_pair_with_no_scale_to_compare_says_so_instead_of_an_empty_list():
+    summary = {"framings": {"total": {"pt-bert": {"per_scale": {}, "every_scale": None}}}}
+    text = "\n".join(framings.report_lines(summary))
+    assert f"- pt-bert: {framings.NO_SCALES}. **At every scale: undecided**" in text and "pt-bert: ." not in text
+
+
 def test_an_undecided_verdict_names_each_scales_reason():
     """A context gate's reason, then the scales left undecided by their interval, no fit or extrapolation."""
     gate = "undecided: bert learned no context at this budget"

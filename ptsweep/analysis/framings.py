@@ -328,8 +328,15 @@ def report_lines(summary: Mapping, as_run: bool = True) -> list[str]:
     return out
 
 
+NO_SCALES = "no scale to compare yet (none has runs of both models)"
+"""What a comparison's per-scale cells read when no scale has a difference to state."""
+
+
 def _cells(per_scale: Mapping[str, Mapping]) -> str:
-    """'N=32: -0.0574 [-0.2416, +0.1267] undecided; N=64: no fit': each scale's difference, interval and decision."""
+    """'N=32: -0.0574 [-0.2416, +0.1267] undecided; N=64: no fit': each scale's difference, interval and decision
+    (:data:`NO_SCALES` for none)."""
+    if not per_scale:
+        return NO_SCALES
     return "; ".join(f"N={s}: no fit" if "error" in d
                      else f"N={s}: no difference, {decision_text(d)}" if not math.isfinite(d.get("diff", math.nan))
                      else f"N={s}: {d['diff']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}] {decision_text(d)}"

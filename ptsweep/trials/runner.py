@@ -92,23 +92,22 @@ def make_tuner(trainable, cfg: RunConfig, study_dir: Path, experiment_name: str,
     """The one ``tune.Tuner`` of the sweeps: ``total`` trials of ``trainable`` (a grid over ``param_space``, or
     ``num_samples`` proposals of ``search_alg``), the Ctrl-C stopper, one progress line per trial and, given the
     trials' ``base`` config, each finished trial's record exported to the results folder. Each call is a fresh
-    experiment: resume goes through the ledger and the Optuna study, not ``Tuner.restore``. Actors are reused
-    where no scheduler stops trials early (a fixed list, or a search under FIFO: every trial returns on its own,
-    and the next one skips the worker's start and imports; the same trial gives the same record in a reused
-    actor), never under ASHA: an actor whose trial ASHA stopped can keep its training thread."""
+    experiment: resume goes through the ledger and the Optuna study, not ``Tuner.restore``. Without a ``scheduler``
+    (Tune's FIFO: a fixed list, or a search without early stopping) actors are reused: every trial returns on its
+    own, and the next one skips the worker's start and imports; the same trial gives the same record in a reused
+    actor. Never under a scheduler (ASHA): an actor whose trial ASHA stopped can keep its training thread."""
     import time
 
     from ray import tune
-    from ray.tune.schedulers import FIFOScheduler
 
     metric = dict(metric=METRIC, mode=MODE) if search_alg is not None or scheduler is not None else {}
-    reuse = scheduler is None or type(scheduler) is FIFOScheduler  # no early stops (docstring)
     name = f"{experiment_name}-{time.strftime('%Y%m%d-%H%M%S')}"
     return tune.Tuner(
         trainable,
         param_space=dict(param_space) if param_space is not None else None,
         tune_config=tune.TuneConfig(search_alg=search_alg, scheduler=scheduler, num_samples=num_samples, **metric,
-                                    max_concurrent_trials=cfg.ray.max_concurrent or None, reuse_actors=reuse,
+                                    max_concurrent_trials=cfg.ray.max_concurrent or None,
+                                    reuse_actors=scheduler is None,
                                     trial_dirname_creator=short_dirname),
         run_config=tune.RunConfig(name=name, storage_path=_storage(cfg, study_dir), verbose=0, stop=make_stopper(),
                                   failure_config=tune.FailureConfig(max_failures=cfg.ray.max_failures),

@@ -106,11 +106,12 @@ def _signature(space: Mapping[str, tuple[float, float]], fixed: dict, label: str
 
 
 def _scheduler(asha: Mapping[str, float] | None, budget: float):
-    """ASHA on val_loss with time = tokens (``asha`` reduction > 1), else FIFO (every trial runs its budget)."""
-    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
+    """ASHA on val_loss with time = tokens (``asha`` reduction > 1), else None: Tune's FIFO, every trial runs its
+    budget (and, stopped by no scheduler, reuses its actor: ``runner.make_tuner``)."""
+    from ray.tune.schedulers import ASHAScheduler
 
     if not asha or asha.get("reduction", 1) <= 1:
-        return FIFOScheduler()
+        return None
     # max_t just above the budget: ASHA stops a trial that reaches max_t at once, which would cut off the final
     # report (and the ledger record) of trials that ran their whole budget.
     return ASHAScheduler(time_attr="tokens", max_t=budget + 1.0,

@@ -1,8 +1,8 @@
 """The demo chain and its report: one run serving two sweeps, and a first screen a newcomer can read.
 
 Properties:
-- ``share_runs`` gives a planned trial the ledger record of a finished run with the same config digest (status ok
-  only), never overwrites a record, and says where the record came from;
+- ``share_runs`` gives a planned trial the ledger record and the learning curve of a finished run with the same config
+  digest (status ok only), never overwrites a record, and says where the record came from;
 - a smoke-sized demo (real Ray, Optuna, training; run by test_demo_signals, which stops it twice and resumes it:
   ``check_report``) reuses tune-small's best trial as PT's scaling point at the tuning width and the verification
   base as PT's point at the verification width, without training them again; its report opens with the summary
@@ -32,6 +32,8 @@ def _rec(key: str, status: str = "ok", loss: float = 5.9) -> dict:
 def test_share_runs_reuses_only_finished_identical_configs(tmp_path):
     root = tmp_path / "demo"
     write_json(root / "tune-small" / "trials" / "aaaa111111" / "final.json", _rec("aaaa111111"))
+    curve = '{"step": 100, "context_gain": 0.2}\n{"step": 200, "context_gain": 0.4}\n'
+    (root / "tune-small" / "trials" / "aaaa111111" / "history.jsonl").write_text(curve)
     write_json(root / "tune-small" / "trials" / "cccc333333" / "final.json", _rec("cccc333333", "early_stopped"))
     write_json(root / "verify-transfer" / "trials" / "base-s0-bbbb222222" / "final.json", _rec("base-s0-bbbb222222"))
     write_json(root / "scaling-curves" / "trials" / "final-pt-rank-w64-s1-dddd444444" / "final.json",
@@ -50,6 +52,8 @@ def test_share_runs_reuses_only_finished_identical_configs(tmp_path):
     rec = read_ledger(dst, "final-pt-rank-w32-s0-aaaa111111")
     assert rec["trial_key"] == "final-pt-rank-w32-s0-aaaa111111" and rec["shared_from"] == "tune-small/aaaa111111"
     assert rec["test_loss"] == pytest.approx(6.0)
+    assert (dst / "trials" / "final-pt-rank-w32-s0-aaaa111111" / "history.jsonl").read_text() == curve  # its curve
+    assert not (dst / "trials" / "final-pt-rank-w64-s0-bbbb222222" / "history.jsonl").exists()  # none to copy
     assert read_ledger(dst, "final-pt-rank-w64-s1-dddd444444")["val_loss"] == 7.0
     assert read_ledger(dst, "final-pt-rank-w32-s1-cccc333333") is None
     assert read_ledger(dst, "final-pt-rank-w128-s0-eeee555555") is None

@@ -1,6 +1,6 @@
 """Each model's own seed spread in a difference (``analysis.model_spread``), against scipy: Welch's interval when a
-model has one cell, the Welch-Satterthwaite df with per-model variances pooled over scales, and the seed count that
-would decide a measured difference."""
+model has one cell, the Welch-Satterthwaite df with per-model variances pooled over scales, the seed count that
+would decide a measured difference, and the exit table's per-seed cells."""
 
 from __future__ import annotations
 
@@ -70,3 +70,11 @@ def test_an_undecided_claim_names_the_seeds_that_would_decide_it():
     assert "**PT beats BERT at every scale** - as run: **undecided: the interval includes 0 (N = 64)**" in text
     assert f"; {d['seeds_to_decide']} seeds per model would decide this difference at these spreads" in text
     assert "**UT beats PT at every scale**: not tested" in text
+
+
+def test_the_exit_table_says_when_a_cell_has_fewer_curves_than_seeds():
+    summary = {"seeds": [0, 1], "budget_check": {"threshold": 1.0, "crossings": {
+        "bert at scale 32": [1200.0, math.inf], "pt at scale 32": [2400.0]}}}
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in claims.exit_lines(summary) if line.startswith("| ")}
+    assert rows["bert at scale 32"] == "| bert at scale 32 | 1,200, never | n/a |"
+    assert rows["pt at scale 32"] == "| pt at scale 32 | 2,400 (1 of 2 seeds have a curve) | n/a |"

@@ -87,4 +87,5 @@ def test_cpu_run_logs_update_sizes_per_role_and_no_gpu_metrics(cache_dir: Path, 
         assert "mfu" not in row and "gpu_peak_mem_gib" not in row and row["tokens_per_s"] > 0
     assert m["mfu"] is None and m["gpu_peak_mem_gib"] is None
     assert (m["tf32"], m["adamw"], m["compile"], m["device_name"]) == (False, "foreach", "none", "cpu")
+    assert m["cpu_capability"] == torch.backends.cpu.get_cpu_capability() != ""  # the kernel set of these numbers
     assert m["micro_batch_size"] == cfg.train.batch_size and m["start_step"] == 0

@@ -63,7 +63,7 @@ def others_lines(summary: Mapping, claimed: tuple[str, ...] = ("bert", "ut")) ->
 
 def exit_lines(summary: Mapping) -> list[str]:
     """Markdown table: each (model, scale)'s exit step per seed (first evaluation at the threshold; never = not
-    within the budget) and their spread (latest - earliest)."""
+    within the budget) and their spread (latest - earliest); a cell with fewer curves than seeds says how many."""
     check = summary.get("budget_check") or {}
     crossings, seeds = check.get("crossings") or {}, summary.get("seeds", [])
     if not crossings:
@@ -76,6 +76,8 @@ def exit_lines(summary: Mapping) -> list[str]:
 
     for cell, steps in sorted(crossings.items(), key=lambda kv: order(kv[0])):
         shown = ", ".join("never" if math.isinf(s) else f"{s:,.0f}" for s in steps)
-        spread = max(steps) - min(steps) if steps else math.nan
+        if seeds and len(steps) != len(seeds):  # a run without a learning curve (failed before its first one)
+            shown += f" ({len(steps)} of {len(seeds)} seeds have a curve)"
+        spread = max(steps) - min(steps) if len(steps) > 1 else math.nan  # one seed has no spread
         out.append(f"| {cell} | {shown} | {'n/a' if not math.isfinite(spread) else f'{spread:,.0f}'} |")
     return out + [""]

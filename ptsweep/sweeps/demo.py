@@ -6,6 +6,7 @@ in ``<out_dir>/demo/<sweep>/``, then ``<out_dir>/demo/report.md``; a run identic
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -45,8 +46,8 @@ def planned_pt_finals(cfg: RunConfig) -> dict[str, str]:
 
 def share_runs(root: Path, dst_stage: str, planned: dict[str, str]) -> list[dict]:
     """A planned trial of ``dst_stage`` whose config digest (the trial key after its label) is a finished run (status
-    ok) of an earlier stage gets that run's ledger record (with ``shared_from``) instead of training again. Returns
-    one {trial_key, label, from} per shared record."""
+    ok) of an earlier stage gets that run's ledger record (with ``shared_from``) and its learning curve
+    (``history.jsonl``) instead of training again. Returns one {trial_key, label, from} per shared record."""
     index = {}
     for stage in ("tune-small", "verify-transfer"):
         done = results.ledger_records(root / stage)
@@ -58,7 +59,11 @@ def share_runs(root: Path, dst_stage: str, planned: dict[str, str]) -> list[dict
         if hit is None or read_ledger(root / dst_stage, key) is not None:
             continue
         stage, src_key = hit
-        write_json(trial_dir(root / dst_stage, key) / "final.json",
+        src, dst = trial_dir(root / stage, src_key), trial_dir(root / dst_stage, key)
+        if (src / "history.jsonl").is_file():  # the same config's in-loop evaluations: the run's learning curve
+            dst.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src / "history.jsonl", dst / "history.jsonl")
+        write_json(dst / "final.json",
                    {**read_ledger(root / stage, src_key), "trial_key": key, "label": label,
                     "shared_from": f"{stage}/{src_key}"})
         shared.append({"trial_key": key, "label": label, "from": f"{stage}/{src_key}"})

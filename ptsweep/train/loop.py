@@ -144,6 +144,7 @@ def _setup(cfg: RunConfig, tracker, run_dir: Path, t_start: float, probes: Seque
         "vocab_size": int(V),
         "device": str(device),
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),  # ATen's CPU kernel set: CPU numbers depend on it
         "run_dir": str(run_dir),
         "tf32": tf32,
         "compile": tc.compile_mode,

@@ -79,8 +79,10 @@ def test_the_context_gate_keeps_its_reason_where_both_apply():
     assert gated["64"]["reason"] == framings.NO_CONTEXT.format(models="bert") and "plateau" not in gated["64"]
     late_only = framings.gate(per, ("pt", "bert"), {("pt", "64"), ("bert", "64")}, {}, {("bert", "64"): LATE_64})
     assert late_only["64"]["plateau"] == ["bert"] and per["64"]["decided"] == "a_lower"  # the input is not changed
-    assert lc.plateau_text(None).startswith("Plateau gate: off") and "withheld" in lc.plateau_text({})
-    assert lc.plateau_text({"bert at scale 64": LATE_64}).endswith(f"comparisons of bert at scale 64 ({LATE_64}).")
+    assert lc.plateau_text(None, 4).startswith("Plateau gate: off")
+    assert "all 4 (model, scale) cells with learning curves reached" in lc.plateau_text({}, 4)
+    assert lc.plateau_text({}, 0) == "Plateau gate: no reported run has a learning curve yet, so it has judged nothing."
+    assert lc.plateau_text({"bert at scale 64": LATE_64}, 4).endswith(f"comparisons of bert at scale 64 ({LATE_64}).")
 
 
 def test_the_gate_settings_are_checked_and_the_demo_turns_it_off():

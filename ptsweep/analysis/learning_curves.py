@@ -94,12 +94,16 @@ def plateau_cells(curves: pd.DataFrame, budget_steps: int, threshold: float = 1.
     return out
 
 
-def plateau_text(late: dict[str, str] | None) -> str:
-    """The plateau gate in one sentence; ``late``: "<series> at scale <s>" -> why (:func:`plateau_cells`), None: off."""
+def plateau_text(late: dict[str, str] | None, judged: int) -> str:
+    """The plateau gate in one sentence; ``late``: "<series> at scale <s>" -> why (:func:`plateau_cells`), None: off;
+    ``judged``: how many (series, scale) cells have learning curves (the others are not judged)."""
     if late is None:
         return "Plateau gate: off (sweep.plateau_gate=false): comparisons with a model still leaving its plateau count."
+    if not judged:
+        return "Plateau gate: no reported run has a learning curve yet, so it has judged nothing."
     if not late:
-        return "Plateau gate: every model reached the threshold in time; no comparison is withheld for it."
+        return (f"Plateau gate: all {judged} (model, scale) cells with learning curves reached the threshold in time; "
+                "no comparison is withheld for it.")
     return ("Plateau gate: no verdict from the comparisons of " + "; ".join(f"{cell} ({why})" for cell, why in
                                                                         late.items()) + ".")
 

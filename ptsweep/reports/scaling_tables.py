@@ -106,7 +106,8 @@ def report_lines(table: pd.DataFrame, split: str, summary: dict) -> list[str]:
     :func:`context_lines`, the budget check, plateau gate and exit steps, then ``framings.report_lines``."""
     budget = [learning_curves.budget_text(summary["budget_check"]), ""] if "budget_check" in summary else []
     if "plateau_late" in summary:
-        budget += [learning_curves.plateau_text(summary["plateau_late"]), ""]
+        judged = len((summary.get("budget_check") or {}).get("crossings") or {})
+        budget += [learning_curves.plateau_text(summary["plateau_late"], judged), ""]
     return [*claims.claim_lines(summary), *claims.others_lines(summary), *context_lines(table, split), *budget,
             *claims.exit_lines(summary), *framings_mod.report_lines(summary)]
 

@@ -202,3 +202,33 @@ def test_context_lines_give_a_failed_cells_error_not_an_inf_loss():
                         "2.11e+05 within a factor 1.5")
     assert lines[3].startswith("- modernbert at scale 128: loss 6.7066 (unigram 5.9074, no-context 5.3983); ")
     assert "inf" not in "\n".join(lines) and "nan" not in "\n".join(lines)
+
+
+def test_tuning_rows_keep_the_full_budget_runs_with_their_exit_step(tmp_path):
+    from ptsweep.reports import scaling_tables
+
+    def trial(key, steps, status="ok", gains=()):
+        if gains:
+            hist = tmp_path / "trials" / key / "history.jsonl"
+            hist.parent.mkdir(parents=True)
+            hist.write_text("".join(json.dumps({"step": 100 * (i + 1), "val_loss": 5.0, "context_gain": g}) + "\n"
+                                    for i, g in enumerate(gains)))
+        return {"model": "bert", "scale": 32, "trial_key": key, "optim.lr": float(len(key)) * 1e-3,
+                "steps": steps, "status": status, "search_round": 0 if status == "ok" else None,
+                "val_loss": 4.5 if status == "ok" else None, "test_loss": 4.6 if status == "ok" else None,
+                "test_context_gain": 1.2 if status == "ok" else None, "test_context_gain_se": 0.04}
+
+    table = pd.DataFrame([trial("a", 400, gains=[0.2, 1.1, 1.4, 1.3]),   # crosses +1 at step 200
+                          trial("bb", 400, gains=[0.5, 1.2, 0.3, 0.4]),  # crosses at 200, ends below
+                          trial("ccc", 200, gains=[0.1, 0.2]),           # early-stopped: not a budget run
+                          trial("dddd", None, status="missing")])
+    rows = {r["lr"]: r for r in scaling_tables.tuning_rows(table, tmp_path, 400, 1.0, full_searches=True)}
+    assert sorted(rows) == [1e-3, 2e-3, 4e-3]
+    assert (rows[1e-3]["exit_step"], rows[1e-3]["fell_back"]) == (200, False)
+    assert (rows[2e-3]["exit_step"], rows[2e-3]["fell_back"]) == (200, True)
+    assert rows[4e-3]["status"] == "missing" and math.isnan(rows[4e-3]["val_loss"])
+    assert [r["lr"] for r in scaling_tables.tuning_rows(table, tmp_path, 400, 1.0, full_searches=False)] == [1e-3, 2e-3]
+    lines = scaling_tables.tuning_lines({"tuning_runs": list(rows.values()), "search_training_seed": 4,
+                                         "budget_check": {"threshold": 1.0}})
+    assert "| bert at scale 32 | 0.002 | 0 | 4.500 | 4.600 | +1.200 ± 0.040 | 200 (below +1 at the end) |" in lines
+    assert "| bert at scale 32 | 0.004 | 0 | missing | | | |" in lines and "training seed 4" in lines[0]

@@ -1,6 +1,7 @@
 """scaling-curves' tables and report text: one row per run (:func:`runs_table`, scored on the test split when every
 run has one), one row per series x scale with seed means and 95 % t intervals (:func:`cells`), and the report's
-lines (:func:`report_lines`: each cell's loss beside the context-free baselines, the budget check, the framings).
+lines (:func:`report_lines`: each cell's loss beside the context-free baselines, the budget check, the framings, and
+the full-budget tuning runs, :func:`tuning_rows`).
 """
 
 from __future__ import annotations
@@ -109,7 +110,51 @@ def report_lines(table: pd.DataFrame, split: str, summary: dict) -> list[str]:
         judged = len((summary.get("budget_check") or {}).get("crossings") or {})
         budget += [learning_curves.plateau_text(summary["plateau_late"], judged), ""]
     return [*claims.claim_lines(summary), *claims.others_lines(summary), *context_lines(table, split), *budget,
-            *claims.exit_lines(summary), *framings_mod.report_lines(summary)]
+            *claims.exit_lines(summary), *framings_mod.report_lines(summary), *tuning_lines(summary)]
+
+
+def tuning_rows(lr_table: pd.DataFrame, sdir: Path, budget_steps: int, threshold: float,
+                full_searches: bool) -> list[dict]:
+    """One row per LR-tuning trial that ran the whole budget (and, when ``full_searches`` says every search trial
+    runs it, per trial still missing): model, scale, LR, search round, status, validation and test loss, test
+    context gain ± SE, the first in-loop evaluation with ``threshold`` nats of context gain (inf: never; nan: no
+    curve) and whether the last one is below it again. Shorter (early-stopped or fractional) trials are left out."""
+    from ptsweep.results import read_curve
+
+    rows = []
+    for _, r in lr_table.iterrows():
+        if not (r.get("steps") == budget_steps or (full_searches and r["status"] == "missing")):
+            continue
+        curve = pd.DataFrame(read_curve(sdir / "trials" / str(r["trial_key"]) / "history.jsonl"))
+        exit_step = learning_curves.crossing_step(curve, threshold) if len(curve) else math.nan
+        fell = bool(math.isfinite(exit_step) and curve["context_gain"].iloc[-1] < threshold)  # lost it again
+        num = pd.to_numeric(r.reindex(["search_round", "val_loss", "test_loss", "test_context_gain",
+                                       "test_context_gain_se"]), errors="coerce").astype(float)  # None -> nan
+        rows.append({"model": str(r["model"]), "scale": int(r["scale"]), "lr": float(r["optim.lr"]),
+                     "round": int(0 if math.isnan(num["search_round"]) else num["search_round"]),
+                     "status": str(r["status"]), "exit_step": exit_step, "fell_back": fell, **num.drop("search_round").to_dict()})
+    return sorted(rows, key=lambda x: (x["model"], x["scale"], x["lr"]))
+
+
+def tuning_lines(summary: dict) -> list[str]:
+    """Markdown table of :func:`tuning_rows` (``summary["tuning_runs"]``); none without rows."""
+    rows = summary.get("tuning_runs") or []
+    if not rows:
+        return []
+    out = [f"Tuning runs at the full budget (training seed {summary.get('search_training_seed')}, one run each: they choose the "
+           f"LRs, they compare no models):", "", "| model at scale | LR | round | validation | test | "
+           "test context gain | +1 nat at step |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        head = f"| {r['model']} at scale {r['scale']} | {r['lr']:g} | {r['round']} |"
+        if r["status"] != "ok":
+            out.append(f"{head} {r['status']} | | | |")
+            continue
+        step = r["exit_step"]
+        shown = "no curve" if math.isnan(step) else "never" if math.isinf(step) else f"{step:,.0f}"
+        shown += f" (below {summary['budget_check']['threshold']:+g} at the end)" if r["fell_back"] else ""
+        out.append(f"{head} {r['val_loss']:.3f} | {r['test_loss']:.3f} | {r['test_context_gain']:+.3f} ± "
+                   f"{r['test_context_gain_se']:.3f} | {shown} |")
+    return [*out, ""]
 
 
 def context_lines(table: pd.DataFrame, split: str) -> list[str]:

@@ -120,6 +120,8 @@ def run(cfg: RunConfig) -> Path:
                "match": sweep_cfg.match, "framing_level": 0.95, **comp,
                "budget_check": learning_curves.budget_check(curves, num_steps(cfg), *plateau),
                "plateau_late": None if late is None else {f"{m} at scale {s}": w for (m, s), w in late.items()},
+               "tuning_runs": scaling_tables.tuning_rows(lr_table, sdir, num_steps(cfg), plateau[0],
+                                                         sweep_cfg.baseline.search_frac == 1.0) if len(lr_table) else [],
                **_settings(cfg, plan, provenance, present, vocab),
                "transfer_file": str(tpath) if tpath else None, "transfer_provenance": provenance,
                "transfer_mismatch": provenance.get("mismatch", {}), "transferred": transferred,
@@ -343,7 +345,8 @@ def _settings(cfg: RunConfig, plan: _Plan, provenance: dict, present: list[str],
             "baseline_search_space": {k: list(v) for k, v in baseline_tuning.search_space(cfg).items()},
             "lr_search": plan.lr_info, "vocab_size": vocab, "scales": list(sweep_cfg.scales),
             "models": list(sweep_cfg.models), "scaling": sweep_cfg.scaling, "tokens": cfg.train.tokens,
-            "baseline_search_tokens": baseline_tuning.search_tokens(cfg)}
+            "baseline_search_tokens": baseline_tuning.search_tokens(cfg),
+            "search_training_seed": baseline_tuning.search_training_seed(cfg)}
 
 
 def _tuning_effort(cfg: RunConfig, provenance: dict, lr_info: dict[str, dict], present: list[str]) -> dict:

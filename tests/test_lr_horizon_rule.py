@@ -32,11 +32,12 @@ def tfile(tmp_path) -> Path:
     return path
 
 
-def _results(tmp_path, name="pt", parametrization="mup_sp", steps=(4, 16, 64), beta=0.5) -> Path:
+def _results(tmp_path, name="pt", parametrization="mup_sp", steps=(4, 16, 64), beta=0.5, beta_range=(0.3, 0.7),
+             **doc) -> Path:
     path = tmp_path / "horizon.json"
-    path.write_text(json.dumps({"sweep": "lr-horizon", "data": "shakespeare", "fits": {name: {
+    path.write_text(json.dumps({"sweep": "lr-horizon", "data": "shakespeare", **doc, "fits": {name: {
         "model": {"name": name, "parametrization": parametrization, "width": 64}, "steps": list(steps),
-        "beta": beta, "beta_range": [0.3, 0.7]}}}))
+        "beta": beta, "beta_range": list(beta_range) if beta_range else None}}}))
     return path
 
 
@@ -101,12 +102,16 @@ def test_beta_from_an_lr_horizon_results_file(tmp_path, tfile, capsys):
     ("short budgets", "do not bracket the target budget of 64 steps"),
     ("not a study", "is not an lr-horizon study's horizon.json"),
     ("no beta", "has no finite beta"),
+    ("negative beta", "fits beta -0.4 < 0 for pt (mup_sp): its optima rise with the budget"),
+    ("no power law", "no power law passes through every budget's bracket"),
     ("missing", "cannot read"),
 ])
 def test_bad_results_files_are_one_line_errors(tmp_path, tfile, case, match):
     res = {"another model": lambda: _results(tmp_path, name="bert", parametrization="sp"),
            "short budgets": lambda: _results(tmp_path, steps=(1, 4, 16)),
            "no beta": lambda: _results(tmp_path, beta=None),
+           "negative beta": lambda: _results(tmp_path, beta=-0.4, beta_range=(-0.9, 0.1)),
+           "no power law": lambda: _results(tmp_path, beta_range=None),
            "missing": lambda: tmp_path / "nowhere.json"}.get(case)
     path = res() if res else tmp_path / "x.json"
     if case == "not a study":
@@ -124,3 +129,13 @@ def test_extrapolation_past_the_measured_budgets_is_allowed_only_on_purpose(tmp_
                        f"sweep.horizon.results={res}", "sweep.horizon.extrapolate=4"])
     values, _, _ = read_transfer(cfg)
     assert math.isclose(values["optim.lr"], 0.01)
+
+
+def test_an_open_beta_range_and_another_batch_shape_are_said(tmp_path, tfile, capsys):
+    res = _results(tmp_path, beta_range=(0.3, math.inf), batch_size=16, seq_len=64)
+    values, _, _ = read_transfer(cli.compose(["preset=smoke", f"sweep.transfer_file={tfile}", LONG,
+                                              "sweep.horizon.rule=power", f"sweep.horizon.results={res}"]))
+    out = capsys.readouterr().out
+    assert values["optim.lr"] == pytest.approx(0.01)
+    assert "its range [0.30, inf] gives optim.lr 0.0132 (open on one side: an optimum on a grid edge)" in out
+    assert "measured at batch 16 x 64, this run 8 x 32: beta is per optimizer step" in out

@@ -64,13 +64,21 @@ def apply(cfg: RunConfig, values: dict[str, float], provenance: dict, source: Pa
     new = scale_lr(lr, tuned, target, beta)
     provenance["horizon"] = {"rule": "power", "beta": beta, "source": why, "tuned_steps": tuned,
                              "target_steps": target, "lr_tuned": lr, "lr": new, "beta_range": fit.get("beta_range")}
-    rng = fit.get("beta_range")
-    spread = (f"; its range [{rng[0]:.2f}, {rng[1]:.2f}] gives optim.lr {scale_lr(lr, tuned, target, rng[1]):.4g}"
-              f"-{scale_lr(lr, tuned, target, rng[0]):.4g}" if rng and all(map(math.isfinite, rng)) else "")
     print(f"horizon rule power: optim.lr {lr:.4g} tuned at {tuned:,.0f} steps -> {new:.4g} at {target:,.0f} steps "
-          f"(x ({target:,.0f} / {tuned:,.0f})^-{beta:.3g} = {new / lr:.3g}); beta {beta:.3g} {why}{spread}",
+          f"(x ({target:,.0f} / {tuned:,.0f})^-{beta:.3g} = {new / lr:.3g}); beta {beta:.3g} {why}"
+          f"{_range_text(fit.get('beta_range'), lr, tuned, target)}",
           flush=True)
     return {**values, "optim.lr": new}
+
+
+def _range_text(rng: list[float] | None, lr: float, tuned: float, target: float) -> str:
+    """'; its range [a, b] gives optim.lr x-y' for the fit's beta range (an infinite end: open on that side)."""
+    if not rng:
+        return ""
+    lrs = sorted(scale_lr(lr, tuned, target, b) for b in rng if math.isfinite(b))
+    open_side = " (open on one side: an optimum on a grid edge)" if len(lrs) < 2 else ""
+    return (f"; its range [{rng[0]:.2f}, {rng[1]:.2f}] gives optim.lr {'-'.join(f'{x:.4g}' for x in lrs)}"
+            f"{open_side}")
 
 
 def beta_of(cfg: RunConfig, tuned: float, target: float) -> tuple[float, str, dict]:
@@ -87,10 +95,20 @@ def beta_of(cfg: RunConfig, tuned: float, target: float) -> tuple[float, str, di
                              f"bracket the {what} budget of {t:,.0f} steps; measure a budget past it, or set "
                              f"sweep.horizon.extrapolate >= {max(lo / t, t / hi):.3g} to extrapolate on purpose")
     m = fit["model"]
-    where = f"from {path} ({m['name']} {m.get('parametrization', '')} width {m.get('width')} on {doc.get('data')}, " \
-            f"budgets {lo:,.0f}-{hi:,.0f} steps" + (f"; this run trains on {cfg.data.name}"
-                                                    if doc.get("data") != cfg.data.name else "") + ")"
+    corpus = f"; this run trains on {cfg.data.name}" if doc.get("data") != cfg.data.name else ""
+    where = (f"from {path} ({m['name']} {m.get('parametrization', '')} width {m.get('width')} on {doc.get('data')}, "
+             f"budgets {lo:,.0f}-{hi:,.0f} steps{corpus}{_shape_note(cfg, doc)})")
     return float(fit["beta"]), where, fit
+
+
+def _shape_note(cfg: RunConfig, doc: Mapping[str, Any]) -> str:
+    """'; measured at batch B x L, this run B' x L' ...' when the study's batch shape differs ('' otherwise)."""
+    there = (doc.get("batch_size"), doc.get("seq_len"))
+    here = (cfg.train.batch_size, cfg.data.seq_len)
+    if None in there or tuple(map(int, there)) == here:
+        return ""
+    return (f"; measured at batch {there[0]} x {there[1]}, this run {here[0]} x {here[1]}: beta is per optimizer "
+            f"step")
 
 
 def model_fit(cfg: RunConfig, path: Path) -> tuple[dict, dict]:
@@ -114,4 +132,12 @@ def model_fit(cfg: RunConfig, path: Path) -> tuple[dict, dict]:
     if not isinstance(fits[0].get("beta"), (int, float)) or not math.isfinite(fits[0]["beta"]):
         raise SweepError(f"sweep.horizon.results: {path} has no finite beta for {name} ({par}): "
                          f"{fits[0].get('note') or 'too few budgets with an optimum'}")
+    if fits[0]["beta"] < 0:
+        raise SweepError(f"sweep.horizon.results: {path} fits beta {fits[0]['beta']:.3g} < 0 for {name} ({par}): "
+                         f"its optima rise with the budget, and the rule never raises an LR for a longer run; read "
+                         f"its report, or set sweep.horizon.beta by hand")
+    if "beta_range" in fits[0] and not fits[0]["beta_range"]:
+        raise SweepError(f"sweep.horizon.results: {path}: no power law passes through every budget's bracket for "
+                         f"{name} ({par}), so its beta {fits[0]['beta']:.3g} describes no measured optimum; read its "
+                         f"report, or set sweep.horizon.beta by hand")
     return fits[0], doc

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from ptsweep import cli
 from ptsweep.analysis import horizon
@@ -166,3 +167,47 @@ def test_report_marks_collapses_and_brackets_the_optimum():
     assert marks[0.02] == marks[0.01] == marks[0.005] == ""
     assert marks[0.04].startswith("collapsed (context gain +0.40")
     assert marks[0.08].startswith("collapsed (above the unigram") and marks[0.16] == "diverged"
+
+
+def test_vertex_lr_is_the_parabolas_vertex_and_none_at_an_edge():
+    lrs = [2.5e-3, 5e-3, 1e-2, 2e-2, 4e-2]
+    u_star = math.log(7e-3)  # a loss exactly quadratic in ln lr: the vertex is recovered exactly
+    loss = [4.0 + 0.3 * (math.log(x) - u_star) ** 2 for x in lrs]
+    assert horizon.vertex_lr(lrs, loss) == pytest.approx(7e-3, rel=1e-9)
+    ref = np.polyfit(np.log(lrs[:3]), [4.5, 4.2, 4.4], 2)  # three points: numpy's parabola through them
+    assert horizon.vertex_lr(lrs[:3], [4.5, 4.2, 4.4]) == pytest.approx(math.exp(-ref[1] / (2 * ref[0])))
+    assert horizon.vertex_lr(lrs, [4.0, 4.1, 4.2, 4.3, 4.4]) is None  # the lowest on the grid's edge
+    assert horizon.vertex_lr(lrs, [4.3, 4.1, math.inf, 4.0, 4.2]) is None  # a neighbour diverged
+
+
+def test_slope_interval_is_scipys_regression_with_a_t_interval():
+    rng = np.random.default_rng(0)
+    steps = [1200, 1200, 4800, 4800, 19200, 19200]
+    eta = [0.02 * (t / 1200) ** -0.4 * math.exp(rng.normal(0, 0.2)) for t in steps]
+    got = horizon.slope_interval(steps, eta)
+    ref = stats.linregress(np.log(steps), np.log(eta))
+    q = stats.t.ppf(0.975, len(steps) - 2)
+    assert got["beta"] == pytest.approx(-ref.slope) and got["beta_se"] == pytest.approx(ref.stderr)
+    assert got["beta_ci"] == pytest.approx([-ref.slope - q * ref.stderr, -ref.slope + q * ref.stderr])
+    assert got["df"] == 4
+    with pytest.raises(ValueError, match=">= 3 seed optima"):
+        horizon.slope_interval([1200, 4800], [0.02, 0.01])
+
+
+def test_the_fit_over_seed_optima_recovers_each_seeds_vertex():
+    lrs = [2.5e-3, 5e-3, 1e-2, 2e-2, 4e-2]
+    truth = {(1200, 0): 1.3e-2, (1200, 1): 1.1e-2, (4800, 0): 7e-3, (4800, 1): 8e-3, (19200, 0): 4.5e-3,
+             (19200, 1): 3.6e-3}  # each seed's loss is exactly quadratic in ln lr around its own optimum
+    rows = [{"model": "pt", "steps": t, "seed": s, "optim.lr": x, "status": "ok", "context_gain": 1.5,
+             "context_gain_se": 0.03, "val_loss": 4.0 + 0.2 * (math.log(x) - math.log(e)) ** 2}
+            for (t, s), e in truth.items() for x in lrs]
+    df = pd.DataFrame(rows)
+    budgets = {t: lr_horizon_report.budget_result(g, unigram=6.3, collapse_frac=0.5) for t, g in df.groupby("steps")}
+    assert budgets[4800]["seed_opt"] == pytest.approx([7e-3, 8e-3], rel=1e-9)
+    fit = lr_horizon_report.model_fit(budgets)
+    ref = stats.linregress(np.log([t for t, _ in truth]), np.log(list(truth.values())))
+    assert fit["beta_seeds"] == pytest.approx(-ref.slope) and fit["n_seed_optima"] == 6 and fit["df"] == 4
+    half = stats.t.ppf(0.975, 4) * ref.stderr
+    assert fit["beta_ci"] == pytest.approx([-ref.slope - half, -ref.slope + half])
+    line = lr_horizon_report._fit_line("pt", fit)
+    assert f"over the 6 seed optima between grid points (parabola in ln eta) beta {-ref.slope:+.3g}" in line

@@ -15,6 +15,7 @@ import yaml
 
 from ptsweep import cli
 from ptsweep.config import TRANSFER_KEYS
+from ptsweep.errors import SweepError
 from ptsweep.sweeps.transfer import read_transfer, transfer_settings
 
 pytest.importorskip("ray")
@@ -48,8 +49,12 @@ def test_smoke_study_runs_on_ray_and_its_fit_drives_the_rule(tmp_path, capsys):
     tfile = tmp_path / "transfer.yaml"
     tfile.write_text(yaml.safe_dump({"values": {k: (0.02 if k == "optim.lr" else 1.0) for k in TRANSFER_KEYS},
                                      "provenance": {"settings": transfer_settings(cfg)}}))
-    values, prov, _ = read_transfer(cli.compose(["preset=smoke", f"sweep.transfer_file={tfile}", "train.tokens=1024",
-                                                 "sweep.horizon.rule=power",
-                                                 f"sweep.horizon.results={sdir / 'horizon.json'}"]))
+    rule = cli.compose(["preset=smoke", f"sweep.transfer_file={tfile}", "train.tokens=1024",
+                        "sweep.horizon.rule=power", f"sweep.horizon.results={sdir / 'horizon.json'}"])
+    if pt["beta"] < 0 or not pt["beta_range"]:  # optima of 1-16 steps that the rule refuses (CPU-dependent)
+        with pytest.raises(SweepError, match="sweep.horizon.results: .*(< 0|no power law)"):
+            read_transfer(rule)
+        return
+    values, prov, _ = read_transfer(rule)
     assert values["optim.lr"] == pytest.approx(0.02 * (4 / 16) ** -pt["beta"])
     assert prov["horizon"]["beta"] == pytest.approx(pt["beta"]) and "horizon rule power" in capsys.readouterr().out

@@ -12,6 +12,11 @@ x = ln(T / T0), y = ln eta (T0 = the smallest budget):
   every two do, so beta is allowed iff beta (x_i - x_j) <= ln hi_j - ln lo_i for every pair: beta_max is the least
   (ln hi_j - ln lo_i) / (x_i - x_j) over x_i > x_j, beta_min the largest (ln lo_i - ln hi_j) / (x_j - x_i) over
   x_i < x_j; an empty range means no power law passes through every bracket;
+- :func:`vertex_lr`: one seed's optimum between grid points: the vertex of the parabola in ln eta through the grid's
+  lowest loss and its two neighbours (none at a grid edge);
+- :func:`slope_interval`: (H1) by least squares on every seed's :func:`vertex_lr` at every budget, with the t interval
+  of beta (df = n - 2): the seeds' scatter, which the brackets of a factor-2 grid cannot resolve (at two grid steps
+  per bracket and budgets 16x apart, :func:`beta_range` is never narrower than 2 ln 4 / ln 16 = 1);
 - :func:`scale_lr`: the LR (H1) gives at a target budget from one tuned at another: lr (T_target / T_tuned)^-beta.
 """
 
@@ -68,6 +73,37 @@ def beta_range(steps: Sequence[float], lo: Sequence[float], hi: Sequence[float])
             elif hi_l[j] < lo_l[i]:  # the same budget twice with disjoint brackets
                 return None
     return (b_min, b_max) if b_min <= b_max else None
+
+
+def vertex_lr(lrs: Sequence[float], losses: Sequence[float]) -> float | None:
+    """exp(u*) of the parabola through (ln lr, loss) at the lowest finite loss and its two grid neighbours (``lrs``
+    ascending); None when that loss is at an edge of the grid, a neighbour is not finite, or the three are level."""
+    u, y = np.log(np.asarray(lrs, dtype=float)), np.asarray(losses, dtype=float)
+    if len(u) < 3 or not np.isfinite(y).any():
+        return None
+    i = int(np.nanargmin(np.where(np.isfinite(y), y, np.nan)))
+    if i in (0, len(u) - 1) or not (np.isfinite(y[i - 1]) and np.isfinite(y[i + 1])):
+        return None
+    (u0, u1, u2), (y0, y1, y2) = u[i - 1:i + 2], y[i - 1:i + 2]
+    den = (u1 - u0) * (y1 - y2) - (u1 - u2) * (y1 - y0)
+    if den == 0:
+        return None
+    return math.exp(u1 - 0.5 * ((u1 - u0) ** 2 * (y1 - y2) - (u1 - u2) ** 2 * (y1 - y0)) / den)
+
+
+def slope_interval(steps: Sequence[float], eta: Sequence[float], level: float = 0.95) -> dict:
+    """:func:`fit_power` over every (budget, seed optimum) point plus "beta_se", "beta_ci" (the t interval at
+    ``level``, df = n - 2) and "df". Needs >= 3 points at >= 2 distinct budgets (ValueError otherwise)."""
+    from ptsweep.analysis.blocked_fit import t_ppf
+
+    fit = fit_power(steps, eta)
+    x, y, _ = _logs(steps, eta)
+    if len(x) < 3:
+        raise ValueError("horizon fit: an interval needs >= 3 seed optima")
+    resid = y - (math.log(fit["eta0"]) - fit["beta"] * x)
+    se = math.sqrt(float((resid ** 2).sum()) / (len(x) - 2) / float(((x - x.mean()) ** 2).sum()))
+    q = t_ppf(0.5 + level / 2, len(x) - 2)
+    return {**fit, "beta_se": se, "beta_ci": [fit["beta"] - q * se, fit["beta"] + q * se], "df": len(x) - 2}
 
 
 def scale_lr(lr: float, tuned_steps: float, target_steps: float, beta: float) -> float:

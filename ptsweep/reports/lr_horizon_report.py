@@ -1,7 +1,8 @@
 """The lr-horizon study's analysis and report (``sweeps.lr_horizon`` runs the trials). Per (model, budget): the
 optimum eta* with its plausible set and bracket (the LRs run just outside it; open at an edge), the basin and the
 collapses (diverged, above the unigram loss, or less than ``collapse_frac`` of eta*'s context gain). Per model: the
-fit eta*(T) = eta0 (T / T0)^-beta and the range of beta through every bracket (``analysis.horizon``).
+fit eta*(T) = eta0 (T / T0)^-beta, the range of beta through every bracket and the t interval of beta over the
+seeds' interpolated optima (``analysis.horizon``).
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ def _points(g: pd.DataFrame, unigram: float, collapse_frac: float) -> list[dict]
 
 
 def budget_result(g: pd.DataFrame, unigram: float, collapse_frac: float) -> dict:
-    """eta*, plausible set, bracket, basin, learned context and the points of one (model, budget)."""
+    """eta*, plausible set, bracket, basin, learned context, the points and each seed's interpolated optimum
+    (``seed_opt``, :func:`seed_optima`) of one (model, budget)."""
     points = _points(g, unigram, collapse_frac)
     o = td.optimum(g, "optim.lr", n_boot=200)
     if o.get("x_opt") is None:
@@ -50,11 +52,35 @@ def budget_result(g: pd.DataFrame, unigram: float, collapse_frac: float) -> dict
     above = [x for x in xs if x > o["plausible"][-1]]
     at = next(p for p in points if math.isclose(p["lr"], o["x_opt"]))
     win = basin.window([p["lr"] for p in points], [p["loss"] for p in points])
-    return {"x_opt": o["x_opt"], "plausible": o["plausible"], "bracket": [below[-1] if below else None,
+    return {"x_opt": o["x_opt"], "seed_opt": seed_optima(g), "plausible": o["plausible"],
+            "bracket": [below[-1] if below else None,
                                                                           above[0] if above else None],
             "loss": at["loss"], "context_gain": at["context_gain"], "context_gain_se": at["context_gain_se"],
             "learned": metric_keys.learned_context(at), "rise_half": win.get("rise_lo", math.nan),
             "rise_double": win.get("rise_hi", math.nan), "points": points}
+
+
+def seed_optima(g: pd.DataFrame) -> list[float | None]:
+    """Per seed (ascending) of one (model, budget): ``horizon.vertex_lr`` of its losses over the LRs it ran (a
+    diverged or failed run counts as an infinite loss); None where its lowest loss is on a grid edge."""
+    out = []
+    for _, gs in g.groupby("seed", sort=True):
+        gs = gs.sort_values("optim.lr")
+        loss = np.where(gs["status"] == "ok", gs["val_loss"].astype(float), math.inf)
+        out.append(horizon.vertex_lr(gs["optim.lr"].astype(float).tolist(), loss.tolist()))
+    return out
+
+
+def _seed_interval(budgets: dict[int, dict], have: list[int]) -> dict:
+    """``horizon.slope_interval`` over the seed optima of the budgets ``have`` (keys beta_seeds, beta_ci, df,
+    n_seed_optima, n_seed_edges); no beta_ci with fewer than 3 optima at 2 budgets."""
+    pts = [(t, e) for t in have for e in budgets[t].get("seed_opt", []) if e is not None]
+    edges = sum(e is None for t in have for e in budgets[t].get("seed_opt", []))
+    out = {"n_seed_optima": len(pts), "n_seed_edges": edges}
+    if len(pts) >= 3 and len({t for t, _ in pts}) >= 2:
+        si = horizon.slope_interval([t for t, _ in pts], [e for _, e in pts])
+        out.update(beta_seeds=si["beta"], beta_ci=si["beta_ci"], df=si["df"])
+    return out
 
 
 def model_fit(budgets: dict[int, dict]) -> dict:
@@ -76,7 +102,8 @@ def model_fit(budgets: dict[int, dict]) -> dict:
         notes.append("no context learned at eta* of " + ", ".join(f"{t:,} steps" for t in have
                                                                  if not budgets[t]["learned"])
                      + ": that optimum measures a plateau")
-    return {**fit, "beta_range": list(rng) if rng else None, "note": "; ".join(notes)}
+    return {**fit, **_seed_interval(budgets, have), "beta_range": list(rng) if rng else None,
+            "note": "; ".join(notes)}
 
 
 def analyse(df: pd.DataFrame, cfg: RunConfig, model_shapes: dict[str, dict]) -> dict:
@@ -106,7 +133,8 @@ def horizon_doc(result: dict, cfg: RunConfig, study: str) -> dict:
         have = [t for t in sorted(r["budgets"]) if r["budgets"][t].get("x_opt") is not None]
         fits[model] = {"model": r["model"], "steps": have, "eta_opt": [r["budgets"][t]["x_opt"] for t in have],
                        "brackets": [r["budgets"][t]["bracket"] for t in have],
-                       **{k: r["fit"].get(k) for k in ("beta", "eta0", "T0", "rms_log", "beta_range", "note")}}
+                       **{k: r["fit"].get(k) for k in ("beta", "eta0", "T0", "rms_log", "beta_range", "beta_seeds",
+                                                       "beta_ci", "df", "n_seed_optima", "note")}}
     return {"sweep": "lr-horizon", "study": study, "data": cfg.data.name, "batch_size": cfg.train.batch_size,
             "seq_len": cfg.data.seq_len, "steps": sorted(cfg.sweep.lr_horizon.steps), "fits": fits}
 
@@ -126,8 +154,17 @@ def _fit_line(model: str, f: dict) -> str:
     span = "empty" if rng is None else f"[{rng[0]:.3g}, {rng[1]:.3g}]"
     return (f"- {model}: eta*(T) = eta0 (T / T0)^-beta with beta {f['beta']:+.3g}, eta0 {f['eta0']:.3g}, T0 "
             f"{f['T0']:,.0f} steps (least squares on the grid optima, RMS {f['rms_log']:.2f} in ln eta); beta through "
-            f"every bracket {span}"
-            + (f"; {f['note']}" if f.get("note") else ""))
+            f"every bracket {span}; {_seed_text(f)}" + (f"; {f['note']}" if f.get("note") else ""))
+
+
+def _seed_text(f: dict) -> str:
+    """The fit over the seeds' interpolated optima in words."""
+    edges = f" ({f['n_seed_edges']} on a grid edge left out)" if f.get("n_seed_edges") else ""
+    if f.get("beta_ci") is None:
+        return f"{f.get('n_seed_optima', 0)} seed optima between grid points{edges}: too few for an interval"
+    lo, hi = f["beta_ci"]
+    return (f"over the {f['n_seed_optima']} seed optima between grid points{edges} (parabola in ln eta) beta "
+            f"{f['beta_seeds']:+.3g}, 95 % interval [{lo:+.3g}, {hi:+.3g}] (t, {f['df']} df)")
 
 
 def markdown(summary: dict) -> str:

@@ -133,9 +133,13 @@ def test_extrapolation_past_the_measured_budgets_is_allowed_only_on_purpose(tmp_
 
 def test_an_open_beta_range_and_another_batch_shape_are_said(tmp_path, tfile, capsys):
     res = _results(tmp_path, beta_range=(0.3, math.inf), batch_size=16, seq_len=64)
+    doc = json.loads(res.read_text())
+    doc["fits"]["pt"].update(beta_seeds=0.45, beta_ci=[0.2, 0.7], n_seed_optima=6)
+    res.write_text(json.dumps(doc))
     values, _, _ = read_transfer(cli.compose(["preset=smoke", f"sweep.transfer_file={tfile}", LONG,
                                               "sweep.horizon.rule=power", f"sweep.horizon.results={res}"]))
     out = capsys.readouterr().out
     assert values["optim.lr"] == pytest.approx(0.01)
     assert "its range [0.30, inf] gives optim.lr 0.0132 (open on one side: an optimum on a grid edge)" in out
     assert "measured at batch 16 x 64, this run 8 x 32: beta is per optimizer step" in out
+    assert "; over its 6 seed optima beta 0.45 [0.2, 0.7] (95 %)" in out

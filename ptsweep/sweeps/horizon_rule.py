@@ -66,7 +66,7 @@ def apply(cfg: RunConfig, values: dict[str, float], provenance: dict, source: Pa
                              "target_steps": target, "lr_tuned": lr, "lr": new, "beta_range": fit.get("beta_range")}
     print(f"horizon rule power: optim.lr {lr:.4g} tuned at {tuned:,.0f} steps -> {new:.4g} at {target:,.0f} steps "
           f"(x ({target:,.0f} / {tuned:,.0f})^-{beta:.3g} = {new / lr:.3g}); beta {beta:.3g} {why}"
-          f"{_range_text(fit.get('beta_range'), lr, tuned, target)}",
+          f"{_range_text(fit.get('beta_range'), lr, tuned, target)}{_ci_text(fit)}",
           flush=True)
     return {**values, "optim.lr": new}
 
@@ -79,6 +79,13 @@ def _range_text(rng: list[float] | None, lr: float, tuned: float, target: float)
     open_side = " (open on one side: an optimum on a grid edge)" if len(lrs) < 2 else ""
     return (f"; its range [{rng[0]:.2f}, {rng[1]:.2f}] gives optim.lr {'-'.join(f'{x:.4g}' for x in lrs)}"
             f"{open_side}")
+
+
+def _ci_text(fit: Mapping[str, Any]) -> str:
+    """'; over its N seed optima beta b [lo, hi]' when the fit has the seeds' t interval ('' otherwise)."""
+    ci = fit.get("beta_ci")
+    return (f"; over its {fit.get('n_seed_optima')} seed optima beta {fit['beta_seeds']:.3g} "
+            f"[{ci[0]:.3g}, {ci[1]:.3g}] (95 %)" if ci else "")
 
 
 def beta_of(cfg: RunConfig, tuned: float, target: float) -> tuple[float, str, dict]:

@@ -78,3 +78,23 @@ def test_the_exit_table_says_when_a_cell_has_fewer_curves_than_seeds():
     rows = {line.split(" | ")[0].lstrip("| "): line for line in claims.exit_lines(summary) if line.startswith("| ")}
     assert rows["bert at scale 32"] == "| bert at scale 32 | 1,200, never | n/a |"
     assert rows["pt at scale 32"] == "| pt at scale 32 | 2,400 (1 of 2 seeds have a curve) | n/a |"
+
+
+def test_the_seed_counts_give_about_even_and_80_percent_odds_in_simulation():
+    """Welch tests on simulated seeds at the measured difference and spreads: n seeds decide about half the time,
+    the 80 % count about 80 % of the time, and one seed fewer less often."""
+    va, vb, diff = 0.05**2, 0.15**2, 0.12
+    rng = np.random.default_rng(0)
+
+    def odds(n: int) -> float:
+        a, b = rng.normal(diff, 0.05, (20000, n)), rng.normal(0.0, 0.15, (20000, n))
+        return float((stats.ttest_ind(a, b, axis=1, equal_var=False).pvalue < 0.05).mean())
+
+    even, eighty = seeds_to_decide(diff, va, vb), seeds_to_decide(diff, va, vb, power=0.8)
+    assert (even, eighty) == (9, 16)
+    assert 0.5 <= odds(even) < 0.6 and odds(even - 1) < 0.5
+    assert 0.8 <= odds(eighty) < 0.85 and odds(eighty - 1) < 0.8
+    d = spread_ci([diff] * 3, [0.0, 0.3, -0.3], (va, 2), (vb, 2))
+    assert d["decided"] == "undecided" and (d["seeds_to_decide"], d["seeds_80"]) == (9, 16)
+    assert "; 9 seeds per model would decide this difference at these spreads (an even chance if it is the true " \
+           "difference; 16 for 80 %)" in claims._difference(d)

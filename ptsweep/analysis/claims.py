@@ -44,9 +44,16 @@ def _difference(d: Mapping) -> str:
             f"{d.get('sd_b', math.nan):.3f}, {d.get('n_a')} / {d.get('n_b')} seeds: {framings.decision_text(d)}")
     if d.get("decided") == "undecided" and "seeds_to_decide" in d and not d.get("reason"):  # undecided by noise
         n = d["seeds_to_decide"]
-        text += (f"; {n} seeds per model would decide this difference at these spreads" if n
+        text += (f"; {n} seeds per model would decide this difference at these spreads{_odds(d)}" if n
                  else "; no seed count decides a difference this small at these spreads")
     return text
+
+
+def _odds(d: Mapping) -> str:
+    """' (an even chance if it is the true difference; 12 for 80 %)' after a seed count, '' without one."""
+    n80 = d.get("seeds_80")
+    return (f" (an even chance if it is the true difference; {n80} for 80 %)" if n80
+            else " (an even chance if it is the true difference)")
 
 
 def others_lines(summary: Mapping, claimed: tuple[str, ...] = ("bert", "ut")) -> list[str]:

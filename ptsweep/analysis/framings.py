@@ -349,7 +349,8 @@ def _to_decide(d: Mapping) -> str:
     if "seeds_to_decide" not in d or d.get("decided") != "undecided" or d.get("reason"):
         return ""
     n = d["seeds_to_decide"]
-    return (f" ({n} seeds per model would decide it at these spreads, SD {d['sd_a']:.3f} / {d['sd_b']:.3f})"
+    n80 = f"; {d['seeds_80']} for an 80 % chance" if d.get("seeds_80") else ""
+    return (f" ({n} seeds per model would decide it at these spreads, SD {d['sd_a']:.3f} / {d['sd_b']:.3f}{n80})"
             if n else f" (no seed count decides a difference this small at SD {d['sd_a']:.3f} / {d['sd_b']:.3f})")
 
 

@@ -3,6 +3,8 @@ the difference of two fitted laws at given x, its bootstrap interval, the verdic
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -179,3 +181,48 @@ def test_a_scale_winner_needs_a_decided_interval_against_every_other_model():
     assert noisy["reason"] == "undecided: ut has the lowest loss, but its 95 % interval against pt includes 0"
     alone = framings.winner(cells.iloc[:1], "64", learned, {}, None, {"pt": seeds["pt"]}, quiet_pt)
     assert alone["winner"] is None and alone["reason"] == "undecided: only pt ran at this scale"
+
+
+def _table(pt: dict, bert: dict, seeds: int = 2, sd: float = 0.01, x: dict | None = None) -> pd.DataFrame:
+    """A runs table of PT and BERT at scales 32 / 64 / 128 with their cell losses (nan: every seed failed) and seed
+    noise ``sd``; x of every framing from ``x`` (default 1e6 / 2e6 / 4e6)."""
+    rng, x = np.random.default_rng(0), x or {32: 1e6, 64: 2e6, 128: 4e6}
+    return pd.DataFrame([{"series": m, "scale": s, "seed": k, "loss": law[s] + rng.normal(0, sd),
+                          "params": x[s], "non_embedding_params": x[s], "train_flops": x[s] * 1e3}
+                         for m, law in (("pt", pt), ("bert", bert)) for s in law for k in range(seeds)])
+
+
+def test_one_seed_per_size_gives_no_interval_and_no_verdict():
+    runs = _table({32: 5.0, 64: 4.8, 128: 4.6}, {32: 5.002, 64: 4.802, 128: 4.602}, seeds=1, sd=0.0)
+    r = framings.framings(runs, ["pt"], ["bert"], _learned(runs), {}, n_boot=200)["total"]["pt-bert"]
+    assert r["every_scale"] is None and r["no_noise_at"] == ["32", "64", "128"]
+    for d in r["per_scale"].values():
+        assert np.isnan(d["lo"]) and d["reason"] == framings.NO_NOISE
+        assert d["diff"] == pytest.approx(-0.002, abs=1e-4)  # the fitted laws, not the cells
+    assert "one seed per size, no interval (N = 32, 64, 128)" in framings.verdict_text(None, r["per_scale"])
+    two = _table({32: 5.0, 64: 4.8, 128: 4.6}, {32: 5.3, 64: 5.1, 128: 4.9}, seeds=2, sd=0.001)
+    assert framings.framings(two, ["pt"], ["bert"], _learned(two), {}, n_boot=200)["total"]["pt-bert"][
+        "every_scale"] is True  # with two seeds the same design decides
+
+
+def test_a_scale_where_pt_has_no_finished_run_stays_undecided():
+    runs = _table({32: 4.9, 64: 4.7, 128: math.nan}, {32: 5.2, 64: 5.0, 128: 4.3})
+    learned = _learned(runs) - {("pt", "128")}
+    r = framings.framings(runs, ["pt"], ["bert"], learned, {}, n_boot=200, scales=[32, 64, 128])["total"]["pt-bert"]
+    assert list(r["per_scale"]) == ["32", "64", "128"] and r["every_scale"] is None
+    assert r["per_scale"]["128"]["reason"] == framings.NO_CONTEXT.format(models="pt")
+    assert r["pt_lower_at"] == ["32", "64"]
+
+
+def test_a_cell_that_learned_nothing_anchors_no_curve():
+    """BERT at 32 learned nothing (loss 7.0): fitted without it, PT's x at 64 (0.6e6) lies below BERT's learned
+    range (1e6 .. 4e6), so no verdict there; fitted with it, that cell would have made PT 'lower' by ~1 nat."""
+    runs = _table({64: 5.30, 128: 4.75}, {32: 7.0, 64: 5.0, 128: 4.7},
+                  x={32: 0.5e6, 64: 1e6, 128: 4e6})
+    runs.loc[(runs["series"] == "pt") & (runs["scale"] == 64), "params"] = 0.6e6
+    runs.loc[(runs["series"] == "pt") & (runs["scale"] == 128), "params"] = 1.5e6
+    learned = _learned(runs) - {("bert", "32")}
+    r = framings.framings(runs, ["pt"], ["bert"], learned, {}, n_boot=200)["total"]["pt-bert"]
+    assert r["per_scale"]["64"]["decided"] == "extrapolated" and r["every_scale"] is None
+    everything = framings.framings(runs, ["pt"], ["bert"], _learned(runs), {}, n_boot=200)["total"]["pt-bert"]
+    assert everything["per_scale"]["64"]["decided"] == "a_lower"  # what the nothing-learned cell would have said

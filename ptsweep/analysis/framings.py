@@ -7,8 +7,10 @@ Every framing compares the models on one axis x through their fitted curves (``a
     L_m(x) = a_m x^-b_m [+ c_m]                   fitted to model m's runs (seed replicates) on that axis
     D(x_s) = L_PT(x_s) - L_base(x_s)              at x_s = PT's own x at each PT scale s (negative: PT better)
 
-with the percentile interval (``level``) of D over the two fits' independent residual bootstraps; "extrapolated" (no
-verdict) beyond EXTRAPOLATION_TOL outside the baseline's x range. :func:`gate` leaves a comparison undecided where a
+with the percentile interval (``level``) of D over the two fits' independent residual bootstraps (none, and no
+verdict, when a model has no size with two seeds); "extrapolated" (no verdict) beyond EXTRAPOLATION_TOL outside the
+baseline's x range. Each curve is fitted to the cells that learned context only, so a cell that learned nothing never
+anchors a verdict at another scale. :func:`gate` leaves a comparison undecided where a
 side learned no context, was still leaving its loss plateau, or lost with its best LR on an edge of its tuning range.
 """
 
@@ -39,6 +41,7 @@ PLATEAU = "undecided: {why}, so it was still leaving its plateau"
 MISSING = "undecided: no finished runs of {models} in the results folder yet"
 ALONE = "undecided: only {model} ran at this scale"
 WITHIN_NOISE = "undecided: {model} has the lowest loss, but its 95 % interval against {others} includes 0"
+NO_NOISE = "undecided: a model has one seed per size, so no seed noise to put an interval on"
 CLAIMS = (("pt_beats_bert_at_every_scale", "PT beats BERT at every scale", "pt-bert", "a_lower"),
           ("ut_beats_pt_at_every_scale", "UT beats PT at every scale", "pt-ut", "b_lower"))
 """[S]'s two claims: (summary key, the claim in words, the PT - baseline pair that decides it, the decision that
@@ -143,7 +146,8 @@ def verdict_text(verdict: bool | None, per_scale: Mapping[str, Mapping]) -> str:
     by = every_scale(per_scale)  # its lists leave the gated scales out, except "failed_at"
     gates = set(by["no_context_at"]) | set(by["plateau_at"]) | set(by["lr_edge_at"])
     why = {"no fit": [s for s in by["failed_at"] if s not in gates],
-           "PT's x outside the baseline's range": by["extrapolated_at"], "the interval includes 0": by["undecided_at"]}
+           "PT's x outside the baseline's range": by["extrapolated_at"], "the interval includes 0": by["undecided_at"],
+           "one seed per size, no interval": by.get("no_noise_at", [])}
     parts = [f"{what} (N = {', '.join(scales)})" for what, scales in why.items() if scales]
     if reasons:  # each gate's reason says "undecided: ..." itself
         return "; ".join(reasons + parts)
@@ -162,7 +166,9 @@ def compare_at(x_a: Sequence[float], y_a: Sequence[float], x_b: Sequence[float],
     mid = np.asarray(fa["band"]["mid"]) - np.asarray(fb["band"]["mid"])
     ca, cb = fa.pop("curves"), fb.pop("curves")
     q = (50 * (1 - level), 50 * (1 + level))
-    lo, hi = (np.percentile(ca - cb, q, axis=0) if len(ca) and len(cb) else (np.full(at.size, math.nan),) * 2)
+    noise = _replicated(x_a) and _replicated(x_b)  # a model with one seed per size has no residual to resample
+    lo, hi = (np.percentile(ca - cb, q, axis=0) if noise and len(ca) and len(cb)
+              else (np.full(at.size, math.nan),) * 2)
 
     def in_range(x, xs) -> bool:
         xs = np.asarray(xs, dtype=float)
@@ -176,8 +182,15 @@ def compare_at(x_a: Sequence[float], y_a: Sequence[float], x_b: Sequence[float],
                    else "b_lower" if lo[i] > 0 else "undecided")
         out.append({"x": float(x), "loss_a": float(fa["band"]["mid"][i]), "loss_b": float(fb["band"]["mid"][i]),
                     "diff": float(mid[i]), "lo": float(lo[i]), "hi": float(hi[i]), "decided": decided,
-                    "in_range_a": ra, "in_range_b": rb})
+                    "in_range_a": ra, "in_range_b": rb,
+                    **({"no_noise": True, "reason": NO_NOISE} if decided == "undecided" and not noise else {})})
     return out
+
+
+def _replicated(xs: Sequence[float]) -> bool:
+    """Whether some x among the runs ``xs`` (finite) has two or more runs (seeds)."""
+    xs = np.asarray(xs, dtype=float)
+    return bool(np.unique(xs[np.isfinite(xs)], return_counts=True)[1].max(initial=0) >= 2)
 
 
 def every_scale(per_scale: Mapping[str, Mapping], win: str = "a_lower") -> dict:
@@ -190,39 +203,44 @@ def every_scale(per_scale: Mapping[str, Mapping], win: str = "a_lower") -> dict:
     gated = [s for s, d in per_scale.items() if d.get("no_context")]
     late = [s for s, d in per_scale.items() if d.get("plateau")]
     edged = [s for s, d in per_scale.items() if d.get("lr_edge")]
-    by["undecided"] = [s for s in by["undecided"] if s not in {*gated, *late, *edged, *errors}]
+    noiseless = [s for s, d in per_scale.items() if d.get("no_noise") and s not in {*gated, *late, *edged}]
+    by["undecided"] = [s for s in by["undecided"] if s not in {*gated, *late, *edged, *errors, *noiseless}]
     verdict = (False if by[lose] else True if per_scale and not errors and len(by[win]) == len(per_scale)
                else None)
     return {"every_scale": verdict, "n_scales": len(per_scale), "pt_lower_at": by["a_lower"],
             "baseline_lower_at": by["b_lower"], "undecided_at": by["undecided"],
             "extrapolated_at": by["extrapolated"], "failed_at": errors, "no_context_at": gated,
-            "plateau_at": late, "lr_edge_at": edged}
+            "plateau_at": late, "lr_edge_at": edged, "no_noise_at": noiseless}
 
 
 def framings(runs, pt_series: Sequence[str], baselines: Sequence[str], learned: set[tuple[str, str]],
              edged: Mapping[tuple[str, str], float], late: Mapping[tuple[str, str], str] | None = None,
              absent: set[tuple[str, str]] = frozenset(), n_boot: int = 1000, level: float = 0.95,
-             seed: int = 0) -> dict:
+             seed: int = 0, scales: Sequence = ()) -> dict:
     """{framing: {"<pt series>-<baseline>": {"axis", "per_scale": {scale: compare_at row}, **every_scale}}}.
 
     ``runs``: the scaling-curves runs table (columns series, scale, loss and the FRAMINGS columns); ``learned``
-    (``learned_cells``), ``late`` (``learning_curves.plateau_cells``; None: no plateau gate) and ``edged``
-    (``edge_cells``): every comparison passes :func:`gate`."""
+    (``learned_cells``: the only cells each curve is fitted to), ``late`` (``learning_curves.plateau_cells``; None:
+    no plateau gate) and ``edged`` (``edge_cells``): every comparison passes :func:`gate`. ``scales``: the study's
+    scales, each in every comparison (one where PT has no finished run is undecided, never left out)."""
     out: dict = {}
     finite = runs[np.isfinite(runs["loss"].astype(float))]
+    fit_rows = finite[[(str(x), str(int(s))) in learned for x, s in zip(finite["series"], finite["scale"])]]
     for name, col in FRAMINGS.items():
         res = {}
         for pts in pt_series:
-            a = finite[finite["series"] == pts]
-            at = a.groupby("scale")[col].first().astype(float)  # PT's own x at each of its scales
+            a = fit_rows[fit_rows["series"] == pts]
+            at = finite[finite["series"] == pts].groupby("scale")[col].first().astype(float)  # PT's own x
             for base in baselines:
-                b = finite[finite["series"] == base]
+                b = fit_rows[fit_rows["series"] == base]
                 try:
                     rows = compare_at(a[col], a["loss"], b[col], b["loss"], at.to_numpy(), n_boot, level, seed)
                     per = {str(int(s)): r for s, r in zip(at.index, rows)}
                 except ValueError as e:  # fewer than 2 distinct x with a finite loss
                     per = {str(int(s)): {"x": float(x), "error": str(e), "decided": "undecided"}
                            for s, x in at.items()}
+                for sc in (str(int(x)) for x in scales if str(int(x)) not in per):  # no finished PT run there
+                    per[sc] = {"x": math.nan, "error": f"no finished run of {pts}", "decided": "undecided"}
                 per = gate(per, (pts, base), learned, edged, late, absent)
                 res[f"{pts}-{base}"] = {"axis": col, "per_scale": per, **every_scale(per)}
         out[name] = res
@@ -245,7 +263,8 @@ def comparisons(runs, table, spreads: Mapping[str, tuple[float, int]], pt_series
             per = {str(s): spread_ci(seed_losses(runs, pts, s), seed_losses(runs, other, s), spreads[pts],
                                      spreads[other]) for s in scales}
             differences[f"{pts}-{other}"] = gate(per, (pts, other), learned, edged, late, absent)
-    by_name = framings(runs, pt_series, baselines, learned, edged, late, absent, n_boot=n_boot, seed=seed)
+    by_name = framings(runs, pt_series, baselines, learned, edged, late, absent, n_boot=n_boot, seed=seed,
+                       scales=scales)
     by_framing = {f: {pair: r["every_scale"] for pair, r in res.items()} for f, res in by_name.items()}
     ut_by_framing = {f: every_scale(res["pt-ut"]["per_scale"], win="b_lower")["every_scale"]
                      for f, res in by_name.items() if "pt-ut" in res}
@@ -337,7 +356,7 @@ def _cells(per_scale: Mapping[str, Mapping]) -> str:
     (:data:`NO_SCALES` for none)."""
     if not per_scale:
         return NO_SCALES
-    return "; ".join(f"N={s}: no fit" if "error" in d
+    return "; ".join((f"N={s}: no fit ({d['reason']})" if d.get("reason") else f"N={s}: no fit") if "error" in d
                      else f"N={s}: no difference, {decision_text(d)}" if not math.isfinite(d.get("diff", math.nan))
                      else f"N={s}: {d['diff']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}] {decision_text(d)}"
                      + _to_decide(d) for s, d in per_scale.items())

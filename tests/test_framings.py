@@ -181,6 +181,16 @@ def test_a_scale_winner_needs_a_decided_interval_against_every_other_model():
     assert noisy["reason"] == "undecided: ut has the lowest loss, but its 95 % interval against pt includes 0"
     alone = framings.winner(cells.iloc[:1], "64", learned, {}, None, {"pt": seeds["pt"]}, quiet_pt)
     assert alone["winner"] is None and alone["reason"] == "undecided: only pt ran at this scale"
+    failed = pd.concat([cells, pd.DataFrame({"series": ["bert"], "loss": [math.inf]})], ignore_index=True)
+    one_failed = framings.winner(failed, "64", learned, {}, None, seeds, quiet_pt)  # ut is lowest of those that ran
+    assert one_failed["winner"] is None and one_failed["reason"] == "undecided: bert has no finished run at this scale"
+
+
+def test_extrapolation_is_more_than_10_percent_outside_on_either_side():
+    xb = np.repeat([1e6, 2e6, 4e6], 2)
+    yb = 6.0 * xb ** -0.1
+    rows = framings.compare_at(xb, 5.0 * xb ** -0.1, xb, yb, [0.905e6, 0.895e6, 4.39e6, 4.41e6], n_boot=50)
+    assert [r["in_range_b"] for r in rows] == [True, False, True, False]
 
 
 def _table(pt: dict, bert: dict, seeds: int = 2, sd: float = 0.01, x: dict | None = None) -> pd.DataFrame:

@@ -40,6 +40,7 @@ LR_EDGE = "undecided: {model}'s LR is at the edge of its tuning range ({lr:g})"
 PLATEAU = "undecided: {why}, so it was still leaving its plateau"
 MISSING = "undecided: no finished runs of {models} in the results folder yet"
 ALONE = "undecided: only {model} ran at this scale"
+NO_RUN = "undecided: {models} has no finished run at this scale"
 WITHIN_NOISE = "undecided: {model} has the lowest loss, but its 95 % interval against {others} includes 0"
 NO_NOISE = "undecided: a model has one seed per size, so no seed noise to put an interval on"
 CLAIMS = (("pt_beats_bert_at_every_scale", "PT beats BERT at every scale", "pt-bert", "a_lower"),
@@ -173,7 +174,7 @@ def compare_at(x_a: Sequence[float], y_a: Sequence[float], x_b: Sequence[float],
     def in_range(x, xs) -> bool:
         xs = np.asarray(xs, dtype=float)
         xs = xs[np.isfinite(xs) & (xs > 0)]
-        return bool(xs.size) and xs.min() / (1 + EXTRAPOLATION_TOL) <= x <= xs.max() * (1 + EXTRAPOLATION_TOL)
+        return bool(xs.size) and xs.min() * (1 - EXTRAPOLATION_TOL) <= x <= xs.max() * (1 + EXTRAPOLATION_TOL)
 
     out = []
     for i, x in enumerate(at):
@@ -275,7 +276,7 @@ def comparisons(runs, table, spreads: Mapping[str, tuple[float, int]], pt_series
         statements[key] = verdict_text(verdicts[key], per) if per else "n/a (not run)"
     winners = {str(int(s)): winner(g, str(int(s)), learned, edged, late, spreads=spreads,
                                    by_series={x: seed_losses(runs, x, s) for x in g["series"]})
-               for s, g in table[table["loss"].map(math.isfinite)].groupby("scale")}
+               for s, g in table.groupby("scale") if g["loss"].map(math.isfinite).any()}
     return {"differences": differences, "framings": by_name, "winners": winners, **verdicts,
             "seed_spreads": {m: {"sd": math.sqrt(v) if math.isfinite(v) else None, "df": df}
                              for m, (v, df) in spreads.items()},
@@ -292,14 +293,18 @@ def winner(cells, scale: str, learned: set[tuple[str, str]], edged: Mapping[tupl
            late: Mapping[tuple[str, str], str] | None, by_series: Mapping[str, list],
            spreads: Mapping[str, tuple[float, int]]) -> dict:
     """The lowest loss among one scale's ``cells`` (results-table rows): {"winner", "loss", "losses"}, "winner" None
-    with a "reason" when a series there learned no context, was still leaving its plateau (``late``) or lost with its
-    LR on an edge, when only one series ran, or when the lowest loss is not below another's by a decided
+    with a "reason" when a series there has no finished run (non-finite loss), learned no context, was still leaving
+    its plateau (``late``) or lost with its LR on an edge, when only one series ran, or when the lowest loss is not
+    below another's by a decided
     ``model_spread.spread_ci`` (each series' seed losses ``by_series``, the models' ``spreads`` {series: (var, df)})."""
+    gone = [x for x, v in zip(cells["series"], cells["loss"]) if not math.isfinite(v)]  # failed or not run
+    cells = cells[cells["loss"].map(math.isfinite)]
     best = cells.loc[cells["loss"].idxmin()]
     idle = [x for x in cells["series"] if (x, scale) not in learned]
     slow = [late[(x, scale)] for x in cells["series"] if (x, scale) in (late or {})]
     lost = [x for x in cells["series"] if x != best["series"] and (x, scale) in edged]
-    reason = (NO_CONTEXT.format(models=" and ".join(idle)) if idle else
+    reason = (NO_RUN.format(models=" and ".join(gone)) if gone else
+              NO_CONTEXT.format(models=" and ".join(idle)) if idle else
               PLATEAU.format(why="; ".join(slow)) if slow else
               "; ".join(LR_EDGE.format(model=x, lr=edged[(x, scale)]) for x in lost))
     if not reason and len(cells) < 2:

@@ -236,3 +236,10 @@ def test_a_cell_that_learned_nothing_anchors_no_curve():
     assert r["per_scale"]["64"]["decided"] == "extrapolated" and r["every_scale"] is None
     everything = framings.framings(runs, ["pt"], ["bert"], _learned(runs), {}, n_boot=200)["total"]["pt-bert"]
     assert everything["per_scale"]["64"]["decided"] == "a_lower"  # what the nothing-learned cell would have said
+
+
+def test_a_study_without_a_finished_run_compares_nothing_and_does_not_fail():
+    runs = _table({32: math.nan, 64: math.nan}, {32: math.nan, 64: math.nan})
+    r = framings.framings(runs, ["pt"], ["bert"], set(), {}, n_boot=50, scales=[32, 64])["total"]["pt-bert"]
+    assert list(r["per_scale"]) == ["32", "64"] and r["every_scale"] is None
+    assert r["per_scale"]["32"]["reason"] == framings.NO_CONTEXT.format(models="pt and bert")

@@ -226,7 +226,8 @@ def framings(runs, pt_series: Sequence[str], baselines: Sequence[str], learned: 
     scales, each in every comparison (one where PT has no finished run is undecided, never left out)."""
     out: dict = {}
     finite = runs[np.isfinite(runs["loss"].astype(float))]
-    fit_rows = finite[[(str(x), str(int(s))) in learned for x, s in zip(finite["series"], finite["scale"])]]
+    fit_rows = finite.loc[np.array([(str(x), str(int(s))) in learned for x, s in zip(finite["series"],
+                                                                                    finite["scale"])], dtype=bool)]
     for name, col in FRAMINGS.items():
         res = {}
         for pts in pt_series:

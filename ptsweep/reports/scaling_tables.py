@@ -132,7 +132,8 @@ def tuning_rows(lr_table: pd.DataFrame, sdir: Path, budget_steps: int, threshold
                                        "test_context_gain_se"]), errors="coerce").astype(float)  # None -> nan
         rows.append({"model": str(r["model"]), "scale": int(r["scale"]), "lr": float(r["optim.lr"]),
                      "round": int(0 if math.isnan(num["search_round"]) else num["search_round"]),
-                     "status": str(r["status"]), "exit_step": exit_step, "fell_back": fell, **num.drop("search_round").to_dict()})
+                     "status": str(r["status"]), "exit_step": exit_step, "fell_back": fell,
+                     **num.drop("search_round").to_dict()})
     return sorted(rows, key=lambda x: (x["model"], x["scale"], x["lr"]))
 
 
@@ -141,9 +142,10 @@ def tuning_lines(summary: dict) -> list[str]:
     rows = summary.get("tuning_runs") or []
     if not rows:
         return []
-    out = [f"Tuning runs at the full budget (training seed {summary.get('search_training_seed')}, one run each: they choose the "
-           f"LRs, they compare no models):", "", "| model at scale | LR | round | validation | test | "
-           "test context gain | +1 nat at step |", "|---|---:|---:|---:|---:|---:|---:|"]
+    threshold = (summary.get("budget_check") or {}).get("threshold", 1.0)
+    out = [f"Tuning runs at the full budget (training seed {summary.get('search_training_seed')}, one run each: they "
+           f"choose the LRs, they compare no models):", "", "| model at scale | LR | round | validation | test | "
+           f"test context gain | {threshold:+g} nat at step |", "|---|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         head = f"| {r['model']} at scale {r['scale']} | {r['lr']:g} | {r['round']} |"
         if r["status"] != "ok":
@@ -151,7 +153,7 @@ def tuning_lines(summary: dict) -> list[str]:
             continue
         step = r["exit_step"]
         shown = "no curve" if math.isnan(step) else "never" if math.isinf(step) else f"{step:,.0f}"
-        shown += f" (below {summary['budget_check']['threshold']:+g} at the end)" if r["fell_back"] else ""
+        shown += f" (below {threshold:+g} at the end)" if r["fell_back"] else ""
         out.append(f"{head} {r['val_loss']:.3f} | {r['test_loss']:.3f} | {r['test_context_gain']:+.3f} ± "
                    f"{r['test_context_gain_se']:.3f} | {shown} |")
     return [*out, ""]

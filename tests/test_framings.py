@@ -183,7 +183,7 @@ def test_a_scale_winner_needs_a_decided_interval_against_every_other_model():
     assert alone["winner"] is None and alone["reason"] == "undecided: only pt ran at this scale"
     failed = pd.concat([cells, pd.DataFrame({"series": ["bert"], "loss": [math.inf]})], ignore_index=True)
     one_failed = framings.winner(failed, "64", learned, {}, None, seeds, quiet_pt)  # ut is lowest of those that ran
-    assert one_failed["winner"] is None and one_failed["reason"] == "undecided: bert has no finished run at this scale"
+    assert one_failed["winner"] is None and one_failed["reason"] == "undecided: no finished run of bert at this scale"
 
 
 def test_extrapolation_is_more_than_10_percent_outside_on_either_side():

@@ -167,7 +167,7 @@ def compare_at(x_a: Sequence[float], y_a: Sequence[float], x_b: Sequence[float],
     mid = np.asarray(fa["band"]["mid"]) - np.asarray(fb["band"]["mid"])
     ca, cb = fa.pop("curves"), fb.pop("curves")
     q = (50 * (1 - level), 50 * (1 + level))
-    noise = _replicated(x_a) and _replicated(x_b)  # a model with one seed per size has no residual to resample
+    noise = min(max(fa["seeds_per_point"]), max(fb["seeds_per_point"])) >= 2  # else no residual to resample
     lo, hi = (np.percentile(ca - cb, q, axis=0) if noise and len(ca) and len(cb)
               else (np.full(at.size, math.nan),) * 2)
 
@@ -186,12 +186,6 @@ def compare_at(x_a: Sequence[float], y_a: Sequence[float], x_b: Sequence[float],
                     "in_range_a": ra, "in_range_b": rb,
                     **({"no_noise": True, "reason": NO_NOISE} if decided == "undecided" and not noise else {})})
     return out
-
-
-def _replicated(xs: Sequence[float]) -> bool:
-    """Whether some x among the runs ``xs`` (finite) has two or more runs (seeds)."""
-    xs = np.asarray(xs, dtype=float)
-    return bool(np.unique(xs[np.isfinite(xs)], return_counts=True)[1].max(initial=0) >= 2)
 
 
 def every_scale(per_scale: Mapping[str, Mapping], win: str = "a_lower") -> dict:

@@ -97,11 +97,11 @@ def slope_interval(steps: Sequence[float], eta: Sequence[float], level: float = 
     from ptsweep.analysis.blocked_fit import t_ppf
 
     fit = fit_power(steps, eta)
-    x, y, _ = _logs(steps, eta)
+    x = _logs(steps, eta)[0]
     if len(x) < 3:
         raise ValueError("horizon fit: an interval needs >= 3 seed optima")
-    resid = y - (math.log(fit["eta0"]) - fit["beta"] * x)
-    se = math.sqrt(float((resid ** 2).sum()) / (len(x) - 2) / float(((x - x.mean()) ** 2).sum()))
+    sse = len(x) * fit["rms_log"] ** 2  # the residual sum of squares of the same fit
+    se = math.sqrt(sse / (len(x) - 2) / float(((x - x.mean()) ** 2).sum()))
     q = t_ppf(0.5 + level / 2, len(x) - 2)
     return {**fit, "beta_se": se, "beta_ci": [fit["beta"] - q * se, fit["beta"] + q * se], "df": len(x) - 2}
 

@@ -99,14 +99,18 @@ def box_minimum(g: np.ndarray, H: np.ndarray, lo: float, hi: float, sweeps: int 
                 with np.errstate(divide="ignore", invalid="ignore"):
                     inner = np.clip(-b / h, lo, hi)
                 u[:, i] = np.where(h > 0, inner, edge)
-        ends.append((u, np.einsum("bi,bi->b", g, u) + 0.5 * np.einsum("bi,bij,bj->b", u, H, u)))
+        ends.append((u, _quadratic(g, H, u)))
     (u0, f0), (u1, f1) = ends
     u_cd, f_cd = np.where((f1 < f0)[:, None], u1, u0), np.minimum(f0, f1)
     if not (exact and d <= EXACT_MAX_DIM and np.any(H - diag[:, :, None] * np.eye(d))):
         return u_cd
     u_ex = face_minimum(g, H, lo, hi)
-    f_ex = np.einsum("bi,bi->b", g, u_ex) + 0.5 * np.einsum("bi,bij,bj->b", u_ex, H, u_ex)
-    return np.where((f_ex < f_cd)[:, None], u_ex, u_cd)
+    return np.where((_quadratic(g, H, u_ex) < f_cd)[:, None], u_ex, u_cd)
+
+
+def _quadratic(g: np.ndarray, H: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """g'u + 1/2 u'Hu per row of a batch (g, u (B, d); H (B, d, d))."""
+    return np.einsum("bi,bi->b", g, u) + 0.5 * np.einsum("bi,bij,bj->b", u, H, u)
 
 
 def face_minimum(g: np.ndarray, H: np.ndarray, lo: float, hi: float) -> np.ndarray:
@@ -129,7 +133,7 @@ def face_minimum(g: np.ndarray, H: np.ndarray, lo: float, hi: float) -> np.ndarr
             sol = np.linalg.solve(np.where(ok[:, None, None], A, np.eye(free.size)), rhs[..., None])[..., 0]
             ok &= np.all((sol >= lo - 1e-12) & (sol <= hi + 1e-12), axis=1)
             u[:, free] = np.clip(sol, lo, hi)
-        f = np.einsum("bi,bi->b", g, u) + 0.5 * np.einsum("bi,bij,bj->b", u, H, u)
+        f = _quadratic(g, H, u)
         better = ok & (f < best_f)
         best_u[better], best_f[better] = u[better], f[better]
     return best_u
@@ -225,7 +229,7 @@ def regret_analysis(base: Mapping[str, float], points: Sequence[Mapping[str, flo
     betas = np.vstack([fit["beta"][None, :], draws(fit, n_draws, rng)])  # plug-in, then (n_draws, p) draws
     _, g, H = unpack(betas, fit["model"], d)
     u_min = box_minimum(g, H, lo, hi)  # (1 + n_draws, d)
-    R = -(np.einsum("bi,bi->b", g, u_min) + 0.5 * np.einsum("bi,bij,bj->b", u_min, H, u_min)) / lbar
+    R = -_quadratic(g, H, u_min) / lbar
     # better fraction (R4): Monte-Carlo points from the sampling measure, fixed per call
     u_sampled = np.log1p(rng.uniform(-rel, rel, (N_MC, d)))
     f_change = features(u_sampled, fit["model"])[:, 1:] @ betas[:, 1:].T  # (N_MC, 1 + n_draws): f(u) - f(0)

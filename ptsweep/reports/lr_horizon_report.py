@@ -53,8 +53,7 @@ def budget_result(g: pd.DataFrame, unigram: float, collapse_frac: float) -> dict
     at = next(p for p in points if math.isclose(p["lr"], o["x_opt"]))
     win = basin.window([p["lr"] for p in points], [p["loss"] for p in points])
     return {"x_opt": o["x_opt"], "seed_opt": seed_optima(g), "plausible": o["plausible"],
-            "bracket": [below[-1] if below else None,
-                                                                          above[0] if above else None],
+            "bracket": [below[-1] if below else None, above[0] if above else None],
             "loss": at["loss"], "context_gain": at["context_gain"], "context_gain_se": at["context_gain_se"],
             "learned": metric_keys.learned_context(at), "rise_half": win.get("rise_lo", math.nan),
             "rise_double": win.get("rise_hi", math.nan), "points": points}

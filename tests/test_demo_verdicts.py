@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from ptsweep.analysis import framings
-from ptsweep.analysis.model_spread import model_spreads
+from ptsweep.analysis.model_spread import cell_spreads
 from ptsweep.reports import demo_report
 
 SCALES = [32, 64, 128]
@@ -39,7 +39,7 @@ def _tables(bert_gain: float) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def _comparisons(bert_gain: float) -> dict:
     runs, table = _tables(bert_gain)
-    return framings.comparisons(runs, table, model_spreads(runs), ["pt"], ["bert"], SCALES, n_boot=50, seed=0)
+    return framings.comparisons(runs, table, cell_spreads(runs), ["pt"], ["bert"], SCALES)
 
 
 def _surfaces(comp: dict) -> dict[str, str]:

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from ptsweep.analysis import framings
-from ptsweep.analysis.model_spread import model_spreads
+from ptsweep.analysis.model_spread import cell_spreads
 
 SCALES = [32, 64, 128]
 EDGE = "undecided: ut's LR is at the edge of its tuning range (0.004)"
@@ -35,7 +35,7 @@ def _comparisons(ut_offset: float, edges: dict[int, str], pt_edges: dict[int, st
     table["best_lr"] = np.where(table["series"] == "ut", 4e-3, 2e-2)
     table["lr_edge"] = [(edges if x == "ut" else pt_edges or {}).get(s, "")
                         for x, s in zip(table["series"], table["scale"])]
-    return framings.comparisons(runs, table, model_spreads(runs), ["pt"], ["ut"], SCALES, n_boot=50, seed=0)
+    return framings.comparisons(runs, table, cell_spreads(runs), ["pt"], ["ut"], SCALES)
 
 
 def _report(comp: dict) -> str:

@@ -1,6 +1,6 @@
-"""Each model's own seed spread in a difference (``analysis.model_spread``), against scipy: Welch's interval when a
-model has one cell, the Welch-Satterthwaite df with per-model variances pooled over scales, the seed count that
-would decide a measured difference, and the exit table's per-seed cells."""
+"""Each cell's own seed spread in a difference (``analysis.model_spread``), against scipy: Welch's interval of the two
+cells' seeds at every scale, a one-seed cell borrowing its model's variance pooled over its scales, the seed count
+that would decide a measured difference, and the exit table's per-seed cells."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from scipy import stats
 
 from ptsweep.analysis import claims
-from ptsweep.analysis.model_spread import model_spreads, seeds_to_decide, spread_ci
+from ptsweep.analysis.model_spread import cell_spreads, seeds_to_decide, spread_ci
 
 PT = [4.373, 4.366, 4.371, 4.369]     # a model whose seeds agree
 BERT = [4.472, 4.007, 4.3, 4.1]       # one whose seeds leave the plateau at different steps
@@ -25,8 +25,8 @@ def _runs(cells: dict[str, list[list[float]]]) -> pd.DataFrame:
 
 
 def test_one_cell_per_model_is_welchs_interval_from_scipy():
-    sp = model_spreads(_runs({"pt": [PT], "bert": [BERT]}))
-    d = spread_ci(PT, BERT, sp["pt"], sp["bert"])
+    sp = cell_spreads(_runs({"pt": [PT], "bert": [BERT]}))
+    d = spread_ci(PT, BERT, sp[("pt", "32")], sp[("bert", "32")])
     ref = stats.ttest_ind(PT, BERT, equal_var=False)
     ci = ref.confidence_interval(0.95)
     assert d["lo"] == pytest.approx(ci.low, rel=1e-9) and d["hi"] == pytest.approx(ci.high, rel=1e-9)
@@ -34,16 +34,28 @@ def test_one_cell_per_model_is_welchs_interval_from_scipy():
     assert d["sd_a"] == pytest.approx(np.std(PT, ddof=1)) and d["decided"] == "undecided"
 
 
-def test_a_models_variance_pools_its_own_scales_and_not_the_other_models():
-    pt64, bert64 = [4.0, 4.1, 4.2], [5.0, 5.4]
-    sp = model_spreads(_runs({"pt": [PT, pt64], "bert": [BERT, bert64]}))
+def test_each_cell_is_charged_its_own_spread_at_every_scale():
+    """A baseline whose seeds spread widely at one width only: the other width's difference is Welch's interval of
+    its own two cells (scipy), not widened by the noisy width."""
+    pt64, bert64 = [4.0, 4.1, 4.2], [5.0, 5.9, 4.1]
+    runs = _runs({"pt": [PT, pt64], "bert": [[4.40, 4.41, 4.42, 4.41], bert64]})
+    sp = cell_spreads(runs)
+    assert sp[("bert", "32")] == (pytest.approx(np.var([4.40, 4.41, 4.42, 4.41], ddof=1)), 3)
+    for scale, a, b in (("32", PT, [4.40, 4.41, 4.42, 4.41]), ("64", pt64, bert64)):
+        d = spread_ci(a, b, sp[("pt", scale)], sp[("bert", scale)])
+        ref = stats.ttest_ind(a, b, equal_var=False)
+        ci = ref.confidence_interval(0.95)
+        assert (d["lo"], d["hi"], d["df"]) == (pytest.approx(ci.low), pytest.approx(ci.high), pytest.approx(ref.df))
+    assert spread_ci(PT, [4.40, 4.41, 4.42, 4.41], sp[("pt", "32")], sp[("bert", "32")])["decided"] == "a_lower"
+
+
+def test_a_one_seed_cell_borrows_its_models_pooled_variance():
+    pt64 = [4.0, 4.1, 4.2]
+    sp = cell_spreads(_runs({"pt": [PT, pt64, [3.9]], "bert": [[4.4]]}))
     ss = sum(((np.array(g) - np.mean(g)) ** 2).sum() for g in (PT, pt64))
-    assert sp["pt"] == (pytest.approx(ss / (3 + 2)), 5)  # df = (4 - 1) + (3 - 1)
-    d = spread_ci(PT, BERT, sp["pt"], sp["bert"])
-    ua, ub = sp["pt"][0] / 4, sp["bert"][0] / 4
-    df = (ua + ub) ** 2 / (ua ** 2 / 5 + ub ** 2 / 4)  # Welch-Satterthwaite on each model's pooled df
-    half = stats.t.ppf(0.975, df) * math.sqrt(ua + ub)
-    assert d["df"] == pytest.approx(df) and d["hi"] - d["diff"] == pytest.approx(half)
+    assert sp[("pt", "128")] == (pytest.approx(ss / (3 + 2)), 5)  # df = (4 - 1) + (3 - 1)
+    assert sp[("pt", "64")] == (pytest.approx(np.var(pt64, ddof=1)), 2)
+    assert math.isnan(sp[("bert", "32")][0]) and sp[("bert", "32")][1] == 0  # no model seed spread at all
 
 
 @pytest.mark.parametrize("diff,sd_a,sd_b", [(-0.354, 0.005, 0.168), (0.13, 0.2, 0.33), (0.02, 0.01, 0.01)])
@@ -63,8 +75,8 @@ def test_no_seed_count_decides_a_zero_difference_and_equal_seeds_decide_at_two()
 
 
 def test_an_undecided_claim_names_the_seeds_that_would_decide_it():
-    sp = model_spreads(_runs({"pt": [PT], "bert": [BERT]}))
-    d = spread_ci(PT, BERT, sp["pt"], sp["bert"])
+    sp = cell_spreads(_runs({"pt": [PT], "bert": [BERT]}))
+    d = spread_ci(PT, BERT, sp[("pt", "32")], sp[("bert", "32")])
     summary = {"differences": {"pt-bert": {"64": d}}, "framings": {}}
     text = "\n".join(claims.claim_lines(summary))
     assert "**PT beats BERT at every scale** - as run: **undecided: the interval includes 0 (N = 64)**" in text

@@ -12,7 +12,7 @@ import pytest
 
 from ptsweep.analysis import framings
 from ptsweep.analysis import learning_curves as lc
-from ptsweep.analysis.model_spread import model_spreads
+from ptsweep.analysis.model_spread import cell_spreads
 from ptsweep.config import compose
 from ptsweep.errors import ConfigError
 
@@ -50,7 +50,7 @@ def _comparisons(late) -> dict:
     runs = pd.DataFrame(rows)
     table = runs.groupby(["series", "scale"], as_index=False).agg(
         loss=("loss", "mean"), context_gain=("context_gain", "mean"), context_gain_se=("context_gain_se", "mean"))
-    return framings.comparisons(runs, table, model_spreads(runs), ["pt"], ["bert"], [32, 64], n_boot=50, seed=0,
+    return framings.comparisons(runs, table, cell_spreads(runs), ["pt"], ["bert"], [32, 64],
                                 late=late)
 
 

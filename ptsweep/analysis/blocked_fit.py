@@ -1,5 +1,5 @@
-"""Seed-blocked least squares, the Student t quantile and Welch's interval: the one linear model behind the
-verification contrasts, the LR-curve optimum of ``transfer_drift`` and the regret surface.
+"""Seed-blocked least squares, the Student t quantile and Welch-Satterthwaite intervals: the one linear model behind
+the verification contrasts, the LR-curve optimum of ``transfer_drift`` and the regret surface.
 
 One row per run r, with the caller's effect columns x_r and the run's seed as a block (randomized-block design):
 
@@ -35,12 +35,21 @@ def t_ppf(q: float, df: float) -> float:
 def welch_interval(diff: float, u_a: float, df_a: float, u_b: float, df_b: float,
                    level: float) -> tuple[float, float, float, float]:
     """(se, df, lo, hi) of ``diff``, the difference of two independent estimates with variances u_a, u_b estimated
-    with df_a, df_b degrees of freedom: se^2 = u_a + u_b, Welch-Satterthwaite df = se^4 / (u_a^2 / df_a + u_b^2 /
-    df_b) (inf when se = 0), diff -+ t_df((1 + level) / 2) se."""
-    se = math.sqrt(u_a + u_b)
-    df = (u_a + u_b) ** 2 / (u_a**2 / df_a + u_b**2 / df_b) if u_a + u_b > 0 else math.inf
+    with df_a, df_b degrees of freedom: :func:`satterthwaite_interval` of the two terms."""
+    return satterthwaite_interval(diff, [(u_a, df_a), (u_b, df_b)], level)
+
+
+def satterthwaite_interval(estimate: float, terms: Sequence[tuple[float, float]],
+                           level: float) -> tuple[float, float, float, float]:
+    """(se, df, lo, hi) of an estimate whose variance is the sum of independent terms (u_i, df_i), each u_i
+    estimated with df_i degrees of freedom: se^2 = sum u_i, Welch-Satterthwaite df = se^4 / sum (u_i^2 / df_i)
+    (terms with u_i = 0 carry no weight; inf when se = 0), estimate -+ t_df((1 + level) / 2) se."""
+    total = float(sum(u for u, _ in terms))
+    se = math.sqrt(total)
+    spread = sum(u**2 / df for u, df in terms if u > 0)
+    df = total**2 / spread if total > 0 else math.inf
     q = t_ppf(0.5 + level / 2, df)
-    return se, df, diff - q * se, diff + q * se
+    return se, df, estimate - q * se, estimate + q * se
 
 
 def seed_block_columns(seeds: Sequence | None, n_runs: int) -> np.ndarray:

@@ -7,9 +7,9 @@ Every framing compares the models on one axis x through their fitted curves (``a
     L_m(x) = a_m x^-b_m [+ c_m]                   fitted to model m's runs (seed replicates) on that axis
     D(x_s) = L_PT(x_s) - L_base(x_s)              at x_s = PT's own x at each PT scale s (negative: PT better)
 
-with the percentile interval (``level``) of D over the two fits' independent residual bootstraps (none, and no
-verdict, when a model has no size with two seeds); "extrapolated" (no verdict) beyond EXTRAPOLATION_TOL outside the
-baseline's x range. Each curve is fitted to the cells that learned context only, so a cell that learned nothing never
+with the Welch-Satterthwaite interval (``level``) of D from each cell's own seed spread through the two fits
+(``curve_noise``: none, and no verdict, when a model has no size with two seeds; widened for a curve that misses
+its own cells); "extrapolated" (no verdict) beyond EXTRAPOLATION_TOL outside the baseline's x range. Each curve is fitted to the cells that learned context only, so a cell that learned nothing never
 anchors a verdict at another scale. :func:`gate` leaves a comparison undecided where a
 side learned no context, was still leaving its loss plateau, or lost with its best LR on an edge of its tuning range.
 """
@@ -22,6 +22,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from ptsweep import metric_keys
+from ptsweep.analysis import curve_noise
 from ptsweep.analysis.fits import fit_scaling_law
 from ptsweep.analysis.model_spread import spread_ci
 
@@ -43,6 +44,8 @@ ALONE = "undecided: only {model} ran at this scale"
 NO_RUN = "undecided: no finished run of {models} at this scale"
 WITHIN_NOISE = "undecided: {model} has the lowest loss, but its 95 % interval against {others} includes 0"
 NO_NOISE = "undecided: a model has one seed per size, so no seed noise to put an interval on"
+NONE = (math.nan, 0)
+"""The spread of a cell without runs: no variance, no df."""
 CLAIMS = (("pt_beats_bert_at_every_scale", "PT beats BERT at every scale", "pt-bert", "a_lower"),
           ("ut_beats_pt_at_every_scale", "UT beats PT at every scale", "pt-ut", "b_lower"))
 """[S]'s two claims: (summary key, the claim in words, the PT - baseline pair that decides it, the decision that
@@ -156,36 +159,40 @@ def verdict_text(verdict: bool | None, per_scale: Mapping[str, Mapping]) -> str:
 
 
 def compare_at(x_a: Sequence[float], y_a: Sequence[float], x_b: Sequence[float], y_b: Sequence[float],
-               at: Sequence[float], n_boot: int = 1000, level: float = 0.95, seed: int = 0) -> list[dict]:
-    """L_a(x) - L_b(x) at every x in ``at`` from the two fitted curves, with bootstrap intervals (module docstring).
+               at: Sequence[float], level: float = 0.95, names: Sequence[str] = ("a", "b")) -> list[dict]:
+    """L_a(x) - L_b(x) at every x in ``at`` from the two fitted curves, with the delta-method Welch-Satterthwaite
+    interval of ``curve_noise`` (module docstring).
 
-    ``x_*`` / ``y_*``: one entry per run (runs at the same x are seeds). Returns one dict per ``at`` value: x, loss_a,
-    loss_b, diff, lo, hi, decided (a_lower | b_lower | undecided | extrapolated), in_range_a, in_range_b."""
+    ``x_*`` / ``y_*``: one entry per run (runs at the same x are seeds); ``names``: the two models, for the reasons.
+    Returns one dict per ``at`` value: x, loss_a, loss_b, diff, se, df, lo, hi, decided (a_lower | b_lower |
+    undecided | extrapolated), in_range_a, in_range_b, and ``lack_of_fit`` ({model: the test}) where a curve misses
+    its cells (its interval terms widened); an undecided row without noise carries ``reason`` NO_NOISE."""
     at = np.asarray(at, dtype=float)
-    fa = fit_scaling_law(x_a, y_a, n_boot=n_boot, level=level, seed=seed, grid=at, keep_curves=True)
-    fb = fit_scaling_law(x_b, y_b, n_boot=n_boot, level=level, seed=seed + 1, grid=at, keep_curves=True)
-    mid = np.asarray(fa["band"]["mid"]) - np.asarray(fb["band"]["mid"])
-    ca, cb = fa.pop("curves"), fb.pop("curves")
-    q = (50 * (1 - level), 50 * (1 + level))
-    noise = min(max(fa["seeds_per_point"]), max(fb["seeds_per_point"])) >= 2  # else no residual to resample
-    lo, hi = (np.percentile(ca - cb, q, axis=0) if noise and len(ca) and len(cb)
-              else (np.full(at.size, math.nan),) * 2)
-
-    def in_range(x, xs) -> bool:
-        xs = np.asarray(xs, dtype=float)
-        xs = xs[np.isfinite(xs) & (xs > 0)]
-        return bool(xs.size) and xs.min() * (1 - EXTRAPOLATION_TOL) <= x <= xs.max() * (1 + EXTRAPOLATION_TOL)
-
+    fa, fb = (fit_scaling_law(x, y, n_boot=0, level=level, grid=at) for x, y in ((x_a, y_a), (x_b, y_b)))
+    ca, cb = curve_noise.cells(x_a, y_a), curve_noise.cells(x_b, y_b)
+    noise = curve_noise.difference_interval(fa, ca, fb, cb, at, level)
+    misfit = {m: t for m, f, c in zip(names, (fa, fb), (ca, cb))
+              if (t := curve_noise.lack_of_fit(f, c)) and t["p"] < curve_noise.LACK_OF_FIT_ALPHA}
     out = []
     for i, x in enumerate(at):
-        ra, rb = in_range(x, x_a), in_range(x, x_b)
-        decided = ("extrapolated" if not (ra and rb) else "a_lower" if hi[i] < 0
-                   else "b_lower" if lo[i] > 0 else "undecided")
-        out.append({"x": float(x), "loss_a": float(fa["band"]["mid"][i]), "loss_b": float(fb["band"]["mid"][i]),
-                    "diff": float(mid[i]), "lo": float(lo[i]), "hi": float(hi[i]), "decided": decided,
-                    "in_range_a": ra, "in_range_b": rb,
-                    **({"no_noise": True, "reason": NO_NOISE} if decided == "undecided" and not noise else {})})
+        se, df, lo, hi = noise[i]
+        ra, rb = _in_range(x, x_a), _in_range(x, x_b)
+        decided = ("extrapolated" if not (ra and rb) else "undecided" if not math.isfinite(lo)
+                   else "a_lower" if hi < 0 else "b_lower" if lo > 0 else "undecided")
+        row = {"x": float(x), "loss_a": float(fa["band"]["mid"][i]), "loss_b": float(fb["band"]["mid"][i]),
+               "diff": float(fa["band"]["mid"][i] - fb["band"]["mid"][i]), "se": se, "df": df, "lo": lo, "hi": hi,
+               "decided": decided, "in_range_a": ra, "in_range_b": rb, **({"lack_of_fit": misfit} if misfit else {})}
+        if decided == "undecided" and not math.isfinite(lo):
+            row.update(no_noise=True, reason=NO_NOISE)
+        out.append(row)
     return out
+
+
+def _in_range(x: float, xs) -> bool:
+    """x within EXTRAPOLATION_TOL of the range of the positive finite ``xs``."""
+    xs = np.asarray(xs, dtype=float)
+    xs = xs[np.isfinite(xs) & (xs > 0)]
+    return bool(xs.size) and xs.min() * (1 - EXTRAPOLATION_TOL) <= x <= xs.max() * (1 + EXTRAPOLATION_TOL)
 
 
 def every_scale(per_scale: Mapping[str, Mapping], win: str = "a_lower") -> dict:
@@ -210,8 +217,7 @@ def every_scale(per_scale: Mapping[str, Mapping], win: str = "a_lower") -> dict:
 
 def framings(runs, pt_series: Sequence[str], baselines: Sequence[str], learned: set[tuple[str, str]],
              edged: Mapping[tuple[str, str], float], late: Mapping[tuple[str, str], str] | None = None,
-             absent: set[tuple[str, str]] = frozenset(), n_boot: int = 1000, level: float = 0.95,
-             seed: int = 0, scales: Sequence = ()) -> dict:
+             absent: set[tuple[str, str]] = frozenset(), level: float = 0.95, scales: Sequence = ()) -> dict:
     """{framing: {"<pt series>-<baseline>": {"axis", "per_scale": {scale: compare_at row}, **every_scale}}}.
 
     ``runs``: the scaling-curves runs table (columns series, scale, loss and the FRAMINGS columns); ``learned``
@@ -230,7 +236,7 @@ def framings(runs, pt_series: Sequence[str], baselines: Sequence[str], learned: 
             for base in baselines:
                 b = fit_rows[fit_rows["series"] == base]
                 try:
-                    rows = compare_at(a[col], a["loss"], b[col], b["loss"], at.to_numpy(), n_boot, level, seed)
+                    rows = compare_at(a[col], a["loss"], b[col], b["loss"], at.to_numpy(), level, (pts, base))
                     per = {str(int(s)): r for s, r in zip(at.index, rows)}
                 except ValueError as e:  # fewer than 2 distinct x with a finite loss
                     per = {str(int(s)): {"x": float(x), "error": str(e), "decided": "undecided"}
@@ -243,24 +249,24 @@ def framings(runs, pt_series: Sequence[str], baselines: Sequence[str], learned: 
     return out
 
 
-def comparisons(runs, table, spreads: Mapping[str, tuple[float, int]], pt_series: list[str], baselines: list[str],
-                scales: list, n_boot: int, seed: int, late: Mapping[tuple[str, str], str] | None = None) -> dict:
+def comparisons(runs, table, spreads: Mapping[tuple[str, str], tuple[float, int]], pt_series: list[str],
+                baselines: list[str], scales: list, late: Mapping[tuple[str, str], str] | None = None) -> dict:
     """Every PT - baseline statement of the summary, each through :func:`gate`: ``differences`` (as run, per scale:
     ``model_spread.spread_ci`` of the two models' seed losses), the three ``framings``, the every-scale verdicts
     (True / False / None) with ``statements`` in words and ``winners`` per scale (:func:`winner`). ``runs``: one row
     per run; ``table``: one row per series x scale (context gain, lr_edge, best_lr, status); ``spreads``:
-    ``model_spread.model_spreads`` of the runs; ``late``: the plateau gate's cells (None: no such gate)."""
+    ``model_spread.cell_spreads`` of the runs; ``late``: the plateau gate's cells (None: no such gate)."""
     learned, edged = learned_cells(table), edge_cells(table)
     absent = ({(str(r["series"]), str(int(r["scale"]))) for _, r in table.iterrows() if r["status"] == "missing"}
               if "status" in table.columns else set())
     differences = {}
     for pts in pt_series:
         for other in baselines:
-            per = {str(s): spread_ci(seed_losses(runs, pts, s), seed_losses(runs, other, s), spreads[pts],
-                                     spreads[other]) for s in scales}
+            per = {str(s): spread_ci(seed_losses(runs, pts, s), seed_losses(runs, other, s),
+                                     spreads.get((pts, str(s)), NONE), spreads.get((other, str(s)), NONE))
+                   for s in scales}
             differences[f"{pts}-{other}"] = gate(per, (pts, other), learned, edged, late, absent)
-    by_name = framings(runs, pt_series, baselines, learned, edged, late, absent, n_boot=n_boot, seed=seed,
-                       scales=scales)
+    by_name = framings(runs, pt_series, baselines, learned, edged, late, absent, scales=scales)
     by_framing = {f: {pair: r["every_scale"] for pair, r in res.items()} for f, res in by_name.items()}
     ut_by_framing = {f: every_scale(res["pt-ut"]["per_scale"], win="b_lower")["every_scale"]
                      for f, res in by_name.items() if "pt-ut" in res}
@@ -269,12 +275,13 @@ def comparisons(runs, table, spreads: Mapping[str, tuple[float, int]], pt_series
         per = differences.get(pair, {})
         verdicts[key] = every_scale(per, win=win)["every_scale"] if per else None
         statements[key] = verdict_text(verdicts[key], per) if per else "n/a (not run)"
-    winners = {str(int(s)): winner(g, str(int(s)), learned, edged, late, spreads=spreads,
+    winners = {str(int(s)): winner(g, str(int(s)), learned, edged, late,
+                                   spreads={x: spreads.get((x, str(int(s))), NONE) for x in g["series"]},
                                    by_series={x: seed_losses(runs, x, s) for x in g["series"]})
                for s, g in table.groupby("scale") if g["loss"].map(math.isfinite).any()}
     return {"differences": differences, "framings": by_name, "winners": winners, **verdicts,
-            "seed_spreads": {m: {"sd": math.sqrt(v) if math.isfinite(v) else None, "df": df}
-                             for m, (v, df) in spreads.items()},
+            "seed_spreads": {f"{m}-{s}": {"sd": math.sqrt(v) if math.isfinite(v) else None, "df": df}
+                             for (m, s), (v, df) in spreads.items()},
             "statements": statements, "pt_beats_bert_by_framing": {f: v.get("pt-bert") for f, v in by_framing.items()},
             "ut_beats_pt_by_framing": ut_by_framing, "pt_beats_by_framing": by_framing}
 
@@ -291,7 +298,7 @@ def winner(cells, scale: str, learned: set[tuple[str, str]], edged: Mapping[tupl
     with a "reason" when a series there has no finished run (non-finite loss), learned no context, was still leaving
     its plateau (``late``) or lost with its LR on an edge, when only one series ran, or when the lowest loss is not
     below another's by a decided
-    ``model_spread.spread_ci`` (each series' seed losses ``by_series``, the models' ``spreads`` {series: (var, df)})."""
+    ``model_spread.spread_ci`` (each series' seed losses ``by_series``, the cells' ``spreads`` {series: (var, df)})."""
     gone = [x for x, v in zip(cells["series"], cells["loss"]) if not math.isfinite(v)]  # failed or not run
     cells = cells[cells["loss"].map(math.isfinite)]
     best = cells.loc[cells["loss"].idxmin()]
@@ -305,9 +312,9 @@ def winner(cells, scale: str, learned: set[tuple[str, str]], edged: Mapping[tupl
     if not reason and len(cells) < 2:
         reason = ALONE.format(model=best["series"])
     if not reason:
-        top, nan = best["series"], (math.nan, 0)
+        top = best["series"]
         close = [x for x in cells["series"] if x != top and spread_ci(
-            by_series[top], by_series[x], spreads.get(top, nan), spreads.get(x, nan))["decided"] != "a_lower"]
+            by_series[top], by_series[x], spreads.get(top, NONE), spreads.get(x, NONE))["decided"] != "a_lower"]
         reason = WITHIN_NOISE.format(model=best["series"], others=" and ".join(close)) if close else ""
     return {"winner": None if reason else best["series"], "loss": float(best["loss"]),
             "losses": {r["series"]: float(r["loss"]) for _, r in cells.iterrows()}, **({"reason": reason} if reason
@@ -329,8 +336,8 @@ def report_lines(summary: Mapping, as_run: bool = True) -> list[str]:
     m, level = summary.get("match", "total"), int(100 * summary.get("framing_level", 0.95))
     out += ["", f"Baselines are sized by the rule in docs/baselines.md \"Baseline shapes\", matched to PT by **{m}** "
                 f"(`sweep.match`). Each framing compares the fitted curves at PT's own x (negative = PT lower), "
-                f"{level} % bootstrap interval; \"extrapolated\" = PT's x lies "
-                f"outside the baseline's measured range (no verdict).", ""]
+                f"{level} % interval from each cell's own seed spread (delta method, Welch-Satterthwaite); "
+                f"\"extrapolated\" = PT's x lies outside the baseline's measured range (no verdict).", ""]
     for name, res in summary.get("framings", {}).items():
         out += [f"**{LABELS.get(name, name)}** (x = {FRAMINGS.get(name, '?')}):", ""]
         for pair, r in res.items():
@@ -340,8 +347,7 @@ def report_lines(summary: Mapping, as_run: bool = True) -> list[str]:
     if as_run and "statements" in summary:
         st = summary["statements"]
         out += [f"As run (the runs matched by {m}, per-scale mean difference with a {level} % Welch interval from "
-                f"each model's own seed spread, "
-                f"`differences`): PT beats BERT at every scale: {st.get('pt_beats_bert_at_every_scale', 'n/a')}; UT "
+                f"each cell's own seed spread, `differences`): PT beats BERT at every scale: {st.get('pt_beats_bert_at_every_scale', 'n/a')}; UT "
                 f"beats PT at every scale: {st.get('ut_beats_pt_at_every_scale', 'n/a')}.", ""]
         out += [f"- {pair}: {_cells(per)}" for pair, per in summary.get("differences", {}).items()]
     return out
@@ -359,12 +365,18 @@ def _cells(per_scale: Mapping[str, Mapping]) -> str:
     return "; ".join((f"N={s}: no fit ({d['reason']})" if d.get("reason") else f"N={s}: no fit") if "error" in d
                      else f"N={s}: no difference, {decision_text(d)}" if not math.isfinite(d.get("diff", math.nan))
                      else f"N={s}: {d['diff']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}] {decision_text(d)}"
-                     + _to_decide(d) for s, d in per_scale.items())
+                     + _to_decide(d) + _misfit(d) for s, d in per_scale.items())
+
+
+def _misfit(d: Mapping) -> str:
+    """' (interval widened: bert's curve misses its cells, lack of fit F(1, 3) = 67.2, p = 0.0038)' or ''."""
+    return "".join(f" (interval widened: {m}'s curve misses its cells, lack of fit F({t['df1']}, {t['df2']}) = "
+                   f"{t['F']:.3g}, p = {t['p']:.2g})" for m, t in d.get("lack_of_fit", {}).items())
 
 
 def _to_decide(d: Mapping) -> str:
     """' (~7 seeds per model would decide it at these spreads)' for an as-run difference undecided by its interval
-    alone; '' otherwise (decided, gated, or a framing's bootstrap row)."""
+    alone; '' otherwise (decided, gated, or a framing's row)."""
     if "seeds_to_decide" not in d or d.get("decided") != "undecided" or d.get("reason"):
         return ""
     n = d["seeds_to_decide"]

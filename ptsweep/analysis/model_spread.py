@@ -1,12 +1,14 @@
-"""Differences between two models with each model's own seed spread, and the seeds that would decide one.
+"""Differences between two models at one scale with each cell's own seed spread, and the seeds that would decide one.
 
-A model's seed variance is pooled over its own cells (its scales): ``s_m^2`` with ``df_m`` = sum (seeds - 1). The
-difference of two cells' seed means is compared by Welch's interval with those two variances:
+A cell (model, scale) is charged its own seed variance ``s^2`` with ``df`` = seeds - 1; a cell with one seed borrows
+its model's variance pooled over that model's cells (:func:`cell_spreads`). The difference of two cells' seed means
+is compared by Welch's interval with those two variances:
 
     se^2 = s_a^2 / m_a + s_b^2 / m_b,   df = se^4 / ((s_a^2 / m_a)^2 / df_a + (s_b^2 / m_b)^2 / df_b)
 
-(Welch-Satterthwaite): a model whose seeds agree is not charged another model's spread, as a variance pooled over
-every cell would be.
+(Welch-Satterthwaite): a cell whose seeds agree is not charged another cell's spread - neither another model's, as
+a variance pooled over every cell would be, nor its own model's at another scale (a baseline whose seeds leave a
+plateau far apart at one width only).
 """
 
 from __future__ import annotations
@@ -24,10 +26,16 @@ MAX_SEEDS = 10_000
 """Seed counts beyond this are reported as "more than" (a difference too small for its spreads)."""
 
 
-def model_spreads(runs) -> dict[str, tuple[float, int]]:
-    """{series: (seed variance pooled over its scales, df)} of a runs table (one row per run: series, scale, loss)."""
-    return {x: pooled_seed_variance([c["loss"].tolist() for _, c in g.groupby("scale")])
-            for x, g in runs.groupby("series")}
+def cell_spreads(runs) -> dict[tuple[str, str], tuple[float, int]]:
+    """{(series, scale): (seed variance, df)} of a runs table (one row per run: series, scale, loss): the cell's own
+    with >= 2 finite seeds, else its series' variance pooled over its cells (NaN, 0 when none has two)."""
+    out = {}
+    for series, g in runs.groupby("series"):
+        pooled = pooled_seed_variance([c["loss"].tolist() for _, c in g.groupby("scale")])
+        for scale, c in g.groupby("scale"):
+            own = pooled_seed_variance([c["loss"].tolist()])
+            out[(str(series), str(int(scale)))] = own if own[1] else pooled
+    return out
 
 
 def _finite(v: Sequence[float]) -> np.ndarray:
@@ -37,8 +45,8 @@ def _finite(v: Sequence[float]) -> np.ndarray:
 def spread_ci(a: Sequence[float], b: Sequence[float], spread_a: tuple[float, int], spread_b: tuple[float, int],
               level: float = 0.95) -> dict:
     """mean(a) - mean(b) with the Welch-Satterthwaite interval of the module docstring; ``spread_*`` = (variance,
-    df) of each model. Returns {"diff", "se", "df", "lo", "hi", "n_a", "n_b", "sd_a", "sd_b", "decided":
-    "a_lower" | "b_lower" | "undecided", "seeds_to_decide", "seeds_80"} (nan where a side has no finite loss or no
+    df) of each cell (:func:`cell_spreads`). Returns {"diff", "se", "df", "lo", "hi", "n_a", "n_b", "sd_a", "sd_b",
+    "decided": "a_lower" | "b_lower" | "undecided", "seeds_to_decide", "seeds_80"} (nan where a side has no finite loss or no
     spread; the seed counts of :func:`seeds_to_decide` at power 0.5 and 0.8, None when decided)."""
     a, b = _finite(a), _finite(b)
     (va, dfa), (vb, dfb) = spread_a, spread_b

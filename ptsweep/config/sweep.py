@@ -285,7 +285,7 @@ class SweepConfig:
     baseline: BaselineSearchConfig = field(default_factory=BaselineSearchConfig)
     """scaling-curves: the BERT / UT searches at each scale."""
     bootstrap: int = 1000
-    """scaling-curves: bootstrap resamples (over seeds) of the fits and of the PT - baseline differences."""
+    """scaling-curves: bootstrap resamples (residuals over seeds) of the fits' parameters and bands (figures)."""
     plateau_gain: float = 1.0
     """scaling-curves: the [MASK]-target context gain (nats) that marks a model off its loss plateau."""
     plateau_factor: float = 1.5

@@ -207,7 +207,7 @@ def verdict_section(vs: dict) -> list[str]:
 
 
 def spreads_text(spreads: dict) -> str:
-    """'pt sd 0.0049 (df 2), bert sd 0.2100 (df 2)': each model's seed spread (``model_spread``)."""
+    """'pt-32 sd 0.0049 (df 1), bert-32 sd 0.2100 (df 1)': each cell's seed spread (``model_spread``)."""
     return ", ".join(f"{m} sd {d['sd']:.4f} (df {d['df']})" if d.get("sd") is not None else f"{m} sd n/a"
                      for m, d in spreads.items()) or "no spreads"
 
@@ -222,8 +222,9 @@ def scaling_section(ss: dict, sres: pd.DataFrame, models: pd.DataFrame) -> list[
     t["no_context"] = [sc["no_context"].get(n, math.nan) for n in names]
     t["context gain"] = [gain_text(sc["gain"].get(n), sc["gain_se"].get(n)) if n in sc.index else "" for n in names]
     out = [f"Losses on the **{split}** split (baselines' LRs were chosen on validation), mean over "
-           f"{len(ss.get('seeds', []))} seed(s) per point; interval = 95 % t interval with each model's seed sd "
-           f"pooled over its own scales ({spreads_text(ss.get('seed_spreads', {}))}); token SE = "
+           f"{len(ss.get('seeds', []))} seed(s) per point; interval = 95 % t interval with each cell's own seed sd "
+           f"(a one-seed cell: its model's, pooled over its scales; {spreads_text(ss.get('seed_spreads', {}))}); "
+           f"token SE = "
            f"standard error over the scored masked tokens.", "",
            markdown_table(t, ["series", "scale", "width", "params", "n_seeds", "loss", "interval", "loss_token_se",
                               "unigram_loss", "vs unigram", "no_context", "context gain", "best_lr", "lr_edge",
@@ -235,7 +236,7 @@ def scaling_section(ss: dict, sres: pd.DataFrame, models: pd.DataFrame) -> list[
             const = f", c = {f['c']:.3g} {ci_text(f['ci']['c'])}" if f["form"] == "power_law_const" else ""
             out.append(f"- {series} vs {label}: {f['form']}, a = {f['a']:.3g} {ci_text(f['ci']['a'])}, "
                        f"b = {f['b']:.3g} {ci_text(f['ci']['b'])}{const}; {f.get('note') or ''}")
-    out += ["", "Differences (PT - baseline, negative = PT better), 95 % Welch interval of the two models' seed "
+    out += ["", "Differences (PT - baseline, negative = PT better), 95 % Welch interval of the two cells' seed "
                 "spreads:", ""]
     for pair, per in ss.get("differences", {}).items():
         for s, d in per.items():

@@ -59,13 +59,13 @@ def no_lr(search: pd.DataFrame | None, what: str, where: str = "") -> tuple[str,
     return f"every {what} trial{where} failed or diverged", "failed"
 
 
-def cells(runs: pd.DataFrame, lr_info: dict, spreads: dict[str, tuple[float, int]]) -> pd.DataFrame:
-    """One row per (series, scale): means over seeds with 95 % t intervals from the series' own seed variance
-    (pooled over its scales: ``spreads``, ``model_spread.model_spreads``)."""
+def cells(runs: pd.DataFrame, lr_info: dict, spreads: dict[tuple[str, str], tuple[float, int]]) -> pd.DataFrame:
+    """One row per (series, scale): means over seeds with 95 % t intervals from the cell's own seed variance
+    (``spreads``, ``model_spread.cell_spreads``)."""
     cells = {key: g for key, g in runs.groupby(["series", "scale"])}
     rows = []
     for (series, scale), g in cells.items():
-        var, df = spreads[series]
+        var, df = spreads[(str(series), str(int(scale)))]
         q = t_ppf(0.5 + 0.95 / 2, df) if df else math.nan  # 95 % t intervals
         rows.append(cell_row(series, scale, g, q, var, lr_info))
     return pd.DataFrame(rows).sort_values(["series", "scale"]).reset_index(drop=True)

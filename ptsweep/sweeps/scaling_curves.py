@@ -97,7 +97,7 @@ def run(cfg: RunConfig) -> Path:
     _train(cfg, plan, baselines, scalings[0], (transferred, provenance), vocab, sdir)
     runs, split = scaling_tables.runs_table(plan.runs, scalings, sdir)
     save_table(runs, sdir, "runs")
-    spreads = model_spread.model_spreads(runs)  # each series' seed variance: the table's intervals, the comparisons
+    spreads = model_spread.cell_spreads(runs)  # each cell's seed variance: the table's intervals, the comparisons
     table = scaling_tables.cells(runs, plan.lr_info, spreads)
     save_table(table, sdir, "results")
     lr_table = pd.concat(plan.searches, ignore_index=True) if plan.searches else pd.DataFrame()
@@ -111,8 +111,7 @@ def run(cfg: RunConfig) -> Path:
     save_table(curves, sdir, "learning_curves")
     plateau = (sweep_cfg.plateau_gain, sweep_cfg.plateau_factor)
     late = learning_curves.plateau_cells(curves, num_steps(cfg), *plateau) if sweep_cfg.plateau_gate else None
-    comp = framings_mod.comparisons(runs, table, spreads, pt_series, present, list(sweep_cfg.scales),
-                                    sweep_cfg.bootstrap, sweep_cfg.search_seed, late)
+    comp = framings_mod.comparisons(runs, table, spreads, pt_series, present, list(sweep_cfg.scales), late)
     images = _figures(runs, table, pt_series, fits, comp["framings"], sdir, split, plan.notes)
     images.update(learning_curves.plot_all(curves, sdir))
     summary = {"study": name, "loss_split": split, "seeds": plan.seeds, "fits": fits["params"],

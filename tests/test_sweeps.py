@@ -257,7 +257,8 @@ def test_scaling_curves_table_fits_and_plots(tmp_path):
     assert summary["fits"]["pt"]["form"] == "power_law" and "< 4" in summary["fits"]["pt"]["note"]
     assert summary["fits"]["pt"]["n_runs"] == 4 and len(summary["fits"]["pt"]["band"]["lo"]) > 0
     assert "pt" in summary["fits_flops"] and summary["loss_split"] == "test"
-    assert summary["seed_spreads"]["pt"]["df"] >= 1 and summary["seed_spreads"]["bert"]["df"] >= 1
+    assert {k: d["df"] for k, d in summary["seed_spreads"].items()} == {f"{m}-{s}": 1 for m in ("pt", "bert")
+                                                                        for s in (64, 128)}  # each cell its own
     d = summary["differences"]["pt-bert"]["128"]
     assert d["lo"] < d["diff"] < d["hi"] and d["decided"] in {"a_lower", "b_lower", "undecided"}
     assert summary["pt_beats_bert_at_every_scale"] in (True, False, None)

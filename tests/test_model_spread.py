@@ -1,6 +1,6 @@
 """Each cell's own seed spread in a difference (``analysis.model_spread``), against scipy: Welch's interval of the two
-cells' seeds at every scale, a one-seed cell borrowing its model's variance pooled over its scales, the seed count
-that would decide a measured difference, and the exit table's per-seed cells."""
+cells' seeds at every scale, no interval for a one-seed cell, the seed count that would decide a measured difference,
+and the exit table's per-seed cells."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import pytest
 from scipy import stats
 
 from ptsweep.analysis import claims
-from ptsweep.analysis.model_spread import cell_spreads, seeds_to_decide, spread_ci
+from ptsweep.analysis import framings
+from ptsweep.analysis.model_spread import NO_SPREAD, cell_spreads, seeds_to_decide, spread_ci
 
 PT = [4.373, 4.366, 4.371, 4.369]     # a model whose seeds agree
 BERT = [4.472, 4.007, 4.3, 4.1]       # one whose seeds leave the plateau at different steps
@@ -49,13 +50,17 @@ def test_each_cell_is_charged_its_own_spread_at_every_scale():
     assert spread_ci(PT, [4.40, 4.41, 4.42, 4.41], sp[("pt", "32")], sp[("bert", "32")])["decided"] == "a_lower"
 
 
-def test_a_one_seed_cell_borrows_its_models_pooled_variance():
+def test_a_one_seed_cell_gets_no_interval_and_says_why():
+    """A cell's spread is its own: another scale's is no measure of it (that is what changes between scales)."""
     pt64 = [4.0, 4.1, 4.2]
-    sp = cell_spreads(_runs({"pt": [PT, pt64, [3.9]], "bert": [[4.4]]}))
-    ss = sum(((np.array(g) - np.mean(g)) ** 2).sum() for g in (PT, pt64))
-    assert sp[("pt", "128")] == (pytest.approx(ss / (3 + 2)), 5)  # df = (4 - 1) + (3 - 1)
+    sp = cell_spreads(_runs({"pt": [PT, pt64, [3.9]], "bert": [[4.4], [4.5, 4.6], [4.0, 4.1]]}))
     assert sp[("pt", "64")] == (pytest.approx(np.var(pt64, ddof=1)), 2)
-    assert math.isnan(sp[("bert", "32")][0]) and sp[("bert", "32")][1] == 0  # no model seed spread at all
+    assert np.isnan(sp[("pt", "128")][0]) and sp[("pt", "128")][1] == 0
+    d = spread_ci([3.9], [4.0, 4.1], sp[("pt", "128")], sp[("bert", "128")])
+    assert d["decided"] == "undecided" and np.isnan(d["lo"]) and d["reason"] == NO_SPREAD and d["no_noise"]
+    assert d["diff"] == pytest.approx(3.9 - 4.05)
+    assert framings.every_scale({"128": d})["no_noise_at"] == ["128"]
+    assert framings.verdict_text(None, {"128": d}) == "undecided: no seed spread, no interval (N = 128)"
 
 
 @pytest.mark.parametrize("diff,sd_a,sd_b", [(-0.354, 0.005, 0.168), (0.13, 0.2, 0.33), (0.02, 0.01, 0.01)])
@@ -110,3 +115,10 @@ def test_the_seed_counts_give_about_even_and_80_percent_odds_in_simulation():
     assert d["decided"] == "undecided" and (d["seeds_to_decide"], d["seeds_80"]) == (9, 16)
     assert "; 9 seeds per model would decide this difference at these spreads (an even chance if it is the true " \
            "difference; 16 for 80 %)" in claims._difference(d)
+
+
+def test_two_cells_of_identical_seeds_decide_nothing():
+    """Seeds that agree exactly (a seed that changes nothing) leave no noise to judge a difference by."""
+    d = spread_ci([4.0, 4.0], [4.5, 4.5], (0.0, 1), (0.0, 1))
+    assert d["decided"] == "undecided" and np.isnan(d["lo"]) and d["diff"] == pytest.approx(-0.5)
+    assert spread_ci([4.0, 4.0], [4.5, 4.7], (0.0, 1), (0.02, 1))["df"] == pytest.approx(1.0)  # one side: Welch

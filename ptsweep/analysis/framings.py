@@ -8,8 +8,8 @@ Every framing compares the models on one axis x through their fitted curves (``a
     D(x_s) = L_PT(x_s) - L_base(x_s)              at x_s = PT's own x at each PT scale s (negative: PT better)
 
 with the Welch-Satterthwaite interval (``level``) of D from each cell's own seed spread through the two fits
-(``curve_noise``: none, and no verdict, when a model has no size with two seeds; widened for a curve that misses
-its own cells); "extrapolated" (no verdict) beyond EXTRAPOLATION_TOL outside the baseline's x range. Each curve is fitted to the cells that learned context only, so a cell that learned nothing never
+(``curve_noise``: none, and no verdict, where a one-seed size moves D or a model's seeds show no spread; widened
+for a curve that misses its own cells); "extrapolated" (no verdict) beyond EXTRAPOLATION_TOL outside the baseline's x range. Each curve is fitted to the cells that learned context only, so a cell that learned nothing never
 anchors a verdict at another scale. :func:`gate` leaves a comparison undecided where a
 side learned no context, was still leaving its loss plateau, or lost with its best LR on an edge of its tuning range.
 """
@@ -43,7 +43,8 @@ MISSING = "undecided: no finished runs of {models} in the results folder yet"
 ALONE = "undecided: only {model} ran at this scale"
 NO_RUN = "undecided: no finished run of {models} at this scale"
 WITHIN_NOISE = "undecided: {model} has the lowest loss, but its 95 % interval against {others} includes 0"
-NO_NOISE = "undecided: a model has one seed per size, so no seed noise to put an interval on"
+NO_NOISE = ("undecided: a size the curves rest on has one seed (or a model's seeds are identical), so there is no "
+            "seed noise to put an interval on")
 NONE = (math.nan, 0)
 """The spread of a cell without runs: no variance, no df."""
 CLAIMS = (("pt_beats_bert_at_every_scale", "PT beats BERT at every scale", "pt-bert", "a_lower"),
@@ -151,7 +152,7 @@ def verdict_text(verdict: bool | None, per_scale: Mapping[str, Mapping]) -> str:
     gates = set(by["no_context_at"]) | set(by["plateau_at"]) | set(by["lr_edge_at"])
     why = {"no fit": [s for s in by["failed_at"] if s not in gates],
            "PT's x outside the baseline's range": by["extrapolated_at"], "the interval includes 0": by["undecided_at"],
-           "one seed per size, no interval": by.get("no_noise_at", [])}
+           "no seed spread, no interval": by.get("no_noise_at", [])}
     parts = [f"{what} (N = {', '.join(scales)})" for what, scales in why.items() if scales]
     if reasons:  # each gate's reason says "undecided: ..." itself
         return "; ".join(reasons + parts)
@@ -176,7 +177,7 @@ def compare_at(x_a: Sequence[float], y_a: Sequence[float], x_b: Sequence[float],
     out = []
     for i, x in enumerate(at):
         se, df, lo, hi = noise[i]
-        ra, rb = _in_range(x, x_a), _in_range(x, x_b)
+        ra, rb = _in_range(x, ca.x), _in_range(x, cb.x)  # the x with a finite loss
         decided = ("extrapolated" if not (ra and rb) else "undecided" if not math.isfinite(lo)
                    else "a_lower" if hi < 0 else "b_lower" if lo > 0 else "undecided")
         row = {"x": float(x), "loss_a": float(fa["band"]["mid"][i]), "loss_b": float(fb["band"]["mid"][i]),

@@ -1,14 +1,15 @@
 """Differences between two models at one scale with each cell's own seed spread, and the seeds that would decide one.
 
-A cell (model, scale) is charged its own seed variance ``s^2`` with ``df`` = seeds - 1; a cell with one seed borrows
-its model's variance pooled over that model's cells (:func:`cell_spreads`). The difference of two cells' seed means
-is compared by Welch's interval with those two variances:
+A cell (model, scale) is charged its own seed variance ``s^2`` with ``df`` = seeds - 1 (:func:`cell_spreads`). The
+difference of two cells' seed means is compared by Welch's interval with those two variances:
 
     se^2 = s_a^2 / m_a + s_b^2 / m_b,   df = se^4 / ((s_a^2 / m_a)^2 / df_a + (s_b^2 / m_b)^2 / df_b)
 
 (Welch-Satterthwaite): a cell whose seeds agree is not charged another cell's spread - neither another model's, as
 a variance pooled over every cell would be, nor its own model's at another scale (a baseline whose seeds leave a
-plateau far apart at one width only).
+plateau far apart at one width only). A cell with one seed, or with identical seeds on both sides, has no seed noise
+of its own and gets no interval (NO_SPREAD): another scale's spread is no measure of it, since the spread is what
+changes between scales.
 """
 
 from __future__ import annotations
@@ -22,20 +23,17 @@ import numpy as np
 from ptsweep.analysis.blocked_fit import t_ppf, welch_interval
 from ptsweep.analysis.fits import pooled_seed_variance
 
+NO_SPREAD = ("undecided: a side has one seed at this scale (or both sides identical seeds), so there is no seed noise "
+             "to put an interval on")
 MAX_SEEDS = 10_000
 """Seed counts beyond this are reported as "more than" (a difference too small for its spreads)."""
 
 
 def cell_spreads(runs) -> dict[tuple[str, str], tuple[float, int]]:
-    """{(series, scale): (seed variance, df)} of a runs table (one row per run: series, scale, loss): the cell's own
-    with >= 2 finite seeds, else its series' variance pooled over its cells (NaN, 0 when none has two)."""
-    out = {}
-    for series, g in runs.groupby("series"):
-        pooled = pooled_seed_variance([c["loss"].tolist() for _, c in g.groupby("scale")])
-        for scale, c in g.groupby("scale"):
-            own = pooled_seed_variance([c["loss"].tolist()])
-            out[(str(series), str(int(scale)))] = own if own[1] else pooled
-    return out
+    """{(series, scale): (seed variance, df)} of a runs table (one row per run: series, scale, loss), from the cell's
+    finite seeds ((NaN, 0) with fewer than two)."""
+    return {(str(series), str(int(scale))): pooled_seed_variance([c["loss"].tolist()])
+            for (series, scale), c in runs.groupby(["series", "scale"])}
 
 
 def _finite(v: Sequence[float]) -> np.ndarray:
@@ -46,8 +44,9 @@ def spread_ci(a: Sequence[float], b: Sequence[float], spread_a: tuple[float, int
               level: float = 0.95) -> dict:
     """mean(a) - mean(b) with the Welch-Satterthwaite interval of the module docstring; ``spread_*`` = (variance,
     df) of each cell (:func:`cell_spreads`). Returns {"diff", "se", "df", "lo", "hi", "n_a", "n_b", "sd_a", "sd_b",
-    "decided": "a_lower" | "b_lower" | "undecided", "seeds_to_decide", "seeds_80"} (nan where a side has no finite loss or no
-    spread; the seed counts of :func:`seeds_to_decide` at power 0.5 and 0.8, None when decided)."""
+    "decided": "a_lower" | "b_lower" | "undecided", "seeds_to_decide", "seeds_80"} (nan where a side has no finite
+    loss or no spread, the latter with ``no_noise`` and ``reason`` NO_SPREAD; the seed counts of
+    :func:`seeds_to_decide` at power 0.5 and 0.8, None when decided)."""
     a, b = _finite(a), _finite(b)
     (va, dfa), (vb, dfb) = spread_a, spread_b
     out = {"diff": math.nan, "se": math.nan, "df": math.nan, "lo": math.nan, "hi": math.nan, "n_a": int(a.size),
@@ -57,8 +56,8 @@ def spread_ci(a: Sequence[float], b: Sequence[float], spread_a: tuple[float, int
     if not a.size or not b.size:
         return out
     out["diff"] = diff = float(a.mean() - b.mean())
-    if not (dfa and dfb and math.isfinite(va) and math.isfinite(vb)):
-        return out
+    if not (dfa and dfb and math.isfinite(va) and math.isfinite(vb)) or va + vb == 0:  # no seed noise to judge by
+        return {**out, "no_noise": True, "reason": NO_SPREAD}
     se, df, lo, hi = welch_interval(diff, va / a.size, dfa, vb / b.size, dfb, level)
     decided = "a_lower" if hi < 0 else ("b_lower" if lo > 0 else "undecided")
     out.update(se=se, df=df, lo=lo, hi=hi, decided=decided,

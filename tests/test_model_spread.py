@@ -61,6 +61,10 @@ def test_a_one_seed_cell_gets_no_interval_and_says_why():
     assert d["diff"] == pytest.approx(3.9 - 4.05)
     assert framings.every_scale({"128": d})["no_noise_at"] == ["128"]
     assert framings.verdict_text(None, {"128": d}) == "undecided: no seed spread, no interval (N = 128)"
+    cells = pd.DataFrame({"series": ["pt", "bert"], "loss": [3.9, 4.05]})
+    won = framings.winner(cells, "128", {("pt", "128"), ("bert", "128")}, {}, None,
+                          {"pt": [3.9], "bert": [4.0, 4.1]}, {m: sp[(m, "128")] for m in ("pt", "bert")})
+    assert won["winner"] is None and won["reason"] == NO_SPREAD
 
 
 @pytest.mark.parametrize("diff,sd_a,sd_b", [(-0.354, 0.005, 0.168), (0.13, 0.2, 0.33), (0.02, 0.01, 0.01)])

@@ -314,9 +314,11 @@ def winner(cells, scale: str, learned: set[tuple[str, str]], edged: Mapping[tupl
         reason = ALONE.format(model=best["series"])
     if not reason:
         top = best["series"]
-        close = [x for x in cells["series"] if x != top and spread_ci(
-            by_series[top], by_series[x], spreads.get(top, NONE), spreads.get(x, NONE))["decided"] != "a_lower"]
-        reason = WITHIN_NOISE.format(model=best["series"], others=" and ".join(close)) if close else ""
+        vs = {x: spread_ci(by_series[top], by_series[x], spreads.get(top, NONE), spreads.get(x, NONE))
+              for x in cells["series"] if x != top}
+        close = [x for x, d in vs.items() if d["decided"] != "a_lower"]
+        reason = (next((d["reason"] for d in vs.values() if d.get("no_noise")), "")
+                  or (WITHIN_NOISE.format(model=top, others=" and ".join(close)) if close else ""))
     return {"winner": None if reason else best["series"], "loss": float(best["loss"]),
             "losses": {r["series"]: float(r["loss"]) for _, r in cells.iterrows()}, **({"reason": reason} if reason
                                                                                         else {})}

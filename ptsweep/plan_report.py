@@ -1,10 +1,10 @@
 """The text of ``python -m ptsweep plan``: a table of the planned run groups (``planner.plan``), each sweep's runs and
-GPU-hours by model and stage, and what the cheaper baseline rule (``sweeps.baseline_rule``) would save."""
+GPU-hours by model and stage, and the most runs scaling-curves' LR edge rule adds."""
 
 from __future__ import annotations
 
 from ptsweep import planner
-from ptsweep.config import RunConfig, with_overrides
+from ptsweep.config import RunConfig
 
 COLUMNS = (f"{'sweep':<16}{'stage':<7}{'model':<11}{'scaling':<9}{'width':>6}{'runs':>5}{'tokens':>9}{'params':>9}"
            f"{'GFLOP/tok':>10}{'act MB/seq':>11}{'static GB':>10}{'micro':>6}{'peak GB':>9}{'GPU-h':>10}  time from")
@@ -45,40 +45,22 @@ def sweep_lines(name: str, rows: list[planner.TrialPlan]) -> list[str]:
     return out
 
 
-def rule_lines(cfg: RunConfig, rows: list[planner.TrialPlan], hw: planner.Hardware) -> list[str]:
-    """scaling-curves' GPU-hours under both baseline rules and what 'extrapolate' saves (none without a baseline or
-    with no scale beyond sweep.baseline.search_scales)."""
-    from ptsweep.sweeps import baseline_rule
-
-    sweep_cfg = cfg.sweep
-    if not any(m != "pt" for m in sweep_cfg.models) or len(sweep_cfg.scales) <= sweep_cfg.baseline.search_scales:
-        return []
-    cfgs = {rule: cfg if sweep_cfg.baseline.rule == rule else with_overrides(cfg, {"sweep.baseline.rule": rule})
-            for rule in ("search", "extrapolate")}
-    hours = {rule: sum(r.gpu_hours for r in (rows if c is cfg else planner.plan(c, ["scaling-curves"], hw)))
-             for rule, c in cfgs.items()}
-    saved = hours["search"] - hours["extrapolate"]
-    share = saved / hours["search"] if hours["search"] else 0.0
-    return [f"  baseline LR (now sweep.baseline.rule={sweep_cfg.baseline.rule.value}):",
-            f"    per-scale search, {hours['search']:,.1f} GPU-hours: {baseline_rule.describe(cfgs['search'])}",
-            f"    cheaper, {hours['extrapolate']:,.1f} GPU-hours (saves {saved:,.1f}, {share:.1%}): "
-            f"{baseline_rule.describe(cfgs['extrapolate'])}"]
-
-
 def edge_lines(cfg: RunConfig, hw: planner.Hardware) -> list[str]:
     """scaling-curves' LR edge rule, which the plan's runs leave out (it runs only where a best LR is on an edge):
-    its most runs and their GPU-hours (``baseline_rule.edge_runs`` per searched (model, scale))."""
-    from ptsweep.sweeps import baseline_rule
+    its most runs and their GPU-hours (``baseline_tuning.edge_runs`` per (model, scale) searched)."""
+    from ptsweep.sweeps import baseline_tuning
 
+    most = baseline_tuning.edge_runs(cfg)
+    if not most:
+        return []
     firsts = {}  # (baseline, scale) -> its first planned search trial (shape, tokens, batch)
     for t in planner.planned(cfg, ["scaling-curves"])["scaling-curves"]:
-        if t.stage == "search" and baseline_rule.edge_runs(cfg, t.scale):
+        if t.stage == "search":
             firsts.setdefault((t.model_name, t.scale), t)
     if not firsts:
         return []
     # PT's LR grid (sweep.transfer_from=grid) adds one LR per round even where the baselines search with TPE
-    runs = {key: cfg.sweep.baseline.lr_widen if key[0] == "pt" else baseline_rule.edge_runs(cfg, t.scale)
-            for key, t in firsts.items()}
+    runs = {key: cfg.sweep.baseline.lr_widen if key[0] == "pt" else most for key in firsts}
     hours = sum(planner.plan_trial(cfg, "scaling-curves", "search", t.model, runs[key], t.tokens, t.batch_size,
                                    hw).gpu_hours for key, t in firsts.items())
     return [f"  LR edge rule (sweep.baseline.lr_widen={cfg.sweep.baseline.lr_widen}), not counted above: up to "
@@ -100,7 +82,8 @@ def record_lines(rows: list[planner.TrialPlan]) -> list[str]:
 
 def format_plan(rows: list[planner.TrialPlan], cfg: RunConfig, hw: planner.Hardware,
                 bench_note: str = "") -> str:
-    """The plan's table, each sweep's breakdown (scaling-curves with both baseline rules) and the assumptions."""
+    """The plan's table, each sweep's breakdown (scaling-curves with its LR edge rule's most runs) and the
+    assumptions."""
     B, L = cfg.train.batch_size, cfg.data.seq_len
     out = [f"plan: preset={cfg.preset or '-'}  batch {B} x {L} tokens  V={cfg.data.vocab_size}  GPU memory "
            f"{hw.gpu_mem_gb:g} GB  peak {hw.peak_tflops:g} TFLOP/s (bf16 dense) x MFU {hw.mfu:g}  "
@@ -110,7 +93,7 @@ def format_plan(rows: list[planner.TrialPlan], cfg: RunConfig, hw: planner.Hardw
         part = [r for r in rows if r.sweep == name]
         out += sweep_lines(name, part)
         if name == "scaling-curves":
-            out += rule_lines(cfg, part, hw) + edge_lines(cfg, hw)
+            out += edge_lines(cfg, hw)
     out += record_lines(rows)
     out.append(f"total: {sum(r.count for r in rows)} runs, {sum(r.gpu_hours for r in rows):,.1f} GPU-hours. "
                "GFLOP/tok = executed training FLOPs (PT: incl. backward recomputation); act = predicted fp32 "

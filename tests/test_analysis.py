@@ -225,6 +225,25 @@ def test_power_law_recovers_exact_and_noisy():
     assert abs(fn["b"] - 0.12) < 0.02 and fn["r2"] > 0.95
 
 
+def test_power_law_through_noisy_points_is_the_log_log_least_squares_line():
+    """Against the normal equations of log y = log a - b log P, written out by hand, and its prediction far out."""
+    sizes = np.array([2e6, 5e6, 1.1e7, 3e7])
+    ys = np.array([1.9e-3, 1.1e-3, 9.0e-4, 5.2e-4])
+    x, y = np.log(sizes), np.log(ys)
+    slope = ((x - x.mean()) * (y - y.mean())).sum() / ((x - x.mean()) ** 2).sum()
+    intercept = y.mean() - slope * x.mean()
+    fit = fit_power_law(sizes, ys)
+    assert fit["b"] == pytest.approx(-slope, rel=1e-9) and fit["a"] == pytest.approx(math.exp(intercept), rel=1e-9)
+    assert predict(fit, 1e8) == pytest.approx(math.exp(intercept + slope * math.log(1e8)))
+
+
+def test_two_points_give_the_line_through_them_and_one_point_is_an_error():
+    fit = fit_power_law([1e6, 1e7], [2e-3, 1e-3])
+    assert fit["b"] == pytest.approx(math.log(2) / math.log(10))
+    with pytest.raises(ValueError, match="need >= 2 distinct"):
+        fit_power_law([1e6], [2e-3])
+
+
 def test_power_law_with_constant():
     loss = 1.5 + 30.0 * P ** (-0.2)
     f = fit_power_law(P, loss, with_const=True)

@@ -1,5 +1,5 @@
 """The run planner: its PT memory model against measured saved-tensor bytes, micro-batch choice, the runs it counts
-against each sweep's own list, measured step times, the breakdown by model and stage, the baseline rule's saving."""
+against each sweep's own list, measured step times, the breakdown by model and stage, the LR edge rule's most runs."""
 
 import json
 import math
@@ -14,7 +14,7 @@ from ptsweep.analysis.design import n_required
 from ptsweep.cli import main
 from ptsweep.config import PTConfig, compose, with_overrides
 from ptsweep.models import build_model, mlm_loss
-from ptsweep.sweeps import lr_transfer_plan, scaling_curves, verify_transfer
+from ptsweep.sweeps import baseline_tuning, lr_transfer_plan, scaling_curves, verify_transfer
 from ptsweep.sweeps.transfer import config_point
 
 PRESETS = ("smoke", "demo", "lr_study", "paper", "coord_train")
@@ -132,8 +132,6 @@ def test_make_plan_paper_prints_121_verify_runs_and_the_scaling_breakdown(capsys
     lines = {" ".join(line.split()[:2]): line for line in out.splitlines() if line.startswith("  ")}
     assert lines["ut search"].split()[2:4] == ["448", "runs"] and lines["ut search"].endswith("87.1%")
     assert lines["bert search"].split()[4] == "411.3"  # the issue's "BERT searches are 411 more"
-    assert "per-scale search, 5,641.5 GPU-hours" in out
-    assert "rule 'extrapolate': 64 TPE trials at scales 256, 512, 768" in out
 
 
 def test_breakdown_hours_are_runs_times_flops_over_peak_mfu():
@@ -149,18 +147,28 @@ def test_breakdown_hours_are_runs_times_flops_over_peak_mfu():
     assert parts[("ut", "search")][0] == 7 * 64 and parts[("pt", "final")][0] == 7 * 3
 
 
-def test_extrapolate_rule_saves_the_large_scales_searches():
-    """Under 'extrapolate' (3 searched scales, 3 local LRs) each of the 4 larger scales of each baseline runs 3
-    search trials instead of 64: the saving is 61 search runs' hours per (baseline, large scale)."""
+def test_the_planned_search_trials_train_the_search_budget_at_the_search_seed():
+    """A baseline's first search round at any scale: the TPE budget (paper: 64) or one trial per grid LR."""
     cfg = compose(["preset=paper"])
-    full = planner.plan(cfg, ["scaling-curves"])
-    cheap = planner.plan(with_overrides(cfg, {"sweep.baseline.rule": "extrapolate"}), ["scaling-curves"])
-    per_run = {(r.model, r.width): r.gpu_hours / r.count for r in full if r.stage == "search"}
-    large = [(r.model, r.width) for r in full if r.stage == "search"][3:7] + \
-        [(r.model, r.width) for r in full if r.stage == "search"][10:14]
-    saved = sum(r.gpu_hours for r in full) - sum(r.gpu_hours for r in cheap)
-    assert saved == pytest.approx(sum(61 * per_run[k] for k in large), rel=1e-9)
-    assert sum(r.count for r in cheap if r.stage == "search") == 2 * (3 * 64 + 4 * 3)
+    trials = baseline_tuning.planned_search(cfg, "scaling-curves", "bert", 3072, cfg.model)
+    assert len(trials) == 64 and trials[0].label == "hp-bert-w3072-0" and {t.stage for t in trials} == {"search"}
+    assert {t.tokens for t in trials} == {cfg.sweep.baseline.search_frac * cfg.train.tokens}
+    assert {t.seed for t in trials} == {cfg.seed + cfg.sweep.seeds}  # no reported run trains at it
+    grid = with_overrides(cfg, {"sweep.baseline.grid": [1e-4, 3e-4, 1e-3]})
+    labels = [t.label for t in baseline_tuning.planned_search(grid, "scaling-curves", "ut", 256, cfg.model)]
+    assert labels == ["grid-ut-w256-0", "grid-ut-w256-1", "grid-ut-w256-2"]
+
+
+def test_scaling_curves_plans_every_scales_search_and_pt_runs_only_with_pt():
+    """The plan written out by hand: per baseline, 4 scales x (the grid's 3 LRs + a final per seed); PT's finals only
+    when sweep.models has pt."""
+    over = ["preset=smoke", "sweep.scales=[64,128,192,256]", "sweep.baseline.grid=[1e-3,3e-3,1e-2]"]
+    baselines = scaling_curves.planned_trials(compose([*over, "sweep.models=[bert,ut]"]))
+    assert len(baselines) == 2 * 4 * (3 + 1)
+    assert [t.label for t in baselines if t.model.name == "bert" and t.scale == 192] == [
+        "grid-bert-w192-0", "grid-bert-w192-1", "grid-bert-w192-2", "final-bert-w192-s0"]
+    with_pt = scaling_curves.planned_trials(compose([*over, "sweep.models=[pt,bert,ut]"]))
+    assert len(with_pt) == len(baselines) + 4 and {t.model.name for t in with_pt[len(baselines):]} == {"pt"}
 
 
 def test_run_micro_batch_follows_the_setting():
@@ -229,7 +237,7 @@ def test_the_plan_names_the_lr_edge_rule_runs_it_leaves_out():
     """The edge rule's runs are not in the plan's rows (as no widening round is); its line says how many at most and
     their hours: preset=trained (grid of 3 LRs, lr_widen 2, 2 baselines x 2 scales and PT's LR grid) 10 grid trials =
     2/3 of the grids' hours; the paper (64 TPE trials, lr_widen 2 here) 2 x 64 per searched (baseline, scale): twice the
-    searches' hours, under 'extrapolate' only at its 3 searched scales."""
+    searches' hours."""
     hw = planner.Hardware(peak_tflops=1e-3)  # hours large enough to compare at one decimal
     trained = compose(["preset=trained"])
     rows = planner.plan(trained, ["scaling-curves"], hw)
@@ -242,8 +250,6 @@ def test_the_plan_names_the_lr_edge_rule_runs_it_leaves_out():
     search = [r for r in planner.plan(paper, ["scaling-curves"], hw) if r.stage == "search"]
     (line,) = plan_report.edge_lines(paper, hw)
     assert f"up to {2 * 7 * 2 * 64} more search runs, {2 * sum(r.gpu_hours for r in search):,.1f} GPU-hours" in line
-    cheap = with_overrides(paper, {"sweep.baseline.rule": "extrapolate"})
-    assert f"up to {2 * 3 * 2 * 64} more search runs" in plan_report.edge_lines(cheap, hw)[0]
     assert plan_report.edge_lines(with_overrides(paper, {"sweep.baseline.lr_widen": 0}), hw) == []
     pt_grid = with_overrides(paper, {"sweep.transfer_from": "grid", "sweep.transfer_grid": [1e-3, 2e-3, 4e-3]})
     assert f"up to {2 * 7 * 2 * 64 + 2} more search runs" in plan_report.edge_lines(pt_grid, hw)[0]  # PT's: 1 a round

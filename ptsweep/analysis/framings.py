@@ -334,8 +334,7 @@ def report_lines(summary: Mapping, as_run: bool = True) -> list[str]:
     per framing (for scaling-curves' report.md and the demo report), and with ``as_run`` the every-scale statements of
     the runs as matched (the demo report's summary states those)."""
     out = ["Tuning effort (trials per model and scale; PT is tuned once at its base width and transferred):", ""]
-    for model, t in summary.get("tuning_trials", {}).items():  # and a line per scale whose LR was extrapolated
-        out += [f"- {model}: {t['description']}", *(f"  - {line}" for line in t.get("extrapolated", []))]
+    out += [f"- {model}: {t['description']}" for model, t in summary.get("tuning_trials", {}).items()]
     m, level = summary.get("match", "total"), int(100 * summary.get("framing_level", 0.95))
     out += ["", f"Baselines are sized by the rule in docs/baselines.md \"Baseline shapes\", matched to PT by **{m}** "
                 f"(`sweep.match`). Each framing compares the fitted curves at PT's own x (negative = PT lower), "

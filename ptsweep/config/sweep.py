@@ -49,13 +49,6 @@ class CoordSchedule(StrEnum):
     train = "train"
 
 
-class BaselineRule(StrEnum):
-    """scaling-curves: how BERT's and UT's LR is chosen at each scale (``sweeps.baseline_rule``)."""
-
-    search = "search"
-    extrapolate = "extrapolate"
-
-
 @dataclass
 class BaselineSearchConfig:
     """scaling-curves: the Optuna search of BERT's and UT's optim.lr and optim.warmup_frac at each scale."""
@@ -74,15 +67,6 @@ class BaselineSearchConfig:
     grid: list[float] = field(default_factory=list)
     """LR grid instead of the Optuna search: one trial per value at search_frac of the budget, no early stopping,
     warm-up at optim.warmup_frac ([] = the search)."""
-    rule: BaselineRule = BaselineRule.search
-    """'search': the search at every scale ([S] §3.2); 'extrapolate': the search at the ``search_scales`` smallest
-    scales, a power law of their LRs for the larger ones, checked by ``local_points`` runs around it."""
-    search_scales: int = 3
-    """rule 'extrapolate': how many of the smallest scales get the full search (>= 2)."""
-    local_points: int = 3
-    """rule 'extrapolate': LR values run at each larger scale, centred on the extrapolated LR."""
-    local_factor: float = 2.0
-    """rule 'extrapolate': ratio of neighbouring local LR values."""
 
     def __post_init__(self) -> None:  # OmegaConf hands sequences over as lists; the schema's tuples stay tuples
         self.lr_range, self.warmup_range = tuple(self.lr_range), tuple(self.warmup_range)
@@ -97,9 +81,6 @@ class BaselineSearchConfig:
         require(self.lr_widen >= 0, "sweep.baseline.lr_widen", "must be >= 0")
         require(not self.grid or increasing_lr_grid(self.grid), "sweep.baseline.grid",
                 f"must be [] or >= 3 increasing positive LRs (3 can bracket an optimum), got {self.grid}")
-        require(self.search_scales >= 2, "sweep.baseline.search_scales", "must be >= 2 (a power law has 2 parameters)")
-        require(self.local_points >= 1, "sweep.baseline.local_points", "must be >= 1")
-        require(self.local_factor > 1, "sweep.baseline.local_factor", "must be > 1")
 
 
 @dataclass

@@ -1,7 +1,8 @@
 """Per-scale tuning of the baselines for scaling-curves (docs/baselines.md, "Baseline tuning"): Optuna TPE +
 tune-small's ASHA over optim.lr and optim.warmup_frac (:func:`tune`), or under sweep.baseline.grid one trial per LR
-of a fixed grid without early stopping (:func:`grid_search`), each with its edge rule; search trials train at
-:func:`search_training_seed`, a seed no reported run uses.
+of a fixed grid without early stopping (:func:`grid_search`), each with its edge rule, at every scale; search trials
+train at :func:`search_training_seed`, a seed no reported run uses. :func:`planned_search` and :func:`edge_runs` are
+what the planner counts.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from ptsweep.config import RunConfig
 from ptsweep.trials.fields import TABLE_METRICS, finished
 from ptsweep.trials.runner import run_trials
 from ptsweep.trials.search import run_search
+from ptsweep.trials.trial_plan import PlannedTrial
 
 WARMUP_MAX = 0.5
 """Upper end of any widened optim.warmup_frac range."""
@@ -38,6 +40,19 @@ def budget(cfg: RunConfig) -> int:
     """Trials per (baseline, scale) and search round: the grid's size, else sweep.baseline.samples (0 =
     sweep.num_samples, tune-small's)."""
     return len(cfg.sweep.baseline.grid) or int(cfg.sweep.baseline.samples or cfg.sweep.num_samples)
+
+
+def edge_runs(cfg: RunConfig) -> int:
+    """The most search trials the edge rule adds to one (baseline, scale): ``sweep.baseline.lr_widen`` rounds of the
+    TPE budget, or of one LR under ``sweep.baseline.grid``."""
+    return cfg.sweep.baseline.lr_widen * (1 if cfg.sweep.baseline.grid else budget(cfg))
+
+
+def planned_search(cfg: RunConfig, sweep: str, kind: str, scale: int, model_cfg) -> list[PlannedTrial]:
+    """The first search round of baseline ``kind`` at ``scale`` (its matched shape ``model_cfg``) as planned runs."""
+    mode = "grid" if cfg.sweep.baseline.grid else "hp"
+    return [PlannedTrial(sweep, "search", model_cfg, search_tokens(cfg), search_training_seed(cfg),
+                         cfg.train.batch_size, int(scale), f"{mode}-{kind}-w{scale}-{i}") for i in range(budget(cfg))]
 
 
 def method(cfg: RunConfig) -> str:
@@ -118,47 +133,38 @@ def _info(best: dict, edge: dict, rounds: int, n_trials: int, not_run: int, **ex
             "rounds": rounds, "n_trials": n_trials, "not_run": not_run, **extra}
 
 
-GRID_LABEL = {"grid": "hp", "local": "local"}
-"""Trial-label prefix of a fixed-list search per mode: the grid of sweep.baseline.grid, or the local LRs of
-``baseline_rule`` (another label, so a local trial never shares a ledger key with a grid trial of the same LR)."""
-
-
-def grid_label(kind: str, scale: int, mode: str = "grid") -> str:
+def grid_label(kind: str, scale: int) -> str:
     """The label of one (baseline, scale)'s fixed-list search trials (also scaling-curves' combined first phase)."""
-    return f"{GRID_LABEL[mode]}-{kind}-w{scale}"
+    return f"hp-{kind}-w{scale}"
 
 
-def grid_trials(cfg: RunConfig, model_over: dict, lrs=None, warmup_frac: float | None = None) -> list[dict]:
+def grid_trials(cfg: RunConfig, model_over: dict, lrs=None) -> list[dict]:
     """The overrides of one (baseline, scale)'s fixed-list trials: the shape, the search budget and seed, each LR of
-    ``lrs`` (default: sweep.baseline.grid), at ``warmup_frac`` when given (default: optim.warmup_frac, not set)."""
+    ``lrs`` (default: sweep.baseline.grid)."""
     fixed = {**model_over, "train.tokens": search_tokens(cfg), "seed": search_training_seed(cfg)}
-    if warmup_frac is not None:
-        fixed["optim.warmup_frac"] = float(warmup_frac)
     return [{**fixed, "optim.lr": float(lr)} for lr in (cfg.sweep.baseline.grid if lrs is None else lrs)]
 
 
 def grid_search(cfg: RunConfig, kind: str, scale: int, model_over: dict, sdir: Path, group: str,
-                tags: list[str], lrs=None, warmup_frac: float | None = None,
-                mode: str = "grid") -> tuple[pd.DataFrame, dict]:
-    """One trial per LR (a fixed list, no early stopping) at the search seed and budget; the best by validation loss,
-    its edge flagged (:func:`lr_edge`). Mode "grid": sweep.baseline.grid at optim.warmup_frac, and while the best LR
-    is on an edge, one more LR a grid step beyond it (:func:`step_beyond`), up to sweep.baseline.lr_widen times
-    (search_round 1, 2, ...); mode "local": ``lrs`` at ``warmup_frac`` (``baseline_rule``), flagged only."""
+                tags: list[str], lrs=None) -> tuple[pd.DataFrame, dict]:
+    """One trial per LR of ``lrs`` (default: sweep.baseline.grid; no early stopping) at the search seed and budget and
+    optim.warmup_frac; the best by validation loss, its edge flagged (:func:`lr_edge`); while the best LR is on an
+    edge, one more LR a grid step beyond it (:func:`step_beyond`), up to sweep.baseline.lr_widen times (search_round
+    1, 2, ...)."""
     grid = list(cfg.sweep.baseline.grid if lrs is None else lrs)
-    warmup = float(cfg.optim.warmup_frac if warmup_frac is None else warmup_frac)
-    widen = cfg.sweep.baseline.lr_widen if mode == "grid" else 0
+    warmup = float(cfg.optim.warmup_frac)
     run, rounds = list(grid), 0  # run: the grid, then each added LR in the order it was added
     while True:  # every round re-reads the earlier trials from the ledger and trains only the new LR
-        df = run_trials(cfg, grid_trials(cfg, model_over, run, warmup_frac), sdir,
-                        f"search-{kind}-w{scale}-{mode}" + (f"-edge{rounds}" if rounds else ""),
-                        labels=[grid_label(kind, scale, mode)] * len(run), tags=tags, group=group)
+        df = run_trials(cfg, grid_trials(cfg, model_over, run), sdir,
+                        f"search-{kind}-w{scale}-grid" + (f"-edge{rounds}" if rounds else ""),
+                        labels=[grid_label(kind, scale)] * len(run), tags=tags, group=group)
         edge = lr_edge(df)
-        added = next_edge_lr(edge, run, rounds, widen)
+        added = next_edge_lr(edge, run, rounds, cfg.sweep.baseline.lr_widen)
         if added is None:
             break
         run.append(added)
         rounds += 1
-    lr_range = f"{mode} [{', '.join(f'{v:g}' for v in grid)}]" + (
+    lr_range = f"grid [{', '.join(f'{v:g}' for v in grid)}]" + (
         f" + edge [{', '.join(f'{v:g}' for v in run[len(grid):])}]" if rounds else "")
     df = df.assign(trial_id=[str(i) for i in range(len(df))], **{"optim.warmup_frac": warmup},
                    search_round=[max(0, i - len(grid) + 1) for i in range(len(run))],
@@ -181,7 +187,7 @@ def grid_edges_together(cfg: RunConfig, searches: list[tuple[str, int, dict, lis
                         tags: list[str]) -> None:
     """The grid's edge rounds of several (model, scale) searches at once: round r trains every open search's r-th
     added LR in one fixed list, so Ray keeps every slot busy instead of training one search's LR at a time.
-    ``searches``: (kind, scale, shape overrides, grid LRs), mode "grid". Trains only (the same trial keys as
+    ``searches``: (kind, scale, shape overrides, grid LRs). Trains only (the same trial keys as
     :func:`grid_search`, which then reads every round from the ledger)."""
     runs = {i: list(lrs) for i, (_, _, _, lrs) in enumerate(searches)}
     for rounds in range(cfg.sweep.baseline.lr_widen + 1):

@@ -1,8 +1,8 @@
 """scaling-curves: PT (zero-shot transferred HPs) vs BERT and UT (tuned per scale) at matched sizes ([S] §3.2, Fig. 2).
 
 PT runs at every width of sweep.scales and paradigm of sweep.scaling with the 7 values of transfer.yaml, untuned.
-Each baseline gets, at each scale, the rule shape closest to PT's (``models.sizing.match_shape``), its LR by
-sweep.baseline.rule (``baseline_rule``) and fresh runs at the chosen values; every point runs at sweep.seeds seeds,
+Each baseline gets, at each scale, the rule shape closest to PT's (``models.sizing.match_shape``), its own LR search
+(``baseline_tuning``) and fresh runs at the chosen values; every point runs at sweep.seeds seeds,
 scored on the test split when the runs have one (docs/verdicts.md, "Scaling fits"). Writes the runs, results and LR
 search tables (``reports.scaling_tables``), Figure 2, summary.json and report.md to ``<out_dir>/<study>/``.
 """
@@ -27,7 +27,7 @@ from ptsweep.config import RunConfig, with_overrides
 from ptsweep.analysis import framings as framings_mod
 from ptsweep.models.sizing import flops_per_token, match_shape, measure, param_count
 from ptsweep.reports import scaling_tables
-from ptsweep.sweeps import baseline_rule, baseline_tuning, pt_grid
+from ptsweep.sweeps import baseline_tuning, pt_grid
 from ptsweep.reports.outputs import (open_study, print_transfer_mismatch, publish, require_pt, save_table,
                                     study_name, sweep_tags)
 from ptsweep.trials.ray_session import ray_session
@@ -160,9 +160,8 @@ def _train(cfg: RunConfig, plan: _Plan, baselines: list[str], pt_scaling: str, p
             baseline_tuning.grid_edges_together(cfg, searches, sdir, study_name(cfg, SWEEP).replace("/", "-"),
                                                 [f"sweep={SWEEP}"])  # every search's edge round at once
         for kind in baselines:  # match width, LR search (validation split), seeds at the best LR
-            searched: dict[float, dict] = {}  # the rule's searched scales: size -> best values
-            for s in sorted(cfg.sweep.scales):  # ascending: 'extrapolate' fits the smaller, searched scales
-                _plan_baseline(cfg, plan, kind, s, pt_scaling, vocab, sdir, searched)
+            for s in sorted(cfg.sweep.scales):
+                _plan_baseline(cfg, plan, kind, s, pt_scaling, vocab, sdir)
         if pt_grid.active(cfg):  # PT's LR: the grid's best at the smallest scale
             _tune_pt(cfg, plan, pt_scaling, transferred, provenance, sdir)
         if "pt" in cfg.sweep.models:  # PT at every scale with the transferred values, no tuning
@@ -172,9 +171,9 @@ def _train(cfg: RunConfig, plan: _Plan, baselines: list[str], pt_scaling: str, p
 
 
 def _plan_baseline(cfg: RunConfig, plan: _Plan, kind: str, scale: int, pt_scaling: str, vocab: int,
-                   sdir: Path, searched: dict[float, dict]) -> None:
-    """One baseline at one scale: its matched shape, its LR by sweep.baseline.rule (``baseline_rule.search_lr``),
-    its final runs (or failed rows)."""
+                   sdir: Path) -> None:
+    """One baseline at one scale: its matched shape, its LR search (``baseline_tuning.tune``), its final runs (or
+    failed rows)."""
     sweep_cfg, data_cfg = cfg.sweep, cfg.data
     pt_cfg = with_overrides(cfg, {"model.width": scale, "model.scaling": pt_scaling})
     row = {"model": kind, "scaling": "", "scale": scale}
@@ -190,14 +189,8 @@ def _plan_baseline(cfg: RunConfig, plan: _Plan, kind: str, scale: int, pt_scalin
     if abs(row["match_ratio"] - 1) > 0.05:
         plan.notes.append(f"{kind} w{scale}: the closest rule shape (d={mcfg.width}, L={mcfg.n_layers}) has "
                           f"{row['match_ratio']:.3f} x PT's {sweep_cfg.match} count (more than 5 % off)")
-    try:
-        df, info = baseline_rule.search_lr(cfg, kind, scale, shape_overrides, baseline_rule.size(mcfg, vocab),
-                                           searched, sdir, study_name(cfg, SWEEP).replace("/", "-"),
-                                           sweep_tags(SWEEP, bcfg.model))
-    except baseline_rule.NoExtrapolation as e:  # no power law to extrapolate: this scale's rows fail with why
-        plan.lr_info[f"{kind}-w{scale}"] = {"rule": "extrapolated", "error": str(e), "best_lr": math.nan,
-                                            "n_trials": 0, "not_run": 0}
-        return _failed(plan, row, str(e))
+    df, info = baseline_tuning.tune(cfg, kind, scale, shape_overrides, sdir, study_name(cfg, SWEEP).replace("/", "-"),
+                                    sweep_tags(SWEEP, bcfg.model))
     df.insert(0, "model", kind)
     df.insert(1, "scale", scale)
     plan.searches.append(df)
@@ -222,10 +215,10 @@ def _failed(plan: _Plan, row: dict, reason: str, status: str = "failed") -> None
 def _grid_searches(cfg: RunConfig, baselines: list[str], pt_scaling: str,
                    vocab: int) -> list[tuple[str, int, dict, list[float]]]:
     """The fixed-list searches under sweep.baseline.grid as (kind, scale, shape overrides, grid LRs): PT's LR grid at
-    the smallest scale (transfer_from 'grid'), then every baseline at the rule's searched scales, by scale."""
+    the smallest scale (transfer_from 'grid'), then every baseline at every scale, by scale."""
     out = [("pt", pt_grid.tuning_width(cfg), pt_grid.model_overrides(cfg, pt_scaling),
             list(cfg.sweep.transfer_grid))] if pt_grid.active(cfg) else []
-    for scale in (s for s in cfg.sweep.scales if s in baseline_rule.searched_scales(cfg)):
+    for scale in cfg.sweep.scales:
         pt_cfg = with_overrides(cfg, {"model.width": scale, "model.scaling": pt_scaling})
         for kind in baselines:  # the baselines first: their learning curves say whether the budget is long enough
             try:
@@ -340,26 +333,12 @@ def _figures(runs: pd.DataFrame, table: pd.DataFrame, pt_series: list[str], fits
 def _settings(cfg: RunConfig, plan: _Plan, provenance: dict, present: list[str], vocab: int) -> dict:
     """summary.json: the tuning effort per model, the baseline search space and the settings."""
     sweep_cfg = cfg.sweep
-    return {"tuning_trials": _tuning_effort(cfg, provenance, plan.lr_info, present),
+    return {"tuning_trials": baseline_tuning.trial_counts(cfg, provenance, plan.lr_info, present),
             "baseline_search_space": {k: list(v) for k, v in baseline_tuning.search_space(cfg).items()},
             "lr_search": plan.lr_info, "vocab_size": vocab, "scales": list(sweep_cfg.scales),
             "models": list(sweep_cfg.models), "scaling": sweep_cfg.scaling, "tokens": cfg.train.tokens,
             "baseline_search_tokens": baseline_tuning.search_tokens(cfg),
             "search_training_seed": baseline_tuning.search_training_seed(cfg)}
-
-
-def _tuning_effort(cfg: RunConfig, provenance: dict, lr_info: dict[str, dict], present: list[str]) -> dict:
-    """``baseline_tuning.trial_counts`` with, under rule 'extrapolate', which scales were searched and a line per
-    extrapolated scale (``baseline_rule.scale_line``: report.md's tuning effort)."""
-    counts = baseline_tuning.trial_counts(cfg, provenance, lr_info, present)
-    if cfg.sweep.baseline.rule == "search":
-        return counts
-    for kind in present:
-        counts[kind]["description"] += f"; {baseline_rule.describe(cfg)}"
-        counts[kind]["extrapolated"] = [baseline_rule.scale_line(s, lr_info[f"{kind}-w{s}"])
-                                        for s in sorted(cfg.sweep.scales) if lr_info.get(f"{kind}-w{s}", {}).get(
-                                            "rule") == "extrapolated"]
-    return counts
 
 
 def final_seeds(cfg: RunConfig) -> list[int]:
@@ -378,7 +357,7 @@ def planned_trials(cfg: RunConfig) -> list[PlannedTrial]:
         for s in sweep_cfg.scales:
             pt = model({"model.width": s, "model.scaling": paradigms(sweep_cfg)[0]})
             mcfg = match_shape(kind, pt, data.vocab_size, data.seq_len, data.mask_prob, sweep_cfg.match)
-            out += baseline_rule.planned_search(cfg, SWEEP, kind, s, mcfg)
+            out += baseline_tuning.planned_search(cfg, SWEEP, kind, s, mcfg)
             out += [PlannedTrial(SWEEP, "final", mcfg, tokens, sd, batch, s, f"final-{kind}-w{s}-s{i}")
                     for i, sd in enumerate(final_seeds(cfg))]
     pt = pt_finals(cfg, {}) if "pt" in sweep_cfg.models else []  # as the driver: no PT runs without model pt

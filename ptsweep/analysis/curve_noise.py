@@ -5,11 +5,12 @@ mean of m_k seeds), so its prediction L(x) is a function of those means. Its noi
 
     var L(x) = sum_k g_k(x)^2 s_k^2 / m_k,    g_k(x) = dL(x) / d ybar_k
 
-with s_k^2 the cell's own seed variance (df m_k - 1): a noisy cell is charged its own spread, never its
-neighbours'. A cell with one seed that moves L(x) leaves L(x) without a measured noise, and so does a model whose
-seeds show no spread at all (identical seeds): no interval there. For the pure law (ln L linear in ln x, least squares on the cell means) g is exact:
-g_k(x) = L(x) w_k(x) / ybar_k with w_k(x) = 1/K + (ln x - mean ln x)(ln x_k - mean ln x) / S_xx; for the saturating
-law it is the implicit-function derivative of the least-squares fit, dtheta / dybar = (J'J - sum_k r_k H_k)^-1 J'.
+with s_k^2 the cell's own seed variance (df m_k - 1): a noisy cell is charged its own spread, never its neighbours'.
+A cell with one seed that moves L(x) leaves L(x) without a measured noise, and so does a model whose seeds show no
+spread at all (identical seeds): no interval there. For the pure law (ln L linear in ln x, least squares on the cell
+means) g is exact: g_k(x) = L(x) w_k(x) / ybar_k with w_k(x) = 1/K + (ln x - mean ln x)(ln x_k - mean ln x) / S_xx;
+for the saturating law it is the implicit-function derivative of the least-squares fit, dtheta / dybar = (J'J -
+sum_k r_k H_k)^-1 J'.
 
 The difference of two independent curves D(x) = L_a(x) - L_b(x) gets the Welch-Satterthwaite interval over the
 terms g_k^2 s_k^2 / m_k (df m_k - 1) of both (``blocked_fit.satterthwaite_interval``). At a baseline's own cell, with

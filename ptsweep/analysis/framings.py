@@ -9,7 +9,8 @@ Every framing compares the models on one axis x through their fitted curves (``a
 
 with the Welch-Satterthwaite interval (``level``) of D from each cell's own seed spread through the two fits
 (``curve_noise``: none, and no verdict, where a one-seed size moves D or a model's seeds show no spread; widened
-for a curve that misses its own cells); "extrapolated" (no verdict) beyond EXTRAPOLATION_TOL outside the baseline's x range. Each curve is fitted to the cells that learned context only, so a cell that learned nothing never
+for a curve that misses its own cells); "extrapolated" (no verdict) beyond EXTRAPOLATION_TOL outside the baseline's
+x range. Each curve is fitted to the cells that learned context only, so a cell that learned nothing never
 anchors a verdict at another scale. :func:`gate` leaves a comparison undecided where a
 side learned no context, was still leaving its loss plateau, or lost with its best LR on an edge of its tuning range.
 """
@@ -349,7 +350,8 @@ def report_lines(summary: Mapping, as_run: bool = True) -> list[str]:
     if as_run and "statements" in summary:
         st = summary["statements"]
         out += [f"As run (the runs matched by {m}, per-scale mean difference with a {level} % Welch interval from "
-                f"each cell's own seed spread, `differences`): PT beats BERT at every scale: {st.get('pt_beats_bert_at_every_scale', 'n/a')}; UT "
+                f"each cell's own seed spread, `differences`): PT beats BERT at every scale: "
+                f"{st.get('pt_beats_bert_at_every_scale', 'n/a')}; UT "
                 f"beats PT at every scale: {st.get('ut_beats_pt_at_every_scale', 'n/a')}.", ""]
         out += [f"- {pair}: {_cells(per)}" for pair, per in summary.get("differences", {}).items()]
     return out

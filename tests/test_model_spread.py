@@ -13,7 +13,7 @@ from scipy import stats
 
 from ptsweep.analysis import claims
 from ptsweep.analysis import framings
-from ptsweep.analysis.model_spread import NO_SPREAD, cell_spreads, seeds_to_decide, spread_ci
+from ptsweep.analysis.model_spread import NO_SPREAD, cell_spreads, one_side_seeds, seeds_to_decide, spread_ci
 
 PT = [4.373, 4.366, 4.371, 4.369]     # a model whose seeds agree
 BERT = [4.472, 4.007, 4.3, 4.1]       # one whose seeds leave the plateau at different steps
@@ -79,6 +79,44 @@ def test_seeds_to_decide_is_the_first_n_whose_welch_interval_excludes_the_differ
     assert n is not None and n >= 2 and half(n) < abs(diff) and (n == 2 or half(n - 1) >= abs(diff))
 
 
+def _one_side_by_scan(diff, v_more, n_more, v_kept, n_kept, power):
+    """Smallest total m >= max(n_more, 2) of one side whose Welch interval (scipy's t) at ``diff`` excludes 0."""
+    for m in range(max(n_more, 2), 5000):
+        ua, ub = v_more / m, v_kept / n_kept
+        df = (ua + ub) ** 2 / (ua ** 2 / (m - 1) + ub ** 2 / (n_kept - 1))
+        extra = stats.t.ppf(power, df) if power > 0.5 else 0.0
+        if (stats.t.ppf(0.975, df) + extra) * math.sqrt(ua + ub) < abs(diff):
+            return m
+    return None
+
+
+@pytest.mark.parametrize("diff,sd_a,n_a,sd_b,n_b", [(0.2, 0.2, 8, 0.15, 6), (0.13, 0.2, 4, 0.33, 3),
+                                                    (0.3, 0.25, 4, 0.02, 4), (-0.05, 0.1, 2, 0.3, 4)])
+def test_one_sides_seeds_are_the_first_count_whose_welch_interval_excludes_the_difference(diff, sd_a, n_a, sd_b, n_b):
+    """Seeds of one side alone, the other kept: against a scan with scipy's t; the cheaper side is named, and a side
+    whose kept partner alone is too wide (n_b = 4 at SD 0.3 against 0.05) decides at no count."""
+    got = one_side_seeds(diff, (sd_a ** 2, n_a), (sd_b ** 2, n_b))
+    scans = {side: [_one_side_by_scan(diff, v, n, vk, nk, p) for p in (0.5, 0.8)]
+             for side, (v, n), (vk, nk) in (("a", (sd_a ** 2, n_a), (sd_b ** 2, n_b)),
+                                            ("b", (sd_b ** 2, n_b), (sd_a ** 2, n_a)))}
+    found = {side: c for side, c in scans.items() if c[0] is not None}
+    if not found:
+        assert got is None
+        return
+    side = min(found, key=lambda k: found[k][0])
+    assert got == {"side": side, "seeds": found[side][0], "seeds_80": found[side][1]}
+    assert got["seeds"] >= {"a": n_a, "b": n_b}[side] and (got["seeds_80"] is None or got["seeds_80"] >= got["seeds"])
+
+
+def test_an_undecided_claim_names_the_seeds_of_the_noisier_model_alone():
+    pt, bert = [4.10, 4.11, 4.12, 4.11], [4.0, 4.6, 3.9, 4.3]
+    sp = cell_spreads(_runs({"pt": [pt], "bert": [bert]}))
+    d = spread_ci(pt, bert, sp[("pt", "32")], sp[("bert", "32")])
+    assert d["decided"] == "undecided" and d["one_side"]["side"] == "b"
+    text = "\n".join(claims.claim_lines({"differences": {"pt-bert": {"32": d}}, "framings": {}}))
+    assert f"; or {d['one_side']['seeds']} seeds of bert alone, the other side's 4 kept" in text
+
+
 def test_no_seed_count_decides_a_zero_difference_and_equal_seeds_decide_at_two():
     assert seeds_to_decide(0.0, 0.01, 0.02) is None and seeds_to_decide(0.1, 0.0, 0.0) == 2
 
@@ -118,7 +156,7 @@ def test_the_seed_counts_give_about_even_and_80_percent_odds_in_simulation():
     d = spread_ci([diff] * 3, [0.0, 0.3, -0.3], (va, 2), (vb, 2))
     assert d["decided"] == "undecided" and (d["seeds_to_decide"], d["seeds_80"]) == (9, 16)
     assert "; 9 seeds per model would decide this difference at these spreads (an even chance if it is the true " \
-           "difference; 16 for 80 %)" in claims._difference(d)
+           "difference; 16 for 80 %)" in claims._difference(d, "bert")
 
 
 def test_two_cells_of_identical_seeds_decide_nothing():

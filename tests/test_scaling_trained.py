@@ -101,7 +101,7 @@ def test_pt_rows_fail_with_why_when_no_pt_grid_trial_finished():
 
     cfg = compose(["preset=smoke", "sweep.transfer_from=grid", "sweep.transfer_grid=[1e-3,1e-2,1e-1]",
                    "sweep.seeds=2"])
-    plan = scaling_curves._Plan(seeds=[0, 1])
+    plan = scaling_curves._Plan(seeds={"pt": [0, 1]})
     values = {k: 1.0 for k in TRANSFER_KEYS}
     scaling_curves._plan_pt(cfg, plan, {**values, "optim.lr": math.nan}, 1000)
     assert not plan.finals and len(plan.runs) == 2 * 2  # scales 64 and 128 x 2 seeds, nothing to train

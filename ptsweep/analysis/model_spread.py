@@ -63,7 +63,41 @@ def spread_ci(a: Sequence[float], b: Sequence[float], spread_a: tuple[float, int
     out.update(se=se, df=df, lo=lo, hi=hi, decided=decided,
                seeds_to_decide=None if decided != "undecided" else seeds_to_decide(diff, va, vb, level),
                seeds_80=None if decided != "undecided" else seeds_to_decide(diff, va, vb, level, power=0.8))
+    if decided == "undecided":
+        out["one_side"] = one_side_seeds(diff, (va, a.size), (vb, b.size), level)
     return out
+
+
+def one_side_seeds(diff: float, side_a: tuple[float, int], side_b: tuple[float, int],
+                   level: float = 0.95) -> dict | None:
+    """The cheaper way to decide ``diff`` by seeds of one side only, the other kept at its seeds: {"side": "a" | "b",
+    "seeds": m, "seeds_80": m80} with m the smallest total seed count of that side whose Welch interval (``side_*`` =
+    (variance, seeds)) at the measured difference excludes 0 (m80: at 80 % power, as :func:`seeds_to_decide`); the
+    side with the smaller m, None when neither side alone decides within :data:`MAX_SEEDS`."""
+    best = None
+    for side, (v_more, n_more), (v_kept, n_kept) in (("a", side_a, side_b), ("b", side_b, side_a)):
+        counts = [_one_side_count(diff, v_more, n_more, v_kept, n_kept, level, p) for p in (0.5, 0.8)]
+        if counts[0] is not None and (best is None or counts[0] < best["seeds"]):
+            best = {"side": side, "seeds": counts[0], "seeds_80": counts[1]}
+    return best
+
+
+def _one_side_count(diff: float, v_more: float, n_more: int, v_kept: float, n_kept: int, level: float,
+                    power: float) -> int | None:
+    """Smallest m >= n_more with (t_df + t_power) se(m) < |diff|, se(m)^2 = v_kept / n_kept + v_more / m and df
+    Welch-Satterthwaite's; None when none up to :data:`MAX_SEEDS` (v_kept / n_kept alone too wide)."""
+    if not (math.isfinite(diff) and diff != 0 and n_kept >= 2 and n_more >= 1):
+        return None
+
+    def decides(m: int) -> bool:
+        se, df, _, _ = welch_interval(diff, v_more / m, m - 1, v_kept / n_kept, n_kept - 1, level)
+        extra = t_ppf(power, df) if power > 0.5 else 0.0
+        return (t_ppf(0.5 + level / 2, df) + extra) * se < abs(diff)
+
+    lo = max(n_more, 2)
+    if not decides(MAX_SEEDS):
+        return None
+    return lo + bisect.bisect_left(range(lo, MAX_SEEDS + 1), True, key=decides)
 
 
 def seeds_to_decide(diff: float, var_a: float, var_b: float, level: float = 0.95, power: float = 0.5) -> int | None:

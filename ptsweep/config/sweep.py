@@ -244,6 +244,9 @@ class SweepConfig:
     """verify-transfer: each coordinate is drawn uniformly in [(1-perturb) S_i, (1+perturb) S_i]."""
     seeds: int = 3
     """verify-transfer: seeds of the base point; scaling-curves: seeds of every point (seed = cfg.seed + i)."""
+    model_seeds: dict[str, int] = field(default_factory=dict)
+    """scaling-curves: final seeds of a model other than ``seeds`` ({model: count}); seeds past ``seeds`` skip
+    cfg.seed + seeds, the seed of the baselines' search trials."""
     perturbed_seeds: int = 0
     """verify-transfer: seeds of each perturbed point, paired with the base's (0 = all base seeds)."""
     test_alpha: float = 0.05
@@ -311,6 +314,9 @@ class SweepConfig:
         require(self.n >= 0, "sweep.n", "must be >= 0")
         require(0 < self.perturb < 1, "sweep.perturb", "must be in (0, 1)")
         require(self.seeds >= 1, "sweep.seeds", "must be >= 1")
+        for model, n in self.model_seeds.items():
+            require(model in self.models and isinstance(n, int) and n >= 1, f"sweep.model_seeds.{model}",
+                    f"must be a seed count >= 1 of a model in sweep.models {list(self.models)}, got {n}")
         require(0 <= self.perturbed_seeds <= self.seeds, "sweep.perturbed_seeds", "must be in [0, sweep.seeds]")
         require(0.0 < self.test_alpha < 1.0, "sweep.test_alpha", "must be in (0, 1)")
         require(self.equivalence_margin > 0.0, "sweep.equivalence_margin", "must be > 0")

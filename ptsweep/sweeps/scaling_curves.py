@@ -2,9 +2,10 @@
 
 PT runs at every width of sweep.scales and paradigm of sweep.scaling with the 7 values of transfer.yaml, untuned.
 Each baseline gets, at each scale, the rule shape closest to PT's (``models.sizing.match_shape``), its own LR search
-(``baseline_tuning``) and fresh runs at the chosen values; every point runs at sweep.seeds seeds,
-scored on the test split when the runs have one (docs/verdicts.md, "Scaling fits"). Writes the runs, results and LR
-search tables (``reports.scaling_tables``), Figure 2, summary.json and report.md to ``<out_dir>/<study>/``.
+(``baseline_tuning``) and fresh runs at the chosen values; every point runs at sweep.seeds seeds (a model's own
+count under sweep.model_seeds), scored on the test split when the runs have one (docs/verdicts.md, "Scaling fits").
+Writes the runs, results and LR search tables (``reports.scaling_tables``), Figure 2, summary.json and report.md to
+``<out_dir>/<study>/``.
 """
 
 from __future__ import annotations
@@ -53,8 +54,8 @@ def paradigms(sweep_cfg) -> list[str]:
 
 def pt_finals(cfg: RunConfig, transferred: dict) -> list[tuple[str, dict]]:
     """(label, overrides) of PT's final runs: every paradigm x scale x seed at the transferred values."""
-    return [(f"final-pt-{sc}-w{s}-s{i}", {**transferred, "model.width": s, "model.scaling": sc, "seed": cfg.seed + i})
-            for sc in paradigms(cfg.sweep) for s in cfg.sweep.scales for i in range(cfg.sweep.seeds)]
+    return [(f"final-pt-{sc}-w{s}-s{sd - cfg.seed}", {**transferred, "model.width": s, "model.scaling": sc, "seed": sd})
+            for sc in paradigms(cfg.sweep) for s in cfg.sweep.scales for sd in final_seeds(cfg, "pt")]
 
 
 def _row_static(cfg: RunConfig, V: int) -> dict:
@@ -67,8 +68,8 @@ def _row_static(cfg: RunConfig, V: int) -> dict:
 class _Plan:
     """What the driver collects before and while running: one ``runs`` row per (series, scale, seed) ("pending":
     index into ``finals``, the fixed list of final trials, with their ``labels``), the baseline searches' tables and
-    results (``lr_info`` by "<model>-w<scale>") and the notes of the summary."""
-    seeds: list[int]
+    results (``lr_info`` by "<model>-w<scale>") and the notes of the summary; ``seeds``: each model's final seeds."""
+    seeds: dict[str, list[int]]
     runs: list[dict] = field(default_factory=list)
     finals: list[dict] = field(default_factory=list)
     labels: list[str] = field(default_factory=list)
@@ -93,7 +94,7 @@ def run(cfg: RunConfig) -> Path:
     if results.folder(cfg) is not None and not sweep_cfg.report_only:
         results.write_study(results.folder(cfg), cfg, name, SWEEP, vocab)
     baselines = [m for m in sweep_cfg.models if m in BASELINES]
-    plan = _Plan(seeds=final_seeds(cfg))
+    plan = _Plan(seeds={m: final_seeds(cfg, m) for m in sweep_cfg.models})
     _train(cfg, plan, baselines, scalings[0], (transferred, provenance), vocab, sdir)
     runs, split = scaling_tables.runs_table(plan.runs, scalings, sdir)
     save_table(runs, sdir, "runs")
@@ -114,7 +115,8 @@ def run(cfg: RunConfig) -> Path:
     comp = framings_mod.comparisons(runs, table, spreads, pt_series, present, list(sweep_cfg.scales), late)
     images = _figures(runs, table, pt_series, fits, comp["framings"], sdir, split, plan.notes)
     images.update(learning_curves.plot_all(curves, sdir))
-    summary = {"study": name, "loss_split": split, "seeds": plan.seeds, "fits": fits["params"],
+    summary = {"study": name, "loss_split": split, "seeds": final_seeds(cfg, ""), "model_seeds": plan.seeds,
+               "fits": fits["params"],
                "fits_non_embedding": fits["non_embedding_params"], "fits_flops": fits["train_flops"],
                "match": sweep_cfg.match, "framing_level": 0.95, **comp,
                "budget_check": learning_curves.budget_check(curves, num_steps(cfg), *plateau),
@@ -200,16 +202,16 @@ def _plan_baseline(cfg: RunConfig, plan: _Plan, kind: str, scale: int, pt_scalin
     row.update(best_lr=info["best_lr"], best_warmup_frac=info["best"]["optim.warmup_frac"],
                lr_edge=info["edge"], lr_rounds=info["rounds"], tuning_trials=info["n_trials"])
     plan.notes += _edge_notes(kind, scale, info)
-    for i, sd in enumerate(plan.seeds):
+    for sd in plan.seeds[kind]:
         plan.runs.append({**row, "seed": sd, "from": "final run", "pending": len(plan.finals)})
         plan.finals.append({**shape_overrides, **info["best"], "seed": sd})
-        plan.labels.append(f"final-{kind}-w{scale}-s{i}")
+        plan.labels.append(f"final-{kind}-w{scale}-s{sd - cfg.seed}")
 
 
 def _failed(plan: _Plan, row: dict, reason: str, status: str = "failed") -> None:
     """A failed (or missing) row per seed of one (model, scale) that has no final runs, with the one-line reason."""
     plan.runs += [{**row, "seed": sd, "status": status, "val_loss": math.inf, "best_lr": math.nan, "error": reason}
-                  for sd in plan.seeds]
+                  for sd in plan.seeds[row["model"]]]
 
 
 def _grid_searches(cfg: RunConfig, baselines: list[str], pt_scaling: str,
@@ -341,9 +343,11 @@ def _settings(cfg: RunConfig, plan: _Plan, provenance: dict, present: list[str],
             "search_training_seed": baseline_tuning.search_training_seed(cfg)}
 
 
-def final_seeds(cfg: RunConfig) -> list[int]:
-    """Seeds of every final run: cfg.seed + i, i < sweep.seeds."""
-    return [cfg.seed + i for i in range(cfg.sweep.seeds)]
+def final_seeds(cfg: RunConfig, model: str) -> list[int]:
+    """Seeds of a model's final runs: cfg.seed + i for sweep.model_seeds[model] (else sweep.seeds) runs, those past
+    sweep.seeds one further on (cfg.seed + sweep.seeds trains the baselines' search trials)."""
+    n, common = cfg.sweep.model_seeds.get(model, cfg.sweep.seeds), cfg.sweep.seeds
+    return [cfg.seed + (i if i < common else i + 1) for i in range(n)]
 
 
 def planned_trials(cfg: RunConfig) -> list[PlannedTrial]:
@@ -358,8 +362,8 @@ def planned_trials(cfg: RunConfig) -> list[PlannedTrial]:
             pt = model({"model.width": s, "model.scaling": paradigms(sweep_cfg)[0]})
             mcfg = match_shape(kind, pt, data.vocab_size, data.seq_len, data.mask_prob, sweep_cfg.match)
             out += baseline_tuning.planned_search(cfg, SWEEP, kind, s, mcfg)
-            out += [PlannedTrial(SWEEP, "final", mcfg, tokens, sd, batch, s, f"final-{kind}-w{s}-s{i}")
-                    for i, sd in enumerate(final_seeds(cfg))]
+            out += [PlannedTrial(SWEEP, "final", mcfg, tokens, sd, batch, s, f"final-{kind}-w{s}-s{sd - cfg.seed}")
+                    for sd in final_seeds(cfg, kind)]
     pt = pt_finals(cfg, {}) if "pt" in sweep_cfg.models else []  # as the driver: no PT runs without model pt
     out += pt_grid.planned(cfg, SWEEP, model, paradigms(sweep_cfg)[0]) if pt_grid.active(cfg) else []
     return out + [PlannedTrial(SWEEP, "final", model({k: over[k] for k in ("model.width", "model.scaling")}), tokens,

@@ -64,15 +64,21 @@ def test_the_exit_table_names_each_models_own_seeds_and_counts_missing_curves_ag
 
 
 @pytest.mark.usefixtures("ray_local")
-def test_the_sweep_trains_only_the_extra_seeds_of_one_model(tmp_path, capsys):
+def test_the_sweep_trains_only_the_missing_and_extra_seeds_seed_by_seed(tmp_path, capsys):
+    """Two missing finals (seeds 0 and 1) and BERT's extra seed at both widths: those four train, the missing seeds
+    first (a study cut short keeps its cells' seed counts even), the extra ones at the seed past the search's."""
     folder = tmp_path / "results-smoke"
     shutil.copytree(FIXTURE, folder)
+    for stem in ("final-bert-w128-s0", "final-pt-channels-w64-s1"):
+        next((folder / "trials").glob(f"{stem}-*.json")).unlink()
     cfg = results.study_config(folder, **{"out_dir": str(tmp_path / "runs"), "sweep.results": str(folder),
                                           "sweep.model_seeds": {"bert": 3}})
     sdir = scaling_curves.run(cfg)
-    started = sorted(line.split()[-1] for line in (sdir / ledger.STARTS_LOG).read_text().splitlines())
-    assert [s.rsplit("-", 1)[0] for s in started] == ["final-bert-w128-s3", "final-bert-w64-s3"]
-    for stem in started:  # trained at the seed past the search's, exported to the folder
+    started = [line.split()[-1] for line in (sdir / ledger.STARTS_LOG).read_text().splitlines()]
+    labels = [s.rsplit("-", 1)[0] for s in started]
+    assert sorted(labels[:2]) == ["final-bert-w128-s0", "final-pt-channels-w64-s1"]  # two run at once
+    assert sorted(labels[2:]) == ["final-bert-w128-s3", "final-bert-w64-s3"]
+    for stem in started[2:]:  # trained at the seed past the search's, exported to the folder
         rec = results.load_record(folder / "trials" / f"{stem}.json")
         assert rec["record"]["status"] == "ok" and rec["config"]["seed"] == int(cfg.seed) + 3
     summary = json.loads((sdir / "summary.json").read_text())
@@ -81,4 +87,4 @@ def test_the_sweep_trains_only_the_extra_seeds_of_one_model(tmp_path, capsys):
     assert "per seed 0, 1; bert per seed 0, 1, 3:" in report and "2 / 3 seeds" in report  # PT 2, BERT 3
     cells = pd.read_csv(sdir / "results.csv")
     assert dict(zip(cells["series"], cells["n_seeds"])) == {"pt": 2, "bert": 3}
-    assert "[results-smoke/final] 10 trials: 8 already finished" in capsys.readouterr().err
+    assert "[results-smoke/final] 10 trials: 6 already finished" in capsys.readouterr().err

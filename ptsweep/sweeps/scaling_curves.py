@@ -289,11 +289,16 @@ def _plan_pt(cfg: RunConfig, plan: _Plan, transferred: dict, vocab: int) -> None
 
 
 def _run_finals(cfg: RunConfig, plan: _Plan, sdir: Path, group: str) -> None:
-    """Run the fixed list of final trials (resumable: a ledger) and fill each pending row with its result."""
-    finals = run_trials(cfg, plan.finals, sdir, "final", labels=plan.labels, tags=[f"sweep={SWEEP}"], group=group)
+    """Run the fixed list of final trials (resumable: a ledger) seed by seed - every cell's first seed before any
+    cell's second, so a study stopped part-way has every cell at about the same seed count - and fill each pending
+    row with its result."""
+    order = sorted(range(len(plan.finals)), key=lambda i: plan.finals[i]["seed"])  # stable: as planned within a seed
+    finals = run_trials(cfg, [plan.finals[i] for i in order], sdir, "final", labels=[plan.labels[i] for i in order],
+                        tags=[f"sweep={SWEEP}"], group=group)
+    position = {i: pos for pos, i in enumerate(order)}
     for row in plan.runs:
         if "pending" in row:
-            r = finals.iloc[row.pop("pending")]
+            r = finals.iloc[position[row.pop("pending")]]
             row.update({k: r[k] for k in ("val_loss", "tokens", "status", "error", "trial_key")})
             if r.get("params") and math.isfinite(float(r["params"])):
                 row["params"] = int(r["params"])  # counted on the built model

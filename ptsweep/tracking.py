@@ -232,29 +232,3 @@ def make_tracker(tracker_cfg: TrackerConfig, results_path: str | Path | None = N
     if tracker_cfg.mode == "disabled":
         return LocalTracker(results_path)
     return WandbTracker(tracker_cfg, results_path)
-
-
-def load_results(path: str | Path):
-    """A results table (``<out_dir>`` or its ``results.jsonl``) as a DataFrame: one row per run, its record fields,
-    one column per dotted config key and the final metrics (lines that do not parse are skipped)."""
-    import pandas as pd
-
-    path = Path(path)
-    if path.is_dir():
-        path = path / RESULTS_FILE
-    rows = []
-    if path.exists():
-        for line in path.read_text().splitlines():
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:  # blank, or a writer killed mid-line
-                continue
-            metrics = rec.pop("metrics", {}) or {}
-            rec.update(flatten(rec.pop("config", {}) or {}))  # lists (tags, config lists) -> hashable tuples
-            rows.append({**{k: tuple(v) if isinstance(v, list) else v for k, v in rec.items()}, **metrics})
-    df = pd.DataFrame(rows)
-    for col in ("val_loss", "train_loss"):  # JSON null -> NaN; keep inf for diverged runs
-        if col in df:
-            df[col] = pd.to_numeric(df[col], errors="coerce")
-    return df
-

@@ -302,6 +302,18 @@ def test_gains_combine_seed_spread_with_the_shared_validation_se():
     assert g["unigram_loss"] == pytest.approx(6.3)
 
 
+def test_baselines_are_means_of_the_finite_values_and_left_out_when_none():
+    """lr-transfer's and lr-horizon's baselines (``transfer_drift.baselines``): a diverged or missing value is no
+    baseline; the token SE is averaged over every run that has one."""
+    d = pd.DataFrame({"unigram_loss": [6.3, 6.1, math.inf, math.nan],
+                      "unigram_loss_se": [0.04, math.nan, 0.02, 0.03], "no_context_loss": [5.8, 5.9, math.nan, 5.7]})
+    assert td.baselines(d) == pytest.approx({"unigram_loss": 6.2, "unigram_loss_spread": 0.2, "unigram_loss_se": 0.03,
+                                             "no_context_loss": 5.8})
+    only_nc = pd.DataFrame({"unigram_loss": [math.nan], "no_context_loss": [5.0]})
+    assert td.baselines(only_nc) == {"no_context_loss": 5.0}
+    assert td.baselines(pd.DataFrame({"val_loss": [4.0]})) == {}
+
+
 def test_analyse_reports_unigram_gains_and_plots(smoke_cfg, tmp_path):
     cfg = _study_cfg(smoke_cfg, widths=[32, 256])
     df = _synthetic({("mup", 32): -5, ("mup", 256): -5, ("sp", 32): -4, ("sp", 256): -7})

@@ -11,13 +11,14 @@ import math
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 
 from ptsweep import data as D
 from ptsweep import train
 from ptsweep.config import compose, with_overrides
-from ptsweep.tracking import LocalTracker, Tracker, load_results, make_tracker
+from ptsweep.tracking import LocalTracker, Tracker, make_tracker
 
 
 @pytest.fixture(autouse=True)
@@ -32,6 +33,17 @@ def small(cache_dir: Path, out_dir: Path, *overrides: str):
     return compose(["preset=smoke", "tracker=disabled", f"out_dir={out_dir}", f"data.cache_dir={cache_dir}",
                     "data.vocab_size=2000", "data.seq_len=64", "data.max_train_tokens=400000",
                     "data.max_val_blocks=16", *overrides])
+
+
+def results_table(out_dir: Path) -> pd.DataFrame:
+    """``<out_dir>/results.jsonl`` with one row per run: the record's fields, its config as dotted keys
+    (``model.width``) and its final metrics."""
+    rows = []
+    for line in (out_dir / "results.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        config, metrics = rec.pop("config"), rec.pop("metrics")
+        rows.append({**rec, **config, **metrics})
+    return pd.json_normalize(rows)
 
 
 def test_lr_schedule_warms_up_then_decays_to_min_frac() -> None:
@@ -51,7 +63,7 @@ def test_forced_nan_marks_run_diverged_without_exception(cache_dir: Path, tmp_pa
     assert m["val_loss"] == math.inf
     assert m["steps"] < train.num_steps(cfg)
     assert reports and reports[-1]["diverged"] is True and reports[-1]["val_loss"] == math.inf
-    row = load_results(tmp_path).iloc[0]
+    row = results_table(tmp_path).iloc[0]
     assert row["status"] == "diverged" and row["val_loss"] == math.inf
 
 
@@ -93,7 +105,7 @@ def test_results_table_has_one_row_per_run(cache_dir: Path, tmp_path: Path) -> N
     for seed in (0, 1):
         cfg = small(cache_dir, tmp_path, "model=ut", f"seed={seed}", "train.tokens=2048")
         train.run(cfg, make_tracker(cfg.tracker))
-    df = load_results(tmp_path)
+    df = results_table(tmp_path)
     assert len(df) == 2
     assert sorted(df["seed"]) == [0, 1]
     assert {"model.width", "optim.lr", "model.name", "val_loss", "status", "run_dir", "params"} <= set(df.columns)
@@ -111,7 +123,7 @@ def test_failed_run_is_recorded_and_reraised(cache_dir: Path, tmp_path: Path, mo
     cfg = small(cache_dir, tmp_path, "model=ut")
     with pytest.raises(RuntimeError, match="boom"):
         train.run(cfg, LocalTracker())
-    row = load_results(tmp_path).iloc[0]
+    row = results_table(tmp_path).iloc[0]
     assert row["status"] == "failed" and "boom" in row["error"]
 
 
@@ -131,7 +143,7 @@ def test_wandb_offline_writes_offline_run_dir(cache_dir: Path, tmp_path: Path, m
     m = train.run(cfg, make_tracker(cfg.tracker))
     offline = list((Path(m["run_dir"]) / "wandb").glob("offline-run-*"))
     assert len(offline) == 1 and any(offline[0].glob("*.wandb"))
-    assert len(load_results(tmp_path)) == 1
+    assert len(results_table(tmp_path)) == 1
 
 
 @pytest.mark.parametrize("system_metrics", [True, False])
@@ -179,4 +191,4 @@ def test_exception_from_report_fn_keeps_its_status_in_the_record(cache_dir: Path
 
     with pytest.raises(EarlyStop):
         train.run(small(cache_dir, tmp_path, "model=ut"), LocalTracker(), report_fn=report)
-    assert load_results(tmp_path).iloc[0]["status"] == "early_stopped"
+    assert results_table(tmp_path).iloc[0]["status"] == "early_stopped"

@@ -16,7 +16,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .blocked_fit import t_ppf, welch_interval
+from .blocked_fit import t_ppf
 
 
 def _r2(y: np.ndarray, yhat: np.ndarray) -> float:
@@ -207,33 +207,6 @@ def _bootstrap(ux: np.ndarray, groups: list[np.ndarray], use_sat: bool, grid: np
     slope = (ly - ly.mean(axis=1, keepdims=True)) @ xc / float(xc @ xc)
     a, b = np.exp(ly.mean(axis=1) - slope * lx.mean()), -slope
     return {"a": a, "b": b, "c": np.zeros_like(a), "curve": a[:, None] * grid[None, :] ** (-b[:, None])}
-
-
-def difference_ci(a: Sequence[float], b: Sequence[float], pooled_var: float | None = None,
-                  pooled_df: int | None = None, level: float = 0.95) -> dict:
-    """mean(a) - mean(b) of independent runs with a Student-t interval: se^2 = pooled_var (1/m_a + 1/m_b) at
-    ``pooled_df`` when given, else Welch's interval of the two samples (>= 2 seeds each). Returns {"diff", "se", "df",
-    "lo", "hi", "n_a", "n_b", "decided": "a_lower" | "b_lower" | "undecided"}."""
-    a = np.asarray([v for v in a if math.isfinite(v)], dtype=float)
-    b = np.asarray([v for v in b if math.isfinite(v)], dtype=float)
-    out = {"diff": math.nan, "se": math.nan, "df": math.nan, "lo": math.nan, "hi": math.nan, "n_a": int(a.size),
-           "n_b": int(b.size), "decided": "undecided"}
-    if not a.size or not b.size:
-        return out
-    diff = float(a.mean() - b.mean())
-    if pooled_var is not None and pooled_df:
-        se, df = math.sqrt(pooled_var * (1 / a.size + 1 / b.size)), float(pooled_df)
-        q = t_ppf(0.5 + level / 2, df)
-        lo, hi = diff - q * se, diff + q * se
-    elif a.size >= 2 and b.size >= 2:
-        se, df, lo, hi = welch_interval(diff, a.var(ddof=1) / a.size, a.size - 1, b.var(ddof=1) / b.size,
-                                        b.size - 1, level)
-    else:
-        out["diff"] = diff
-        return out
-    out.update(diff=diff, se=float(se), df=float(df), lo=float(lo), hi=float(hi),
-               decided="a_lower" if hi < 0 else ("b_lower" if lo > 0 else "undecided"))
-    return out
 
 
 def pooled_seed_variance(groups: Sequence[Sequence[float]]) -> tuple[float, int]:

@@ -6,18 +6,14 @@ x = ln(T / T0), y = ln eta (T0 = the smallest budget):
 
     eta*(T) = eta0 (T / T0)^-beta,   y = ln eta0 - beta x                                                      (H1)
 
-- :func:`fit_power`: least squares of y_i on x_i (closed form), beta = -slope, with the residual spread;
-- :func:`beta_range`: every beta for which some line y = a - beta x passes through every bracket. For a fixed beta the
-  intercepts allowed by budget i are [ln lo_i + beta x_i, ln hi_i + beta x_i]; intervals on a line share a point iff
-  every two do, so beta is allowed iff beta (x_i - x_j) <= ln hi_j - ln lo_i for every pair: beta_max is the least
-  (ln hi_j - ln lo_i) / (x_i - x_j) over x_i > x_j, beta_min the largest (ln lo_i - ln hi_j) / (x_j - x_i) over
-  x_i < x_j; an empty range means no power law passes through every bracket;
-- :func:`vertex_lr`: one seed's optimum between grid points: the vertex of the parabola in ln eta through the grid's
-  lowest loss and its two neighbours (none at a grid edge);
-- :func:`slope_interval`: (H1) by least squares on every seed's :func:`vertex_lr` at every budget, with the t interval
-  of beta (df = n - 2): the seeds' scatter, which the brackets of a factor-2 grid cannot resolve (at two grid steps
-  per bracket and budgets 16x apart, :func:`beta_range` is never narrower than 2 ln 4 / ln 16 = 1);
-- :func:`scale_lr`: the LR (H1) gives at a target budget from one tuned at another: lr (T_target / T_tuned)^-beta.
+(H1) is fitted by least squares to the per-budget optima (:func:`fit_power`) and to every seed's optimum between grid
+points (:func:`slope_interval`: the seeds' scatter gives a t interval of beta, which the brackets of a factor-2 grid
+cannot resolve); :func:`beta_range` bounds beta by the brackets, :func:`scale_lr` carries an LR to another budget.
+
+The range of beta: for a fixed beta the intercepts allowed by budget i are [ln lo_i + beta x_i, ln hi_i + beta x_i];
+intervals on a line share a point iff every two do, so beta is allowed iff beta (x_i - x_j) <= ln hi_j - ln lo_i for
+every pair: beta_max is the least (ln hi_j - ln lo_i) / (x_i - x_j) over x_i > x_j, beta_min the largest
+(ln lo_i - ln hi_j) / (x_j - x_i) over x_i < x_j; an empty range means no power law passes through every bracket.
 """
 
 from __future__ import annotations

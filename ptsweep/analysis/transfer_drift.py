@@ -58,7 +58,8 @@ def curve(g: pd.DataFrame, x_col: str, loss_col: str = "val_loss") -> pd.DataFra
 
 
 def _vertex_log2(c: pd.DataFrame, i: int) -> float | None:
-    """Vertex (log2 x) of the parabola through points i-1, i, i+1 of the curve, or None."""
+    """Vertex (log2 x) of the parabola through points i-1, i, i+1 of the curve, or None. Point i is the optimum of
+    the candidates (the most seeds), not the curve's lowest mean as in ``horizon.vertex_lr``."""
     if i <= 0 or i >= len(c) - 1:
         return None
     xs = np.log2(c["x"].to_numpy()[i - 1:i + 2])
@@ -207,6 +208,24 @@ def drift(df: pd.DataFrame, x_col: str, width_col: str = "model.width", param_co
         res["drift_fit_log2"] = f_hi["t_opt"] - f_lo["t_opt"] if both else None
         res["drift_fit_ci"] = drift_interval(f_lo, f_hi) if both else None
         out[str(par)] = res
+    return out
+
+
+def baselines(df: pd.DataFrame) -> dict:
+    """The unigram and no-context baselines of a study's runs, each the mean of its finite values: "unigram_loss",
+    "unigram_loss_spread" (max - min: 0 when every run scored the same tokens), "unigram_loss_se" (the mean finite
+    token SE, NaN when none) and "no_context_loss"; a baseline without a finite value is left out."""
+    out = {}
+    empty = pd.Series(dtype=float)
+    uni = df["unigram_loss"].astype(float) if "unigram_loss" in df else empty
+    if np.isfinite(uni).any():
+        u = uni[np.isfinite(uni)]
+        use = df["unigram_loss_se"].astype(float) if "unigram_loss_se" in df else empty
+        out.update(unigram_loss=float(u.mean()), unigram_loss_spread=float(u.max() - u.min()),
+                   unigram_loss_se=float(use[np.isfinite(use)].mean()) if np.isfinite(use).any() else math.nan)
+    nc = df["no_context_loss"].astype(float) if "no_context_loss" in df else empty
+    if np.isfinite(nc).any():
+        out["no_context_loss"] = float(nc[np.isfinite(nc)].mean())
     return out
 
 

@@ -108,12 +108,9 @@ def model_fit(budgets: dict[int, dict]) -> dict:
 def analyse(df: pd.DataFrame, cfg: RunConfig, model_shapes: dict[str, dict]) -> dict:
     """{"unigram_loss", "no_context_loss", "models": {model: {"model": name / parametrization / width / scaling,
     "budgets": {steps: :func:`budget_result`}, "fit": :func:`model_fit`}}}."""
-    uni = df["unigram_loss"].astype(float) if "unigram_loss" in df else pd.Series(dtype=float)
-    nc = df["no_context_loss"].astype(float) if "no_context_loss" in df else pd.Series(dtype=float)
-    unigram = float(uni[np.isfinite(uni)].mean()) if np.isfinite(uni).any() else math.nan
-    out: dict = {"unigram_loss": unigram,
-                 "no_context_loss": float(nc[np.isfinite(nc)].mean()) if np.isfinite(nc).any() else math.nan,
-                 "models": {}}
+    base = td.baselines(df)
+    unigram = base.get("unigram_loss", math.nan)
+    out: dict = {"unigram_loss": unigram, "no_context_loss": base.get("no_context_loss", math.nan), "models": {}}
     for model, shape in model_shapes.items():
         m = with_overrides(cfg, shape).model
         budgets = {int(t): budget_result(g, unigram, cfg.sweep.lr_horizon.collapse_frac)

@@ -47,17 +47,7 @@ def basin_and_cliff(curve: dict, unigram: float, rows, x_col: str) -> dict:
 def analyse(df, cfg: RunConfig) -> dict:
     """A ``transfer_drift.drift`` result per study in ``STUDIES`` (the gains, basin and best run at each optimum),
     the baselines, and the LR study's context-transfer checks (``"criteria"``)."""
-    out: dict = {}
-    unigram = df["unigram_loss"].astype(float) if "unigram_loss" in df else None
-    if unigram is not None and np.isfinite(unigram).any():
-        u = unigram[np.isfinite(unigram)]
-        out["unigram_loss"] = float(u.mean())
-        out["unigram_loss_spread"] = float(u.max() - u.min())  # 0 when every run scored the same tokens
-        use = df["unigram_loss_se"].astype(float)
-        out["unigram_loss_se"] = float(use[np.isfinite(use)].mean()) if np.isfinite(use).any() else math.nan
-    if "no_context_loss" in df and np.isfinite(df["no_context_loss"].astype(float)).any():
-        nc = df["no_context_loss"].astype(float)
-        out["no_context_loss"] = float(nc[np.isfinite(nc)].mean())  # the same tokens for every run
+    out: dict = td.baselines(df)
     weight_key = cfg.sweep.lr_transfer.weight_key
     for study, prefix, xc in (("lr", "lr-", LR_KEY), ("weight", weight_label(weight_key) + "-", weight_key),
                               ("control", "ctrl-", LR_KEY)):

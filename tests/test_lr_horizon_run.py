@@ -17,6 +17,7 @@ from ptsweep import cli
 from ptsweep.config import TRANSFER_KEYS
 from ptsweep.errors import SweepError
 from ptsweep.sweeps.transfer import read_transfer, transfer_settings
+from ptsweep.trials import ledger
 
 pytest.importorskip("ray")
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,8 +26,10 @@ ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "WANDB_M
 
 @pytest.mark.slow
 def test_smoke_study_runs_on_ray_and_its_fit_drives_the_rule(tmp_path, capsys):
+    folder = tmp_path / "results"  # the study's records, as a repository keeps them
     res = subprocess.run([sys.executable, "-m", "ptsweep", "lr-horizon", "preset=smoke", "tracker=disabled",
-                          f"out_dir={tmp_path}"], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=900)
+                          f"out_dir={tmp_path}", f"sweep.results={folder}"], cwd=ROOT, env=ENV, capture_output=True,
+                         text=True, timeout=900)
     assert res.returncode == 0, res.stderr[-3000:]
     out = res.stdout
     assert out.startswith("lr-horizon: preset smoke") and "PT width 64 beside its matched BERT" in out
@@ -37,12 +40,15 @@ def test_smoke_study_runs_on_ray_and_its_fit_drives_the_rule(tmp_path, capsys):
     assert 18 <= len(trials) <= 24 and set(trials["label"].str.split("-T").str[0]) == {"pt", "bert"}
     assert set(trials["steps"]) == {1, 4, 16} and (trials["status"] == "ok").all()
     assert set(trials["tokens"]) == {256, 1024, 4096}  # each budget trained its own length
+    base = trials[["unigram_loss", "no_context_loss"]].mean()  # the baselines: every run's mean
+    assert f"Unigram loss {base['unigram_loss']:.4f}, no-context loss {base['no_context_loss']:.4f};" in out
     doc = json.loads((sdir / "horizon.json").read_text())
     assert doc["sweep"] == "lr-horizon" and set(doc["fits"]) == {"pt", "bert"}
     pt = doc["fits"]["pt"]
     assert pt["model"]["name"] == "pt" and pt["steps"] == [1, 4, 16] and len(pt["eta_opt"]) == 3
     assert pt["beta_range"] is None or pt["beta_range"][0] <= pt["beta"] <= pt["beta_range"][1]
     assert (sdir / "report.md").read_text().startswith("# lr-horizon")
+    _records_render_the_report_and_train_nothing_again(folder, sdir, tmp_path, len(trials))
 
     # the study's horizon.json as the rule's beta: transfer.yaml tuned at 16 steps, this run 4
     cfg = cli.compose(["preset=smoke"])
@@ -58,3 +64,22 @@ def test_smoke_study_runs_on_ray_and_its_fit_drives_the_rule(tmp_path, capsys):
     values, prov, _ = read_transfer(rule)
     assert values["optim.lr"] == pytest.approx(0.02 * (4 / 16) ** -pt["beta"])
     assert prov["horizon"]["beta"] == pytest.approx(pt["beta"]) and "horizon rule power" in capsys.readouterr().out
+
+
+def _records_render_the_report_and_train_nothing_again(folder: Path, sdir: Path, tmp_path: Path, n: int) -> None:
+    """The results folder alone re-renders the study's report (twice the same bytes; the trained run's text under the
+    progress line), and the same command on an empty runs folder finds every trial there and trains none."""
+    assert len(list((folder / "trials").glob("*.json"))) == n
+    assert cli.main(["report", str(folder)]) == 0
+    first = (folder / "report.md").read_text()
+    assert cli.main(["report", str(folder)]) == 0 and (folder / "report.md").read_text() == first
+    title, progress, rest = first.split("\n", 2)
+    assert progress == "" and rest.startswith(f"_Rendered from {n} trial records of its results folder: every planned")
+    assert rest.split("\n", 1)[1] == (sdir / "report.md").read_text().split("\n", 1)[1].replace(
+        str(sdir), "<lr-horizon>")
+    again = subprocess.run([sys.executable, "-m", "ptsweep", "lr-horizon", "preset=smoke", "tracker=disabled",
+                            f"out_dir={tmp_path / 'fresh'}", f"sweep.results={folder}"], cwd=ROOT, env=ENV,
+                           capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "[lr-horizon/grid] 18 trials: 18 already finished (ledger; 18 in the repository" in again.stderr
+    assert not (tmp_path / "fresh" / "lr-horizon" / ledger.STARTS_LOG).exists()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ptsweep import results
 
-RENDERERS = {"scaling-curves": "ptsweep.sweeps.scaling_curves"}
+RENDERERS = {"scaling-curves": "ptsweep.sweeps.scaling_curves", "lr-horizon": "ptsweep.sweeps.lr_horizon"}
 """The sweeps whose report this command renders, and their driver modules."""
 FIGURES = "figures"
 
@@ -48,10 +48,11 @@ def _with_progress(text: str, sdir: Path, n: int) -> str:
     """report.md with a line under its title: how many records it rests on and how many planned runs are missing."""
     import pandas as pd
 
+    words = {"runs": "final runs", "lr_search": "tuning trials", "trials": "trials"}  # the sweeps' tables of runs
     missing = {name: int((pd.read_csv(sdir / f"{name}.csv")["status"] == "missing").sum())
-               for name in ("runs", "lr_search") if (sdir / f"{name}.csv").exists()}
-    line = (f"_Rendered from {n} trial records of its results folder; not yet in it: {missing.get('runs', 0)} final "
-            f"runs and {missing.get('lr_search', 0)} tuning trials (their cells say so)._"
+               for name in words if (sdir / f"{name}.csv").exists()}
+    what = " and ".join(f"{k} {words[name]}" for name, k in missing.items())
+    line = (f"_Rendered from {n} trial records of its results folder; not yet in it: {what} (their cells say so)._"
             if any(missing.values()) else f"_Rendered from {n} trial records of its results folder: every planned "
                                           f"run is in it._")
     title, _, rest = text.partition("\n")

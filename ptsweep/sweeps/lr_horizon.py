@@ -16,8 +16,7 @@ from ptsweep.io import write_json
 from ptsweep.sweeps import baseline_tuning
 from ptsweep.trials.ledger import with_ledger_metrics
 from ptsweep.reports.outputs import open_study, publish, require_pt, save_table
-from ptsweep.trials.ray_session import ray_session
-from ptsweep.trials.runner import run_trials, warm_data
+from ptsweep.trials.runner import run_trials, sweep_session, warm_data
 
 SWEEP = "lr-horizon"
 PT_ONLY = "lr-horizon starts from the PT config (model=pt) and adds its baseline, got {name}"
@@ -120,8 +119,9 @@ def run(cfg: RunConfig) -> Path:
     t0 = time.time()
     name, sdir = open_study(cfg, SWEEP)
     tags = [f"sweep={SWEEP}", f"width={tuning_width(cfg)}"]
-    with ray_session(cfg.ray):
-        model_shapes = shapes(cfg, warm_data(cfg))
+    vocab = warm_data(cfg)
+    with sweep_session(cfg, name, SWEEP, vocab):  # records kept in sweep.results, when set
+        model_shapes = shapes(cfg, vocab)
         df, lrs = run_grids(cfg, model_shapes, sdir, tags)
     df = with_ledger_metrics(df, sdir)
     df["model"] = df["label"].str.split("-T").str[0]

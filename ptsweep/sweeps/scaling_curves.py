@@ -10,7 +10,6 @@ Writes the runs, results and LR search tables (``reports.scaling_tables``), Figu
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import math
 import time
@@ -20,7 +19,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ptsweep import results
 from ptsweep.analysis import fits as fits_mod
 from ptsweep.analysis import learning_curves, model_spread
 from ptsweep.analysis import plots
@@ -31,8 +29,7 @@ from ptsweep.reports import scaling_tables
 from ptsweep.sweeps import baseline_tuning, pt_grid
 from ptsweep.reports.outputs import (open_study, print_transfer_mismatch, publish, require_pt, save_table,
                                     study_name, sweep_tags)
-from ptsweep.trials.ray_session import ray_session
-from ptsweep.trials.runner import run_trials, warm_data
+from ptsweep.trials.runner import run_trials, sweep_session, warm_data
 from ptsweep.sweeps.transfer import config_transfer, read_transfer
 from ptsweep.trials.trial_plan import PlannedTrial, shape_cache
 
@@ -91,8 +88,6 @@ def run(cfg: RunConfig) -> Path:
     for s, sc in itertools.product(sweep_cfg.scales, scalings):  # fail fast, naming the key, on a width PT lacks
         with_overrides(cfg, {"model.width": s, "model.scaling": sc})
     vocab = warm_data(cfg)
-    if results.folder(cfg) is not None and not sweep_cfg.report_only:
-        results.write_study(results.folder(cfg), cfg, name, SWEEP, vocab)
     baselines = [m for m in sweep_cfg.models if m in BASELINES]
     plan = _Plan(seeds={m: final_seeds(cfg, m) for m in sweep_cfg.models})
     _train(cfg, plan, baselines, scalings[0], (transferred, provenance), vocab, sdir)
@@ -155,7 +150,7 @@ def _train(cfg: RunConfig, plan: _Plan, baselines: list[str], pt_scaling: str, p
     """On Ray: each baseline's search and final runs, then PT's (under sweep.baseline.grid, every trial that waits on
     no other's result first); fills ``plan``, and ``pt_values`` (transferred, provenance) under transfer_from 'grid'."""
     transferred, provenance = pt_values
-    with contextlib.nullcontext() if cfg.sweep.report_only else ray_session(cfg.ray):
+    with sweep_session(cfg, study_name(cfg, SWEEP), SWEEP, vocab):
         if cfg.sweep.baseline.grid:  # fixed lists: every grid trial and PT run of a scale at once, smallest first
             searches = _grid_searches(cfg, baselines, pt_scaling, vocab)
             _run_independent(cfg, searches, pt_scaling, transferred, sdir)

@@ -5,6 +5,7 @@ submitted), and what every Tune run of a sweep shares with ``trials.search``: th
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ from ptsweep import results
 from ptsweep.trials.code_version import REFUSED, SOURCE_CHANGED
 from ptsweep.trials.fields import METRIC, MODE, TABLE_METRICS, TRIAL_FIELD, finite_or_inf, one_line
 from ptsweep.trials.ledger import interrupt_marker, read_ledger
-from ptsweep.trials.ray_session import interrupt_guard, make_stopper
+from ptsweep.trials.ray_session import interrupt_guard, make_stopper, ray_session
 from ptsweep.trials.trainable import driver_source, trainable_with_resources
 
 
@@ -37,6 +38,19 @@ def prepare_base(cfg: RunConfig, study_dir: Path, group: str, tags: Sequence[str
         "tracker.group": group,
         "tracker.tags": list(tags),
     })
+
+
+@contextlib.contextmanager
+def sweep_session(cfg: RunConfig, study: str, sweep: str, vocab: int):
+    """A sweep's training context: its results folder's study.json written first (when ``sweep.results`` names one),
+    then Ray for the duration; under sweep.report_only neither (every trial comes from the results folder)."""
+    if cfg.sweep.report_only:
+        yield
+        return
+    if results.folder(cfg) is not None:
+        results.write_study(results.folder(cfg), cfg, study, sweep, vocab)
+    with ray_session(cfg.ray):
+        yield
 
 
 def warm_data(cfg: RunConfig) -> int:

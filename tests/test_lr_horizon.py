@@ -167,6 +167,11 @@ def test_report_marks_collapses_and_brackets_the_optimum():
     assert marks[0.02] == marks[0.01] == marks[0.005] == ""
     assert marks[0.04].startswith("collapsed (context gain +0.40")
     assert marks[0.08].startswith("collapsed (above the unigram") and marks[0.16] == "diverged"
+    slow = [{**r, "context_gain": 0.5} if r["optim.lr"] == 0.005 else r for r in rows]  # below eta*: not a collapse
+    slow += [{**rows[0], "optim.lr": 0.0025, "val_loss": math.inf, "status": "missing"}]
+    marks = {p["lr"]: p["mark"] for p in lr_horizon_report.budget_result(pd.DataFrame(slow), 6.3, 0.5)["points"]}
+    assert marks[0.005].startswith("too slow (context gain +0.50 against +1.40")
+    assert marks[0.0025] == "missing" and marks[0.04].startswith("collapsed")
 
 
 def test_vertex_lr_is_the_parabolas_vertex_and_none_at_an_edge():

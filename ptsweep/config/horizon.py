@@ -64,8 +64,8 @@ class LrHorizonConfig:
     lr_widen: int = 2
     """Rounds of the edge rule per (model, budget): one more LR a grid step past an optimum on an edge."""
     collapse_frac: float = 0.5
-    """A point is collapsed when it diverged, ends above the unigram loss, or keeps less than this fraction of the
-    context gain at its budget's optimum."""
+    """A point past its budget's optimum is collapsed when it diverged, ends above the unigram loss, or keeps less than
+    this fraction of the optimum's context gain (below the optimum the same is marked too slow)."""
 
     def validate(self) -> None:
         key = "sweep.lr_horizon"

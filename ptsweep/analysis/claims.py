@@ -93,8 +93,11 @@ def exit_lines(summary: Mapping) -> list[str]:
     for cell, steps in sorted(crossings.items(), key=lambda kv: order(kv[0])):
         shown = ", ".join("never" if math.isinf(s) else f"{s:,.0f}" for s in steps)
         n = len(own.get(order(cell)[0].split("-")[0], seeds))  # "pt-rank" -> pt's seeds
-        if n and len(steps) != n:  # a run without a learning curve (failed before its first one)
+        waiting = (summary.get("missing_runs") or {}).get(cell, 0)  # not trained yet (not in the results folder)
+        if n and len(steps) + waiting != n:  # a run without a learning curve (failed before its first one)
             shown += f" ({len(steps)} of {n} seeds have a curve)"
+        if waiting:
+            shown += f" ({waiting} of {n} seeds not run yet)"
         spread = max(steps) - min(steps) if len(steps) > 1 else math.nan  # one seed has no spread
         out.append(f"| {cell} | {shown} | {'n/a' if not math.isfinite(spread) else f'{spread:,.0f}'} |")
     return out + [""]

@@ -116,6 +116,8 @@ def run(cfg: RunConfig) -> Path:
                "match": sweep_cfg.match, "framing_level": 0.95, **comp,
                "budget_check": learning_curves.budget_check(curves, num_steps(cfg), *plateau),
                "plateau_late": None if late is None else {f"{m} at scale {s}": w for (m, s), w in late.items()},
+               "missing_runs": {f"{m} at scale {s}": int(n) for (m, s), n in  # final runs not in the results folder
+                                runs[runs["status"] == "missing"].groupby(["series", "scale"]).size().items()},
                "tuning_runs": scaling_tables.tuning_rows(lr_table, sdir, num_steps(cfg), plateau[0],
                                                          sweep_cfg.baseline.search_frac == 1.0),
                **_settings(cfg, plan, provenance, present, vocab),

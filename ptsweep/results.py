@@ -75,14 +75,31 @@ def read_study(results_dir: Path) -> dict:
         raise ResultsError(f"{path}: no study.json - not a results folder written by a ptsweep sweep") from None
 
 
-def check_study(results_dir: Path, study: str, sweep: str) -> None:
-    """Refuse a results folder that another study or sweep wrote (none yet: fine)."""
+PLAN_KEYS = {"lr-horizon": ("sweep.lr_horizon.steps", "sweep.lr_horizon.grid", "sweep.lr_horizon.baseline",
+                            "sweep.lr_horizon.baseline_grid", "sweep.lr_horizon.width", "sweep.lr_horizon.scaling"),
+             "scaling-curves": ("sweep.scales", "sweep.scaling", "sweep.match", "sweep.baseline.grid")}
+"""Per sweep, the keys whose change makes another plan: a folder's report renders the plan that last wrote it, so a
+command that changes one of them needs a folder of its own (seeds and models may grow in place)."""
+
+
+def check_study(results_dir: Path, study: str, sweep: str, cfg=None) -> None:
+    """Refuse a results folder that another study or sweep wrote, or (given ``cfg``) one written under another plan
+    (:data:`PLAN_KEYS`); none yet: fine."""
     if not (Path(results_dir) / "study.json").exists():
         return
     got = read_study(results_dir)
     if (got.get("study"), got.get("sweep")) != (study, sweep):
         raise ResultsError(f"{results_dir}: results of study {got.get('study')!r} ({got.get('sweep')}), not of "
                            f"{study!r} ({sweep}): point sweep.results at this study's own folder")
+    if cfg is None:
+        return
+    from ptsweep.config import flatten, to_dict
+
+    now = json.loads(dumps(flatten(to_dict(cfg))))  # as study.json writes it
+    for key in PLAN_KEYS.get(sweep, ()):
+        if key in got.get("config", {}) and got["config"][key] != now.get(key):
+            raise ResultsError(f"{results_dir}: written with {key}={got['config'][key]}, this command has "
+                               f"{now.get(key)}: another plan needs its own folder (sweep.results, sweep.study)")
 
 
 def write_study(results_dir: Path, cfg, study: str, sweep: str, vocab: int) -> None:

@@ -121,6 +121,17 @@ def test_a_results_folder_of_another_study_is_refused_before_anything_runs(folde
     assert capsys.readouterr().err.startswith("error: ") and not (tmp_path / "runs" / "scaling-curves").exists()
 
 
+def test_a_command_with_another_plan_is_refused_and_more_seeds_are_not(folder, tmp_path):
+    """A folder's report renders the plan that wrote it: other scales need their own folder; more seeds do not."""
+    base = {"out_dir": str(tmp_path / "runs"), "sweep.results": str(folder)}
+    wider = results.study_config(folder, **base, **{"sweep.scales": [64, 128, 256]})
+    with pytest.raises(results.ResultsError, match=r"written with sweep.scales=\[64, 128\], this command has "
+                                                   r"\[64, 128, 256\]: another plan needs its own folder"):
+        open_study(wider, "scaling-curves")
+    more = results.study_config(folder, **base, **{"sweep.seeds": 3, "sweep.model_seeds": {"bert": 5}})
+    assert open_study(more, "scaling-curves")[0] == "results-smoke"
+
+
 def test_report_of_a_folder_without_study_json_is_one_line(tmp_path, capsys):
     assert main(["report", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()

@@ -30,7 +30,7 @@ def open_study(cfg: RunConfig, default: str) -> tuple[str, Path]:
 
     study_dir = study_path(cfg, default)
     if results.folder(cfg) is not None:
-        results.check_study(results.folder(cfg), study_name(cfg, default), default)
+        results.check_study(results.folder(cfg), study_name(cfg, default), default, cfg)
     study_dir.mkdir(parents=True, exist_ok=True)
     return study_name(cfg, default), study_dir
 

@@ -82,8 +82,8 @@ PLAN_KEYS = {"lr-horizon": ("sweep.lr_horizon.steps", "sweep.lr_horizon.grid", "
 command that changes one of them needs a folder of its own (seeds and models may grow in place)."""
 
 
-def check_study(results_dir: Path, study: str, sweep: str, cfg=None) -> None:
-    """Refuse a results folder that another study or sweep wrote, or (given ``cfg``) one written under another plan
+def check_study(results_dir: Path, study: str, sweep: str, cfg) -> None:
+    """Refuse a results folder that another study or sweep wrote, or one written under a plan other than ``cfg``'s
     (:data:`PLAN_KEYS`); none yet: fine."""
     if not (Path(results_dir) / "study.json").exists():
         return
@@ -91,8 +91,6 @@ def check_study(results_dir: Path, study: str, sweep: str, cfg=None) -> None:
     if (got.get("study"), got.get("sweep")) != (study, sweep):
         raise ResultsError(f"{results_dir}: results of study {got.get('study')!r} ({got.get('sweep')}), not of "
                            f"{study!r} ({sweep}): point sweep.results at this study's own folder")
-    if cfg is None:
-        return
     from ptsweep.config import flatten, to_dict
 
     now = json.loads(dumps(flatten(to_dict(cfg))))  # as study.json writes it

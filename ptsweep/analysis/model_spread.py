@@ -91,10 +91,20 @@ def _one_side_count(diff: float, v_more: float, n_more: int, v_kept: float, n_ke
 
     def decides(m: int) -> bool:
         se, df, _, _ = welch_interval(diff, v_more / m, m - 1, v_kept / n_kept, n_kept - 1, level)
-        extra = t_ppf(power, df) if power > 0.5 else 0.0
-        return (t_ppf(0.5 + level / 2, df) + extra) * se < abs(diff)
+        return _excludes_zero(diff, se, df, level, power)
 
-    lo = max(n_more, 2)
+    return _first_count(decides, max(n_more, 2))
+
+
+def _excludes_zero(diff: float, se: float, df: float, level: float, power: float) -> bool:
+    """(t_df((1 + level) / 2) + t_df(power)) se < |diff|, the t_power term only above power 0.5: an interval at
+    ``level`` around ``diff`` clears 0 (with the margin that makes a true ``diff`` clear it at ``power``)."""
+    extra = t_ppf(power, df) if power > 0.5 else 0.0
+    return (t_ppf(0.5 + level / 2, df) + extra) * se < abs(diff)
+
+
+def _first_count(decides, lo: int) -> int | None:
+    """The smallest n in [lo, MAX_SEEDS] with ``decides(n)`` (which turns True once and stays), None when none."""
     if not decides(MAX_SEEDS):
         return None
     return lo + bisect.bisect_left(range(lo, MAX_SEEDS + 1), True, key=decides)
@@ -114,9 +124,6 @@ def seeds_to_decide(diff: float, var_a: float, var_b: float, level: float = 0.95
 
     def decides(n: int) -> bool:
         df = (n - 1) * total**2 / (var_a**2 + var_b**2)
-        extra = t_ppf(power, df) if power > 0.5 else 0.0
-        return (t_ppf(0.5 + level / 2, df) + extra) * math.sqrt(total / n) < abs(diff)
+        return _excludes_zero(diff, math.sqrt(total / n), df, level, power)
 
-    if not decides(MAX_SEEDS):
-        return None
-    return 1 + bisect.bisect_left(range(1, MAX_SEEDS + 1), True, key=decides)  # decides(n) turns True once
+    return _first_count(decides, 1)

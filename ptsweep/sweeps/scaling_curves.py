@@ -110,7 +110,7 @@ def run(cfg: RunConfig) -> Path:
     comp = framings_mod.comparisons(runs, table, spreads, pt_series, present, list(sweep_cfg.scales), late)
     images = _figures(runs, table, pt_series, fits, comp["framings"], sdir, split, plan.notes)
     images.update(learning_curves.plot_all(curves, sdir))
-    summary = {"study": name, "loss_split": split, "seeds": final_seeds(cfg, ""), "model_seeds": plan.seeds,
+    summary = {"study": name, "loss_split": split, "seeds": final_seeds(cfg), "model_seeds": plan.seeds,
                "fits": fits["params"],
                "fits_non_embedding": fits["non_embedding_params"], "fits_flops": fits["train_flops"],
                "match": sweep_cfg.match, "framing_level": 0.95, **comp,
@@ -345,9 +345,10 @@ def _settings(cfg: RunConfig, plan: _Plan, provenance: dict, present: list[str],
             "search_training_seed": baseline_tuning.search_training_seed(cfg)}
 
 
-def final_seeds(cfg: RunConfig, model: str) -> list[int]:
-    """Seeds of a model's final runs: cfg.seed + i for sweep.model_seeds[model] (else sweep.seeds) runs, those past
-    sweep.seeds one further on (cfg.seed + sweep.seeds trains the baselines' search trials)."""
+def final_seeds(cfg: RunConfig, model: str | None = None) -> list[int]:
+    """Seeds of a model's final runs (None: the common ones): cfg.seed + i for sweep.model_seeds[model] (else
+    sweep.seeds) runs, those past sweep.seeds one further on (cfg.seed + sweep.seeds trains the baselines' search
+    trials)."""
     n, common = cfg.sweep.model_seeds.get(model, cfg.sweep.seeds), cfg.sweep.seeds
     return [cfg.seed + (i if i < common else i + 1) for i in range(n)]
 

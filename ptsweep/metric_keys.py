@@ -46,3 +46,20 @@ def context_line(m: dict, prefix: str = "") -> str:
     g, se = m.get(prefix + "context_gain", math.nan), m.get(prefix + "context_gain_se", math.nan)
     mark = "learned" if learned_context(m, prefix) else "NOT learned: no evidence about transfer"
     return f"context gain {g:+.3f} ± {se:.3f} ({mark})"
+
+
+def visible_targets(m: dict, split: str) -> tuple[float, float]:
+    """(model loss, no-context loss) of ``split`` ("val" | "test") on its visible targets - those shown as themselves
+    or as a random token, every target but the [MASK]ed ones - from the all-target and [MASK]-target means and their
+    token counts (NaN without them). On [MASK] targets the no-context predictor is the unigram one, so
+
+        visible = (mean_all * n_all - mean_mask * n_mask) / (n_all - n_mask)."""
+    pre = "test_" if split == "test" else ""
+    n, k = m.get(f"{split}_tokens", math.nan), m.get(f"{pre}mask_tokens", math.nan)
+    if not (isinstance(n, (int, float)) and isinstance(k, (int, float)) and n > k >= 0):
+        return math.nan, math.nan
+
+    def rest(total_key: str, mask_key: str) -> float:
+        return (float(m.get(total_key, math.nan)) * n - float(m.get(mask_key, math.nan)) * k) / (n - k)
+
+    return rest(f"{split}_loss", f"{pre}mask_loss"), rest(f"{pre}no_context_loss", f"{pre}mask_unigram_loss")

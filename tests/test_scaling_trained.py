@@ -201,7 +201,9 @@ def test_context_lines_give_a_failed_cells_error_not_an_inf_loss():
     assert lines[2] == ("- modernbert at scale 64: failed: no modernbert shape of the sizing rule matches total = "
                         "2.11e+05 within a factor 1.5")
     assert lines[3].startswith("- modernbert at scale 128: loss 6.7066 (unigram 5.9074, no-context 5.3983); ")
-    assert "inf" not in "\n".join(lines) and "nan" not in "\n".join(lines)
+    assert "inf" not in "\n".join(lines) and "nan" not in "\n".join(lines)  # no visible-target counts: no part
+    table.loc[1, ["visible_loss", "visible_no_context"]] = [4.2, 3.8]
+    assert context_lines(table, "test")[3].endswith("(learned); visible targets 4.200 (no-context 3.800)")
 
 
 def test_tuning_rows_keep_the_full_budget_runs_with_their_exit_step(tmp_path):

@@ -23,7 +23,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from ptsweep import metric_keys
-from ptsweep.analysis import curve_noise
+from ptsweep.analysis import curve_noise, target_kinds
 from ptsweep.analysis.fits import fit_scaling_law
 from ptsweep.analysis.model_spread import spread_ci
 
@@ -254,10 +254,11 @@ def framings(runs, pt_series: Sequence[str], baselines: Sequence[str], learned: 
 def comparisons(runs, table, spreads: Mapping[tuple[str, str], tuple[float, int]], pt_series: list[str],
                 baselines: list[str], scales: list, late: Mapping[tuple[str, str], str] | None = None) -> dict:
     """Every PT - baseline statement of the summary, each through :func:`gate`: ``differences`` (as run, per scale:
-    ``model_spread.spread_ci`` of the two models' seed losses), the three ``framings``, the every-scale verdicts
-    (True / False / None) with ``statements`` in words and ``winners`` per scale (:func:`winner`). ``runs``: one row
-    per run; ``table``: one row per series x scale (context gain, lr_edge, best_lr, status); ``spreads``:
-    ``model_spread.cell_spreads`` of the runs; ``late``: the plateau gate's cells (None: no such gate)."""
+    ``model_spread.spread_ci`` of the two models' seed losses; ungated ``by_target``: ``target_kinds``), the three
+    ``framings``, the every-scale verdicts (True / False / None) with ``statements`` in words and ``winners`` per
+    scale (:func:`winner`). ``runs``: one row per run; ``table``: one row per series x scale (context gain, lr_edge,
+    best_lr, status); ``spreads``: ``model_spread.cell_spreads`` of the runs; ``late``: the plateau gate's cells (None:
+    no such gate)."""
     learned, edged = learned_cells(table), edge_cells(table)
     absent = ({(str(r["series"]), str(int(r["scale"]))) for _, r in table.iterrows() if r["status"] == "missing"}
               if "status" in table.columns else set())
@@ -284,6 +285,7 @@ def comparisons(runs, table, spreads: Mapping[tuple[str, str], tuple[float, int]
     return {"differences": differences, "framings": by_name, "winners": winners, **verdicts,
             "seed_spreads": {f"{m}-{s}": {"sd": math.sqrt(v) if math.isfinite(v) else None, "df": df}
                              for (m, s), (v, df) in spreads.items()},
+            "by_target": target_kinds.differences(runs, pt_series, baselines, scales),
             "statements": statements, "pt_beats_bert_by_framing": {f: v.get("pt-bert") for f, v in by_framing.items()},
             "ut_beats_pt_by_framing": ut_by_framing, "pt_beats_by_framing": by_framing}
 

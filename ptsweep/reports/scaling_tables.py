@@ -14,7 +14,7 @@ import pandas as pd
 
 from ptsweep import metric_keys
 from ptsweep.analysis import framings as framings_mod
-from ptsweep.analysis import claims, learning_curves
+from ptsweep.analysis import claims, learning_curves, target_kinds
 from ptsweep.analysis.verification import t_ppf
 from ptsweep.trials.ledger import with_ledger_metrics
 from ptsweep.reports.outputs import score
@@ -22,7 +22,8 @@ from ptsweep.reports.outputs import score
 
 RUN_COLUMNS = ["series", "model", "scaling", "scale", "seed", "width", "params", "non_embedding_params",
                "flops_per_token", "tokens", "train_flops", "loss", "loss_token_se", "val_loss", "val_loss_se",
-               "test_loss", "test_loss_se", "unigram", "no_context", "context_gain", "context_gain_se", "best_lr",
+               "test_loss", "test_loss_se", "unigram", "no_context", "context_gain", "context_gain_se", "mask_loss",
+               "visible_loss", "visible_no_context", "best_lr",
                "best_warmup_frac", "n_layers", "n_heads", "match_ratio", "tuning_trials", "status", "error", "from",
                "trial_key"]
 """Columns of runs.parquet / .csv, in order (those present)."""
@@ -45,6 +46,10 @@ def runs_table(rows: list[dict], scalings: list[str], sdir: Path) -> tuple[pd.Da
     runs["unigram"] = runs[f"{pre}unigram_loss"]
     runs["no_context"] = runs[f"{pre}no_context_loss"]
     runs["context_gain"], runs["context_gain_se"] = runs[f"{pre}context_gain"], runs[f"{pre}context_gain_se"]
+    runs["mask_loss"] = runs[f"{pre}mask_loss"]
+    visible = [metric_keys.visible_targets(r, split) for r in runs.to_dict("records")]
+    runs["visible_loss"] = [v for v, _ in visible]
+    runs["visible_no_context"] = [nc for _, nc in visible]
     runs["train_flops"] = runs["flops_per_token"].astype(float) * runs["tokens"]
     runs = runs.sort_values(["series", "scale", "seed"]).reset_index(drop=True)
     return runs[[c for c in RUN_COLUMNS if c in runs.columns]], split
@@ -91,6 +96,7 @@ def cell_row(series: str, scale, g: pd.DataFrame, q: float, seed_var: float, lr_
         "val_loss": seed_mean("val_loss", math.inf), "val_loss_se": seed_mean("val_loss_se"),
         "test_loss": seed_mean("test_loss"), "test_loss_se": seed_mean("test_loss_se"),
         "unigram_loss": seed_mean("unigram"), "no_context_loss": seed_mean("no_context"),
+        **{k: seed_mean(k) for k in ("mask_loss", "visible_loss", "visible_no_context")},
         **dict(zip(("context_gain", "context_gain_se"),
                    metric_keys.seed_mean(fin["context_gain"], fin["context_gain_se"]))),
         "n_seeds": n,
@@ -104,12 +110,14 @@ def cell_row(series: str, scale, g: pd.DataFrame, q: float, seed_var: float, lr_
 
 def report_lines(table: pd.DataFrame, split: str, summary: dict) -> list[str]:
     """report.md's body (also printed): [S]'s claims and the other baselines beside PT (``claims``),
-    :func:`context_lines`, the budget check, plateau gate and exit steps, then ``framings.report_lines``."""
+    :func:`context_lines`, the differences by kind of target (``target_kinds``), the budget check, plateau gate and
+    exit steps, then ``framings.report_lines``."""
     budget = [learning_curves.budget_text(summary["budget_check"]), ""] if "budget_check" in summary else []
     if "plateau_late" in summary:
         judged = len((summary.get("budget_check") or {}).get("crossings") or {})
         budget += [learning_curves.plateau_text(summary["plateau_late"], judged), ""]
-    return [*claims.claim_lines(summary), *claims.others_lines(summary), *context_lines(table, split), *budget,
+    return [*claims.claim_lines(summary), *claims.others_lines(summary), *context_lines(table, split),
+            *target_kinds.report_lines(summary), *budget,
             *claims.exit_lines(summary), *framings_mod.report_lines(summary), *tuning_lines(summary)]
 
 
@@ -160,15 +168,20 @@ def tuning_lines(summary: dict) -> list[str]:
 
 
 def context_lines(table: pd.DataFrame, split: str) -> list[str]:
-    """One line per (series, scale): loss next to the unigram and no-context baselines and the [MASK]-target
-    context gain (seed mean ± SE), marked when not learned; a failed cell gives its error."""
+    """One line per (series, scale): loss next to the unigram and no-context baselines, the [MASK]-target context
+    gain (seed mean ± SE), marked when not learned, and the loss on the visible targets beside the no-context
+    predictor's; a failed cell gives its error."""
     lines = [f"Losses on the {split} split with both context-free baselines; context gain = unigram - model on "
-             f"[MASK] targets (> 2 SE = learned):", ""]
+             f"[MASK] targets (> 2 SE = learned); visible targets = those shown as themselves or as a random token, "
+             f"where the no-context predictor reads the token shown:", ""]
     for _, r in table.iterrows():
         if r.get("status") in ("failed", "missing"):  # no run to score: why, not an inf loss beside nan baselines
             lines.append(f"- {r['series']} at scale {int(r['scale'])}: {r['status']}: {r.get('error')}")
             continue
+        visible = r.get("visible_loss", math.nan)  # NaN for records without the target counts
         lines.append(f"- {r['series']} at scale {int(r['scale'])}: loss {r['loss']:.4f} (unigram "
                      f"{r['unigram_loss']:.4f}, no-context {r.get('no_context_loss', math.nan):.4f}); "
-                     f"{metric_keys.context_line(dict(r))}")
+                     f"{metric_keys.context_line(dict(r))}"
+                     + (f"; visible targets {visible:.3f} (no-context {r['visible_no_context']:.3f})"
+                        if math.isfinite(visible) else ""))
     return [*lines, ""]

@@ -342,11 +342,14 @@ def test_scaling_and_compute_plots_write_png(tmp_path):
     assert _is_png(plots.plot_loss_vs_compute(df, tmp_path / "compute.png"))
 
 
-def test_coord_plot_writes_png(tmp_path):
+def test_coord_and_lr_plots_write_png(tmp_path):
     from ptsweep.analysis import plots
 
     df, _ = _coord_df()
     assert _is_png(plots.plot_coord_check(df, tmp_path / "coord.png"))
+    rows = [{"model.parametrization": par, "model.width": w, "optim.lr": 2.0**k, "val_loss": 3 + 0.1 * (k + 8) ** 2}
+            for par in ("mup", "sp") for w in (256, 1024) for k in range(-12, -4)]
+    assert _is_png(plots.plot_lr_transfer(pd.DataFrame(rows), tmp_path / "lr.png"))
 
 
 def test_import_has_no_heavy_or_global_side_effects():

@@ -278,3 +278,30 @@ def plot_coord_check(df: pd.DataFrame, path, title: str | None = None):
                          width=int(14 * 3.2 * len(steps)))  # ~14 characters per inch at 10 pt
     fig.suptitle(text, fontsize=10, y=1 - 0.1 / height, va="top")
     return save_figure(fig, path)
+
+
+def plot_lr_transfer(df: pd.DataFrame, path, lr_col: str = "optim.lr", width_col: str = "model.width",
+                     loss_col: str = "val_loss", param_col: str = "model.parametrization", title: str | None = None):
+    """Validation loss vs LR (log x), seed means, one curve per width (its optimum marked, diverged points dropped),
+    one panel per parametrization."""
+    from matplotlib import colormaps
+
+    d = df[np.isfinite(df[loss_col].astype(float))]
+    pars = sorted(d[param_col].unique().tolist())
+    fig, axes = new_figure(1, max(len(pars), 1), size=(5.5 * max(len(pars), 1), 4.5))
+    for j, par in enumerate(pars):
+        ax = axes[0, j]
+        g = d[d[param_col] == par]
+        widths = sorted(g[width_col].unique().tolist())
+        for w, color in zip(widths, colormaps["viridis"](np.linspace(0.15, 0.9, max(len(widths), 1)))):
+            m = g[g[width_col] == w].groupby(lr_col)[loss_col].mean().sort_index()
+            ax.plot(m.index, m.to_numpy(), "-o", ms=3, color=color, label=f"width {w}")
+            i = int(m.to_numpy().argmin())
+            ax.scatter([m.index[i]], [m.iloc[i]], marker="*", s=150, color=color, edgecolor="k", zorder=5)
+        ax.set_xscale("log", base=2)
+        ax.set(xlabel="base learning rate (log2 scale)", ylabel="validation loss",
+               title={"mup": "muP", "sp": "SP"}.get(str(par), str(par)))
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8, title="star = optimum", title_fontsize=8)
+    fig.suptitle(title or "Learning-rate transfer across widths")
+    return save_figure(fig, path)

@@ -25,7 +25,7 @@ import numpy as np
 from ptsweep import metric_keys
 from ptsweep.analysis import curve_noise, target_kinds
 from ptsweep.analysis.fits import fit_scaling_law
-from ptsweep.analysis.model_spread import spread_ci
+from ptsweep.analysis.model_spread import NONE, per_scale, seed_losses, spread_ci
 
 FRAMINGS = {"total": "params", "non_embedding": "non_embedding_params", "flops": "train_flops"}
 """Framing name (the values of ``sweep.match``) -> runs-table column of its x axis."""
@@ -46,8 +46,6 @@ NO_RUN = "undecided: no finished run of {models} at this scale"
 WITHIN_NOISE = "undecided: {model} has the lowest loss, but its 95 % interval against {others} includes 0"
 NO_NOISE = ("undecided: a size the curves rest on has one seed (or a model's seeds are identical), so there is no "
             "seed noise to put an interval on")
-NONE = (math.nan, 0)
-"""The spread of a cell without runs: no variance, no df."""
 CLAIMS = (("pt_beats_bert_at_every_scale", "PT beats BERT at every scale", "pt-bert", "a_lower"),
           ("ut_beats_pt_at_every_scale", "UT beats PT at every scale", "pt-ut", "b_lower"))
 """[S]'s two claims: (summary key, the claim in words, the PT - baseline pair that decides it, the decision that
@@ -265,10 +263,8 @@ def comparisons(runs, table, spreads: Mapping[tuple[str, str], tuple[float, int]
     differences = {}
     for pts in pt_series:
         for other in baselines:
-            per = {str(s): spread_ci(seed_losses(runs, pts, s), seed_losses(runs, other, s),
-                                     spreads.get((pts, str(s)), NONE), spreads.get((other, str(s)), NONE))
-                   for s in scales}
-            differences[f"{pts}-{other}"] = gate(per, (pts, other), learned, edged, late, absent)
+            differences[f"{pts}-{other}"] = gate(per_scale(runs, spreads, pts, other, scales), (pts, other), learned,
+                                                 edged, late, absent)
     by_name = framings(runs, pt_series, baselines, learned, edged, late, absent, scales=scales)
     by_framing = {f: {pair: r["every_scale"] for pair, r in res.items()} for f, res in by_name.items()}
     ut_by_framing = {f: every_scale(res["pt-ut"]["per_scale"], win="b_lower")["every_scale"]
@@ -288,11 +284,6 @@ def comparisons(runs, table, spreads: Mapping[tuple[str, str], tuple[float, int]
             "by_target": target_kinds.differences(runs, pt_series, baselines, scales),
             "statements": statements, "pt_beats_bert_by_framing": {f: v.get("pt-bert") for f, v in by_framing.items()},
             "ut_beats_pt_by_framing": ut_by_framing, "pt_beats_by_framing": by_framing}
-
-
-def seed_losses(runs, series: str, scale) -> list[float]:
-    """One loss per seed of ``series`` at ``scale`` (rows of the runs table)."""
-    return runs[(runs["series"] == series) & (runs["scale"] == scale)]["loss"].tolist()
 
 
 def winner(cells, scale: str, learned: set[tuple[str, str]], edged: Mapping[tuple[str, str], float],

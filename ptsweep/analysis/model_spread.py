@@ -27,6 +27,8 @@ NO_SPREAD = ("undecided: a side has one seed at this scale (or both sides identi
              "to put an interval on")
 MAX_SEEDS = 10_000
 """Seed counts beyond this are reported as "more than" (a difference too small for its spreads)."""
+NONE = (math.nan, 0)
+"""The spread of a cell without runs: no variance, no degrees of freedom."""
 
 
 def cell_spreads(runs) -> dict[tuple[str, str], tuple[float, int]]:
@@ -34,6 +36,18 @@ def cell_spreads(runs) -> dict[tuple[str, str], tuple[float, int]]:
     finite seeds ((NaN, 0) with fewer than two)."""
     return {(str(series), str(int(scale))): pooled_seed_variance([c["loss"].tolist()])
             for (series, scale), c in runs.groupby(["series", "scale"])}
+
+
+def seed_losses(runs, series: str, scale) -> list[float]:
+    """One loss per seed of ``series`` at ``scale`` (rows of the runs table)."""
+    return runs[(runs["series"] == series) & (runs["scale"] == scale)]["loss"].tolist()
+
+
+def per_scale(runs, spreads: dict[tuple[str, str], tuple[float, int]], a: str, b: str, scales) -> dict[str, dict]:
+    """{scale: :func:`spread_ci` of series ``a``'s seed losses against ``b``'s} over ``scales``, each cell charged its
+    own spread (``spreads``: :func:`cell_spreads` of ``runs``)."""
+    return {str(s): spread_ci(seed_losses(runs, a, s), seed_losses(runs, b, s), spreads.get((a, str(s)), NONE),
+                              spreads.get((b, str(s)), NONE)) for s in scales}
 
 
 def _finite(v: Sequence[float]) -> np.ndarray:

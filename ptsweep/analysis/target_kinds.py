@@ -4,7 +4,7 @@ on the visible ones (shown as themselves or as a random token), where the token 
 The claims compare losses on all targets, which mix the two kinds at the masking scheme's proportions (about 80 / 20
 under BERT's 80 % [MASK] / 10 % random / 10 % unchanged). A difference on all targets can therefore be set by how well
 a model reads the visible token rather than by how much context it uses; these lines say which kind drives it. They
-decide nothing: each is ``model_spread.spread_ci`` of the two cells' seed losses in one column (``mask_loss``,
+decide nothing: each is ``model_spread.per_scale`` of the two cells' seed losses in one column (``mask_loss``,
 ``visible_loss`` of the runs table), with each cell's own seed spread.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Mapping, Sequence
 
-from ptsweep.analysis.model_spread import cell_spreads, spread_ci
+from ptsweep.analysis.model_spread import cell_spreads, per_scale
 
 KINDS = {"mask_loss": "[MASK] targets", "visible_loss": "visible targets"}
 """Runs-table column -> the targets it scores."""
@@ -25,14 +25,7 @@ def differences(runs, pt_series: Sequence[str], baselines: Sequence[str], scales
     for col in (c for c in KINDS if c in runs.columns):
         view = runs.assign(loss=runs[col].astype(float))
         spreads = cell_spreads(view)
-
-        def losses(series: str, scale) -> list[float]:
-            return view[(view["series"] == series) & (view["scale"] == scale)]["loss"].tolist()
-
-        out[col] = {f"{pts}-{other}": {str(s): spread_ci(losses(pts, s), losses(other, s),
-                                                         spreads.get((pts, str(s)), (math.nan, 0)),
-                                                         spreads.get((other, str(s)), (math.nan, 0)))
-                                       for s in scales}
+        out[col] = {f"{pts}-{other}": per_scale(view, spreads, pts, other, scales)
                     for pts in pt_series for other in baselines}
     return out
 

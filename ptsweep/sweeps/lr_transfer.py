@@ -112,7 +112,7 @@ def run(cfg: RunConfig) -> Path:
         "wall_s": time.perf_counter() - t0,
     }
     write_json(sdir / "summary.json", summary)
-    _print_optima(result)
+    print(markdown(result))
     log_summary(cfg, sdir, SWEEP, {"trials": df}, {"lr_transfer": image} if image else {},
                 {k: v for k, v in summary.items() if k not in ("settings", "criteria", *STUDIES)},
                 tags=[f"sweep={SWEEP}"])
@@ -132,29 +132,6 @@ def _settings(cfg: RunConfig) -> dict:
             "scaling": lt.scaling, "data": cfg.data.name, "preset": cfg.preset,
             "weight_parametrizations": [p for p in [weight_parametrization(cfg)] if p],
             "control": dict(lt.control or {})}
-
-
-def _print_optima(result: dict) -> None:
-    """The baselines, each study's optimum per width with its plausible set, and the context-transfer checks."""
-    if result.get("unigram_loss") is not None:
-        print(f"lr-transfer: unigram baseline {result['unigram_loss']:.4f} ± {result['unigram_loss_se']:.4f}, "
-              f"no-context baseline {result.get('no_context_loss', math.nan):.4f}")
-    for study in STUDIES:
-        for par, r in result.get(study, {}).get("by_parametrization", {}).items():
-            parts = []
-            for w, o in r["per_width"].items():
-                if o.get("x_opt") is None:
-                    continue
-                g = o.get("gains", {})
-                parts.append(f"{w}: {o['x_opt']:.3g} [{o['plausible'][0]:.3g}, {o['plausible'][-1]:.3g}] "
-                             f"loss {g.get('val_loss', math.nan):.3f} context gain "
-                             f"{g.get('context_gain', math.nan):+.3f} ± {g.get('context_gain_se', math.nan):.3f}")
-            q = r["drift_boot_q"]
-            print(f"lr-transfer {study} {par}: optimum per width {{{'; '.join(parts)}}}; drift {r['drift_log2']:+.2f}"
-                  f" factors of 2 (bootstrap 90% [{q[0]:+.1f}, {q[2]:+.1f}])"
-                  + (" (optimum at a grid edge: a bound)" if r["drift_is_bound"] else ""))
-    if result.get("criteria"):
-        print(context_transfer.markdown(result["criteria"]))
 
 
 def ledger_table(sdir: Path, cfg: RunConfig):

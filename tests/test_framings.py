@@ -215,6 +215,8 @@ def test_one_seed_per_size_gives_no_interval_and_no_verdict():
         assert np.isnan(d["lo"]) and d["reason"] == framings.NO_NOISE
         assert d["diff"] == pytest.approx(-0.002, abs=1e-4)  # the fitted laws, not the cells
     assert "no seed spread, no interval (N = 32, 64, 128)" in framings.verdict_text(None, r["per_scale"])
+    text = "\n".join(framings.report_lines({"framings": {"total": {"pt-bert": r}}}))
+    assert "N=32: -0.0020 no interval undecided" in text and "nan" not in text  # never "[+nan, +nan]"
     two = _table({32: 5.0, 64: 4.8, 128: 4.6}, {32: 5.3, 64: 5.1, 128: 4.9}, seeds=2, sd=0.001)
     assert framings.framings(two, ["pt"], ["bert"], _learned(two), {})["total"]["pt-bert"][
         "every_scale"] is True  # with two seeds the same design decides

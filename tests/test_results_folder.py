@@ -37,6 +37,12 @@ def test_report_renders_from_the_records_alone_byte_identical(folder, capsys):
     assert (folder / "report.md").read_bytes() == (FIXTURE / "report.md").read_bytes()
     text = (folder / "report.md").read_text()
     assert "## [S]'s claims" in text and "PT beats BERT at every scale" in text and "/tmp" not in text
+    params = {p.name.split("-s")[0]: json.loads(p.read_text())["record"]["params"]
+              for p in (folder / "trials").glob("final-*-s0-*.json")}
+    for w in (64, 128):  # each baseline's size against PT's, as its records count them
+        ratio = params[f"final-bert-w{w}"] / params[f"final-pt-channels-w{w}"]
+        assert f"- bert at scale {w}, {params[f'final-bert-w{w}'] / 1e6:.2f}M parameters ({ratio:.2f}x PT's total)" \
+            in text and f"- pt at scale {w}, {params[f'final-pt-channels-w{w}'] / 1e6:.2f}M parameters: loss" in text
     figures = sorted(p.name for p in (folder / "figures").glob("*.png"))
     assert "learning_curves_w64.png" in figures and "fig2a_pt_vs_bert.png" in figures
     first = (folder / "report.md").read_bytes()

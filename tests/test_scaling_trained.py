@@ -204,6 +204,11 @@ def test_context_lines_give_a_failed_cells_error_not_an_inf_loss():
     assert "inf" not in "\n".join(lines) and "nan" not in "\n".join(lines)  # no visible-target counts: no part
     table.loc[1, ["visible_loss", "visible_no_context"]] = [4.2, 3.8]
     assert context_lines(table, "test")[3].endswith("(learned); visible targets 4.200 (no-context 3.800)")
+    table.loc[1, ["params", "match_ratio"]] = [1536128, 1.349]  # a baseline's shape, 1.349x PT's count
+    assert context_lines(table, "test", "non_embedding")[3].startswith(
+        "- modernbert at scale 128, 1.54M parameters (1.35x PT's non_embedding): loss 6.7066")
+    table.loc[1, "match_ratio"] = math.nan  # PT's own cell: its count, no ratio
+    assert context_lines(table, "test")[3].startswith("- modernbert at scale 128, 1.54M parameters: loss")
 
 
 def test_tuning_rows_keep_the_full_budget_runs_with_their_exit_step(tmp_path):

@@ -361,8 +361,13 @@ def _cells(per_scale: Mapping[str, Mapping]) -> str:
         return NO_SCALES
     return "; ".join((f"N={s}: no fit ({d['reason']})" if d.get("reason") else f"N={s}: no fit") if "error" in d
                      else f"N={s}: no difference, {decision_text(d)}" if not math.isfinite(d.get("diff", math.nan))
-                     else f"N={s}: {d['diff']:+.4f} [{d['lo']:+.4f}, {d['hi']:+.4f}] {decision_text(d)}"
+                     else f"N={s}: {d['diff']:+.4f} {_interval(d)} {decision_text(d)}"
                      + _to_decide(d) + _misfit(d) for s, d in per_scale.items())
+
+
+def _interval(d: Mapping) -> str:
+    """'[-0.2416, +0.1267]', or 'no interval' where the seeds give none."""
+    return f"[{d['lo']:+.4f}, {d['hi']:+.4f}]" if math.isfinite(d.get("lo", math.nan)) else "no interval"
 
 
 def _misfit(d: Mapping) -> str:

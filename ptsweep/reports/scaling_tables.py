@@ -116,8 +116,8 @@ def report_lines(table: pd.DataFrame, split: str, summary: dict) -> list[str]:
     if "plateau_late" in summary:
         judged = len((summary.get("budget_check") or {}).get("crossings") or {})
         budget += [learning_curves.plateau_text(summary["plateau_late"], judged), ""]
-    return [*claims.claim_lines(summary), *claims.others_lines(summary), *context_lines(table, split),
-            *target_kinds.report_lines(summary), *budget,
+    return [*claims.claim_lines(summary), *claims.others_lines(summary),
+            *context_lines(table, split, summary.get("match", "total")), *target_kinds.report_lines(summary), *budget,
             *claims.exit_lines(summary), *framings_mod.report_lines(summary), *tuning_lines(summary)]
 
 
@@ -167,21 +167,33 @@ def tuning_lines(summary: dict) -> list[str]:
     return [*out, ""]
 
 
-def context_lines(table: pd.DataFrame, split: str) -> list[str]:
-    """One line per (series, scale): loss next to the unigram and no-context baselines, the [MASK]-target context
-    gain (seed mean ± SE), marked when not learned, and the loss on the visible targets beside the no-context
-    predictor's; a failed cell gives its error."""
+def context_lines(table: pd.DataFrame, split: str, match: str = "total") -> list[str]:
+    """One line per (series, scale): its size (:func:`size_text`), loss next to the unigram and no-context
+    baselines, the [MASK]-target context gain (seed mean ± SE), marked when not learned, and the loss on the visible
+    targets beside the no-context predictor's; a failed cell gives its error."""
     lines = [f"Losses on the {split} split with both context-free baselines; context gain = unigram - model on "
              f"[MASK] targets (> 2 SE = learned); visible targets = those shown as themselves or as a random token, "
-             f"where the no-context predictor reads the token shown:", ""]
+             f"where the no-context predictor reads the token shown; a baseline's size is its shape's count over "
+             f"PT's at the same scale (`sweep.match` = {match}: the closest shape of the sizing rule, not an exact "
+             f"match):", ""]
     for _, r in table.iterrows():
         if r.get("status") in ("failed", "missing"):  # no run to score: why, not an inf loss beside nan baselines
             lines.append(f"- {r['series']} at scale {int(r['scale'])}: {r['status']}: {r.get('error')}")
             continue
         visible = r.get("visible_loss", math.nan)  # NaN for records without the target counts
-        lines.append(f"- {r['series']} at scale {int(r['scale'])}: loss {r['loss']:.4f} (unigram "
-                     f"{r['unigram_loss']:.4f}, no-context {r.get('no_context_loss', math.nan):.4f}); "
+        lines.append(f"- {r['series']} at scale {int(r['scale'])}{size_text(r, match)}: loss {r['loss']:.4f} "
+                     f"(unigram {r['unigram_loss']:.4f}, no-context {r.get('no_context_loss', math.nan):.4f}); "
                      f"{metric_keys.context_line(dict(r))}"
                      + (f"; visible targets {visible:.3f} (no-context {r['visible_no_context']:.3f})"
                         if math.isfinite(visible) else ""))
     return [*lines, ""]
+
+
+def size_text(row, match: str) -> str:
+    """', 1.54M parameters (1.35x PT's total)' for a baseline cell, ', 1.14M parameters' for PT's, '' without a
+    count."""
+    params = float(row.get("params", math.nan) or math.nan)
+    if not math.isfinite(params):
+        return ""
+    ratio = float(row.get("match_ratio", math.nan) or math.nan)
+    return f", {params / 1e6:.2f}M parameters" + (f" ({ratio:.2f}x PT's {match})" if math.isfinite(ratio) else "")

@@ -23,7 +23,7 @@ MODEL_LABELS = {"pt": "PT (muP, zero-shot transfer)", "bert": "BERT (tuned per s
 def new_figure(nrows: int = 1, ncols: int = 1, size: tuple[float, float] | None = None,
                layout: str | None = "constrained"):
     """An Agg figure with a grid of axes. ``layout=None`` for large grids of equal panels (the caller sets fixed
-    margins): constrained layout measures every tick label of every panel, ~3 s per coordinate-check figure."""
+    margins): constrained layout measures every tick label of every panel, which is slow on large grids."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

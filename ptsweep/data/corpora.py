@@ -38,7 +38,7 @@ def hf_offline() -> bool:
 
 @functools.lru_cache(maxsize=1)
 def hub_reachable(timeout: float = 3.0) -> bool:
-    """One quick TCP probe of the HF endpoint (cached per process) instead of ~23 s of library retries."""
+    """One quick TCP probe of the HF endpoint (cached per process) instead of the HF library's own slow retries."""
     if hf_offline():
         return False
     url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))

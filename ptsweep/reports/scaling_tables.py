@@ -146,12 +146,12 @@ def tuning_rows(lr_table: pd.DataFrame, sdir: Path, budget_steps: int, threshold
 
 
 def tuning_lines(summary: dict) -> list[str]:
-    """Markdown table of :func:`tuning_rows` (``summary["tuning_runs"]``); none without rows."""
+    """Markdown table of :func:`tuning_rows` (``summary["tuning_runs"]``), set off by a blank line; none without rows."""
     rows = summary.get("tuning_runs") or []
     if not rows:
         return []
     threshold = (summary.get("budget_check") or {}).get("threshold", 1.0)
-    out = [f"Tuning runs at the full budget (training seed {summary.get('search_training_seed')}, one run each: they "
+    out = ["", f"Tuning runs at the full budget (training seed {summary.get('search_training_seed')}, one run each: they "
            f"choose the LRs, they compare no models):", "", "| model at scale | LR | round | validation | test | "
            f"test context gain | {threshold:+g} nat at step |", "|---|---:|---:|---:|---:|---:|---:|"]
     for r in rows:

@@ -172,6 +172,14 @@ def test_report_marks_collapses_and_brackets_the_optimum():
     marks = {p["lr"]: p["mark"] for p in lr_horizon_report.budget_result(pd.DataFrame(slow), 6.3, 0.5)["points"]}
     assert marks[0.005].startswith("too slow (context gain +0.50 against +1.40")
     assert marks[0.0025] == "missing" and marks[0.04].startswith("collapsed")
+    b = lr_horizon_report.budget_result(pd.DataFrame(slow), 6.3, 0.5)
+    summary = {"study": "s", "unigram_loss": 6.3, "no_context_loss": 5.7, "settings": {"width": 32, "seeds": 2,
+               "data": "d"}, "models": {"pt": {"fit": lr_horizon_report.model_fit({1200: b}), "budgets": {1200: b},
+                                               "model": {"parametrization": "mup_sp", "width": 32}}}}
+    text = lr_horizon_report.markdown(summary)  # a point without a loss shows its seeds in the folder and dashes
+    assert "| 1,200 | 0.0025 | 0 of 1 | - | - | - | missing |" in text and "| 1,200 | 0.16 | 2 | - |" in text
+    assert "| 1,200 | 0.02 | 2 | 5.0050 | +1.400 | +0.0 % | - |" in text and "a fit needs 2" in text
+    assert "inf" not in text and "nan" not in text
 
 
 def test_vertex_lr_is_the_parabolas_vertex_and_none_at_an_edge():

@@ -20,14 +20,17 @@ from ptsweep.config import RunConfig, with_overrides
 
 
 def _points(g: pd.DataFrame, unigram: float, collapse_frac: float) -> list[dict]:
-    """One row per LR of one (model, budget): seeds, seed-mean loss and context gain (``metric_keys.seed_mean``),
+    """One row per LR of one (model, budget): seeds planned and in the results folder, seed-mean loss and context gain (``metric_keys.seed_mean``),
     status and the collapse mark (module docstring; '' when none)."""
     rows = []
     for lr, gl in g.groupby("optim.lr", sort=True):
         loss = gl["val_loss"].astype(float)
         gain, gain_se = metric_keys.seed_mean(gl["context_gain"], gl["context_gain_se"])
+        if (gl["status"] == "missing").any():  # no mean over part of the seeds beside full ones
+            gain, gain_se = math.nan, math.nan
         finite = bool(np.isfinite(loss).all())
-        rows.append({"lr": float(lr), "seeds": int(len(gl)), "loss": float(loss.mean()) if finite else math.inf,
+        rows.append({"lr": float(lr), "seeds": int(len(gl)), "seeds_in": int((gl["status"] != "missing").sum()),
+                     "loss": float(loss.mean()) if finite else math.inf,
                      "context_gain": gain, "context_gain_se": gain_se,
                      "status": ",".join(sorted(set(gl["status"]))), "mark": ""})
     best = min((r for r in rows if math.isfinite(r["loss"])), key=lambda r: r["loss"], default=None)
@@ -89,7 +92,7 @@ def model_fit(budgets: dict[int, dict]) -> dict:
     """The fit over the budgets with an optimum (module docstring), with a note on what bounds it."""
     have = [t for t in sorted(budgets) if budgets[t].get("x_opt") is not None]
     if len(have) < 2:
-        return {"beta": None, "beta_range": None, "note": f"{len(have)} budget(s) with an optimum: no fit"}
+        return {"beta": None, "beta_range": None, "note": f"{len(have)} budget(s) with an optimum, a fit needs 2"}
     eta = [budgets[t]["x_opt"] for t in have]
     lo = [budgets[t]["bracket"][0] or 0.0 for t in have]
     hi = [budgets[t]["bracket"][1] or math.inf for t in have]
@@ -142,6 +145,16 @@ def _g(x) -> str:
     return "open" if x is None else f"{x:.3g}"
 
 
+def _num(x: float, fmt: str) -> str:
+    return format(x, fmt) if math.isfinite(x) else "-"
+
+
+def _seeds(point: dict) -> str:
+    """'2', or '1 of 2' while seeds are missing from the results folder."""
+    n, of = point["seeds_in"], point["seeds"]
+    return f"{of}" if n == of else f"{n} of {of}"
+
+
 def _pct(x: float) -> str:
     return "-" if x is None or not math.isfinite(x) else f"{100 * x:+.1f} %"
 
@@ -191,6 +204,6 @@ def markdown(summary: dict) -> str:
         for t, b in r["budgets"].items():
             for p in b["points"]:
                 rel = p["loss"] / b["loss"] - 1 if b.get("x_opt") and math.isfinite(p["loss"]) else math.nan
-                lines.append(f"| {t:,} | {p['lr']:.3g} | {p['seeds']} | {p['loss']:.4f} | "
-                             f"{p['context_gain']:+.3f} | {_pct(rel)} | {p['mark'] or '-'} |")
+                lines.append(f"| {t:,} | {p['lr']:.3g} | {_seeds(p)} | {_num(p['loss'], '.4f')} | "
+                             f"{_num(p['context_gain'], '+.3f')} | {_pct(rel)} | {p['mark'] or '-'} |")
     return "\n".join(lines) + "\n"

@@ -65,6 +65,7 @@ def test_committed_report_is_the_render_of_the_committed_records(folder, tmp_pat
     assert main(["report", str(copy)]) == 0
     assert "nothing is trained" in capsys.readouterr().out
     rendered = (copy / "report.md").read_text()
+    assert not re.search(r"\b(nan|inf)\b", rendered, re.I), "a report prints a number that is not one"
     assert rendered == (folder / "report.md").read_text(), \
         f"{folder.relative_to(REPO)}/report.md is stale: run make report STUDY={folder.relative_to(REPO)}"
 

@@ -412,3 +412,22 @@ def test_pooled_seed_variance_pools_the_cells_squares_over_their_degrees_of_free
     ss = sum(np.var(c, ddof=0) * len(c) for c in ([1.0, 2.0, 4.0], [3.0, 5.0], [2.0, 2.5]))
     assert df == 4 and var == pytest.approx(ss / 4)
     assert np.isnan(pooled_seed_variance([[1.0], [2.0]])[0]) and pooled_seed_variance([[1.0], [2.0]])[1] == 0
+
+
+def test_scaling_legend_counts_seeds_per_size_and_names_each_kind_of_mark_once():
+    from ptsweep.analysis import plots
+
+    rng = np.random.default_rng(0)
+    seeds = {("pt", 1e5): 3, ("pt", 2e5): 2, ("bert", 1e5): 3, ("bert", 2e5): 3, ("bert", 4e5): 3}
+    rows = [{"model": m, "params": p, "loss": 40 * p ** -0.12 + 0.01 * rng.standard_normal()}
+            for (m, p), n in seeds.items() for _ in range(n)]
+    df = pd.DataFrame(rows)
+    summary = df.groupby(["model", "params"], as_index=False)["loss"].mean()
+    summary["loss_lo"], summary["loss_hi"] = summary["loss"] - 0.02, summary["loss"] + 0.02
+    fig, [[ax]] = plots.new_figure()
+    plots._loglog_by_model(ax, df, "params", "loss", "model", ["pt", "bert"], None, "parameters", summary=summary)
+    texts = [t.get_text() for t in ax.get_legend().get_texts()]
+    pt_runs, pt_fit, bert_runs, bert_fit = texts[:4]
+    assert "runs (2-3 seed(s) per size)" in pt_runs and "runs (3 seed(s) per size)" in bert_runs
+    assert pt_fit.endswith("(through 2 sizes)") and "R2=" in bert_fit  # two sizes fit exactly; three do not
+    assert texts[4:] == ["mean, 95 % t interval (each cell's own seed sd)"]  # once, not once per model

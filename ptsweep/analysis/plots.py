@@ -142,12 +142,22 @@ def _finite(df: pd.DataFrame, cols: Sequence[str]) -> pd.DataFrame:
     return df[(np.isfinite(v) & (v > 0)).all(axis=1)]
 
 
+def _generic_legend(ax, shown: dict[str, str]) -> None:
+    """One grey legend entry per kind of mark drawn for every model (``shown``: label -> "bar" or "band")."""
+    for label, kind in shown.items():
+        if kind == "bar":
+            ax.errorbar([], [], yerr=[], fmt="o", ms=5, color="0.4", capsize=3, label=label)
+        else:
+            ax.fill_between([], [], [], color="0.4", alpha=0.15, lw=0, label=label)
+
+
 def _loglog_by_model(ax, df, xcol, ycol, model_col, models, fits, xlabel, summary=None, ylabel=None):
     """Per model: every run (seed) as a small dot, the mean at each x with its interval (``summary`` rows with
     loss / loss_lo / loss_hi at ``xcol``; without one, +-1 sd over the seeds), the fitted law and its bootstrap band
     (``fit["band"]``, from :func:`~ptsweep.analysis.fits.fit_scaling_law`)."""
     if summary is not None:
         summary = summary.sort_values(xcol) if {model_col, xcol, "loss", "loss_lo", "loss_hi"} <= set(summary) else None
+    shown: dict[str, str] = {}  # the legend names each kind of mark once, in grey, not once per model
     for i, m in enumerate(models):
         g = _finite(df[df[model_col] == m], [xcol, ycol]).sort_values(xcol)
         if g.empty:
@@ -155,18 +165,21 @@ def _loglog_by_model(ax, df, xcol, ycol, model_col, models, fits, xlabel, summar
         color = COLORS.get(str(m), f"C{i}")
         label = MODEL_LABELS.get(str(m), str(m))
         grouped = g.groupby(xcol)[ycol]
-        n_seeds = int(grouped.size().max())
+        n_seeds, fewest = int(grouped.size().max()), int(grouped.size().min())
+        per_size = f"{n_seeds}" if fewest == n_seeds else f"{fewest}-{n_seeds}"
         ax.scatter(g[xcol], g[ycol], color=color, s=10, alpha=0.45, zorder=3,
-                   label=f"{label}: runs ({n_seeds} seed(s) per size)" if n_seeds > 1 else label)
+                   label=f"{label}: runs ({per_size} seed(s) per size)" if n_seeds > 1 else label)
         srow = None if summary is None else _finite(summary[summary[model_col] == m], [xcol, "loss"])
         if srow is not None and len(srow) and np.isfinite(srow["loss_lo"].astype(float)).any():
             y, lo, hi = (srow[c].astype(float).to_numpy() for c in ("loss", "loss_lo", "loss_hi"))
             ax.errorbar(srow[xcol], y, yerr=np.nan_to_num(np.vstack([y - lo, hi - y])), fmt="o", ms=5, color=color,
-                        capsize=3, zorder=4, label="mean, 95 % t interval (pooled seed sd)")
+                        capsize=3, zorder=4, label="_nolegend_")
+            shown["mean, 95 % t interval (each cell's own seed sd)"] = "bar"
         elif n_seeds > 1:
             mean, sd = grouped.mean(), grouped.std(ddof=1)
             ax.errorbar(mean.index, mean.to_numpy(), yerr=np.nan_to_num(sd.to_numpy()), fmt="o", ms=5, color=color,
-                        capsize=3, zorder=4, label="mean +- 1 sd over seeds")
+                        capsize=3, zorder=4, label="_nolegend_")
+            shown["mean +- 1 sd over seeds"] = "bar"
         fit = (fits or {}).get(m)
         if fit is None and g[xcol].nunique() >= 2:
             fit = fit_power_law(g[xcol], g[ycol])
@@ -176,11 +189,14 @@ def _loglog_by_model(ax, df, xcol, ycol, model_col, models, fits, xlabel, summar
             lab = f"fit: {const}{fit['a']:.3g} x^-{fit['b']:.3f}"
             if fit.get("ci"):
                 lab += f", b in [{fit['ci']['b'][0]:.3f}, {fit['ci']['b'][1]:.3f}]"
-            ax.plot(xs, predict(fit, xs), "--", color=color, lw=1.2, label=f"{lab} (R2={fit['r2']:.3f})")
+            # a law through two sizes' means has R2 = 1 by construction: say so instead
+            quality = "through 2 sizes" if g[xcol].nunique() == 2 else f"R2={fit['r2']:.3f}"
+            ax.plot(xs, predict(fit, xs), "--", color=color, lw=1.2, label=f"{lab} ({quality})")
             band = fit.get("band") or {}
             if band.get("lo") and band.get("hi"):
                 ax.fill_between(band["x"], band["lo"], band["hi"], color=color, alpha=0.15, lw=0,
-                                label=f"{int(100 * fit.get('level', 0.95))} % bootstrap band over seeds")
+                                label="_nolegend_")
+                shown[f"{int(100 * fit.get('level', 0.95))} % bootstrap band over seeds"] = "band"
     ax.set(xscale="log", yscale="log", xlabel=xlabel, ylabel=ylabel or "evaluation loss (MLM)")
     _log_ticks(ax, "eng", y=False)
     from matplotlib.ticker import FuncFormatter
@@ -188,6 +204,7 @@ def _loglog_by_model(ax, df, xcol, ycol, model_col, models, fits, xlabel, summar
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.3g}"))  # 6.6, not 6.6 x 10^0
     ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:.3g}"))
     ax.grid(True, which="both", alpha=0.3)
+    _generic_legend(ax, shown)
     ax.legend(fontsize=7)
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ptsweep import results
+from ptsweep.trials import results
 from ptsweep.analysis import claims
 from ptsweep.config import compose
 from ptsweep.errors import ConfigError

@@ -1,4 +1,4 @@
-"""A study's results folder (``ptsweep.results``): records that outlive runs/, the report re-rendered from them,
+"""A study's results folder (``ptsweep.trials.results``): records that outlive runs/, the report re-rendered from them,
 and the records this code refuses.
 
 The fixture ``tests/fixtures/results-smoke`` is a finished smoke-size scaling-curves study (PT and BERT at widths 64
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ptsweep import results
+from ptsweep.trials import results
 from ptsweep.cli import main
 from ptsweep.trials import ledger
 from ptsweep.reports.outputs import open_study

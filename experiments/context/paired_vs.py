@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ptsweep.analysis.paired_gap import paired
-from ptsweep.results import ledger_records
+from ptsweep.trials.results import ledger_records
 
 KEYS = ("val_loss", "context_gain", "gain_over_no_context")
 

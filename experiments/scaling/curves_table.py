@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ptsweep.analysis.learning_curves import crossing_step
 from ptsweep.io import read_json
-from ptsweep.results import read_curve
+from ptsweep.trials.results import read_curve
 from ptsweep.trials.ledger import read_ledger
 
 

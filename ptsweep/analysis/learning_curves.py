@@ -21,7 +21,7 @@ def read_curves(runs: pd.DataFrame, study_dir: Path) -> pd.DataFrame:
     """One row per (run, in-loop evaluation): series, scale, seed, trial_key, step, tokens and :data:`CURVE_KEYS`,
     from ``<study_dir>/trials/<trial_key>/history.jsonl``. ``runs``: scaling-curves' runs table (one row per
     reported run); runs without a history (failed before training) add no row."""
-    from ptsweep.results import read_curve
+    from ptsweep.trials.results import read_curve
 
     rows = []
     for _, r in runs.iterrows():

@@ -289,7 +289,7 @@ class SweepConfig:
     keep_checkpoints: bool = False
     """all sweeps: keep each finished trial's checkpoint.pt (off: deleted once the trial's ledger record is written)."""
     results: str = ""
-    """all sweeps: the study's results folder in the repository ('' = none; ``ptsweep.results``)."""
+    """all sweeps: the study's results folder in the repository ('' = none; ``ptsweep.trials.results``)."""
     report_only: bool = False
     """all sweeps: render the report from ``results`` alone (no training; ``make report`` sets it)."""
 

@@ -304,7 +304,7 @@ def write_report(root: Path, dirs: dict[str, Path], wall: dict, cfg) -> Path:
 
 def trained_study_lines() -> list[str]:
     """The trained-budget comparison's claims (preset=trained's results folder), quoted from the repository."""
-    from ptsweep import results
+    from ptsweep.trials import results
     from ptsweep.config import compose
     from ptsweep.reports.study_report import repository_section
 

@@ -26,7 +26,7 @@ def require_pt(cfg: RunConfig, message: str) -> None:
 def open_study(cfg: RunConfig, default: str) -> tuple[str, Path]:
     """(study name, its folder ``<out_dir>/<study>``, created if missing); a results folder (sweep.results) of
     another study or sweep is refused here, before anything runs."""
-    from ptsweep import results
+    from ptsweep.trials import results
 
     study_dir = study_path(cfg, default)
     if results.folder(cfg) is not None:

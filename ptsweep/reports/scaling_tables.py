@@ -127,7 +127,7 @@ def tuning_rows(lr_table: pd.DataFrame, sdir: Path, budget_steps: int, threshold
     runs it, per trial still missing): model, scale, LR, search round, status, validation and test loss, test
     context gain ± SE, the first in-loop evaluation with ``threshold`` nats of context gain (inf: never; nan: no
     curve) and whether the last one is below it again. Shorter (early-stopped or fractional) trials are left out."""
-    from ptsweep.results import read_curve
+    from ptsweep.trials.results import read_curve
 
     rows = []
     for _, r in lr_table.iterrows():

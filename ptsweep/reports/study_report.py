@@ -11,7 +11,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from ptsweep import results
+from ptsweep.trials import results
 
 RENDERERS = {"scaling-curves": "ptsweep.sweeps.scaling_curves", "lr-horizon": "ptsweep.sweeps.lr_horizon"}
 """The sweeps whose report this command renders, and their driver modules."""

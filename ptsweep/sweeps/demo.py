@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from ptsweep import results
+from ptsweep.trials import results
 from ptsweep.config import RunConfig, to_dict, with_overrides
 from ptsweep.sweeps import scaling_curves, tune_small, verify_transfer
 from ptsweep.reports.demo_report import write_report

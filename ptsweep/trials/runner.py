@@ -14,7 +14,7 @@ from typing import Any, Mapping, Sequence
 from ptsweep.config import RunConfig, to_dict, with_overrides
 from ptsweep.errors import SweepError, SweepInterrupted
 from ptsweep.identity import trial_key
-from ptsweep import results
+from ptsweep.trials import results
 from ptsweep.trials.code_version import REFUSED, SOURCE_CHANGED
 from ptsweep.trials.fields import METRIC, MODE, TABLE_METRICS, TRIAL_FIELD, finite_or_inf, one_line
 from ptsweep.trials.ledger import interrupt_marker, read_ledger

@@ -19,7 +19,8 @@ import pandas as pd
 
 from ptsweep.errors import SweepError
 from ptsweep.identity import trial_config, trial_key
-from ptsweep.io import read_json, resolve_path, write_atomic
+from ptsweep.io import read_json, resolve_path, write_atomic, write_json
+from ptsweep.trials.ledger import read_ledger, trial_dir
 
 RECORD_FORMAT = "ptsweep-trial-record/1"
 STUDY_FORMAT = "ptsweep-study/1"
@@ -131,7 +132,6 @@ def study_config(results_dir: Path, **overrides: Any):
 def record_of(trial_dir: Path, base: Mapping[str, Any]) -> dict | None:
     """The repository record of a finished trial folder of runs/ (None unless its ledger record is final and its
     overrides on ``base``, the sweep's trial base config, give its key)."""
-    from ptsweep.trials.ledger import read_ledger
 
     trial_dir = Path(trial_dir)
     led = read_ledger(trial_dir.parent.parent, trial_dir.name)
@@ -205,8 +205,6 @@ def export(study_dir: Path, results_dir: Path, base: Mapping[str, Any], keys: It
 def restore(results_dir: Path, study_dir: Path) -> int:
     """Copy every record of the results folder whose trial has no ledger record in ``study_dir`` into it (the
     ledger's ``final.json``, ``trial.json``, ``history.jsonl``); returns how many were restored."""
-    from ptsweep.io import write_json
-    from ptsweep.trials.ledger import read_ledger, trial_dir
 
     n = 0
     for path in record_paths(results_dir):
@@ -227,7 +225,6 @@ def restore(results_dir: Path, study_dir: Path) -> int:
 def ledger_records(study_dir: Path) -> pd.DataFrame:
     """One row per finished trial of a runs/ study folder (its ledger): trial_key, label, its overrides (dotted
     keys) and the ledger record's scalar fields."""
-    from ptsweep.trials.ledger import read_ledger
 
     rows = []
     for d in sorted(p for p in (Path(study_dir) / "trials").glob("*") if p.is_dir()):

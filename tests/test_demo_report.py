@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -89,6 +90,8 @@ def check_report(root: Path) -> None:
     section2 = lines[lines.index(next(ln for ln in lines if ln.startswith("## 2."))):
                      lines.index(next(ln for ln in lines if ln.startswith("## 3.")))]
     assert _repeated_sentences(summary + section2) == []  # the transfer's statements once each
+    numbered = [ln.split(" ")[1] for ln in lines if re.match(r"## \d+\. ", ln)]
+    assert numbered == ["1.", "2.", "3.", "4.", "5.", "6."], numbered  # each section its own number, in order
     own, _, trained = report.partition("\n## 5. The answer at a trained budget")  # 5 quotes the committed study
     assert own.count("PT beats BERT at every scale") == 1 and own.count("Baseline LR search at its edge") <= 1
     assert "not run by this command; `make report STUDY=experiments/scaling/results/scaling-trained`" in trained

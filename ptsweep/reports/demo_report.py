@@ -351,9 +351,9 @@ def verify_table(vres: pd.DataFrame, vs: dict, models: pd.DataFrame) -> list[str
 
 
 def further_lines(root: Path, dirs: dict[str, Path], tracker_mode: str, rel) -> list[str]:
-    """Section 5 (Optuna dashboard, W&B sync, resuming) and the list of files."""
+    """Section 6 (Optuna dashboard, W&B sync, resuming) and the list of files."""
     t, s = dirs["tune-small"], dirs["scaling-curves"]
-    return ["## 5. Looking further", "",
+    return ["## 6. Looking further", "",
             f"- Optuna study of tune-small: `pip install optuna-dashboard` (not part of `make setup`), then "
             f"`optuna-dashboard {rel(t / 'optuna.journal')}` (run in `{root}`; a journal file is a storage "
             f"optuna-dashboard opens directly; study name `search`; the baselines' LR searches: "

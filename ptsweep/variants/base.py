@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from ptsweep.config.checks import require
+from ptsweep.errors import ConfigError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,7 +23,8 @@ class Variant:
 
     def require(self, cond: bool, msg: str) -> None:
         """ConfigError ``model.variants: <name>: <msg>`` unless ``cond``."""
-        require(cond, "model.variants", f"{self.name}: {msg}")
+        if not cond:
+            raise ConfigError(f"model.variants: {self.name}: {msg}")
 
     def check(self, cfg) -> None:
         """The settings' values against the PT config ``cfg`` (one-line ConfigErrors)."""

@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ptsweep import metric_keys, results
+from ptsweep import metric_keys
+from ptsweep.trials import results
 from ptsweep.analysis import basin, context_transfer
 from ptsweep.analysis import transfer_drift as td
 from ptsweep.config import RunConfig, compose, to_dict

@@ -20,16 +20,17 @@ from ptsweep.config import RunConfig, with_overrides
 
 
 def _points(g: pd.DataFrame, unigram: float, collapse_frac: float) -> list[dict]:
-    """One row per LR of one (model, budget): seeds planned and in the results folder, seed-mean loss and context gain (``metric_keys.seed_mean``),
-    status and the collapse mark (module docstring; '' when none)."""
+    """One row per LR of one (model, budget): seeds planned and in the results folder, seed-mean loss and context
+    gain (``metric_keys.seed_mean``), status and the collapse mark (module docstring; '' when none)."""
     rows = []
     for lr, gl in g.groupby("optim.lr", sort=True):
         loss = gl["val_loss"].astype(float)
+        seeds_in = int((gl["status"] != "missing").sum())
         gain, gain_se = metric_keys.seed_mean(gl["context_gain"], gl["context_gain_se"])
-        if (gl["status"] == "missing").any():  # no mean over part of the seeds beside full ones
+        if seeds_in < len(gl):  # no mean over part of the seeds beside full ones
             gain, gain_se = math.nan, math.nan
         finite = bool(np.isfinite(loss).all())
-        rows.append({"lr": float(lr), "seeds": int(len(gl)), "seeds_in": int((gl["status"] != "missing").sum()),
+        rows.append({"lr": float(lr), "seeds": int(len(gl)), "seeds_in": seeds_in,
                      "loss": float(loss.mean()) if finite else math.inf,
                      "context_gain": gain, "context_gain_se": gain_se,
                      "status": ",".join(sorted(set(gl["status"]))), "mark": ""})

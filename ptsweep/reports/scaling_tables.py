@@ -146,14 +146,15 @@ def tuning_rows(lr_table: pd.DataFrame, sdir: Path, budget_steps: int, threshold
 
 
 def tuning_lines(summary: dict) -> list[str]:
-    """Markdown table of :func:`tuning_rows` (``summary["tuning_runs"]``), set off by a blank line; none without rows."""
+    """Markdown table of :func:`tuning_rows` (``summary["tuning_runs"]``), set off by a blank line; none without
+    rows."""
     rows = summary.get("tuning_runs") or []
     if not rows:
         return []
     threshold = (summary.get("budget_check") or {}).get("threshold", 1.0)
-    out = ["", f"Tuning runs at the full budget (training seed {summary.get('search_training_seed')}, one run each: they "
-           f"choose the LRs, they compare no models):", "", "| model at scale | LR | round | validation | test | "
-           f"test context gain | {threshold:+g} nat at step |", "|---|---:|---:|---:|---:|---:|---:|"]
+    out = ["", f"Tuning runs at the full budget (training seed {summary.get('search_training_seed')}, one run "
+           f"each: they choose the LRs, they compare no models):", "", "| model at scale | LR | round | validation | "
+           f"test | test context gain | {threshold:+g} nat at step |", "|---|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         head = f"| {r['model']} at scale {r['scale']} | {r['lr']:g} | {r['round']} |"
         if r["status"] != "ok":

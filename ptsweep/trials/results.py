@@ -20,7 +20,7 @@ import pandas as pd
 from ptsweep.errors import SweepError
 from ptsweep.identity import trial_config, trial_key
 from ptsweep.io import read_json, resolve_path, write_atomic, write_json
-from ptsweep.trials.ledger import read_ledger, trial_dir
+from ptsweep.trials import ledger
 
 RECORD_FORMAT = "ptsweep-trial-record/1"
 STUDY_FORMAT = "ptsweep-study/1"
@@ -134,7 +134,7 @@ def record_of(trial_dir: Path, base: Mapping[str, Any]) -> dict | None:
     overrides on ``base``, the sweep's trial base config, give its key)."""
 
     trial_dir = Path(trial_dir)
-    led = read_ledger(trial_dir.parent.parent, trial_dir.name)
+    led = ledger.read_ledger(trial_dir.parent.parent, trial_dir.name)
     if led is None:
         return None
     info = read_json(trial_dir / "trial.json") if (trial_dir / "trial.json").exists() else {}
@@ -210,9 +210,9 @@ def restore(results_dir: Path, study_dir: Path) -> int:
     for path in record_paths(results_dir):
         rec = load_record(path)
         key = rec["trial_key"]
-        if read_ledger(study_dir, key) is not None:
+        if ledger.read_ledger(study_dir, key) is not None:
             continue
-        tdir = trial_dir(study_dir, key)
+        tdir = ledger.trial_dir(study_dir, key)
         write_json(tdir / "trial.json", {"trial_key": key, "label": rec["label"], "overrides": rec["overrides"],
                                          "source_sha": rec["source_sha"], "git_commit": rec["git_commit"],
                                          "restored_from": str(path)})
@@ -228,7 +228,7 @@ def ledger_records(study_dir: Path) -> pd.DataFrame:
 
     rows = []
     for d in sorted(p for p in (Path(study_dir) / "trials").glob("*") if p.is_dir()):
-        rec = read_ledger(study_dir, d.name)
+        rec = ledger.read_ledger(study_dir, d.name)
         if rec is None or "trial_key" not in rec:  # unfinished, or the tracker's record of a dead process
             continue
         scalars = {k: v for k, v in rec.items() if isinstance(v, (int, float, str)) or v is None}

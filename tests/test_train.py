@@ -15,7 +15,6 @@ import pandas as pd
 import pytest
 import torch
 
-from ptsweep import data as D
 from ptsweep import train
 from ptsweep.config import compose, with_overrides
 from ptsweep.tracking import LocalTracker, Tracker, make_tracker

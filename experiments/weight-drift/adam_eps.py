@@ -15,7 +15,6 @@ bias-corrected first step gives them, and the slope of log median |g| against lo
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
 

@@ -9,7 +9,7 @@ import contextlib
 import math
 import sys
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ptsweep.config import RunConfig, to_dict, with_overrides
 from ptsweep.errors import SweepError, SweepInterrupted
@@ -20,6 +20,9 @@ from ptsweep.trials.fields import METRIC, MODE, TABLE_METRICS, TRIAL_FIELD, fini
 from ptsweep.trials.ledger import interrupt_marker, read_ledger
 from ptsweep.trials.ray_session import interrupt_guard, make_stopper, ray_session
 from ptsweep.trials.trainable import driver_source, trainable_with_resources
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 MISSING = "not in the results folder (report only: not trained)"

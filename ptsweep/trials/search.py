@@ -9,7 +9,7 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ptsweep.config import RunConfig, to_dict, with_overrides
 from ptsweep.errors import SweepError
@@ -19,6 +19,9 @@ from ptsweep.trials import optuna_store
 from ptsweep.trials.ledger import read_ledger, trial_dir
 from ptsweep.trials.runner import NO_RECORD, fit, make_tuner, prepare_base, table_row, warm_data
 from ptsweep.trials.trainable import trainable_with_resources
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def run_search(cfg: RunConfig, space: Mapping[str, tuple[float, float]], study_dir: Path, experiment_name: str, *,

@@ -154,3 +154,26 @@ def test_the_demo_quotes_a_committed_study_claims_marked_as_from_the_repository(
     assert "Losses on the" not in text  # the claims section only
     (tmp_path / "empty").mkdir()
     assert "No report yet" in "\n".join(repository_section(tmp_path / "empty", "5"))
+
+
+def test_study_json_records_the_command_as_a_clone_would_type_it(folder, tmp_path, monkeypatch):
+    """study.json's command names the results folder inside its repository and leaves this machine's places out,
+    and the report composes that command again."""
+    from ptsweep.tracking import OVERRIDES_ENV
+
+    clone = tmp_path / "clone"
+    (clone / "experiments" / "scaling" / "results").mkdir(parents=True)
+    (clone / "pyproject.toml").write_text("")
+    moved = clone / "experiments" / "scaling" / "results" / "results-smoke"
+    shutil.copytree(folder, moved)
+    study = results.read_study(moved)
+    cfg = results.study_config(moved, out_dir=str(tmp_path / "runs"))
+    kept = [a for a in study["command"] if not a.startswith(("out_dir=", "sweep.results="))]
+    assert len(kept) == len(study["command"]) - 2
+    typed = [*kept, f"out_dir={tmp_path / 'runs'}", "data.cache_dir=/x/y", f"sweep.results={moved}"]
+    monkeypatch.setenv(OVERRIDES_ENV, json.dumps(typed))
+    results.write_study(moved, cfg, study["study"], study["sweep"], study["vocab_size"])
+    command = results.read_study(moved)["command"]
+    assert command == [*kept, "sweep.results=experiments/scaling/results/results-smoke"]
+    again = results.study_config(moved, out_dir=str(tmp_path / "runs"))
+    assert again.sweep.results == "experiments/scaling/results/results-smoke" and again.seed == cfg.seed

@@ -111,9 +111,28 @@ def write_study(results_dir: Path, cfg, study: str, sweep: str, vocab: int) -> N
 
     config = {k: v for k, v in flatten(to_dict(cfg)).items() if k not in PORTABLE_DROP}
     command = json.loads(os.environ[OVERRIDES_ENV]) if os.environ.get(OVERRIDES_ENV) else None
+    if command is not None:
+        command = portable_command(command, results_dir)
     _write_if_changed(Path(results_dir) / "study.json", dumps({"format": STUDY_FORMAT, "study": study,
                                                                "sweep": sweep, "vocab_size": int(vocab),
                                                                "command": command, "config": config}))
+
+
+def portable_command(command: Iterable[str], results_dir: Path) -> list[str]:
+    """The command's overrides as a clone of the repository would type them: ``sweep.results`` as the results
+    folder's path inside the repository that holds it (the nearest folder above it with a pyproject.toml), and this
+    machine's places (``out_dir``, ``data.cache_dir``) left out."""
+    results_dir = Path(results_dir).resolve()
+    home = next((p for p in results_dir.parents if (p / "pyproject.toml").exists()), None)
+    out = []
+    for arg in command:
+        key = arg.partition("=")[0].lstrip("+~")
+        if key in ("out_dir", "data.cache_dir"):
+            continue
+        if key == "sweep.results" and home is not None:
+            arg = f"sweep.results={results_dir.relative_to(home).as_posix()}"
+        out.append(arg)
+    return out
 
 
 def study_config(results_dir: Path, **overrides: Any):

@@ -133,6 +133,18 @@ def test_weight_study_follows_the_muP_variant_and_shares_the_default_weights_run
     assert plan.weight_parametrization(_study_cfg(smoke_cfg, parametrizations=["sp"])) is None
 
 
+def test_a_single_point_is_the_plans_own_trial(smoke_cfg):
+    """``point_trial`` (experiments/lr-transfer/weight_points.py runs single weight points with it) builds the same
+    overrides and label as the plan's stage 1 for the same point, the mup_sp anchor included."""
+    cfg = _study_cfg(smoke_cfg, parametrizations=["mup_sp"], sp_grid_range=[5e-3, 2e-2], grid_points=3,
+                     weight_lr=0.01, weight_grid=[0.5, 1.0, 2.0], widths=[32, 64], weight_widths=[64])
+    trials, labels = plan.stage1_trials(cfg)
+    ov, label = plan.point_trial(cfg, "weight", "mup_sp", 64, 2.0, cfg.seed)
+    assert (ov, label) in list(zip(trials, labels)) and ov["model.w_attn"] == 2.0
+    assert ov["model.base_width"] == 32  # anchored at the study's smallest width
+    assert plan.point_trial(cfg, "lr", "mup_sp", 32, 5e-3, cfg.seed) in list(zip(trials, labels))
+
+
 def test_every_mutation_of_the_mutation_check_still_applies():
     """experiments/lr-transfer/mutations.py breaks the code on purpose, one line at a time: each line it mutates must
     still be in the code (once), or the check would test nothing there."""

@@ -142,6 +142,12 @@ def refine_values(cfg: RunConfig, df1) -> dict[tuple[str, str, int], list[float]
     return out
 
 
+def point_trial(cfg: RunConfig, study: str, par: str, width: int, x: float, seed: int) -> tuple[dict, str]:
+    """(overrides, label) of one trial of the plan outside a plan (study "lr", "control" or "weight" at value
+    ``x``), anchored as the plan's are: experiments/lr-transfer/weight_points.py runs single weight points this way."""
+    return _trial(cfg, study, par, width, x, seed, _anchor(cfg))
+
+
 def stage2_trials(cfg: RunConfig, df1) -> tuple[list[dict], list[str]]:
     """Stage 2: seeds ``seed+1 .. seed+lr_transfer.seeds-1`` at the values chosen by :func:`refine_values`."""
     pairs, anchor = [], _anchor(cfg)

@@ -168,18 +168,25 @@ def test_report_marks_collapses_and_brackets_the_optimum():
     assert marks[0.04].startswith("collapsed (context gain +0.40")
     assert marks[0.08].startswith("collapsed (above the unigram") and marks[0.16] == "diverged"
     slow = [{**r, "context_gain": 0.5} if r["optim.lr"] == 0.005 else r for r in rows]  # below eta*: not a collapse
-    slow += [{**rows[0], "optim.lr": 0.0025, "val_loss": math.inf, "status": "missing"}]
     marks = {p["lr"]: p["mark"] for p in lr_horizon_report.budget_result(pd.DataFrame(slow), 6.3, 0.5)["points"]}
-    assert marks[0.005].startswith("too slow (context gain +0.50 against +1.40")
-    assert marks[0.0025] == "missing" and marks[0.04].startswith("collapsed")
-    b = lr_horizon_report.budget_result(pd.DataFrame(slow), 6.3, 0.5)
+    assert marks[0.005].startswith("too slow (context gain +0.50 against +1.40") and marks[0.04].startswith("collap")
+    part = slow + [{**rows[0], "optim.lr": 0.0025, "val_loss": math.inf, "status": "missing"}]
+    b = lr_horizon_report.budget_result(pd.DataFrame(part), 6.3, 0.5)  # a run missing: no eta* from the others
+    assert b["x_opt"] is None and (b["runs_in"], b["runs"]) == (12, 13)
+    marks = {p["lr"]: p["mark"] for p in b["points"]}
+    assert marks[0.0025] == "missing" and marks[0.005] == marks[0.04] == "" and marks[0.16] == "diverged"
+    assert marks[0.08] == "above the unigram loss"
+    full = lr_horizon_report.budget_result(pd.DataFrame(rows), 6.3, 0.5)
+    budgets = {1200: b, 4800: full}
     summary = {"study": "s", "unigram_loss": 6.3, "no_context_loss": 5.7, "settings": {"width": 32, "seeds": 2,
-               "data": "d"}, "models": {"pt": {"fit": lr_horizon_report.model_fit({1200: b}), "budgets": {1200: b},
+               "data": "d"}, "models": {"pt": {"fit": lr_horizon_report.model_fit(budgets), "budgets": budgets,
                                                "model": {"parametrization": "mup_sp", "width": 32}}}}
     text = lr_horizon_report.markdown(summary)  # a point without a loss shows its seeds in the folder and dashes
+    assert "| 1,200 | incomplete: 12 of 13 runs in the results folder | | | | | | |" in text
     assert "| 1,200 | 0.0025 | 0 of 1 | - | - | - | missing |" in text and "| 1,200 | 0.16 | 2 | - |" in text
-    assert "| 1,200 | 0.02 | 2 | 5.0050 | +1.400 | +0.0 % | - |" in text and "a fit needs 2" in text
-    assert "inf" not in text and "nan" not in text
+    assert "| 1,200 | 0.02 | 2 | 5.0050 | +1.400 | - | - |" in text  # no eta* to compare with
+    assert "| 4,800 | 0.02 | 2 | 5.0050 | +1.400 | +0.0 % | - |" in text
+    assert "1 budget(s) with an optimum, a fit needs 2" in text and "inf" not in text and "nan" not in text
 
 
 def test_vertex_lr_is_the_parabolas_vertex_and_none_at_an_edge():

@@ -1,8 +1,8 @@
 """The lr-horizon study's analysis and report (``sweeps.lr_horizon`` runs the trials). Per (model, budget): the
 optimum eta* with its plausible set and bracket (the LRs run just outside it; open at an edge), the basin and the
 collapses (diverged, or past eta* above the unigram loss or with less than ``collapse_frac`` of eta*'s context gain;
-below eta* the same is marked too slow, and a run not yet in the results folder missing). Per model: the
-fit eta*(T) = eta0 (T / T0)^-beta, the range of beta through every bracket and the t interval of beta over the
+below eta* the same is marked too slow, and a run not yet in the results folder missing; a budget with a run
+missing has no eta*, only its finished points). Per model: the fit eta*(T) = eta0 (T / T0)^-beta, the range of beta through every bracket and the t interval of beta over the
 seeds' interpolated optima (``analysis.horizon``).
 """
 
@@ -34,23 +34,29 @@ def _points(g: pd.DataFrame, unigram: float, collapse_frac: float) -> list[dict]
                      "loss": float(loss.mean()) if finite else math.inf,
                      "context_gain": gain, "context_gain_se": gain_se,
                      "status": ",".join(sorted(set(gl["status"]))), "mark": ""})
-    best = min((r for r in rows if math.isfinite(r["loss"])), key=lambda r: r["loss"], default=None)
+    complete = all(r["seeds_in"] == r["seeds"] for r in rows)  # no eta* from part of the grid
+    best = min((r for r in rows if math.isfinite(r["loss"])), key=lambda r: r["loss"], default=None) \
+        if complete else None
     for r in rows:
         # past eta* a run that lost what eta* learned collapsed; below it, it was too slow to learn it
-        what = "collapsed" if best is None or r["lr"] > best["lr"] else "too slow"
+        what = "" if best is None else "collapsed " if r["lr"] > best["lr"] else "too slow "
         if not math.isfinite(r["loss"]):
             r["mark"] = next((m for m in ("diverged", "missing") if m in r["status"]), "failed")
         elif math.isfinite(unigram) and r["loss"] >= unigram:
-            r["mark"] = f"{what} (above the unigram loss)"
+            r["mark"] = f"{what}(above the unigram loss)" if what else "above the unigram loss"
         elif best and best["context_gain"] > 0 and r["context_gain"] < collapse_frac * best["context_gain"]:
-            r["mark"] = f"{what} (context gain {r['context_gain']:+.2f} against {best['context_gain']:+.2f})"
+            r["mark"] = f"{what}(context gain {r['context_gain']:+.2f} against {best['context_gain']:+.2f})"
     return rows
 
 
 def budget_result(g: pd.DataFrame, unigram: float, collapse_frac: float) -> dict:
     """eta*, plausible set, bracket, basin, learned context, the points and each seed's interpolated optimum
-    (``seed_opt``, :func:`seed_optima`) of one (model, budget)."""
+    (``seed_opt``, :func:`seed_optima`) of one (model, budget); no eta* while runs of its grid are missing from the
+    results folder (``runs_in`` of ``runs``)."""
     points = _points(g, unigram, collapse_frac)
+    runs_in = int((g["status"] != "missing").sum())
+    if runs_in < len(g):
+        return {"x_opt": None, "points": points, "runs_in": runs_in, "runs": int(len(g))}
     o = td.optimum(g, "optim.lr", n_boot=200)
     if o.get("x_opt") is None:
         return {"x_opt": None, "points": points}
@@ -194,7 +200,9 @@ def markdown(summary: dict) -> str:
                   "|---|---|---|---|---|---|---|---|"]
         for t, b in r["budgets"].items():
             if b.get("x_opt") is None:
-                lines.append(f"| {t:,} | none finished | | | | | | |")
+                why = f"incomplete: {b['runs_in']} of {b['runs']} runs in the results folder" if "runs" in b \
+                    else "none finished"
+                lines.append(f"| {t:,} | {why} | | | | | | |")
                 continue
             lines.append(f"| {t:,} | {b['x_opt']:.3g} | [{_g(b['bracket'][0])}, {_g(b['bracket'][1])}] | "
                          f"[{b['plausible'][0]:.3g}, {b['plausible'][-1]:.3g}] | {b['loss']:.4f} | "

@@ -2,8 +2,8 @@
 optimum eta* with its plausible set and bracket (the LRs run just outside it; open at an edge), the basin and the
 collapses (diverged, or past eta* above the unigram loss or with less than ``collapse_frac`` of eta*'s context gain;
 below eta* the same is marked too slow, and a run not yet in the results folder missing; a budget with a run
-missing has no eta*, only its finished points). Per model: the fit eta*(T) = eta0 (T / T0)^-beta, the range of beta through every bracket and the t interval of beta over the
-seeds' interpolated optima (``analysis.horizon``).
+missing has no eta*, only its finished points). Per model: the fit eta*(T) = eta0 (T / T0)^-beta, the range of
+beta through every bracket and the t interval of beta over the seeds' interpolated optima (``analysis.horizon``).
 """
 
 from __future__ import annotations
@@ -39,13 +39,13 @@ def _points(g: pd.DataFrame, unigram: float, collapse_frac: float) -> list[dict]
         if complete else None
     for r in rows:
         # past eta* a run that lost what eta* learned collapsed; below it, it was too slow to learn it
-        what = "" if best is None else "collapsed " if r["lr"] > best["lr"] else "too slow "
+        what = None if best is None else "collapsed" if r["lr"] > best["lr"] else "too slow"
         if not math.isfinite(r["loss"]):
             r["mark"] = next((m for m in ("diverged", "missing") if m in r["status"]), "failed")
         elif math.isfinite(unigram) and r["loss"] >= unigram:
-            r["mark"] = f"{what}(above the unigram loss)" if what else "above the unigram loss"
+            r["mark"] = f"{what} (above the unigram loss)" if what else "above the unigram loss"
         elif best and best["context_gain"] > 0 and r["context_gain"] < collapse_frac * best["context_gain"]:
-            r["mark"] = f"{what}(context gain {r['context_gain']:+.2f} against {best['context_gain']:+.2f})"
+            r["mark"] = f"{what} (context gain {r['context_gain']:+.2f} against {best['context_gain']:+.2f})"
     return rows
 
 

@@ -54,9 +54,9 @@ def budget_result(g: pd.DataFrame, unigram: float, collapse_frac: float) -> dict
     (``seed_opt``, :func:`seed_optima`) of one (model, budget); no eta* while runs of its grid are missing from the
     results folder (``runs_in`` of ``runs``)."""
     points = _points(g, unigram, collapse_frac)
-    runs_in = int((g["status"] != "missing").sum())
-    if runs_in < len(g):
-        return {"x_opt": None, "points": points, "runs_in": runs_in, "runs": int(len(g))}
+    runs_in, runs = sum(p["seeds_in"] for p in points), sum(p["seeds"] for p in points)
+    if runs_in < runs:
+        return {"x_opt": None, "points": points, "runs_in": runs_in, "runs": runs}
     o = td.optimum(g, "optim.lr", n_boot=200)
     if o.get("x_opt") is None:
         return {"x_opt": None, "points": points}

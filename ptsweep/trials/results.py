@@ -27,7 +27,9 @@ STUDY_FORMAT = "ptsweep-study/1"
 CURVE_FIELDS = ("step", "tokens", "val_loss", "val_loss_se", "unigram_loss", "no_context_loss", "context_gain",
                 "context_gain_se", "mask_loss")
 """The numbers of each in-loop evaluation a record keeps (the learning curve)."""
-PORTABLE_DROP = ("out_dir", "data.cache_dir", "sweep.results", "sweep.report_only")
+MACHINE_PLACES = ("out_dir", "data.cache_dir")
+"""Config keys that name where this machine keeps its files."""
+PORTABLE_DROP = (*MACHINE_PLACES, "sweep.results", "sweep.report_only")
 """Config keys study.json leaves out: where this machine keeps its files, and how the command was invoked."""
 
 
@@ -127,7 +129,7 @@ def portable_command(command: Iterable[str], results_dir: Path) -> list[str]:
     out = []
     for arg in command:
         key = arg.partition("=")[0].lstrip("+~")
-        if key in ("out_dir", "data.cache_dir"):
+        if key in MACHINE_PLACES:
             continue
         if key == "sweep.results" and home is not None:
             arg = f"sweep.results={results_dir.relative_to(home).as_posix()}"

@@ -101,6 +101,7 @@ def test_schedule_warmup_and_decay_follow_each_runs_own_length():
     ("sweep.lr_horizon.steps=[1200,4800,9600]", "sweep.lr_horizon.steps"),
     ("sweep.lr_horizon.grid=[0.01,0.02]", "sweep.lr_horizon.grid"),
     ("sweep.lr_horizon.baseline=pt", "sweep.lr_horizon.baseline"),
+    ("sweep.lr_horizon.predict=[0.005,-0.01]", "sweep.lr_horizon.predict"),
     ("sweep.horizon.extrapolate=0.5", "sweep.horizon.extrapolate"),
 ])
 def test_bad_horizon_settings_are_one_line_errors(over, key):

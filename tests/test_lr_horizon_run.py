@@ -22,12 +22,13 @@ from ptsweep.trials import ledger
 pytest.importorskip("ray")
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "disabled"}
+PREDICT = "sweep.lr_horizon.predict=[0.03]"  # an LR between the grid's, at the longest budget
 
 
 @pytest.mark.slow
 def test_smoke_study_runs_on_ray_and_its_fit_drives_the_rule(tmp_path, capsys):
     folder = tmp_path / "results"  # the study's records, as a repository keeps them
-    res = subprocess.run([sys.executable, "-m", "ptsweep", "lr-horizon", "preset=smoke", "tracker=disabled",
+    res = subprocess.run([sys.executable, "-m", "ptsweep", "lr-horizon", "preset=smoke", "tracker=disabled", PREDICT,
                           f"out_dir={tmp_path}", f"sweep.results={folder}"], cwd=ROOT, env=ENV, capture_output=True,
                          text=True, timeout=900)
     assert res.returncode == 0, res.stderr[-3000:]
@@ -36,8 +37,10 @@ def test_smoke_study_runs_on_ray_and_its_fit_drives_the_rule(tmp_path, capsys):
     assert "1 / 4 / 16 steps per run" in out and "## Fits" in out and "- pt: eta*(T) = eta0 (T / T0)^-beta" in out
     sdir = tmp_path / "lr-horizon"
     trials = pd.read_csv(sdir / "trials.csv")
-    # 2 models x 3 budgets x 3 LRs, and one more LR wherever an optimum sat on an edge (lr_widen 1)
-    assert 18 <= len(trials) <= 24 and set(trials["label"].str.split("-T").str[0]) == {"pt", "bert"}
+    # 2 models x 3 budgets x 3 LRs, one more LR wherever an optimum sat on an edge (lr_widen 1), and the prediction
+    assert 19 <= len(trials) <= 25 and set(trials["model"]) == {"pt", "bert"}
+    assert trials.loc[trials["predicted"], ["label", "optim.lr"]].values.tolist() == [["pt-T16-predicted", 0.03]]
+    assert "## The horizon rule's prediction at 16 steps (pt)" in out and "\n| 0.03 | 1 | " in out
     assert set(trials["steps"]) == {1, 4, 16} and (trials["status"] == "ok").all()
     assert set(trials["tokens"]) == {256, 1024, 4096}  # each budget trained its own length
     base = trials[["unigram_loss", "no_context_loss"]].mean()  # the baselines: every run's mean
@@ -77,9 +80,9 @@ def _records_render_the_report_and_train_nothing_again(folder: Path, sdir: Path,
     assert progress == "" and rest.startswith(f"_Rendered from {n} trial records of its results folder: every planned")
     assert rest.split("\n", 1)[1] == (sdir / "report.md").read_text().split("\n", 1)[1].replace(
         str(sdir), "<lr-horizon>")
-    again = subprocess.run([sys.executable, "-m", "ptsweep", "lr-horizon", "preset=smoke", "tracker=disabled",
+    again = subprocess.run([sys.executable, "-m", "ptsweep", "lr-horizon", "preset=smoke", "tracker=disabled", PREDICT,
                             f"out_dir={tmp_path / 'fresh'}", f"sweep.results={folder}"], cwd=ROOT, env=ENV,
                            capture_output=True, text=True, timeout=900)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert "[lr-horizon/grid] 18 trials: 18 already finished (ledger; 18 in the repository" in again.stderr
+    assert "[lr-horizon/grid] 19 trials: 19 already finished (ledger; 19 in the repository" in again.stderr
     assert not (tmp_path / "fresh" / "lr-horizon" / ledger.STARTS_LOG).exists()

@@ -63,6 +63,10 @@ class LrHorizonConfig:
     """PT's width-scaling paradigm ('' = model.scaling)."""
     lr_widen: int = 2
     """Rounds of the edge rule per (model, budget): one more LR a grid step past an optimum on an edge."""
+    predict: list[float] = field(default_factory=list)
+    """PT LRs that a horizon rule fitted on the shorter budgets gives for the longest one, written down before its
+    runs: each trains there at every seed (unless that grid has it), and the report gives its regret against the
+    grid's best LR there, paired by seed."""
     collapse_frac: float = 0.5
     """A point past its budget's optimum is collapsed when it diverged, ends above the unigram loss, or keeps less than
     this fraction of the optimum's context gain (below the optimum the same is marked too slow)."""
@@ -78,5 +82,7 @@ class LrHorizonConfig:
         require(self.seeds >= 1, f"{key}.seeds", "must be >= 1")
         require(self.width >= 0, f"{key}.width", "must be >= 0 (0 = model.width)")
         one_of(self.scaling, ("", *SCALINGS), f"{key}.scaling")
+        require(all(math.isfinite(x) and x > 0 for x in self.predict), f"{key}.predict",
+                f"must be positive LRs, got {self.predict}")
         require(self.lr_widen >= 0, f"{key}.lr_widen", "must be >= 0")
         require(0 < self.collapse_frac < 1, f"{key}.collapse_frac", "must be in (0, 1)")

@@ -124,13 +124,66 @@ def analyse(df: pd.DataFrame, cfg: RunConfig, model_shapes: dict[str, dict]) -> 
     base = td.baselines(df)
     unigram = base.get("unigram_loss", math.nan)
     out: dict = {"unigram_loss": unigram, "no_context_loss": base.get("no_context_loss", math.nan), "models": {}}
+    grid = df[~df["predicted"]]
     for model, shape in model_shapes.items():
         m = with_overrides(cfg, shape).model
         budgets = {int(t): budget_result(g, unigram, cfg.sweep.lr_horizon.collapse_frac)
-                   for t, g in df[df["model"] == model].groupby("steps", sort=True)}
+                   for t, g in grid[grid["model"] == model].groupby("steps", sort=True)}
         out["models"][model] = {"model": {"name": m.name, "parametrization": str(m.parametrization),
                                           "width": int(m.width), "scaling": str(getattr(m, "scaling", ""))},
                                 "budgets": budgets, "fit": model_fit(budgets)}
+    if cfg.sweep.lr_horizon.predict:
+        pt = out["models"]["pt"]["budgets"]
+        out["prediction"] = prediction(df[(df["model"] == "pt") & (df["steps"] == max(pt))], pt,
+                                       cfg.sweep.lr_horizon.predict)
+    return out
+
+
+def _runs_at(g: pd.DataFrame, lr: float) -> pd.DataFrame:
+    """The runs at ``lr`` in ``g`` that are in the results folder, one per seed."""
+    return g[np.isclose(g["optim.lr"].astype(float), lr) & (g["status"] != "missing")].drop_duplicates("seed")
+
+
+def _seed_losses(runs: pd.DataFrame) -> dict[int, dict]:
+    """Seed -> {"val_loss"} of ``runs`` (inf unless ok)."""
+    return {int(r["seed"]): {"val_loss": float(r["val_loss"]) if r["status"] == "ok" else math.inf}
+            for _, r in runs.iterrows()}
+
+
+def rule_from_shorter(budgets: dict[int, dict]) -> dict:
+    """The fit over every budget but the longest (:func:`model_fit`) and the LR its power rule carries eta* of the
+    shortest budget to at the longest: "lr_rule" from the grid optima's beta, "lr_rule_seeds" from the seed optima's."""
+    long = max(budgets)
+    fit = model_fit({t: b for t, b in budgets.items() if t < long})
+    out = {"fit": fit, "steps": long}
+    if fit.get("beta") is not None:
+        t0 = min(t for t, b in budgets.items() if t < long and b.get("x_opt") is not None)
+        out.update(T0=t0, lr_tuned=budgets[t0]["x_opt"],
+                   lr_rule=horizon.scale_lr(budgets[t0]["x_opt"], t0, long, fit["beta"]))
+        if fit.get("beta_seeds") is not None:
+            out["lr_rule_seeds"] = horizon.scale_lr(budgets[t0]["x_opt"], t0, long, fit["beta_seeds"])
+    return out
+
+
+def prediction(g: pd.DataFrame, budgets: dict[int, dict], predict: list[float]) -> dict:
+    """PT's runs ``g`` at the longest budget: each predicted LR's seed-mean loss and its regret against the grid's
+    eta* there, paired by seed (``paired_gap.paired``: mean, SE, 95 % t half-width, seeds), beside
+    :func:`rule_from_shorter`."""
+    from ptsweep.analysis.paired_gap import paired
+
+    out = {**rule_from_shorter(budgets), "eta_opt": budgets[max(budgets)].get("x_opt"), "points": []}
+    best = _seed_losses(_runs_at(g, out["eta_opt"])) if out["eta_opt"] is not None else {}
+    for lr in predict:
+        runs = _runs_at(g, lr)
+        seeds = _seed_losses(runs)
+        loss = [r["val_loss"] for r in seeds.values()]
+        gain, gain_se = metric_keys.seed_mean(runs["context_gain"], runs["context_gain_se"])
+        diff, se, half, n = paired(seeds, best, "val_loss") if best and seeds else (math.nan, math.nan, math.nan, 0)
+        shared = [best[s]["val_loss"] for s in set(seeds) & set(best)]
+        out["points"].append({"lr": float(lr), "seeds_in": len(seeds), "loss": float(np.mean(loss)) if loss else
+                              math.nan, "context_gain": gain, "context_gain_se": gain_se, "regret": diff,
+                              "regret_se": se, "regret_half": half, "n_paired": n,
+                              "regret_rel": diff / float(np.mean(shared)) if shared else math.nan})
     return out
 
 
@@ -186,6 +239,39 @@ def _seed_text(f: dict) -> str:
             f"{f['beta_seeds']:+.3g}, 95 % interval [{lo:+.3g}, {hi:+.3g}] (t, {f['df']} df)")
 
 
+def _regret(p: dict, eta_opt: float | None) -> str:
+    """A predicted LR's regret in words: 'mean ± SE [95 % t] (n seeds), x % of eta*'s loss', or why there is none."""
+    if p["seeds_in"] == 0:
+        return "missing"
+    if not math.isfinite(p["loss"]):
+        return "diverged"
+    if eta_opt is None:
+        return "no eta* at this budget yet"
+    if p["n_paired"] < 2:
+        return f"{p['regret']:+.4f} ({p['n_paired']} seed)"
+    return (f"{p['regret']:+.4f} ± {p['regret_se']:.4f} [{p['regret'] - p['regret_half']:+.3f}, "
+            f"{p['regret'] + p['regret_half']:+.3f}] ({p['n_paired']} seeds), {_pct(p['regret_rel'])}")
+
+
+def prediction_lines(pr: dict) -> list[str]:
+    """The report's section on the predicted LRs at the longest budget (:func:`prediction`)."""
+    lines = ["", f"## The horizon rule's prediction at {pr['steps']:,} steps (pt)", ""]
+    f = pr["fit"]
+    if pr.get("lr_rule") is None:
+        lines.append(f"The budgets below {pr['steps']:,} steps give no rule yet ({f.get('note')}).")
+    else:
+        seeds = (f"; over the seed optima beta {f['beta_seeds']:+.3g} gives {pr['lr_rule_seeds']:.3g}"
+                 if pr.get("lr_rule_seeds") is not None else "")
+        lines.append(f"Fitted on the budgets below {pr['steps']:,} steps, the power rule carries eta* "
+                     f"{pr['lr_tuned']:.3g} of {pr['T0']:,} steps there with beta {f['beta']:+.3g} (grid optima) to "
+                     f"{pr['lr_rule']:.3g}{seeds}. The grid's eta* there: {_g(pr['eta_opt'])}.")
+    lines += ["", "| predicted LR | seeds | loss | context gain | regret against eta* (paired by seed) |",
+              "|---|---|---|---|---|"]
+    lines += [f"| {p['lr']:.3g} | {p['seeds_in']} | {_num(p['loss'], '.4f')} | {_num(p['context_gain'], '+.3f')} | "
+              f"{_regret(p, pr['eta_opt'])} |" for p in pr["points"]]
+    return lines
+
+
 def markdown(summary: dict) -> str:
     """report.md (also printed): per model the optimum per budget, every point, and the fit."""
     lines = [f"# lr-horizon: {summary['study']}", "",
@@ -215,4 +301,6 @@ def markdown(summary: dict) -> str:
                 rel = p["loss"] / b["loss"] - 1 if b.get("x_opt") and math.isfinite(p["loss"]) else math.nan
                 lines.append(f"| {t:,} | {p['lr']:.3g} | {_seeds(p)} | {_num(p['loss'], '.4f')} | "
                              f"{_num(p['context_gain'], '+.3f')} | {_pct(rel)} | {p['mark'] or '-'} |")
+    if summary.get("prediction"):
+        lines += prediction_lines(summary["prediction"])
     return "\n".join(lines) + "\n"

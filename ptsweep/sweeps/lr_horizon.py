@@ -6,6 +6,7 @@ T0)^-beta); writes the trials table, summary.json, horizon.json (read by ``sweep
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from ptsweep.reports.outputs import open_study, publish, require_pt, save_table
 from ptsweep.trials.runner import run_trials, sweep_session, warm_data
 
 SWEEP = "lr-horizon"
+PREDICTED = "-predicted"
 PT_ONLY = "lr-horizon starts from the PT config (model=pt) and adds its baseline, got {name}"
 
 
@@ -56,23 +58,38 @@ def grid(cfg: RunConfig, model: str) -> list[float]:
     return list(lh.grid if model == "pt" else lh.baseline_grid)
 
 
-def label(model: str, steps: int) -> str:
-    """The label of one (model, budget)'s trials."""
-    return f"{model}-T{steps}"
+def label(model: str, steps: int, predicted: bool = False) -> str:
+    """The label of one (model, budget)'s grid trials, or of PT's runs at the LRs ``sweep.lr_horizon.predict``."""
+    return f"{model}-T{steps}{PREDICTED if predicted else ''}"
+
+
+def with_label_parts(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with the columns model, steps and predicted that its labels (:func:`label`) carry."""
+    parts = df["label"].str.extract(rf"^(?P<model>.+?)-T(?P<steps>\d+)(?P<predicted>{PREDICTED})?$")
+    return df.assign(model=parts["model"], steps=parts["steps"].astype(int), predicted=parts["predicted"].notna())
 
 
 def plan(cfg: RunConfig, model_shapes: dict[str, dict], lrs: dict[tuple[str, int], list[float]]) \
         -> tuple[list[dict], list[str]]:
-    """(overrides, labels) of every trial: each (model, budget) of ``lrs`` at each of its LRs and every seed."""
+    """(overrides, labels) of every trial: each (model, budget) of ``lrs`` at each of its LRs and every seed, PT's
+    first, then PT at the longest budget at each of :func:`predicted_lrs`, then the baseline's."""
+    long = max(steps for _, steps in lrs)
+    groups = [(model, steps, values, False) for (model, steps), values in lrs.items()]
+    groups.insert(sum(model == "pt" for model, _ in lrs), ("pt", long, predicted_lrs(cfg, lrs[("pt", long)]), True))
     trials, labels = [], []
-    for (model, steps), values in lrs.items():
+    for model, steps, values, predicted in groups:
         tokens = float(steps * cfg.train.batch_size * cfg.data.seq_len)  # steps of train.batch_size blocks
         for lr in values:
             for s in range(cfg.sweep.lr_horizon.seeds):
                 trials.append({**model_shapes[model], "train.tokens": tokens, "seed": cfg.seed + s,
                                "optim.lr": float(lr)})
-                labels.append(label(model, steps))
+                labels.append(label(model, steps, predicted))
     return trials, labels
+
+
+def predicted_lrs(cfg: RunConfig, grid_lrs: list[float]) -> list[float]:
+    """``sweep.lr_horizon.predict``'s LRs that the longest budget's grid does not run (those it does are read there)."""
+    return [float(x) for x in cfg.sweep.lr_horizon.predict if not any(math.isclose(x, g) for g in grid_lrs)]
 
 
 def seed_means(g: pd.DataFrame) -> pd.DataFrame:
@@ -124,8 +141,7 @@ def run(cfg: RunConfig) -> Path:
         model_shapes = shapes(cfg, vocab)
         df, lrs = run_grids(cfg, model_shapes, sdir, tags)
     df = with_ledger_metrics(df, sdir)
-    df["model"] = df["label"].str.split("-T").str[0]
-    df["steps"] = df["label"].str.split("-T").str[1].astype(int)
+    df = with_label_parts(df)
     save_table(df, sdir, "trials")
     result = rep.analyse(df, cfg, model_shapes)
     write_json(sdir / "horizon.json", rep.horizon_doc(result, cfg, name))
@@ -142,7 +158,7 @@ def settings(cfg: RunConfig, model_shapes: dict[str, dict], lrs: dict[tuple[str,
     lh = cfg.sweep.lr_horizon
     return {"steps": sorted(lh.steps), "grid": list(lh.grid), "baseline": lh.baseline,
             "baseline_grid": list(lh.baseline_grid), "seeds": lh.seeds, "width": tuning_width(cfg),
-            "lr_widen": lh.lr_widen, "collapse_frac": lh.collapse_frac, "shapes": model_shapes,
+            "lr_widen": lh.lr_widen, "predict": list(lh.predict), "collapse_frac": lh.collapse_frac, "shapes": model_shapes,
             "lrs_run": {label(m, t): sorted(v) for (m, t), v in lrs.items()},
             "batch_size": cfg.train.batch_size, "seq_len": cfg.data.seq_len, "data": cfg.data.name,
             "schedule": cfg.optim.schedule, "warmup_frac": cfg.optim.warmup_frac, "match": str(cfg.sweep.match),

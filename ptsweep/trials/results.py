@@ -79,7 +79,8 @@ def read_study(results_dir: Path) -> dict:
 
 
 PLAN_KEYS = {"lr-horizon": ("sweep.lr_horizon.steps", "sweep.lr_horizon.grid", "sweep.lr_horizon.baseline",
-                            "sweep.lr_horizon.baseline_grid", "sweep.lr_horizon.width", "sweep.lr_horizon.scaling"),
+                            "sweep.lr_horizon.baseline_grid", "sweep.lr_horizon.width", "sweep.lr_horizon.scaling",
+                            "sweep.lr_horizon.predict"),
              "scaling-curves": ("sweep.scales", "sweep.scaling", "sweep.match", "sweep.baseline.grid")}
 """Per sweep, the keys whose change makes another plan: a folder's report renders the plan that last wrote it, so a
 command that changes one of them needs a folder of its own (seeds and models may grow in place)."""

@@ -12,8 +12,10 @@ import pytest
 from scipy import stats
 
 from ptsweep import cli
+from ptsweep.config import with_overrides
 from ptsweep.reports import lr_horizon_report as rep
 from ptsweep.sweeps import lr_horizon
+from ptsweep.trials import results
 
 LRS = [2.5e-3, 5e-3, 1e-2, 2e-2, 4e-2]
 OPT = {1200: 0.02, 4800: 5e-3, 19200: 4e-3}  # each budget's true optimum (a loss quadratic in ln lr)
@@ -90,3 +92,16 @@ def test_a_prediction_waits_for_its_runs_and_for_the_grids_optimum():
     pr = rep.analyse(df, cfg, {"pt": {}})["prediction"]
     assert pr["eta_opt"] is None and rep._regret(pr["points"][0], None) == "no eta* at this budget yet"
     assert "The grid's eta* there: open." in "\n".join(rep.prediction_lines(pr))
+
+
+def test_a_folder_takes_its_prediction_once_after_it_was_written(tmp_path):
+    cfg = cli.compose(["preset=smoke"])
+    results.write_study(tmp_path, cfg, "s", "lr-horizon", 100)
+    later = with_overrides(cfg, {"sweep.lr_horizon.predict": [0.005]})
+    results.check_study(tmp_path, "s", "lr-horizon", later)  # written down once the shorter budgets ran
+    results.write_study(tmp_path, later, "s", "lr-horizon", 100)
+    with pytest.raises(results.ResultsError, match=r"written with sweep.lr_horizon.predict=\[0.005\], this command "
+                                                   r"has \[0.01\]: another plan"):
+        results.check_study(tmp_path, "s", "lr-horizon", with_overrides(cfg, {"sweep.lr_horizon.predict": [0.01]}))
+    with pytest.raises(results.ResultsError, match=r"predict=\[0.005\], this command has \[\]"):
+        results.check_study(tmp_path, "s", "lr-horizon", cfg)

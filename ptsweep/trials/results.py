@@ -84,6 +84,8 @@ PLAN_KEYS = {"lr-horizon": ("sweep.lr_horizon.steps", "sweep.lr_horizon.grid", "
              "scaling-curves": ("sweep.scales", "sweep.scaling", "sweep.match", "sweep.baseline.grid")}
 """Per sweep, the keys whose change makes another plan: a folder's report renders the plan that last wrote it, so a
 command that changes one of them needs a folder of its own (seeds and models may grow in place)."""
+SET_LATER = ("sweep.lr_horizon.predict",)
+"""Plan keys a folder may get once after it was written: a prediction is written down when the shorter budgets ran."""
 
 
 def check_study(results_dir: Path, study: str, sweep: str, cfg) -> None:
@@ -99,7 +101,8 @@ def check_study(results_dir: Path, study: str, sweep: str, cfg) -> None:
 
     now = json.loads(dumps(flatten(to_dict(cfg))))  # as study.json writes it
     for key in PLAN_KEYS.get(sweep, ()):
-        if key in got.get("config", {}) and got["config"][key] != now.get(key):
+        was = got.get("config", {}).get(key)
+        if key in got.get("config", {}) and was != now.get(key) and not (key in SET_LATER and not was):
             raise ResultsError(f"{results_dir}: written with {key}={got['config'][key]}, this command has "
                                f"{now.get(key)}: another plan needs its own folder (sweep.results, sweep.study)")
 

@@ -232,3 +232,5 @@ def test_the_fit_over_seed_optima_recovers_each_seeds_vertex():
     assert fit["beta_ci"] == pytest.approx([-ref.slope - half, -ref.slope + half])
     line = lr_horizon_report._fit_line("pt", fit)
     assert f"over the 6 seed optima between grid points (parabola in ln eta) beta {-ref.slope:+.3g}" in line
+    open_side = lr_horizon_report._fit_line("pt", {**fit, "beta_range": [-math.inf, 1.5]})
+    assert "beta through every bracket [open, 1.5];" in open_side and "inf" not in open_side

@@ -77,6 +77,7 @@ def test_the_regret_is_the_paired_difference_to_the_grid_optimum_with_a_t_interv
                          "settings": {"width": 32, "seeds": 2, "data": "d"}, **out})
     assert "## The horizon rule's prediction at 19,200 steps (pt)" in text
     assert "carries eta* 0.02 of 1,200 steps there with beta +1 (grid optima) to 0.00125" in text
+    assert "The grid's eta* there: 0.005." in text
     p = pr["points"][0]
     assert (f"| 0.0045 | 2 | {p['loss']:.4f} | +1.300 | {p['regret']:+.4f} ± {p['regret_se']:.4f} "
             f"[{p['regret'] - p['regret_half']:+.3f}, {p['regret'] + p['regret_half']:+.3f}] (2 seeds), ") in text
@@ -91,7 +92,7 @@ def test_a_prediction_waits_for_its_runs_and_for_the_grids_optimum():
     df.loc[(df["steps"] == 19200) & (df["optim.lr"] == 0.04), "status"] = "missing"  # the long grid incomplete
     pr = rep.analyse(df, cfg, {"pt": {}})["prediction"]
     assert pr["eta_opt"] is None and rep._regret(pr["points"][0], None) == "no eta* at this budget yet"
-    assert "The grid's eta* there: open." in "\n".join(rep.prediction_lines(pr))
+    assert "The grid's eta* there: none until every run of its grid is in." in "\n".join(rep.prediction_lines(pr))
 
 
 def test_a_folder_takes_its_prediction_once_after_it_was_written(tmp_path):

@@ -265,7 +265,8 @@ def prediction_lines(pr: dict) -> list[str]:
                  if pr.get("lr_rule_seeds") is not None else "")
         lines.append(f"Fitted on the budgets below {pr['steps']:,} steps, the power rule carries eta* "
                      f"{pr['lr_tuned']:.3g} of {pr['T0']:,} steps there with beta {f['beta']:+.3g} (grid optima) to "
-                     f"{pr['lr_rule']:.3g}{seeds}. The grid's eta* there: {_g(pr['eta_opt'])}.")
+                     f"{pr['lr_rule']:.3g}{seeds}. The grid's eta* there: "
+                     + (f"{pr['eta_opt']:.3g}." if pr["eta_opt"] else "none until every run of its grid is in."))
     lines += ["", "| predicted LR | seeds | loss | context gain | regret against eta* (paired by seed) |",
               "|---|---|---|---|---|"]
     lines += [f"| {p['lr']:.3g} | {p['seeds_in']} | {_num(p['loss'], '.4f')} | {_num(p['context_gain'], '+.3f')} | "

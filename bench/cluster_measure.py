@@ -75,7 +75,7 @@ def measure(spec: dict, gate=None) -> dict:
     device = resolve_device(spec["device"])
     cuda = device.type == "cuda"
     if cuda and spec.get("fraction", 1.0) < 1:
-        torch.cuda.set_per_process_memory_fraction(spec["fraction"], device)
+        torch.cuda.set_per_process_memory_fraction(spec["fraction"], torch.cuda.current_device())
     cfg, V, L = spec["model_cfg"], spec["vocab"], spec["seq_len"]
     torch.manual_seed(0)
     model = build_model(cfg, V, L).to(device)

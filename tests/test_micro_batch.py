@@ -154,3 +154,24 @@ def test_foreach_and_fused_adamw_take_the_default_step(device_type):
         assert torch.allclose(got[n], ref[n], atol=1e-6, rtol=1e-5), n
     with pytest.raises(ValueError, match="device_type"):
         build_optimizer(build_model(cfg, V, L), 32, "mup", lr=1e-3, device_type="mps")
+
+
+def test_memory_budget_of_an_unindexed_cuda_device_reads_the_current_device(monkeypatch):
+    """'cuda' without an index is the current device: torch's fraction getter refuses an index-less device (every
+    'auto' micro-batch on CUDA would fail), so the budget must ask by index. CUDA's getters are stood in for on the
+    CPU, each refusing what torch refuses."""
+    from types import SimpleNamespace
+
+    from ptsweep.train.step import device_memory_budget
+
+    def by_index(device):
+        if not isinstance(device, int):
+            raise ValueError(f"Expected a torch.device with a specified index or an integer, but got:{device}")
+        return device
+
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 3)
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda d: SimpleNamespace(total_memory=1000 * (by_index(d) + 1)))
+    monkeypatch.setattr(torch.cuda, "get_per_process_memory_fraction", lambda d: 0.1 * by_index(d), raising=False)
+    assert device_memory_budget(torch.device("cuda")) == pytest.approx(4000 * 0.3)
+    assert device_memory_budget(torch.device("cuda", 1)) == pytest.approx(2000 * 0.1)

@@ -140,11 +140,13 @@ def optimizer_state_allocated(optimizer: torch.optim.Optimizer | None) -> Iterat
 
 
 def device_memory_budget(device: torch.device) -> float:
-    """Bytes this process may allocate on CUDA ``device``: total memory times the per-process fraction."""
-    total = torch.cuda.get_device_properties(device).total_memory
+    """Bytes this process may allocate on CUDA ``device``: total memory times the per-process fraction. A device
+    without an index ('cuda') means the current one (torch's fraction getter refuses it)."""
+    index = torch.cuda.current_device() if device.index is None else device.index
+    total = torch.cuda.get_device_properties(index).total_memory
     # torch < 2.7 has no getter; the cap, if one is set, still turns an over-budget probe into an OOM
     get_fraction = getattr(torch.cuda, "get_per_process_memory_fraction", None)
-    return float(total * (get_fraction(device) if get_fraction is not None else 1.0))
+    return float(total * (get_fraction(index) if get_fraction is not None else 1.0))
 
 
 def resolve_micro_batch(setting, model, batch: dict, device: torch.device, precision: str,

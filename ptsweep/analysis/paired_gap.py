@@ -114,13 +114,18 @@ def paired(a: dict[int, dict], b: dict[int, dict], key: str) -> tuple[float, flo
     return p["diff"], p["se"], t_ppf(0.975, p["n"] - 1) * p["se"] if p["n"] > 1 else math.nan, p["n"]
 
 
+def interval_text(diff: float, se: float, half: float, label: str) -> str:
+    """A paired difference as 'mean ± SE [mean - half, mean + half] (label)' (half: the interval's half width)."""
+    return f"{diff:+.4f} ± {se:.4f} [{diff - half:+.3f}, {diff + half:+.3f}] ({label})"
+
+
 def paired_text(a: dict[int, dict], b: dict[int, dict], key: str = "val_loss", percent: bool = True) -> str:
     """a - b of ``key`` paired by seed as 'mean ± SE [95 % t] (n)', with ``percent`` followed by its percent of b's
     mean over the shared seeds (', +x.x %'); '-' without two shared seeds."""
     diff, se, h, n = paired(a, b, key)
     if n < 2:
         return "-"
-    text = f"{diff:+.4f} ± {se:.4f} [{diff - h:+.3f}, {diff + h:+.3f}] ({n})"
+    text = interval_text(diff, se, h, str(n))
     if not percent:
         return text
     shared = set(a) & set(b)

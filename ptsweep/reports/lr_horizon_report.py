@@ -16,6 +16,7 @@ import pandas as pd
 from ptsweep import metric_keys
 from ptsweep.analysis import basin, horizon
 from ptsweep.analysis import transfer_drift as td
+from ptsweep.analysis.paired_gap import interval_text, paired
 from ptsweep.config import RunConfig, with_overrides
 
 
@@ -169,8 +170,6 @@ def prediction(g: pd.DataFrame, budgets: dict[int, dict], predict: list[float]) 
     """PT's runs ``g`` at the longest budget: each predicted LR's seed-mean loss and its regret against the grid's
     eta* there, paired by seed (``paired_gap.paired``: mean, SE, 95 % t half-width, seeds), beside
     :func:`rule_from_shorter`."""
-    from ptsweep.analysis.paired_gap import paired
-
     out = {**rule_from_shorter(budgets), "eta_opt": budgets[max(budgets)].get("x_opt"), "points": []}
     best = _seed_losses(_runs_at(g, out["eta_opt"])) if out["eta_opt"] is not None else {}
     for lr in predict:
@@ -250,8 +249,8 @@ def _regret(p: dict, eta_opt: float | None) -> str:
         return "no eta* at this budget yet"
     if p["n_paired"] < 2:
         return f"{p['regret']:+.4f} ({p['n_paired']} seed)"
-    return (f"{p['regret']:+.4f} ± {p['regret_se']:.4f} [{p['regret'] - p['regret_half']:+.3f}, "
-            f"{p['regret'] + p['regret_half']:+.3f}] ({p['n_paired']} seeds), {_pct(p['regret_rel'])}")
+    seeds = f"{p['n_paired']} seeds"
+    return f"{interval_text(p['regret'], p['regret_se'], p['regret_half'], seeds)}, {_pct(p['regret_rel'])}"
 
 
 def prediction_lines(pr: dict) -> list[str]:

@@ -201,7 +201,8 @@ def horizon_doc(result: dict, cfg: RunConfig, study: str) -> dict:
 
 
 def _g(x) -> str:
-    return "open" if x is None else f"{x:.3g}"
+    """A bracket's or range's end: 'open' where there is none (None or not finite)."""
+    return "open" if x is None or not math.isfinite(x) else f"{x:.3g}"
 
 
 def _num(x: float, fmt: str) -> str:
@@ -222,8 +223,7 @@ def _fit_line(model: str, f: dict) -> str:
     if f.get("beta") is None:
         return f"- {model}: no fit ({f.get('note')})"
     rng = f.get("beta_range")
-    span = "empty" if rng is None else f"[{_g(rng[0] if math.isfinite(rng[0]) else None)}, " \
-                                         f"{_g(rng[1] if math.isfinite(rng[1]) else None)}]"
+    span = "empty" if rng is None else f"[{_g(rng[0])}, {_g(rng[1])}]"
     return (f"- {model}: eta*(T) = eta0 (T / T0)^-beta with beta {f['beta']:+.3g}, eta0 {f['eta0']:.3g}, T0 "
             f"{f['T0']:,.0f} steps (least squares on the grid optima, RMS {f['rms_log']:.2f} in ln eta); beta through "
             f"every bracket {span}; {_seed_text(f)}" + (f"; {f['note']}" if f.get("note") else ""))

@@ -36,6 +36,8 @@ def test_the_plan_runs_predicted_lrs_at_the_longest_budget_once_and_labels_them_
         [(0.003, cfg.seed, tokens, 8), (0.003, cfg.seed + 1, tokens, 8)]
     assert {lab for _, lab in extra} == {"pt-T16-predicted"} and len(trials) == 2 * 6 + 2
     assert labels.index("pt-T16-predicted") == 8 and labels[-1] == "bert-T16"  # after PT's grid, before the baseline
+    baseline_first = {("bert", 16): lrs[("bert", 16)], ("pt", 1): lrs[("pt", 1)], ("pt", 16): lrs[("pt", 16)]}
+    assert lr_horizon.plan(cfg, {"pt": {"model.width": 8}, "bert": {}}, baseline_first)[1] == labels
     parts = lr_horizon.with_label_parts(pd.DataFrame({"label": ["pt-T16-predicted", "bert-T16", "pt-T1"]}))
     assert parts[["model", "steps", "predicted"]].values.tolist() == [["pt", 16, True], ["bert", 16, False],
                                                                        ["pt", 1, False]]

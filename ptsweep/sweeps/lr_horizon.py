@@ -74,8 +74,9 @@ def plan(cfg: RunConfig, model_shapes: dict[str, dict], lrs: dict[tuple[str, int
     """(overrides, labels) of every trial: each (model, budget) of ``lrs`` at each of its LRs and every seed, PT's
     first, then PT at the longest budget at each of :func:`predicted_lrs`, then the baseline's."""
     long = max(steps for _, steps in lrs)
-    groups = [(model, steps, values, False) for (model, steps), values in lrs.items()]
-    groups.insert(sum(model == "pt" for model, _ in lrs), ("pt", long, predicted_lrs(cfg, lrs[("pt", long)]), True))
+    grids = [(model, steps, values, False) for (model, steps), values in lrs.items()]
+    groups = ([g for g in grids if g[0] == "pt"] + [("pt", long, predicted_lrs(cfg, lrs[("pt", long)]), True)]
+              + [g for g in grids if g[0] != "pt"])
     trials, labels = [], []
     for model, steps, values, predicted in groups:
         tokens = float(steps * cfg.train.batch_size * cfg.data.seq_len)  # steps of train.batch_size blocks

@@ -11,6 +11,15 @@ from ptsweep.config.checks import increasing_lr_grid, one_of, require
 from ptsweep.config.model import MODEL_SCHEMAS, SCALINGS
 
 
+class BetaEstimate(StrEnum):
+    """Which of an lr-horizon study's fits gives beta: the grid optima's least squares, or the seeds' optima between
+    grid points (a finer estimate with a t interval; a factor-2 grid over two budgets 4x apart gives beta in 0, 0.5,
+    1 only)."""
+
+    grid = "grid"
+    seeds = "seeds"
+
+
 class HorizonRule(StrEnum):
     """How a transferred LR follows a budget other than the one it was tuned at."""
 
@@ -31,9 +40,13 @@ class HorizonConfig:
     """An lr-horizon study's horizon.json: its fit of this config's model gives beta."""
     extrapolate: float = 1.0
     """How far (a factor) the tuned or target budget may lie outside the budgets ``results`` measured (1 = inside)."""
+    estimate: BetaEstimate = BetaEstimate.grid
+    """Which fit of ``results`` gives beta: 'grid' (the grid optima) | 'seeds' (the seeds' optima between grid
+    points)."""
 
     def validate(self) -> None:
         one_of(self.rule, tuple(HorizonRule), "sweep.horizon.rule")
+        one_of(self.estimate, tuple(BetaEstimate), "sweep.horizon.estimate")
         require(self.beta is None or (math.isfinite(self.beta) and self.beta >= 0), "sweep.horizon.beta",
                 f"must be a number >= 0 (the LR falls as the budget grows, or stays), got {self.beta}")
         require(self.extrapolate >= 1, "sweep.horizon.extrapolate", f"must be >= 1, got {self.extrapolate}")

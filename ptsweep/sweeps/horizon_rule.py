@@ -94,7 +94,7 @@ def beta_of(cfg: RunConfig, tuned: float, target: float) -> tuple[float, str, di
     if hz.beta is not None:
         return float(hz.beta), "(sweep.horizon.beta)", {}
     path = Path(hz.results).expanduser().resolve()
-    fit, doc = model_fit(cfg, path)
+    fit, doc = model_fit(cfg, path, str(hz.estimate))
     lo, hi = min(fit["steps"]), max(fit["steps"])
     for what, t in (("tuned", tuned), ("target", target)):
         if not lo / hz.extrapolate * (1 - 1e-9) <= t <= hi * hz.extrapolate * (1 + 1e-9):
@@ -104,8 +104,8 @@ def beta_of(cfg: RunConfig, tuned: float, target: float) -> tuple[float, str, di
     m = fit["model"]
     corpus = f"; this run trains on {cfg.data.name}" if doc.get("data") != cfg.data.name else ""
     where = (f"from {path} ({m['name']} {m.get('parametrization', '')} width {m.get('width')} on {doc.get('data')}, "
-             f"budgets {lo:,.0f}-{hi:,.0f} steps{corpus}{_shape_note(cfg, doc)})")
-    return float(fit["beta"]), where, fit
+             f"budgets {lo:,.0f}-{hi:,.0f} steps{corpus}{_shape_note(cfg, doc)}; {ESTIMATES[str(hz.estimate)]})")
+    return float(fit[BETA_KEY[str(hz.estimate)]]), where, fit
 
 
 def _shape_note(cfg: RunConfig, doc: Mapping[str, Any]) -> str:
@@ -118,9 +118,15 @@ def _shape_note(cfg: RunConfig, doc: Mapping[str, Any]) -> str:
             f"step")
 
 
-def model_fit(cfg: RunConfig, path: Path) -> tuple[dict, dict]:
+BETA_KEY = {"grid": "beta", "seeds": "beta_seeds"}
+"""The key of horizon.json's fit that holds each ``sweep.horizon.estimate``'s beta."""
+ESTIMATES = {"grid": "beta of the grid optima (sweep.horizon.estimate=grid)",
+             "seeds": "beta of the seeds' optima between grid points (sweep.horizon.estimate=seeds)"}
+
+
+def model_fit(cfg: RunConfig, path: Path, estimate: str = "grid") -> tuple[dict, dict]:
     """(the fit of this config's model, the whole document) of an lr-horizon horizon.json; one-line SweepError when
-    the file is missing or unreadable, holds no fit of this model, or its fit has no finite beta."""
+    the file is missing or unreadable, holds no fit of this model, or its fit has no finite beta of ``estimate``."""
     try:
         doc = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as e:
@@ -136,15 +142,19 @@ def model_fit(cfg: RunConfig, path: Path) -> tuple[dict, dict]:
                          for f in doc["fits"].values() if "model" in f) or "no model"
         raise SweepError(f"sweep.horizon.results: {path} holds the fit of {held}, not of this run's {name} ({par}): "
                          f"a results file of another model")
-    if not isinstance(fits[0].get("beta"), (int, float)) or not math.isfinite(fits[0]["beta"]):
-        raise SweepError(f"sweep.horizon.results: {path} has no finite beta for {name} ({par}): "
-                         f"{fits[0].get('note') or 'too few budgets with an optimum'}")
-    if fits[0]["beta"] < 0:
-        raise SweepError(f"sweep.horizon.results: {path} fits beta {fits[0]['beta']:.3g} < 0 for {name} ({par}): "
+    beta = fits[0].get(BETA_KEY[estimate])
+    if not isinstance(beta, (int, float)) or not math.isfinite(beta):
+        why = (fits[0].get("note") or "too few budgets with an optimum" if estimate == "grid" else
+               f"{fits[0].get('n_seed_optima', 0)} seed optima between grid points; sweep.horizon.estimate=grid "
+               f"reads the grid optima")
+        raise SweepError(f"sweep.horizon.results: {path} has no finite beta (sweep.horizon.estimate={estimate}) for "
+                         f"{name} ({par}): {why}")
+    if beta < 0:
+        raise SweepError(f"sweep.horizon.results: {path} fits beta {beta:.3g} < 0 for {name} ({par}): "
                          f"its optima rise with the budget, and the rule never raises an LR for a longer run; read "
                          f"its report, or set sweep.horizon.beta by hand")
     if "beta_range" in fits[0] and not fits[0]["beta_range"]:
         raise SweepError(f"sweep.horizon.results: {path}: no power law passes through every budget's bracket for "
-                         f"{name} ({par}), so its beta {fits[0]['beta']:.3g} describes no measured optimum; read its "
+                         f"{name} ({par}), so its beta {beta:.3g} describes no measured optimum; read its "
                          f"report, or set sweep.horizon.beta by hand")
     return fits[0], doc

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from ptsweep.cli import main
+from ptsweep.reports.study_report import DERIVED
 
 REPO = Path(__file__).resolve().parents[1]
 FOLDERS = sorted(p.parent for p in REPO.glob("experiments/*/results/*/study.json"))
@@ -61,13 +62,17 @@ def test_the_results_folders_are_found():
 @pytest.mark.parametrize("folder", FOLDERS, ids=[f.name for f in FOLDERS])
 def test_committed_report_is_the_render_of_the_committed_records(folder, tmp_path, capsys):
     copy = tracked_copy(folder, tmp_path)
-    (copy / "report.md").unlink()
+    derived = DERIVED.get(json.loads((folder / "study.json").read_text())["sweep"], ())
+    for name in ("report.md", *derived):
+        (copy / name).unlink()
     assert main(["report", str(copy)]) == 0
     assert "nothing is trained" in capsys.readouterr().out
     rendered = (copy / "report.md").read_text()
     assert not re.search(r"\b(nan|inf)\b", rendered, re.I), "a report prints a number that is not one"
     assert rendered == (folder / "report.md").read_text(), \
         f"{folder.relative_to(REPO)}/report.md is stale: run make report STUDY={folder.relative_to(REPO)}"
+    for name in derived:
+        assert (copy / name).read_text() == (folder / name).read_text(), f"{folder.relative_to(REPO)}/{name} is stale"
 
 
 def test_scaling_readme_table_is_the_final_records(tmp_path):

@@ -16,6 +16,9 @@ from ptsweep.trials import results
 RENDERERS = {"scaling-curves": "ptsweep.sweeps.scaling_curves", "lr-horizon": "ptsweep.sweeps.lr_horizon"}
 """The sweeps whose report this command renders, and their driver modules."""
 FIGURES = "figures"
+DERIVED = {"lr-horizon": ("horizon.json",)}
+"""Files besides report.md a sweep's render writes into the results folder: lr-horizon's fit, so that
+``sweep.horizon.results`` can read a committed study on any clone."""
 
 
 def render(results_dir: Path) -> Path:
@@ -37,6 +40,8 @@ def render(results_dir: Path) -> Path:
         figures.mkdir()
         for png in sorted(sdir.glob("*.png")):
             shutil.copyfile(png, figures / png.name)
+        for name in DERIVED.get(study["sweep"], ()):
+            shutil.copyfile(sdir / name, results_dir / name)
         text = _with_progress((sdir / "report.md").read_text().replace(str(sdir), f"<{study['study']}>"), sdir, n)
     out = results_dir / "report.md"
     out.write_text(text)

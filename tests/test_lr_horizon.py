@@ -187,7 +187,8 @@ def test_report_marks_collapses_and_brackets_the_optimum():
     assert "| 1,200 | 0.0025 | 0 of 1 | - | - | - | missing |" in text and "| 1,200 | 0.16 | 2 | - |" in text
     assert "| 1,200 | 0.02 | 2 | 5.0050 | +1.400 | - | - |" in text  # no eta* to compare with
     assert "| 4,800 | 0.02 | 2 | 5.0050 | +1.400 | +0.0 % | - |" in text
-    assert "1 budget(s) with an optimum, a fit needs 2" in text and "inf" not in text and "nan" not in text
+    assert "1 budget(s) with an optimum where the model learned context, a fit needs 2" in text
+    assert "inf" not in text and "nan" not in text
 
 
 def test_vertex_lr_is_the_parabolas_vertex_and_none_at_an_edge():
@@ -234,3 +235,26 @@ def test_the_fit_over_seed_optima_recovers_each_seeds_vertex():
     assert f"over the 6 seed optima between grid points (parabola in ln eta) beta {-ref.slope:+.3g}" in line
     open_side = lr_horizon_report._fit_line("pt", {**fit, "beta_range": [-math.inf, 1.5]})
     assert "beta through every bracket [open, 1.5];" in open_side and "inf" not in open_side
+
+
+def test_a_budget_where_the_model_learned_no_context_is_left_out_of_the_fit():
+    """A plateau's optimum (eta*'s context gain not above zero) says nothing about how eta* moves with the budget:
+    the fit runs over the other budgets, says which it left out, and with fewer than two left gives no beta."""
+    lrs = [2.5e-3, 5e-3, 1e-2, 2e-2, 4e-2]
+    truth = {(1200, 0): 1.3e-2, (1200, 1): 1.1e-2, (4800, 0): 7e-3, (4800, 1): 8e-3, (19200, 0): 4.5e-3,
+             (19200, 1): 3.6e-3}
+
+    def budgets(plateaus):
+        rows = [{"model": "pt", "steps": t, "seed": s, "optim.lr": x, "status": "ok",
+                 "context_gain": -0.05 if t in plateaus else 1.5, "context_gain_se": 0.03,
+                 "val_loss": 4.0 + 0.2 * (math.log(x) - math.log(e)) ** 2} for (t, s), e in truth.items() for x in lrs]
+        return {t: lr_horizon_report.budget_result(g, unigram=6.3, collapse_frac=0.5)
+                for t, g in pd.DataFrame(rows).groupby("steps")}
+
+    fit = lr_horizon_report.model_fit(budgets({1200}))
+    kept = {k: v for k, v in truth.items() if k[0] != 1200}
+    ref = stats.linregress(np.log([t for t, _ in kept]), np.log(list(kept.values())))
+    assert fit["beta_seeds"] == pytest.approx(-ref.slope) and fit["n_seed_optima"] == 4
+    assert "left out: no context learned at eta* of 1,200 steps" in fit["note"]
+    none = lr_horizon_report.model_fit(budgets({1200, 19200}))
+    assert none["beta"] is None and "a fit needs 2" in none["note"] and "1,200, 19,200 steps" in none["note"]

@@ -34,10 +34,11 @@ def tfile(tmp_path) -> Path:
 
 def _results(tmp_path, name="pt", parametrization="mup_sp", steps=(4, 16, 64), beta=0.5, beta_range=(0.3, 0.7),
              **doc) -> Path:
+    """A horizon.json whose grid optima and seed optima both fit ``beta``."""
     path = tmp_path / "horizon.json"
     path.write_text(json.dumps({"sweep": "lr-horizon", "data": "shakespeare", **doc, "fits": {name: {
         "model": {"name": name, "parametrization": parametrization, "width": 64}, "steps": list(steps),
-        "beta": beta, "beta_range": list(beta_range) if beta_range else None}}}))
+        "beta": beta, "beta_seeds": beta, "beta_range": list(beta_range) if beta_range else None}}}))
     return path
 
 
@@ -137,7 +138,8 @@ def test_an_open_beta_range_and_another_batch_shape_are_said(tmp_path, tfile, ca
     doc["fits"]["pt"].update(beta_seeds=0.45, beta_ci=[0.2, 0.7], n_seed_optima=6)
     res.write_text(json.dumps(doc))
     values, _, _ = read_transfer(cli.compose(["preset=smoke", f"sweep.transfer_file={tfile}", LONG,
-                                              "sweep.horizon.rule=power", f"sweep.horizon.results={res}"]))
+                                              "sweep.horizon.rule=power", f"sweep.horizon.results={res}",
+                                              "sweep.horizon.estimate=grid"]))
     out = capsys.readouterr().out
     assert values["optim.lr"] == pytest.approx(0.01)
     assert "its range [0.30, inf] gives optim.lr 0.0132 (open on one side: an optimum on a grid edge)" in out
@@ -145,21 +147,21 @@ def test_an_open_beta_range_and_another_batch_shape_are_said(tmp_path, tfile, ca
     assert "; over its 6 seed optima beta 0.45 [0.2, 0.7] (95 %)" in out
 
 
-def test_the_seeds_estimate_reads_the_seed_optima_beta_and_says_so(tmp_path, tfile, capsys):
+def test_the_default_estimate_reads_the_seed_optima_beta_and_says_so(tmp_path, tfile, capsys):
     res = _results(tmp_path)  # grid beta 0.5
     doc = json.loads(res.read_text())
     doc["fits"]["pt"].update(beta_seeds=0.25, beta_ci=[0.1, 0.4], n_seed_optima=6)
     res.write_text(json.dumps(doc))
     over = ["preset=smoke", f"sweep.transfer_file={tfile}", LONG, "sweep.horizon.rule=power",
             f"sweep.horizon.results={res}"]
-    values, prov, _ = read_transfer(cli.compose([*over, "sweep.horizon.estimate=seeds"]))
+    values, prov, _ = read_transfer(cli.compose(over))  # the default reads the seed optima
     out = capsys.readouterr().out
     assert values["optim.lr"] == pytest.approx(0.02 * 4 ** -0.25) and prov["horizon"]["beta"] == 0.25
     assert "beta 0.25 from" in out and "sweep.horizon.estimate=seeds" in prov["horizon"]["source"]
-    values, prov, _ = read_transfer(cli.compose(over))  # the default reads the grid optima
+    values, prov, _ = read_transfer(cli.compose([*over, "sweep.horizon.estimate=grid"]))
     assert values["optim.lr"] == pytest.approx(0.01) and "sweep.horizon.estimate=grid" in prov["horizon"]["source"]
     doc["fits"]["pt"].update(beta_seeds=None, n_seed_optima=1)
     res.write_text(json.dumps(doc))
     with pytest.raises(SweepError) as e:
-        read_transfer(cli.compose([*over, "sweep.horizon.estimate=seeds"]))
+        read_transfer(cli.compose(over))
     assert "has no finite beta (sweep.horizon.estimate=seeds)" in str(e.value) and "1 seed optima" in str(e.value)

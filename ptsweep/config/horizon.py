@@ -40,9 +40,9 @@ class HorizonConfig:
     """An lr-horizon study's horizon.json: its fit of this config's model gives beta."""
     extrapolate: float = 1.0
     """How far (a factor) the tuned or target budget may lie outside the budgets ``results`` measured (1 = inside)."""
-    estimate: BetaEstimate = BetaEstimate.grid
-    """Which fit of ``results`` gives beta: 'grid' (the grid optima) | 'seeds' (the seeds' optima between grid
-    points)."""
+    estimate: BetaEstimate = BetaEstimate.seeds
+    """Which fit of ``results`` gives beta: 'seeds' (the seeds' optima between grid points) | 'grid' (the grid
+    optima)."""
 
     def validate(self) -> None:
         one_of(self.rule, tuple(HorizonRule), "sweep.horizon.rule")

@@ -3,7 +3,8 @@ optimum eta* with its plausible set and bracket (the LRs run just outside it; op
 collapses (diverged, or past eta* above the unigram loss or with less than ``collapse_frac`` of eta*'s context gain;
 below eta* the same is marked too slow, and a run not yet in the results folder missing; a budget with a run
 missing has no eta*, only its finished points). Per model: the fit eta*(T) = eta0 (T / T0)^-beta, the range of
-beta through every bracket and the t interval of beta over the seeds' interpolated optima (``analysis.horizon``).
+beta through every bracket and the t interval of beta over the seeds' interpolated optima (``analysis.horizon``),
+over the budgets where the model learned context at eta* (a plateau's optimum is left out, and said so).
 """
 
 from __future__ import annotations
@@ -97,10 +98,15 @@ def _seed_interval(budgets: dict[int, dict], have: list[int]) -> dict:
 
 
 def model_fit(budgets: dict[int, dict]) -> dict:
-    """The fit over the budgets with an optimum (module docstring), with a note on what bounds it."""
-    have = [t for t in sorted(budgets) if budgets[t].get("x_opt") is not None]
+    """The fit over the budgets with an optimum whose model learned context there (module docstring: a plateau's
+    optimum is left out), with a note on what bounds it."""
+    optima = [t for t in sorted(budgets) if budgets[t].get("x_opt") is not None]
+    have = [t for t in optima if budgets[t]["learned"]]
+    plateau = [f"left out: no context learned at eta* of {', '.join(f'{t:,}' for t in optima if t not in have)} "
+               f"steps (a plateau's optimum)"] if len(have) < len(optima) else []
     if len(have) < 2:
-        return {"beta": None, "beta_range": None, "note": f"{len(have)} budget(s) with an optimum, a fit needs 2"}
+        return {"beta": None, "beta_range": None, "note": "; ".join(
+            [f"{len(have)} budget(s) with an optimum where the model learned context, a fit needs 2", *plateau])}
     eta = [budgets[t]["x_opt"] for t in have]
     lo = [budgets[t]["bracket"][0] or 0.0 for t in have]
     hi = [budgets[t]["bracket"][1] or math.inf for t in have]
@@ -111,12 +117,8 @@ def model_fit(budgets: dict[int, dict]) -> dict:
         notes.append("no power law passes through every bracket")
     if any(budgets[t]["bracket"][0] is None or budgets[t]["bracket"][1] is None for t in have):
         notes.append("an optimum at an edge of the LRs run: its side of the range is open")
-    if not all(budgets[t]["learned"] for t in have):
-        notes.append("no context learned at eta* of " + ", ".join(f"{t:,} steps" for t in have
-                                                                 if not budgets[t]["learned"])
-                     + ": that optimum measures a plateau")
     return {**fit, **_seed_interval(budgets, have), "beta_range": list(rng) if rng else None,
-            "note": "; ".join(notes)}
+            "note": "; ".join(notes + plateau)}
 
 
 def analyse(df: pd.DataFrame, cfg: RunConfig, model_shapes: dict[str, dict]) -> dict:
@@ -191,7 +193,8 @@ def horizon_doc(result: dict, cfg: RunConfig, study: str) -> dict:
     reads)."""
     fits = {}
     for model, r in result["models"].items():
-        have = [t for t in sorted(r["budgets"]) if r["budgets"][t].get("x_opt") is not None]
+        have = [t for t in sorted(r["budgets"]) if r["budgets"][t].get("x_opt") is not None
+                and r["budgets"][t]["learned"]]  # the budgets model_fit fits
         fits[model] = {"model": r["model"], "steps": have, "eta_opt": [r["budgets"][t]["x_opt"] for t in have],
                        "brackets": [r["budgets"][t]["bracket"] for t in have],
                        **{k: r["fit"].get(k) for k in ("beta", "eta0", "T0", "rms_log", "beta_range", "beta_seeds",

@@ -165,3 +165,22 @@ def test_the_default_estimate_reads_the_seed_optima_beta_and_says_so(tmp_path, t
     with pytest.raises(SweepError) as e:
         read_transfer(cli.compose(over))
     assert "has no finite beta (sweep.horizon.estimate=seeds)" in str(e.value) and "1 seed optima" in str(e.value)
+
+
+def test_the_committed_shakespeare_study_drives_the_rule(tmp_path, capsys):
+    """The repository's own horizon.json (written by `make report` from the committed records): an LR tuned at 1,200
+    steps of the lr_study shape carried to 19,200 steps by the seeds' beta (the default) and by the grid's."""
+    res = Path(__file__).resolve().parents[1] / "experiments/lr-horizon/results/lr-horizon-shakespeare/horizon.json"
+    fit = json.loads(res.read_text())["fits"]["pt"]
+    tuned = cli.compose(["preset=lr_study", "model.width=32", "model.scaling=rank", "train.tokens=1228800"])
+    assert (tuned.train.batch_size, tuned.data.seq_len) == (16, 64)  # 1,200 steps of 16 x 64
+    tfile = tmp_path / "transfer.yaml"
+    tfile.write_text(yaml.safe_dump({"values": {k: (0.02 if k == "optim.lr" else 1.0) for k in TRANSFER_KEYS},
+                                     "provenance": {"study": "t", "settings": transfer_settings(tuned)}}))
+    over = ["preset=lr_study", "model.width=32", "model.scaling=rank", f"sweep.transfer_file={tfile}",
+            f"train.tokens={1228800 * 16}", "sweep.horizon.rule=power", f"sweep.horizon.results={res}"]
+    for extra, beta in (([], fit["beta_seeds"]), (["sweep.horizon.estimate=grid"], fit["beta"])):
+        values, prov, _ = read_transfer(cli.compose([*over, *extra]))
+        assert values["optim.lr"] == pytest.approx(0.02 * 16 ** -beta) and prov["mismatch"] == {}
+        assert "on shakespeare, budgets 1,200-19,200 steps" in capsys.readouterr().out
+    assert 0.2 < fit["beta_seeds"] < 0.4  # the README's +0.29 [+0.24, +0.35]

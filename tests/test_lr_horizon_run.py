@@ -34,7 +34,7 @@ def test_smoke_study_runs_on_ray_and_its_fit_drives_the_rule(tmp_path, capsys):
     assert res.returncode == 0, res.stderr[-3000:]
     out = res.stdout
     assert out.startswith("lr-horizon: preset smoke") and "PT width 64 beside its matched BERT" in out
-    assert "1 / 4 / 16 steps per run" in out and "## Fits" in out and "- pt: eta*(T) = eta0 (T / T0)^-beta" in out
+    assert "1 / 4 / 16 steps per run" in out and "## Fits" in out and "- pt: " in out
     sdir = tmp_path / "lr-horizon"
     trials = pd.read_csv(sdir / "trials.csv")
     # 2 models x 3 budgets x 3 LRs, one more LR wherever an optimum sat on an edge (lr_widen 1), and the prediction
@@ -48,8 +48,10 @@ def test_smoke_study_runs_on_ray_and_its_fit_drives_the_rule(tmp_path, capsys):
     doc = json.loads((sdir / "horizon.json").read_text())
     assert doc["sweep"] == "lr-horizon" and set(doc["fits"]) == {"pt", "bert"}
     pt = doc["fits"]["pt"]
-    assert pt["model"]["name"] == "pt" and pt["steps"] == [1, 4, 16] and len(pt["eta_opt"]) == 3
-    assert pt["beta_range"] is None or pt["beta_range"][0] <= pt["beta"] <= pt["beta_range"][1]
+    assert pt["model"]["name"] == "pt" and set(pt["steps"]) <= {1, 4, 16} and len(pt["eta_opt"]) == len(pt["steps"])
+    if len(pt["steps"]) < 3:  # at smoke size eta* may learn no context: that budget is left out of the fit, and said
+        assert "left out: no context learned at eta*" in pt["note"]
+    assert pt["beta"] is None or not pt["beta_range"] or pt["beta_range"][0] <= pt["beta"] <= pt["beta_range"][1]
     assert (sdir / "report.md").read_text().startswith("# lr-horizon")
     _records_render_the_report_and_train_nothing_again(folder, sdir, tmp_path, len(trials))
 
@@ -59,9 +61,10 @@ def test_smoke_study_runs_on_ray_and_its_fit_drives_the_rule(tmp_path, capsys):
     tfile.write_text(yaml.safe_dump({"values": {k: (0.02 if k == "optim.lr" else 1.0) for k in TRANSFER_KEYS},
                                      "provenance": {"settings": transfer_settings(cfg)}}))
     rule = cli.compose(["preset=smoke", f"sweep.transfer_file={tfile}", "train.tokens=1024",
-                        "sweep.horizon.rule=power", f"sweep.horizon.results={sdir / 'horizon.json'}"])
-    if pt["beta"] < 0 or not pt["beta_range"]:  # optima of 1-16 steps that the rule refuses (CPU-dependent)
-        with pytest.raises(SweepError, match="sweep.horizon.results: .*(< 0|no power law)"):
+                        "sweep.horizon.rule=power", f"sweep.horizon.results={sdir / 'horizon.json'}",
+                        "sweep.horizon.estimate=grid"])
+    if pt["beta"] is None or pt["beta"] < 0 or not pt["beta_range"]:  # what the rule refuses (CPU-dependent)
+        with pytest.raises(SweepError, match="sweep.horizon.results: .*(< 0|no power law|has no finite beta)"):
             read_transfer(rule)
         return
     values, prov, _ = read_transfer(rule)

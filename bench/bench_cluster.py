@@ -62,8 +62,10 @@ def plan_models(shape: dict) -> tuple[dict, dict]:
     return models, run
 
 
-def _spec(shape: dict, run: dict, models: dict, model: str, scale: int, compile_mode: str = "none",
+def make_spec(shape: dict, run: dict, models: dict, model: str, scale: int, compile_mode: str = "none",
           steps: int | None = None, micro=None) -> dict:
+    """The measured setting (``cluster_measure``'s spec) of ``model`` at PT scale ``scale`` under ``shape``: the
+    preset's batch and micro-batch unless ``micro`` is given, ``shape``'s steps unless ``steps`` is."""
     return {"model_cfg": models[(model, scale)], "scale": scale, **run, "micro": run["micro"] if micro is None
             else micro, "steps": steps or shape["steps"], "warmup": shape["warmup"], "compile": compile_mode,
             "device": shape["device"], "fraction": 1.0}
@@ -82,7 +84,7 @@ def run_part(part: str, shape: dict, record: Path, timeout_s: float) -> None:
     models, run = plan_models(shape)
     if part in ("step-eager", "step-graphs"):
         mode = "none" if part == "step-eager" else GRAPHS
-        specs = [_spec(shape, run, models, m, s, mode) for s in shape["scales"] for m in MODELS]
+        specs = [make_spec(shape, run, models, m, s, mode) for s in shape["scales"] for m in MODELS]
         if mode == GRAPHS and shape["device"] != "cuda":
             for spec in specs:
                 cluster_record.append(record, {"part": "step", **head(spec),
@@ -94,12 +96,12 @@ def run_part(part: str, shape: dict, record: Path, timeout_s: float) -> None:
     elif part == "pack":
         from cluster_pack import packed_rows
 
-        spec = _spec(shape, run, models, "pt", shape["scales"][0])
+        spec = make_spec(shape, run, models, "pt", shape["scales"][0])
         packed_rows(spec, shape["packs"], timeout_s / len(shape["packs"]),
                     lambda n, packer, rows: cluster_record.append(record, cluster_record.pack_row(spec, n, packer,
                                                                                                    rows)))
     elif part == "wide":
-        specs = [_spec(shape, run, models, m, s, steps=shape["wide_steps"], micro="auto") for m, s in shape["wide"]]
+        specs = [make_spec(shape, run, models, m, s, steps=shape["wide_steps"], micro="auto") for m, s in shape["wide"]]
         run_group(specs, timeout_s, _writer(record, "wide"))
 
 

@@ -31,7 +31,7 @@ def head(spec: dict) -> dict:
     return {"model": spec["model_cfg"].name, "scale": spec["scale"], "compile": spec["compile"]}
 
 
-def _batch(spec: dict, device):
+def random_batch(spec: dict, device):
     """Random ids, 15 % of the positions labelled and shown as a [MASK]-like id (as bench_models)."""
     import torch
 
@@ -61,6 +61,22 @@ def _timed_steps(step, spec: dict, gate) -> tuple[float, list[float]]:
     return warmup_s, times
 
 
+def train_step(model, opt, batch: dict, micro: int, device, compile_mode: str):
+    """One training step as training takes it (exact accumulation over ``micro``-row slices, bf16 autocast on CUDA,
+    the grad-norm clip, AdamW); returns the loss."""
+    import torch
+
+    from ptsweep.train import accumulate_gradients
+
+    if compile_mode == "reduce-overhead":
+        torch.compiler.cudagraph_mark_step_begin()
+    loss = accumulate_gradients(model, batch, micro, device, "auto")
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return loss
+
+
 def measure(spec: dict, gate=None) -> dict:
     """Build the spec's model and optimizer, resolve its micro-batch, time its steps (module docstring)."""
     import torch
@@ -69,7 +85,7 @@ def measure(spec: dict, gate=None) -> dict:
     from ptsweep.models import build_model
     from ptsweep.models.sizing import flops_per_token
     from ptsweep.parametrization import build_optimizer
-    from ptsweep.train import accumulate_gradients, monitor, resolve_device, resolve_micro_batch
+    from ptsweep.train import monitor, resolve_device, resolve_micro_batch
     from ptsweep.train.state import compile_encoder, set_tf32, uses_bf16
 
     device = resolve_device(spec["device"])
@@ -82,18 +98,13 @@ def measure(spec: dict, gate=None) -> dict:
     opt = build_optimizer(model, model.width, model.parametrization, lr=1e-4, device_type=device.type)
     compile_encoder(model, spec["compile"], device)
     set_tf32(device, True)
-    batch = _batch(spec, device)
+    batch = random_batch(spec, device)
     micro = resolve_micro_batch(spec["micro"], model, batch, device, "auto", opt)
     if cuda:
         torch.cuda.reset_peak_memory_stats(device)
 
     def step() -> None:
-        if spec["compile"] == "reduce-overhead":
-            torch.compiler.cudagraph_mark_step_begin()
-        accumulate_gradients(model, batch, micro, device, "auto")
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        train_step(model, opt, batch, micro, device, spec["compile"])
         if cuda:
             torch.cuda.synchronize(device)
 
@@ -103,7 +114,8 @@ def measure(spec: dict, gate=None) -> dict:
     fpt = flops_per_token(cfg, V, L, 0.15)
     peak = monitor.peak_flops(name, monitor.matmul_precision(device, uses_bf16(device, "auto")))
     return {**head(spec), "width": int(cfg.width), "shape": planned_path(cfg), "batch": spec["batch"],
-            "micro_batch": micro, "seq_len": L, "vocab": V, "steps": len(times), "step_s_median": statistics.median(times), "tokens_per_s": tps,
+            "micro_batch": micro, "seq_len": L, "vocab": V, "steps": len(times),
+            "step_s_median": statistics.median(times), "tokens_per_s": tps,
             "flops_per_token": fpt, "flop_per_s": fpt * tps, "mfu": monitor.mfu(fpt, tps, peak),
             "peak_mem_gib": monitor.peak_memory_gib(device), "warmup_s": warmup_s, "device": device.type,
             "device_name": name, "fraction": spec.get("fraction", 1.0),

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import bench_cluster
-from cluster_measure import _batch
+from cluster_measure import random_batch, train_step
 
 
 def losses(spec: dict, steps: int, lr: float) -> dict:
@@ -27,7 +27,7 @@ def losses(spec: dict, steps: int, lr: float) -> dict:
 
     from ptsweep.models import build_model
     from ptsweep.parametrization import build_optimizer
-    from ptsweep.train import accumulate_gradients, resolve_device
+    from ptsweep.train import resolve_device
     from ptsweep.train.state import compile_encoder, set_tf32
 
     device = resolve_device(spec["device"])
@@ -40,15 +40,9 @@ def losses(spec: dict, steps: int, lr: float) -> dict:
     out, first_s = [], 0.0
     for i in range(steps):
         torch.manual_seed(i)
-        batch = _batch(spec, device)
+        batch = random_batch(spec, device)
         t0 = time.perf_counter()
-        if spec["compile"] == "reduce-overhead":
-            torch.compiler.cudagraph_mark_step_begin()
-        loss = accumulate_gradients(model, batch, spec["batch"], device, "auto")
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        out.append(float(loss))
+        out.append(float(train_step(model, opt, batch, spec["batch"], device, spec["compile"])))
         first_s = first_s or time.perf_counter() - t0
     return {"losses": out, "first_step_s": first_s}
 
@@ -57,7 +51,7 @@ def parity(model: str, scale: int, steps: int, mode: str, lr: float, dry: bool) 
     """Eager, eager again and compiled runs of one plan model (module docstring), and their largest differences."""
     shape = bench_cluster.DRY if dry else bench_cluster.FULL
     models, run = bench_cluster.plan_models({**shape, "scales": (scale,), "wide": ()})
-    spec = bench_cluster._spec(shape, run, models, model, scale)
+    spec = bench_cluster.make_spec(shape, run, models, model, scale)
     runs = {name: losses({**spec, "compile": m}, steps, lr)
             for name, m in (("eager", "none"), ("eager_again", "none"), ("compiled", mode))}
     gap = {other: max(abs(a - b) for a, b in zip(runs["eager"]["losses"], runs[other]["losses"]))
@@ -65,7 +59,8 @@ def parity(model: str, scale: int, steps: int, mode: str, lr: float, dry: bool) 
     return {"model": model, "scale": scale, "width": int(spec["model_cfg"].width), "mode": mode, "steps": steps,
             "lr": lr, "batch": spec["batch"], "device": spec["device"], "max_abs_diff_eager_eager": gap["eager_again"],
             "max_abs_diff_compiled_eager": gap["compiled"], "compile_first_step_s": runs["compiled"]["first_step_s"],
-            "eager_first_step_s": runs["eager"]["first_step_s"], **{f"{k}_losses": v["losses"] for k, v in runs.items()}}
+            "eager_first_step_s": runs["eager"]["first_step_s"],
+            **{f"{k}_losses": v["losses"] for k, v in runs.items()}}
 
 
 def main(argv: list[str] | None = None) -> int:

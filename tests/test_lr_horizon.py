@@ -216,15 +216,25 @@ def test_slope_interval_is_scipys_regression_with_a_t_interval():
         horizon.slope_interval([1200, 4800], [0.02, 0.01])
 
 
+SEED_OPTIMA = {(1200, 0): 1.3e-2, (1200, 1): 1.1e-2, (4800, 0): 7e-3, (4800, 1): 8e-3, (19200, 0): 4.5e-3,
+               (19200, 1): 3.6e-3}
+"""Each (budget, seed)'s optimum: its loss is exactly quadratic in ln lr around it."""
+
+
+def _seed_optima_budgets(plateaus=()) -> dict[int, dict]:
+    """``budget_result`` per budget of :data:`SEED_OPTIMA` on PT's grid; at the budgets in ``plateaus`` no LR gains
+    from context."""
+    rows = [{"model": "pt", "steps": t, "seed": s, "optim.lr": x, "status": "ok",
+             "context_gain": -0.05 if t in plateaus else 1.5, "context_gain_se": 0.03,
+             "val_loss": 4.0 + 0.2 * (math.log(x) - math.log(e)) ** 2}
+            for (t, s), e in SEED_OPTIMA.items() for x in [2.5e-3, 5e-3, 1e-2, 2e-2, 4e-2]]
+    return {t: lr_horizon_report.budget_result(g, unigram=6.3, collapse_frac=0.5)
+            for t, g in pd.DataFrame(rows).groupby("steps")}
+
+
 def test_the_fit_over_seed_optima_recovers_each_seeds_vertex():
-    lrs = [2.5e-3, 5e-3, 1e-2, 2e-2, 4e-2]
-    truth = {(1200, 0): 1.3e-2, (1200, 1): 1.1e-2, (4800, 0): 7e-3, (4800, 1): 8e-3, (19200, 0): 4.5e-3,
-             (19200, 1): 3.6e-3}  # each seed's loss is exactly quadratic in ln lr around its own optimum
-    rows = [{"model": "pt", "steps": t, "seed": s, "optim.lr": x, "status": "ok", "context_gain": 1.5,
-             "context_gain_se": 0.03, "val_loss": 4.0 + 0.2 * (math.log(x) - math.log(e)) ** 2}
-            for (t, s), e in truth.items() for x in lrs]
-    df = pd.DataFrame(rows)
-    budgets = {t: lr_horizon_report.budget_result(g, unigram=6.3, collapse_frac=0.5) for t, g in df.groupby("steps")}
+    truth = SEED_OPTIMA
+    budgets = _seed_optima_budgets()
     assert budgets[4800]["seed_opt"] == pytest.approx([7e-3, 8e-3], rel=1e-9)
     fit = lr_horizon_report.model_fit(budgets)
     ref = stats.linregress(np.log([t for t, _ in truth]), np.log(list(truth.values())))
@@ -240,21 +250,10 @@ def test_the_fit_over_seed_optima_recovers_each_seeds_vertex():
 def test_a_budget_where_the_model_learned_no_context_is_left_out_of_the_fit():
     """A plateau's optimum (eta*'s context gain not above zero) says nothing about how eta* moves with the budget:
     the fit runs over the other budgets, says which it left out, and with fewer than two left gives no beta."""
-    lrs = [2.5e-3, 5e-3, 1e-2, 2e-2, 4e-2]
-    truth = {(1200, 0): 1.3e-2, (1200, 1): 1.1e-2, (4800, 0): 7e-3, (4800, 1): 8e-3, (19200, 0): 4.5e-3,
-             (19200, 1): 3.6e-3}
-
-    def budgets(plateaus):
-        rows = [{"model": "pt", "steps": t, "seed": s, "optim.lr": x, "status": "ok",
-                 "context_gain": -0.05 if t in plateaus else 1.5, "context_gain_se": 0.03,
-                 "val_loss": 4.0 + 0.2 * (math.log(x) - math.log(e)) ** 2} for (t, s), e in truth.items() for x in lrs]
-        return {t: lr_horizon_report.budget_result(g, unigram=6.3, collapse_frac=0.5)
-                for t, g in pd.DataFrame(rows).groupby("steps")}
-
-    fit = lr_horizon_report.model_fit(budgets({1200}))
-    kept = {k: v for k, v in truth.items() if k[0] != 1200}
+    fit = lr_horizon_report.model_fit(_seed_optima_budgets({1200}))
+    kept = {k: v for k, v in SEED_OPTIMA.items() if k[0] != 1200}
     ref = stats.linregress(np.log([t for t, _ in kept]), np.log(list(kept.values())))
     assert fit["beta_seeds"] == pytest.approx(-ref.slope) and fit["n_seed_optima"] == 4
     assert "left out: no context learned at eta* of 1,200 steps" in fit["note"]
-    none = lr_horizon_report.model_fit(budgets({1200, 19200}))
+    none = lr_horizon_report.model_fit(_seed_optima_budgets({1200, 19200}))
     assert none["beta"] is None and "a fit needs 2" in none["note"] and "1,200, 19,200 steps" in none["note"]

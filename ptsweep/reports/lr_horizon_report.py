@@ -97,11 +97,17 @@ def _seed_interval(budgets: dict[int, dict], have: list[int]) -> dict:
     return out
 
 
+def fitted_budgets(budgets: dict[int, dict]) -> list[int]:
+    """The budgets the fit runs over: those with an optimum where the model learned context (a plateau's optimum is
+    left out)."""
+    return [t for t in sorted(budgets) if budgets[t].get("x_opt") is not None and budgets[t]["learned"]]
+
+
 def model_fit(budgets: dict[int, dict]) -> dict:
-    """The fit over the budgets with an optimum whose model learned context there (module docstring: a plateau's
-    optimum is left out), with a note on what bounds it."""
+    """The fit over :func:`fitted_budgets` (module docstring), with a note on what bounds it and which optima it
+    left out."""
     optima = [t for t in sorted(budgets) if budgets[t].get("x_opt") is not None]
-    have = [t for t in optima if budgets[t]["learned"]]
+    have = fitted_budgets(budgets)
     plateau = [f"left out: no context learned at eta* of {', '.join(f'{t:,}' for t in optima if t not in have)} "
                f"steps (a plateau's optimum)"] if len(have) < len(optima) else []
     if len(have) < 2:
@@ -193,8 +199,7 @@ def horizon_doc(result: dict, cfg: RunConfig, study: str) -> dict:
     reads)."""
     fits = {}
     for model, r in result["models"].items():
-        have = [t for t in sorted(r["budgets"]) if r["budgets"][t].get("x_opt") is not None
-                and r["budgets"][t]["learned"]]  # the budgets model_fit fits
+        have = fitted_budgets(r["budgets"])
         fits[model] = {"model": r["model"], "steps": have, "eta_opt": [r["budgets"][t]["x_opt"] for t in have],
                        "brackets": [r["budgets"][t]["bracket"] for t in have],
                        **{k: r["fit"].get(k) for k in ("beta", "eta0", "T0", "rms_log", "beta_range", "beta_seeds",

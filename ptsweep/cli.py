@@ -192,7 +192,7 @@ def start_line(command: str, cfg: RunConfig) -> str:
     """The first line every sweep prints: the preset, the data and the width(s), so that a run at toy scale is
     never silent; under the demo preset it says how to get the paper's setting."""
     d = cfg.data
-    line = (f"{command}: preset {cfg.preset}, data {d.name} (tokenizer {d.tokenizer}, V = {d.vocab_size}, blocks of "
+    line = (f"{command}: preset {cfg.preset}, data {d.label} (tokenizer {d.tokenizer}, V = {d.vocab_size}, blocks of "
             f"{d.seq_len}), {_widths(command, cfg)}, {_steps(command, cfg)} steps per run")
     if cfg.preset == "demo":
         line += ("; the demo preset trains on the embedded Shakespeare plays at toy budget, not on [S]'s MiniPile "

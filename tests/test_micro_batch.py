@@ -175,3 +175,15 @@ def test_memory_budget_of_an_unindexed_cuda_device_reads_the_current_device(monk
     monkeypatch.setattr(torch.cuda, "get_per_process_memory_fraction", lambda d: 0.1 * by_index(d), raising=False)
     assert device_memory_budget(torch.device("cuda")) == pytest.approx(4000 * 0.3)
     assert device_memory_budget(torch.device("cuda", 1)) == pytest.approx(2000 * 0.1)
+
+
+def test_a_resolved_cuda_device_always_has_its_index(monkeypatch):
+    """resolve_device turns 'cuda' (and 'auto' on a CUDA machine) into the current device by index, so that no later
+    CUDA call meets an index-less device; an explicit index is kept. CUDA's queries are stood in for on the CPU."""
+    from ptsweep.train import resolve_device
+
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert resolve_device("cuda") == torch.device("cuda", 2) and resolve_device("auto") == torch.device("cuda", 2)
+    assert resolve_device("cuda:1") == torch.device("cuda", 1)
+    assert resolve_device("cpu") == torch.device("cpu")

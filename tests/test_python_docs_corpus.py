@@ -208,6 +208,9 @@ def test_python_docs_config_composes_and_a_missing_corpus_names_the_build_comman
     assert (d.name, d.tokenizer, d.vocab_size, d.build_command) == ("local", "wordpiece", 8192, "make corpus-python-docs")
     assert d.files == ["runs/cache/corpora/python-docs/train.jsonl"]
     assert d.val_files == ["runs/cache/corpora/python-docs/validation.jsonl"]
+    # reports and horizon.json name the corpus by its folder, not by the loader's "local"
+    assert d.label == "python-docs (local files)" and compose(["data=shakespeare"]).data.label == "shakespeare"
+    assert compose(["data=local", "data.files=[notes.txt]"]).data.label == "notes.txt (local files)"
     missing = compose(["preset=smoke", "data=python_docs", f"data.files=[{tmp_path}/train.jsonl]",
                        f"data.cache_dir={tmp_path}/cache"]).data
     with pytest.raises(DataError) as ei:

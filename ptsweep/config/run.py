@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
+from pathlib import PurePath
 from typing import Any
 
 from ptsweep.config.checks import one_of, require
@@ -64,6 +65,14 @@ class DataConfig:
     """Where tokenizers and memory-mapped token arrays are cached (keyed by corpus and settings)."""
     token_cache: str = ""
     """A prepared token-cache folder to open as is (set by sweep drivers; '' = find or build it)."""
+
+    @property
+    def label(self) -> str:
+        """The corpus in words: its name, or for local files the folder of the first training file."""
+        if self.name != "local" or not self.files:
+            return self.name
+        first = PurePath(self.files[0])
+        return f"{first.parent.name or first.name} (local files)"
 
     def validate(self) -> None:
         one_of(self.name, ("shakespeare", "minipile", "local"), "data.name")

@@ -204,7 +204,7 @@ def horizon_doc(result: dict, cfg: RunConfig, study: str) -> dict:
                        "brackets": [r["budgets"][t]["bracket"] for t in have],
                        **{k: r["fit"].get(k) for k in ("beta", "eta0", "T0", "rms_log", "beta_range", "beta_seeds",
                                                        "beta_ci", "df", "n_seed_optima", "note")}}
-    return {"sweep": "lr-horizon", "study": study, "data": cfg.data.name, "batch_size": cfg.train.batch_size,
+    return {"sweep": "lr-horizon", "study": study, "data": cfg.data.label, "batch_size": cfg.train.batch_size,
             "seq_len": cfg.data.seq_len, "steps": sorted(cfg.sweep.lr_horizon.steps), "fits": fits}
 
 

@@ -102,10 +102,10 @@ def beta_of(cfg: RunConfig, tuned: float, target: float) -> tuple[float, str, di
                              f"bracket the {what} budget of {t:,.0f} steps; measure a budget past it, or set "
                              f"sweep.horizon.extrapolate >= {max(lo / t, t / hi):.3g} to extrapolate on purpose")
     m = fit["model"]
-    corpus = f"; this run trains on {cfg.data.name}" if doc.get("data") != cfg.data.name else ""
+    corpus = f"; this run trains on {cfg.data.label}" if doc.get("data") != cfg.data.label else ""
     where = (f"from {path} ({m['name']} {m.get('parametrization', '')} width {m.get('width')} on {doc.get('data')}, "
-             f"budgets {lo:,.0f}-{hi:,.0f} steps{corpus}{_shape_note(cfg, doc)}; {ESTIMATES[str(hz.estimate)]})")
-    return float(fit[BETA_KEY[str(hz.estimate)]]), where, fit
+             f"budgets {lo:,.0f}-{hi:,.0f} steps{corpus}{_shape_note(cfg, doc)}; {ESTIMATES[str(hz.estimate)][1]})")
+    return float(fit[ESTIMATES[str(hz.estimate)][0]]), where, fit
 
 
 def _shape_note(cfg: RunConfig, doc: Mapping[str, Any]) -> str:
@@ -118,10 +118,9 @@ def _shape_note(cfg: RunConfig, doc: Mapping[str, Any]) -> str:
             f"step")
 
 
-BETA_KEY = {"grid": "beta", "seeds": "beta_seeds"}
-"""The key of horizon.json's fit that holds each ``sweep.horizon.estimate``'s beta."""
-ESTIMATES = {"grid": "beta of the grid optima (sweep.horizon.estimate=grid)",
-             "seeds": "beta of the seeds' optima between grid points (sweep.horizon.estimate=seeds)"}
+ESTIMATES = {"grid": ("beta", "beta of the grid optima (sweep.horizon.estimate=grid)"),
+             "seeds": ("beta_seeds", "beta of the seeds' optima between grid points (sweep.horizon.estimate=seeds)")}
+"""Each ``sweep.horizon.estimate``: (the key of horizon.json's fit that holds its beta, the estimate in words)."""
 
 
 def model_fit(cfg: RunConfig, path: Path, estimate: str = "grid") -> tuple[dict, dict]:
@@ -142,7 +141,7 @@ def model_fit(cfg: RunConfig, path: Path, estimate: str = "grid") -> tuple[dict,
                          for f in doc["fits"].values() if "model" in f) or "no model"
         raise SweepError(f"sweep.horizon.results: {path} holds the fit of {held}, not of this run's {name} ({par}): "
                          f"a results file of another model")
-    beta = fits[0].get(BETA_KEY[estimate])
+    beta = fits[0].get(ESTIMATES[estimate][0])
     if not isinstance(beta, (int, float)) or not math.isfinite(beta):
         why = (fits[0].get("note") or "too few budgets with an optimum" if estimate == "grid" else
                f"{fits[0].get('n_seed_optima', 0)} seed optima between grid points; sweep.horizon.estimate=grid "

@@ -162,6 +162,6 @@ def settings(cfg: RunConfig, model_shapes: dict[str, dict], lrs: dict[tuple[str,
             "lr_widen": lh.lr_widen, "predict": list(lh.predict), "collapse_frac": lh.collapse_frac,
             "shapes": model_shapes,
             "lrs_run": {label(m, t): sorted(v) for (m, t), v in lrs.items()},
-            "batch_size": cfg.train.batch_size, "seq_len": cfg.data.seq_len, "data": cfg.data.name,
+            "batch_size": cfg.train.batch_size, "seq_len": cfg.data.seq_len, "data": cfg.data.label,
             "schedule": cfg.optim.schedule, "warmup_frac": cfg.optim.warmup_frac, "match": str(cfg.sweep.match),
             "preset": cfg.preset}

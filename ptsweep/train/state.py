@@ -82,9 +82,12 @@ def save_config_dir(run_dir: Path, cfg: RunConfig) -> None:
 
 
 def resolve_device(spec: str) -> torch.device:
-    """'auto' -> cuda if available else cpu. On the CPU, flush denormal floats to zero (PT's saturated softmaxes
-    make them, and they slow CPU matmuls down)."""
+    """'auto' -> cuda if available else cpu; a CUDA device always with its index ('cuda' -> the current one, since
+    torch's memory getters refuse an index-less device). On the CPU, flush denormal floats to zero (PT's saturated
+    softmaxes make them, and they slow CPU matmuls down)."""
     device = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if spec == "auto" else spec)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
     if device.type == "cpu":
         torch.set_flush_denormal(True)
     return device

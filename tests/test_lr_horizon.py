@@ -257,3 +257,24 @@ def test_a_budget_where_the_model_learned_no_context_is_left_out_of_the_fit():
     assert "left out: no context learned at eta* of 1,200 steps" in fit["note"]
     none = lr_horizon_report.model_fit(_seed_optima_budgets({1200, 19200}))
     assert none["beta"] is None and "a fit needs 2" in none["note"] and "1,200, 19,200 steps" in none["note"]
+
+
+def test_slope_difference_is_the_interaction_of_a_joint_least_squares_fit():
+    """beta_b - beta_a and its SE against an independent computation: one least-squares fit of ln eta on [1, g,
+    ln T, g ln T] (g = 1 for the second set) by numpy, its covariance s^2 (X'X)^-1; the interval is t at n - 4 df."""
+    rng = np.random.default_rng(7)
+    ta, tb = [1200, 1200, 4800, 4800, 19200, 19200], [300, 1200, 1200, 2400, 4800]  # spreads differ
+    ea = 0.02 * (np.array(ta) / 1200.0) ** -0.3 * np.exp(rng.normal(0, 0.1, 6))
+    eb = 0.03 * (np.array(tb) / 300.0) ** -0.5 * np.exp(rng.normal(0, 0.1, 5))
+    got = horizon.slope_difference((ta, ea), (tb, eb))
+    g = np.r_[np.zeros(6), np.ones(5)]
+    lt = np.log(np.r_[ta, tb])
+    design = np.c_[np.ones(11), g, lt, g * lt]
+    coef, sse, *_ = np.linalg.lstsq(design, np.log(np.r_[ea, eb]), rcond=None)
+    cov = sse[0] / 7 * np.linalg.inv(design.T @ design)
+    assert got["diff"] == pytest.approx(-coef[3], rel=1e-9) and got["se"] == pytest.approx(math.sqrt(cov[3, 3]))
+    assert got["beta_a"] == pytest.approx(-coef[2], rel=1e-9) and got["df"] == 7
+    q = stats.t.ppf(0.975, 7)
+    assert got["ci"] == pytest.approx([-coef[3] - q * math.sqrt(cov[3, 3]), -coef[3] + q * math.sqrt(cov[3, 3])])
+    with pytest.raises(ValueError, match=">= 5 points"):
+        horizon.slope_difference(([1200, 4800], [0.02, 0.01]), ([1200, 4800], [0.02, 0.01]))

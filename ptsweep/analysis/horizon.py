@@ -8,7 +8,8 @@ x = ln(T / T0), y = ln eta (T0 = the smallest budget):
 
 (H1) is fitted by least squares to the per-budget optima (:func:`fit_power`) and to every seed's optimum between grid
 points (:func:`slope_interval`: the seeds' scatter gives a t interval of beta, which the brackets of a factor-2 grid
-cannot resolve); :func:`beta_range` bounds beta by the brackets, :func:`scale_lr` carries an LR to another budget.
+cannot resolve); :func:`beta_range` bounds beta by the brackets, :func:`slope_difference` compares the betas of two
+settings, :func:`scale_lr` carries an LR to another budget.
 
 The range of beta: for a fixed beta the intercepts allowed by budget i are [ln lo_i + beta x_i, ln hi_i + beta x_i];
 intervals on a line share a point iff every two do, so beta is allowed iff beta (x_i - x_j) <= ln hi_j - ln lo_i for
@@ -100,6 +101,27 @@ def slope_interval(steps: Sequence[float], eta: Sequence[float], level: float = 
     se = math.sqrt(sse / (len(x) - 2) / float(((x - x.mean()) ** 2).sum()))
     q = t_ppf(0.5 + level / 2, len(x) - 2)
     return {**fit, "beta_se": se, "beta_ci": [fit["beta"] - q * se, fit["beta"] + q * se], "df": len(x) - 2}
+
+
+def slope_difference(a: tuple[Sequence[float], Sequence[float]], b: tuple[Sequence[float], Sequence[float]],
+                     level: float = 0.95) -> dict:
+    """Whether beta differs between two settings (two widths, say): (H1) fitted to each set of (budgets, optima)
+    points with its own intercept and slope, and beta_b - beta_a with its t interval from the pooled residual variance
+    (df = n_a + n_b - 4). {"beta_a", "beta_b", "diff", "se", "ci", "df"}; each set needs >= 2 distinct budgets and
+    the two >= 5 points in all (ValueError otherwise)."""
+    from ptsweep.analysis.blocked_fit import t_ppf
+
+    fits = [fit_power(*pts) for pts in (a, b)]
+    sxx = [float(((x - x.mean()) ** 2).sum()) for x in (_logs(*pts)[0] for pts in (a, b))]
+    df = sum(f["n"] for f in fits) - 4
+    if df < 1:
+        raise ValueError("horizon fit: comparing two slopes needs >= 5 points in all")
+    s2 = sum(f["n"] * f["rms_log"] ** 2 for f in fits) / df
+    se = math.sqrt(s2 * (1 / sxx[0] + 1 / sxx[1]))
+    diff = fits[1]["beta"] - fits[0]["beta"]
+    q = t_ppf(0.5 + level / 2, df)
+    return {"beta_a": fits[0]["beta"], "beta_b": fits[1]["beta"], "diff": diff, "se": se,
+            "ci": [diff - q * se, diff + q * se], "df": df}
 
 
 def scale_lr(lr: float, tuned_steps: float, target_steps: float, beta: float) -> float:

@@ -195,13 +195,14 @@ def prediction(g: pd.DataFrame, budgets: dict[int, dict], predict: list[float]) 
 
 
 def horizon_doc(result: dict, cfg: RunConfig, study: str) -> dict:
-    """horizon.json: per model its identity, budgets, optima, brackets and fit (what ``sweep.horizon.results``
-    reads)."""
+    """horizon.json: per model its identity, budgets, optima, brackets, each seed's optimum per budget (None on a grid
+    edge) and fit (what ``sweep.horizon.results`` reads)."""
     fits = {}
     for model, r in result["models"].items():
         have = fitted_budgets(r["budgets"])
         fits[model] = {"model": r["model"], "steps": have, "eta_opt": [r["budgets"][t]["x_opt"] for t in have],
                        "brackets": [r["budgets"][t]["bracket"] for t in have],
+                       "seed_optima": [r["budgets"][t]["seed_opt"] for t in have],
                        **{k: r["fit"].get(k) for k in ("beta", "eta0", "T0", "rms_log", "beta_range", "beta_seeds",
                                                        "beta_ci", "df", "n_seed_optima", "note")}}
     return {"sweep": "lr-horizon", "study": study, "data": cfg.data.label, "batch_size": cfg.train.batch_size,

@@ -245,6 +245,13 @@ def test_the_fit_over_seed_optima_recovers_each_seeds_vertex():
     assert f"over the 6 seed optima between grid points (parabola in ln eta) beta {-ref.slope:+.3g}" in line
     open_side = lr_horizon_report._fit_line("pt", {**fit, "beta_range": [-math.inf, 1.5]})
     assert "beta through every bracket [open, 1.5];" in open_side and "inf" not in open_side
+    # beta between adjacent budgets: each pair's own regression of its four seed optima
+    for (a, b, beta, lo, hi), pair in zip(fit["beta_local"], [(1200, 4800), (4800, 19200)], strict=True):
+        sub = {k: v for k, v in truth.items() if k[0] in pair}
+        r = stats.linregress(np.log([t for t, _ in sub]), np.log(list(sub.values())))
+        q = stats.t.ppf(0.975, 2) * r.stderr
+        assert (a, b) == pair and [beta, lo, hi] == pytest.approx([-r.slope, -r.slope - q, -r.slope + q])
+        assert f"{a:,}-{b:,} steps {-r.slope:+.3g} [" in line
 
 
 def test_a_budget_where_the_model_learned_no_context_is_left_out_of_the_fit():

@@ -87,13 +87,21 @@ def seed_optima(g: pd.DataFrame) -> list[float | None]:
 
 def _seed_interval(budgets: dict[int, dict], have: list[int]) -> dict:
     """``horizon.slope_interval`` over the seed optima of the budgets ``have`` (keys beta_seeds, beta_ci, df,
-    n_seed_optima, n_seed_edges); no beta_ci with fewer than 3 optima at 2 budgets."""
+    n_seed_optima, n_seed_edges); no beta_ci with fewer than 3 optima at 2 budgets. With more than 2 budgets also
+    "beta_local": [T_i, T_i+1, beta, lo, hi] of each adjacent pair, where it has an interval (does beta hold over the
+    horizon?)."""
     pts = [(t, e) for t in have for e in budgets[t].get("seed_opt", []) if e is not None]
     edges = sum(e is None for t in have for e in budgets[t].get("seed_opt", []))
     out = {"n_seed_optima": len(pts), "n_seed_edges": edges}
     if len(pts) >= 3 and len({t for t, _ in pts}) >= 2:
         si = horizon.slope_interval([t for t, _ in pts], [e for _, e in pts])
         out.update(beta_seeds=si["beta"], beta_ci=si["beta_ci"], df=si["df"])
+    out["beta_local"] = []
+    for pair in zip(have, have[1:]) if len(have) > 2 else []:
+        sub = [(t, e) for t, e in pts if t in pair]
+        if len(sub) >= 3 and len({t for t, _ in sub}) == 2:
+            si = horizon.slope_interval([t for t, _ in sub], [e for _, e in sub])
+            out["beta_local"].append([*pair, si["beta"], *si["beta_ci"]])
     return out
 
 
@@ -244,8 +252,11 @@ def _seed_text(f: dict) -> str:
     if f.get("beta_ci") is None:
         return f"{f.get('n_seed_optima', 0)} seed optima between grid points{edges}: too few for an interval"
     lo, hi = f["beta_ci"]
+    local = "; ".join(f"{a:,.0f}-{b:,.0f} steps {beta:+.3g} [{b_lo:+.3g}, {b_hi:+.3g}]"
+                      for a, b, beta, b_lo, b_hi in f.get("beta_local", []))
     return (f"over the {f['n_seed_optima']} seed optima between grid points{edges} (parabola in ln eta) beta "
-            f"{f['beta_seeds']:+.3g}, 95 % interval [{lo:+.3g}, {hi:+.3g}] (t, {f['df']} df)")
+            f"{f['beta_seeds']:+.3g}, 95 % interval [{lo:+.3g}, {hi:+.3g}] (t, {f['df']} df)"
+            + (f"; between adjacent budgets: {local}" if local else ""))
 
 
 def _regret(p: dict, eta_opt: float | None) -> str:

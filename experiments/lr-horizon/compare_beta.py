@@ -40,7 +40,7 @@ def compare(a: dict, b: dict, model: str = "pt", steps: list[int] | None = None)
                              f"`make report STUDY=<its results folder>`)")
     common = sorted(set(a["fits"][model]["steps"]) & set(b["fits"][model]["steps"]))
     steps = sorted(steps) if steps else common
-    if len(set(steps) & set(common)) < 2 or not set(steps) <= set(common):
+    if len(set(steps)) < 2 or not set(steps) <= set(common):
         raise SystemExit(f"compare_beta: both studies fitted the budgets {common}; compare at >= 2 of them "
                          f"(asked {steps})")
     try:

@@ -85,6 +85,11 @@ def seed_optima(g: pd.DataFrame) -> list[float | None]:
     return out
 
 
+def _slope(pts: list[tuple[int, float]]) -> dict:
+    """``horizon.slope_interval`` of (budget, seed optimum) points."""
+    return horizon.slope_interval([t for t, _ in pts], [e for _, e in pts])
+
+
 def _seed_interval(budgets: dict[int, dict], have: list[int]) -> dict:
     """``horizon.slope_interval`` over the seed optima of the budgets ``have`` (keys beta_seeds, beta_ci, df,
     n_seed_optima, n_seed_edges); no beta_ci with fewer than 3 optima at 2 budgets. With more than 2 budgets also
@@ -94,13 +99,13 @@ def _seed_interval(budgets: dict[int, dict], have: list[int]) -> dict:
     edges = sum(e is None for t in have for e in budgets[t].get("seed_opt", []))
     out = {"n_seed_optima": len(pts), "n_seed_edges": edges}
     if len(pts) >= 3 and len({t for t, _ in pts}) >= 2:
-        si = horizon.slope_interval([t for t, _ in pts], [e for _, e in pts])
+        si = _slope(pts)
         out.update(beta_seeds=si["beta"], beta_ci=si["beta_ci"], df=si["df"])
     out["beta_local"] = []
     for pair in zip(have, have[1:]) if len(have) > 2 else []:
         sub = [(t, e) for t, e in pts if t in pair]
         if len(sub) >= 3 and len({t for t, _ in sub}) == 2:
-            si = horizon.slope_interval([t for t, _ in sub], [e for _, e in sub])
+            si = _slope(sub)
             out["beta_local"].append([*pair, si["beta"], *si["beta_ci"]])
     return out
 

@@ -85,11 +85,16 @@ def resolve_device(spec: str) -> torch.device:
     """'auto' -> cuda if available else cpu; a CUDA device always with its index ('cuda' -> the current one, since
     torch's memory getters refuse an index-less device). On the CPU, flush denormal floats to zero (PT's saturated
     softmaxes make them, and they slow CPU matmuls down)."""
-    device = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if spec == "auto" else spec)
-    if device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", torch.cuda.current_device())
+    device = with_index(torch.device(("cuda" if torch.cuda.is_available() else "cpu") if spec == "auto" else spec))
     if device.type == "cpu":
         torch.set_flush_denormal(True)
+    return device
+
+
+def with_index(device: torch.device) -> torch.device:
+    """``device``, a CUDA one without an index as the current device ('cuda' -> 'cuda:<current>')."""
+    if device.type == "cuda" and device.index is None:
+        return torch.device("cuda", torch.cuda.current_device())
     return device
 
 

@@ -21,7 +21,7 @@ from ptsweep import data as data_mod
 from ptsweep import metrics
 from ptsweep.config import RunConfig
 from ptsweep.models import IGNORE_INDEX, mlm_logits, training_objective
-from ptsweep.train.state import autocast_context
+from ptsweep.train.state import autocast_context, with_index
 
 
 def num_steps(cfg: RunConfig) -> int:
@@ -142,7 +142,7 @@ def optimizer_state_allocated(optimizer: torch.optim.Optimizer | None) -> Iterat
 def device_memory_budget(device: torch.device) -> float:
     """Bytes this process may allocate on CUDA ``device``: total memory times the per-process fraction. A device
     without an index ('cuda') means the current one (torch's fraction getter refuses it)."""
-    index = torch.cuda.current_device() if device.index is None else device.index
+    index = with_index(device).index
     total = torch.cuda.get_device_properties(index).total_memory
     # torch < 2.7 has no getter; the cap, if one is set, still turns an over-budget probe into an OOM
     get_fraction = getattr(torch.cuda, "get_per_process_memory_fraction", None)

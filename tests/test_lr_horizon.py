@@ -163,6 +163,7 @@ def test_report_marks_collapses_and_brackets_the_optimum():
                  "context_gain_se": 0.03})
     b = lr_horizon_report.budget_result(pd.DataFrame(rows), unigram=6.3, collapse_frac=0.5)
     assert b["x_opt"] == 0.02 and b["bracket"] == [0.01, 0.04] and b["learned"]
+    assert b["seed_loss"] == {0: {"val_loss": 5.0}, 1: {"val_loss": 5.01}}  # each seed's loss at eta*
     assert b["rise_half"] == pytest.approx(5.055 / 5.005 - 1) and b["rise_double"] == pytest.approx(5.905 / 5.005 - 1)
     marks = {p["lr"]: p["mark"] for p in b["points"]}
     assert marks[0.02] == marks[0.01] == marks[0.005] == ""

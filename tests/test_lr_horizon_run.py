@@ -52,6 +52,10 @@ def test_smoke_study_runs_on_ray_and_its_fit_drives_the_rule(tmp_path, capsys):
     if len(pt["steps"]) < 3:  # at smoke size eta* may learn no context: that budget is left out of the fit, and said
         assert "left out: no context learned at eta*" in pt["note"]
     assert pt["beta"] is None or not pt["beta_range"] or pt["beta_range"][0] <= pt["beta"] <= pt["beta_range"][1]
+    for t, eta, losses in zip(pt["steps"], pt["eta_opt"], pt["seed_loss_at_opt"]):  # each seed's loss at eta*
+        at = trials[(trials["model"] == "pt") & (trials["steps"] == t) & ~trials["predicted"]
+                    & (trials["optim.lr"] == eta)]
+        assert len(at) >= 2 and losses == pytest.approx({str(s): v for s, v in zip(at["seed"], at["val_loss"])})
     assert (sdir / "report.md").read_text().startswith("# lr-horizon")
     _records_render_the_report_and_train_nothing_again(folder, sdir, tmp_path, len(trials))
 

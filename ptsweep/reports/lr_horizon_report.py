@@ -52,9 +52,9 @@ def _points(g: pd.DataFrame, unigram: float, collapse_frac: float) -> list[dict]
 
 
 def budget_result(g: pd.DataFrame, unigram: float, collapse_frac: float) -> dict:
-    """eta*, plausible set, bracket, basin, learned context, the points and each seed's interpolated optimum
-    (``seed_opt``, :func:`seed_optima`) of one (model, budget); no eta* while runs of its grid are missing from the
-    results folder (``runs_in`` of ``runs``)."""
+    """eta*, plausible set, bracket, basin, learned context, the points, each seed's interpolated optimum
+    (``seed_opt``, :func:`seed_optima`) and each seed's loss at eta* (``seed_loss``) of one (model, budget); no eta*
+    while runs of its grid are missing from the results folder (``runs_in`` of ``runs``)."""
     points = _points(g, unigram, collapse_frac)
     runs_in, runs = sum(p["seeds_in"] for p in points), sum(p["seeds"] for p in points)
     if runs_in < runs:
@@ -67,7 +67,8 @@ def budget_result(g: pd.DataFrame, unigram: float, collapse_frac: float) -> dict
     above = [x for x in xs if x > o["plausible"][-1]]
     at = next(p for p in points if math.isclose(p["lr"], o["x_opt"]))
     win = basin.window([p["lr"] for p in points], [p["loss"] for p in points])
-    return {"x_opt": o["x_opt"], "seed_opt": seed_optima(g), "plausible": o["plausible"],
+    return {"x_opt": o["x_opt"], "seed_opt": seed_optima(g), "seed_loss": _seed_losses(_runs_at(g, o["x_opt"])),
+            "plausible": o["plausible"],
             "bracket": [below[-1] if below else None, above[0] if above else None],
             "loss": at["loss"], "context_gain": at["context_gain"], "context_gain_se": at["context_gain_se"],
             "learned": metric_keys.learned_context(at), "rise_half": win.get("rise_lo", math.nan),
@@ -209,13 +210,15 @@ def prediction(g: pd.DataFrame, budgets: dict[int, dict], predict: list[float]) 
 
 def horizon_doc(result: dict, cfg: RunConfig, study: str) -> dict:
     """horizon.json: per model its identity, budgets, optima, brackets, each seed's optimum per budget (None on a grid
-    edge) and fit (what ``sweep.horizon.results`` reads)."""
+    edge), each seed's loss at eta* per budget and fit (what ``sweep.horizon.results`` reads)."""
     fits = {}
     for model, r in result["models"].items():
         have = fitted_budgets(r["budgets"])
         fits[model] = {"model": r["model"], "steps": have, "eta_opt": [r["budgets"][t]["x_opt"] for t in have],
                        "brackets": [r["budgets"][t]["bracket"] for t in have],
                        "seed_optima": [r["budgets"][t]["seed_opt"] for t in have],
+                       "seed_loss_at_opt": [{str(s): v["val_loss"] for s, v in r["budgets"][t]["seed_loss"].items()}
+                                            for t in have],
                        **{k: r["fit"].get(k) for k in ("beta", "eta0", "T0", "rms_log", "beta_range", "beta_seeds",
                                                        "beta_ci", "df", "n_seed_optima", "note")}}
     return {"sweep": "lr-horizon", "study": study, "data": cfg.data.label, "batch_size": cfg.train.batch_size,

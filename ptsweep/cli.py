@@ -174,6 +174,7 @@ def _widths(command: str, cfg: RunConfig) -> str:
             "coord-check": f"{m.name.upper()} widths {sw.coord_check.widths}",
             "lr-transfer": f"PT widths {sw.lr_transfer.widths} ({sw.lr_transfer.scaling} scaling)",
             "lr-horizon": f"PT width {sw.lr_horizon.width or m.width}"
+                          + (f" (mup_sp anchored at {sw.lr_horizon.anchor})" if sw.lr_horizon.anchor else "")
                           + (f" beside its matched {sw.lr_horizon.baseline.upper()}" if sw.lr_horizon.baseline else ""),
             "demo": f"PT widths {sw.scales} ({sw.scaling} scaling), tuned at {min(sw.scales)}"}[command]
 

@@ -26,6 +26,7 @@ A = _doc("w32", 32, [1200, 4800, 19200], [[0.025, 0.024], [0.018, None], [0.011,
          [{"0": 5.0, "1": 5.02}, {"0": 4.7, "1": 4.66}, {"0": 4.5, "1": 4.55}])
 B = _doc("w128", 128, [300, 1200, 4800], [[0.03, 0.031], [0.026, 0.022], [0.016, 0.017]],
          [{"0": 5.5, "1": 5.4}, {"0": 4.9, "1": 4.85}, {"0": 4.6, "1": 4.62}])
+B["fits"]["pt"]["model"]["anchor"] = 32  # muP beyond its anchor
 
 
 def test_compare_horizons_fits_the_common_budgets_seed_optima_and_leaves_out_edge_seeds(tmp_path, capsys):
@@ -33,6 +34,7 @@ def test_compare_horizons_fits_the_common_budgets_seed_optima_and_leaves_out_edg
     want = horizon.slope_difference(([1200, 1200, 4800], [0.025, 0.024, 0.018]),
                                     ([1200, 1200, 4800, 4800], [0.026, 0.022, 0.016, 0.017]))
     assert lines[0] == "pt, seed optima over 1,200, 4,800 steps:" and "w32 (pt width 32, shakespeare)" in lines[1]
+    assert "w128 (pt width 128 anchored at 32, shakespeare)" in lines[2]
     assert f"beta {want['beta_a']:+.3f}" in lines[1] and f"beta {want['beta_b']:+.3f}" in lines[2]
     lo, hi = want["ci"]
     assert lines[3].startswith(f"  B - A: {want['diff']:+.3f}, 95 % interval [{lo:+.3f}, {hi:+.3f}] (t, 3 df)")

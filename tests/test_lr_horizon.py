@@ -12,9 +12,10 @@ from scipy import stats
 
 from ptsweep import cli
 from ptsweep.analysis import horizon
+from ptsweep.config import with_overrides
 from ptsweep.errors import ConfigError
 from ptsweep.reports import lr_horizon_report
-from ptsweep.sweeps import baseline_tuning, lr_horizon
+from ptsweep.sweeps import baseline_tuning, lr_horizon, lr_transfer_plan
 from ptsweep.train.step import lr_factor
 
 STEPS = [1200, 4800, 19200, 76800]
@@ -102,6 +103,7 @@ def test_schedule_warmup_and_decay_follow_each_runs_own_length():
     ("sweep.lr_horizon.grid=[0.01,0.02]", "sweep.lr_horizon.grid"),
     ("sweep.lr_horizon.baseline=pt", "sweep.lr_horizon.baseline"),
     ("sweep.lr_horizon.predict=[0.005,-0.01]", "sweep.lr_horizon.predict"),
+    ("sweep.lr_horizon.anchor=-32", "sweep.lr_horizon.anchor"),
     ("sweep.horizon.extrapolate=0.5", "sweep.horizon.extrapolate"),
 ])
 def test_bad_horizon_settings_are_one_line_errors(over, key):
@@ -286,3 +288,20 @@ def test_slope_difference_is_the_interaction_of_a_joint_least_squares_fit():
     assert got["ci"] == pytest.approx([-coef[3] - q * math.sqrt(cov[3, 3]), -coef[3] + q * math.sqrt(cov[3, 3])])
     with pytest.raises(ValueError, match=">= 5 points"):
         horizon.slope_difference(([1200, 4800], [0.02, 0.01]), ([1200, 4800], [0.02, 0.01]))
+
+
+def test_the_anchor_makes_the_study_model_the_mup_model_a_transfer_trains_at_that_width():
+    """By default 'mup_sp' is anchored at the study's width (SP there); sweep.lr_horizon.anchor=32 at width 128 gives
+    the base shape lr-transfer gives its width 128 when tuned at 32, and the start line and the report say so."""
+    base = ["preset=lr_study", "sweep.lr_horizon.width=128", "sweep.lr_horizon.scaling=rank"]
+    sp = lr_horizon.pt_shape(cli.compose(base))
+    assert sp["model.width"] == 128 and sp["model.base_width"] == 128
+    cfg = cli.compose(base + ["sweep.lr_horizon.anchor=32", "sweep.lr_transfer.widths=[32,64,128]",
+                              "sweep.lr_transfer.scaling=rank"])
+    mup = lr_horizon.pt_shape(cfg)
+    assert mup == {"model.width": 128, "model.scaling": "rank", **lr_transfer_plan._anchor(cfg)}
+    assert mup["model.base_width"] == 32 and with_overrides(cfg, mup).model.rank == 4 * mup["model.base_rank"]
+    assert "PT width 128 (mup_sp anchored at 32)" in cli.start_line("lr-horizon", cfg)
+    assert "anchored" not in cli.start_line("lr-horizon", cli.compose(base))
+    assert lr_horizon_report._anchored({"width": 128, "anchor": 32}) == " anchored at 32"
+    assert lr_horizon_report._anchored({"width": 32, "anchor": 32}) == lr_horizon_report._anchored({"width": 64}) == ""

@@ -35,7 +35,8 @@ def seed_points(doc: dict, model: str, steps: list[int] | None) -> tuple[list[fl
 def setting(doc: dict, model: str) -> str:
     """The study's model, width and corpus in words."""
     m = doc["fits"][model]["model"]
-    return f"{doc.get('study')} ({m['name']} width {m.get('width')}, {doc.get('data')})"
+    anchor = f" anchored at {m['anchor']}" if m.get("anchor") not in (None, m.get("width")) else ""
+    return f"{doc.get('study')} ({m['name']} width {m.get('width')}{anchor}, {doc.get('data')})"
 
 
 def common_steps(a: dict, b: dict, model: str, steps: list[int] | None) -> list[int]:

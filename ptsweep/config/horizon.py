@@ -74,6 +74,9 @@ class LrHorizonConfig:
     """PT's width, where 'mup_sp' is anchored (SP: the tuning width; 0 = model.width)."""
     scaling: str = ""
     """PT's width-scaling paradigm ('' = model.scaling)."""
+    anchor: int = 0
+    """The width where 'mup_sp' is anchored: 0 = the study's width (SP there: a study at its tuning width); a smaller
+    one (the tuning width) makes the study's model the muP model that a transfer from there trains at this width."""
     lr_widen: int = 2
     """Rounds of the edge rule per (model, budget): one more LR a grid step past an optimum on an edge."""
     predict: list[float] = field(default_factory=list)
@@ -94,6 +97,7 @@ class LrHorizonConfig:
         one_of(self.baseline, ("", *(m for m in MODEL_SCHEMAS if m != "pt")), f"{key}.baseline")
         require(self.seeds >= 1, f"{key}.seeds", "must be >= 1")
         require(self.width >= 0, f"{key}.width", "must be >= 0 (0 = model.width)")
+        require(self.anchor >= 0, f"{key}.anchor", "must be >= 0 (0 = the study's width)")
         one_of(self.scaling, ("", *SCALINGS), f"{key}.scaling")
         require(all(math.isfinite(x) and x > 0 for x in self.predict), f"{key}.predict",
                 f"must be positive LRs, got {self.predict}")

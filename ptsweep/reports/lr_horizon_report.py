@@ -142,8 +142,9 @@ def model_fit(budgets: dict[int, dict]) -> dict:
 
 
 def analyse(df: pd.DataFrame, cfg: RunConfig, model_shapes: dict[str, dict]) -> dict:
-    """{"unigram_loss", "no_context_loss", "models": {model: {"model": name / parametrization / width / scaling,
-    "budgets": {steps: :func:`budget_result`}, "fit": :func:`model_fit`}}}."""
+    """{"unigram_loss", "no_context_loss", "models": {model: {"model": name / parametrization / width / scaling /
+    anchor (the base width; None without one), "budgets": {steps: :func:`budget_result`}, "fit":
+    :func:`model_fit`}}}."""
     base = td.baselines(df)
     unigram = base.get("unigram_loss", math.nan)
     out: dict = {"unigram_loss": unigram, "no_context_loss": base.get("no_context_loss", math.nan), "models": {}}
@@ -152,8 +153,10 @@ def analyse(df: pd.DataFrame, cfg: RunConfig, model_shapes: dict[str, dict]) -> 
         m = with_overrides(cfg, shape).model
         budgets = {int(t): budget_result(g, unigram, cfg.sweep.lr_horizon.collapse_frac)
                    for t, g in grid[grid["model"] == model].groupby("steps", sort=True)}
+        anchor = getattr(m, "base_width", None)
         out["models"][model] = {"model": {"name": m.name, "parametrization": str(m.parametrization),
-                                          "width": int(m.width), "scaling": str(getattr(m, "scaling", ""))},
+                                          "width": int(m.width), "scaling": str(getattr(m, "scaling", "")),
+                                          "anchor": None if anchor is None else int(anchor)},
                                 "budgets": budgets, "fit": model_fit(budgets)}
     if cfg.sweep.lr_horizon.predict:
         pt = out["models"]["pt"]["budgets"]
@@ -223,6 +226,12 @@ def horizon_doc(result: dict, cfg: RunConfig, study: str) -> dict:
                                                        "beta_ci", "df", "n_seed_optima", "note")}}
     return {"sweep": "lr-horizon", "study": study, "data": cfg.data.label, "batch_size": cfg.train.batch_size,
             "seq_len": cfg.data.seq_len, "steps": sorted(cfg.sweep.lr_horizon.steps), "fits": fits}
+
+
+def _anchored(md: dict) -> str:
+    """' anchored at N' when the model's base width is not its width (muP beyond its anchor), else ''."""
+    a = md.get("anchor")
+    return f" anchored at {a}" if a is not None and a != md["width"] else ""
 
 
 def _g(x) -> str:
@@ -310,7 +319,7 @@ def markdown(summary: dict) -> str:
     lines += [_fit_line(m, r["fit"]) for m, r in summary["models"].items()]
     for model, r in summary["models"].items():
         md = r["model"]
-        lines += ["", f"## {model} ({md['parametrization']}, width {md['width']})", "",
+        lines += ["", f"## {model} ({md['parametrization']}{_anchored(md)}, width {md['width']})", "",
                   "| steps | eta* | bracket | plausible | loss | context gain | eta*/2 | 2 eta* |",
                   "|---|---|---|---|---|---|---|---|"]
         for t, b in r["budgets"].items():

@@ -265,6 +265,10 @@ class RunConfig:
                 v.validate()
         for probe in self.train.probes:
             one_of(probe, PROBES, "train.probes")
+        if self.sweep.lr_horizon.anchor and self.model.name == "pt":  # PT's base width; a baseline trial has none
+            require(self.model.parametrization == "mup_sp", "sweep.lr_horizon.anchor",
+                    f"anchors 'mup_sp' only; model.parametrization is '{self.model.parametrization}' "
+                    f"(leave the anchor at 0)")
         if "message_stats" in self.train.probes:  # PT's MFVI iterations: none without PT or without inference
             require(self.model.name == "pt", "train.probes",
                     f"message_stats measures PT's messages; model is {self.model.name}")

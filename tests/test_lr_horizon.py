@@ -303,8 +303,8 @@ def test_the_anchor_makes_the_study_model_the_mup_model_a_transfer_trains_at_tha
     assert mup["model.base_width"] == 32 and with_overrides(cfg, mup).model.rank == 4 * mup["model.base_rank"]
     assert "PT width 128 (mup_sp anchored at 32)" in cli.start_line("lr-horizon", cfg)
     assert "anchored" not in cli.start_line("lr-horizon", cli.compose(base))
-    assert lr_horizon_report._anchored({"width": 128, "anchor": 32}) == " anchored at 32"
-    assert lr_horizon_report._anchored({"width": 32, "anchor": 32}) == lr_horizon_report._anchored({"width": 64}) == ""
+    assert lr_horizon_report.anchored({"width": 128, "anchor": 32}) == " anchored at 32"
+    assert lr_horizon_report.anchored({"width": 32, "anchor": 32}) == lr_horizon_report.anchored({"width": 64}) == ""
     with pytest.raises(ConfigError, match=r"^sweep.lr_horizon.anchor: anchors 'mup_sp' only; model.parametrization "
                                           r"is 'sp' \(leave the anchor at 0\)$"):
         cli.compose(base + ["sweep.lr_horizon.anchor=32", "model.parametrization=sp"])

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ptsweep.analysis import horizon
 from ptsweep.analysis.paired_gap import paired_text
+from ptsweep.reports.lr_horizon_report import anchored
 
 NEEDS = ("seed_optima", "seed_loss_at_opt")
 """What a study's fit must hold; horizon.json rendered before these keys existed lacks them."""
@@ -35,8 +36,7 @@ def seed_points(doc: dict, model: str, steps: list[int] | None) -> tuple[list[fl
 def setting(doc: dict, model: str) -> str:
     """The study's model, width and corpus in words."""
     m = doc["fits"][model]["model"]
-    anchor = f" anchored at {m['anchor']}" if m.get("anchor") not in (None, m.get("width")) else ""
-    return f"{doc.get('study')} ({m['name']} width {m.get('width')}{anchor}, {doc.get('data')})"
+    return f"{doc.get('study')} ({m['name']} width {m['width']}{anchored(m)}, {doc.get('data')})"
 
 
 def common_steps(a: dict, b: dict, model: str, steps: list[int] | None) -> list[int]:

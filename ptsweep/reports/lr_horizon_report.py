@@ -196,7 +196,7 @@ def prediction(g: pd.DataFrame, budgets: dict[int, dict], predict: list[float]) 
     eta* there, paired by seed (``paired_gap.paired``: mean, SE, 95 % t half-width, seeds), beside
     :func:`rule_from_shorter`."""
     out = {**rule_from_shorter(budgets), "eta_opt": budgets[max(budgets)].get("x_opt"), "points": []}
-    best = _seed_losses(_runs_at(g, out["eta_opt"])) if out["eta_opt"] is not None else {}
+    best = budgets[max(budgets)].get("seed_loss", {})  # each seed's loss at the grid's eta* (none without one)
     for lr in predict:
         runs = _runs_at(g, lr)
         seeds = _seed_losses(runs)
@@ -228,7 +228,7 @@ def horizon_doc(result: dict, cfg: RunConfig, study: str) -> dict:
             "seq_len": cfg.data.seq_len, "steps": sorted(cfg.sweep.lr_horizon.steps), "fits": fits}
 
 
-def _anchored(md: dict) -> str:
+def anchored(md: dict) -> str:
     """' anchored at N' when the model's base width is not its width (muP beyond its anchor), else ''."""
     a = md.get("anchor")
     return f" anchored at {a}" if a is not None and a != md["width"] else ""
@@ -319,7 +319,7 @@ def markdown(summary: dict) -> str:
     lines += [_fit_line(m, r["fit"]) for m, r in summary["models"].items()]
     for model, r in summary["models"].items():
         md = r["model"]
-        lines += ["", f"## {model} ({md['parametrization']}{_anchored(md)}, width {md['width']})", "",
+        lines += ["", f"## {model} ({md['parametrization']}{anchored(md)}, width {md['width']})", "",
                   "| steps | eta* | bracket | plausible | loss | context gain | eta*/2 | 2 eta* |",
                   "|---|---|---|---|---|---|---|---|"]
         for t, b in r["budgets"].items():

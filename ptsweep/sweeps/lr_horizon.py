@@ -29,12 +29,17 @@ def tuning_width(cfg: RunConfig) -> int:
     return int(cfg.sweep.lr_horizon.width or cfg.model.width)
 
 
+def anchor_width(cfg: RunConfig) -> int:
+    """Where 'mup_sp' is anchored in the study: sweep.lr_horizon.anchor, 0 = the study's width (SP there)."""
+    return int(cfg.sweep.lr_horizon.anchor or tuning_width(cfg))
+
+
 def pt_shape(cfg: RunConfig) -> dict:
     """PT's overrides: the study's width and paradigm, and 'mup_sp''s base shape moved to sweep.lr_horizon.anchor
     (0: the study's width, SP there)."""
     shape = {"model.width": tuning_width(cfg), "model.scaling": cfg.sweep.lr_horizon.scaling or cfg.model.scaling}
     if cfg.model.parametrization == "mup_sp":
-        shape.update(anchor_at(cfg, cfg.sweep.lr_horizon.anchor or tuning_width(cfg), shape))
+        shape.update(anchor_at(cfg, anchor_width(cfg), shape))
     return shape
 
 
@@ -160,7 +165,7 @@ def settings(cfg: RunConfig, model_shapes: dict[str, dict], lrs: dict[tuple[str,
     lh = cfg.sweep.lr_horizon
     return {"steps": sorted(lh.steps), "grid": list(lh.grid), "baseline": lh.baseline,
             "baseline_grid": list(lh.baseline_grid), "seeds": lh.seeds, "width": tuning_width(cfg),
-            "anchor": lh.anchor or tuning_width(cfg),
+            "anchor": anchor_width(cfg),
             "lr_widen": lh.lr_widen, "predict": list(lh.predict), "collapse_frac": lh.collapse_frac,
             "shapes": model_shapes,
             "lrs_run": {label(m, t): sorted(v) for (m, t), v in lrs.items()},

@@ -20,7 +20,22 @@ from ptsweep.cli import main
 from ptsweep.reports.study_report import DERIVED
 
 REPO = Path(__file__).resolve().parents[1]
-FOLDERS = sorted(p.parent for p in REPO.glob("experiments/*/results/*/study.json"))
+
+
+def tracked(pathspec: str) -> list[Path]:
+    """The files under ``pathspec`` that git tracks ([] outside a git checkout)."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--", pathspec], cwd=REPO, capture_output=True)
+    return [REPO / n for n in listed.stdout.decode().split("\0") if n] if listed.returncode == 0 else []
+
+
+def committed_folders() -> list[Path]:
+    """The results folders whose study.json git tracks (every one on disk outside a git checkout): a study running
+    here that has committed nothing yet is no committed study."""
+    pattern = "experiments/*/results/*/study.json"
+    return sorted(p.parent for p in tracked(pattern) or REPO.glob(pattern))
+
+
+FOLDERS = committed_folders()
 TRAINED = REPO / "experiments" / "scaling" / "results" / "scaling-trained"
 INTERVAL = re.compile(r"([+-]?\d+\.\d+) \[([+-]?\d+\.\d+), ([+-]?\d+\.\d+)\]")
 
@@ -28,9 +43,7 @@ INTERVAL = re.compile(r"([+-]?\d+\.\d+) \[([+-]?\d+\.\d+), ([+-]?\d+\.\d+)\]")
 def tracked_copy(folder: Path, dst: Path) -> Path:
     """Copy the files of ``folder`` that git tracks (all of them outside a git checkout) to ``dst``/<name>: records a
     running study has written but nobody has committed yet are not the committed study."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--", str(folder)], cwd=REPO, capture_output=True)
-    names = [n for n in listed.stdout.decode().split("\0") if n] if listed.returncode == 0 else []
-    files = [REPO / n for n in names] or [p for p in folder.rglob("*") if p.is_file()]
+    files = tracked(str(folder)) or [p for p in folder.rglob("*") if p.is_file()]
     out = dst / folder.name
     for f in files:
         (out / f.relative_to(folder)).parent.mkdir(parents=True, exist_ok=True)

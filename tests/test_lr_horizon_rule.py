@@ -33,11 +33,12 @@ def tfile(tmp_path) -> Path:
 
 
 def _results(tmp_path, name="pt", parametrization="mup_sp", steps=(4, 16, 64), beta=0.5, beta_range=(0.3, 0.7),
-             **doc) -> Path:
+             variants=(), **doc) -> Path:
     """A horizon.json whose grid optima and seed optima both fit ``beta``."""
     path = tmp_path / "horizon.json"
+    chosen = {"variants": list(variants)} if variants else {}
     path.write_text(json.dumps({"sweep": "lr-horizon", "data": "shakespeare", **doc, "fits": {name: {
-        "model": {"name": name, "parametrization": parametrization, "width": 64}, "steps": list(steps),
+        "model": {"name": name, "parametrization": parametrization, "width": 64, **chosen}, "steps": list(steps),
         "beta": beta, "beta_seeds": beta, "beta_range": list(beta_range) if beta_range else None}}}))
     return path
 
@@ -100,6 +101,7 @@ def test_beta_from_an_lr_horizon_results_file(tmp_path, tfile, capsys):
 
 @pytest.mark.parametrize("case, match", [
     ("another model", "a results file of another model"),
+    ("another variant", "holds the fit of pt (mup_sp with attn_row_rms), not of this run's pt (mup_sp): a results"),
     ("short budgets", "do not bracket the target budget of 64 steps"),
     ("not a study", "is not an lr-horizon study's horizon.json"),
     ("no beta", "has no finite beta"),
@@ -109,6 +111,7 @@ def test_beta_from_an_lr_horizon_results_file(tmp_path, tfile, capsys):
 ])
 def test_bad_results_files_are_one_line_errors(tmp_path, tfile, case, match):
     res = {"another model": lambda: _results(tmp_path, name="bert", parametrization="sp"),
+           "another variant": lambda: _results(tmp_path, variants=[{"name": "attn_row_rms"}]),
            "short budgets": lambda: _results(tmp_path, steps=(1, 4, 16)),
            "no beta": lambda: _results(tmp_path, beta=None),
            "negative beta": lambda: _results(tmp_path, beta=-0.4, beta_range=(-0.9, 0.1)),
@@ -122,6 +125,18 @@ def test_bad_results_files_are_one_line_errors(tmp_path, tfile, case, match):
     with pytest.raises(SweepError) as e:
         read_transfer(cfg)
     assert match in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_run_with_a_variant_reads_the_fit_of_that_variant(tmp_path, tfile, capsys):
+    res = _results(tmp_path, beta=0.25, beta_range=(0.1, 0.4), variants=[{"name": "attn_row_rms"}])
+    over = ["preset=smoke", f"sweep.transfer_file={tfile}", LONG, "sweep.horizon.rule=power",
+            f"sweep.horizon.results={res}", "sweep.allow_transfer_mismatch=true"]
+    values, prov, _ = read_transfer(cli.compose([*over, "model.variants=[{name:attn_row_rms}]", "model.w_attn=6"]))
+    assert prov["horizon"]["beta"] == 0.25 and values["optim.lr"] == pytest.approx(0.02 * 4 ** -0.25)
+    assert "(pt mup_sp width 64 with attn_row_rms on shakespeare" in capsys.readouterr().out
+    with pytest.raises(SweepError, match=r"holds the fit of pt \(mup_sp with attn_row_rms\), not of this run's pt "
+                                         r"\(mup_sp with z_loss coef="):
+        read_transfer(cli.compose([*over, "model.variants=[{name:z_loss,coef:1e-4}]"]))
 
 
 def test_extrapolation_past_the_measured_budgets_is_allowed_only_on_purpose(tmp_path, tfile):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ptsweep.analysis import horizon
 from ptsweep.analysis.paired_gap import paired_text
-from ptsweep.reports.lr_horizon_report import anchored
+from ptsweep.reports.lr_horizon_report import anchored, with_variants
 
 NEEDS = ("seed_optima", "seed_loss_at_opt")
 """What a study's fit must hold; horizon.json rendered before these keys existed lacks them."""
@@ -36,7 +36,7 @@ def seed_points(doc: dict, model: str, steps: list[int] | None) -> tuple[list[fl
 def setting(doc: dict, model: str) -> str:
     """The study's model, width and corpus in words."""
     m = doc["fits"][model]["model"]
-    return f"{doc.get('study')} ({m['name']} width {m['width']}{anchored(m)}, {doc.get('data')})"
+    return f"{doc.get('study')} ({m['name']} width {m['width']}{anchored(m)}{with_variants(m)}, {doc.get('data')})"
 
 
 def common_steps(a: dict, b: dict, model: str, steps: list[int] | None) -> list[int]:

@@ -9,6 +9,7 @@ over the budgets where the model learned context at eta* (a plateau's optimum is
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -141,10 +142,21 @@ def model_fit(budgets: dict[int, dict]) -> dict:
             "note": "; ".join(notes + plateau)}
 
 
+def model_identity(m) -> dict:
+    """A model config as horizon.json names it: name, parametrization, width, scaling, anchor (the base width; None
+    without one) and, when it has any, its variants (``variants.normalize``: each with every setting)."""
+    from ptsweep import variants
+
+    anchor = getattr(m, "base_width", None)
+    out = {"name": m.name, "parametrization": str(m.parametrization), "width": int(m.width),
+           "scaling": str(getattr(m, "scaling", "")), "anchor": None if anchor is None else int(anchor)}
+    chosen = json.loads(json.dumps(variants.normalize(m))) if getattr(m, "variants", None) else []
+    return {**out, "variants": chosen} if chosen else out
+
+
 def analyse(df: pd.DataFrame, cfg: RunConfig, model_shapes: dict[str, dict]) -> dict:
-    """{"unigram_loss", "no_context_loss", "models": {model: {"model": name / parametrization / width / scaling /
-    anchor (the base width; None without one), "budgets": {steps: :func:`budget_result`}, "fit":
-    :func:`model_fit`}}}."""
+    """{"unigram_loss", "no_context_loss", "models": {model: {"model": :func:`model_identity`, "budgets": {steps:
+    :func:`budget_result`}, "fit": :func:`model_fit`}}}."""
     base = td.baselines(df)
     unigram = base.get("unigram_loss", math.nan)
     out: dict = {"unigram_loss": unigram, "no_context_loss": base.get("no_context_loss", math.nan), "models": {}}
@@ -153,11 +165,7 @@ def analyse(df: pd.DataFrame, cfg: RunConfig, model_shapes: dict[str, dict]) -> 
         m = with_overrides(cfg, shape).model
         budgets = {int(t): budget_result(g, unigram, cfg.sweep.lr_horizon.collapse_frac)
                    for t, g in grid[grid["model"] == model].groupby("steps", sort=True)}
-        anchor = getattr(m, "base_width", None)
-        out["models"][model] = {"model": {"name": m.name, "parametrization": str(m.parametrization),
-                                          "width": int(m.width), "scaling": str(getattr(m, "scaling", "")),
-                                          "anchor": None if anchor is None else int(anchor)},
-                                "budgets": budgets, "fit": model_fit(budgets)}
+        out["models"][model] = {"model": model_identity(m), "budgets": budgets, "fit": model_fit(budgets)}
     if cfg.sweep.lr_horizon.predict:
         pt = out["models"]["pt"]["budgets"]
         out["prediction"] = prediction(df[(df["model"] == "pt") & (df["steps"] == max(pt))], pt,
@@ -232,6 +240,12 @@ def anchored(md: dict) -> str:
     """' anchored at N' when the model's base width is not its width (muP beyond its anchor), else ''."""
     a = md.get("anchor")
     return f" anchored at {a}" if a is not None and a != md["width"] else ""
+
+
+def with_variants(md: dict) -> str:
+    """' with attn_row_rms + z_loss coef=0.0001 ...' for a model with variants (each setting named), else ''."""
+    words = [" ".join([v["name"], *(f"{k}={x}" for k, x in v.items() if k != "name")]) for v in md.get("variants", [])]
+    return f" with {' + '.join(words)}" if words else ""
 
 
 def _g(x) -> str:
@@ -319,7 +333,7 @@ def markdown(summary: dict) -> str:
     lines += [_fit_line(m, r["fit"]) for m, r in summary["models"].items()]
     for model, r in summary["models"].items():
         md = r["model"]
-        lines += ["", f"## {model} ({md['parametrization']}{anchored(md)}, width {md['width']})", "",
+        lines += ["", f"## {model} ({md['parametrization']}{anchored(md)}, width {md['width']}{with_variants(md)})", "",
                   "| steps | eta* | bracket | plausible | loss | context gain | eta*/2 | 2 eta* |",
                   "|---|---|---|---|---|---|---|---|"]
         for t, b in r["budgets"].items():

@@ -15,6 +15,7 @@ from typing import Any, Mapping
 from ptsweep.analysis.horizon import scale_lr
 from ptsweep.config import RunConfig
 from ptsweep.errors import SweepError
+from ptsweep.reports.lr_horizon_report import model_identity, with_variants
 
 BUDGET_KEY = "train.tokens"
 """The transfer.yaml setting that holds the tuned budget."""
@@ -103,7 +104,8 @@ def beta_of(cfg: RunConfig, tuned: float, target: float) -> tuple[float, str, di
                              f"sweep.horizon.extrapolate >= {max(lo / t, t / hi):.3g} to extrapolate on purpose")
     m = fit["model"]
     corpus = f"; this run trains on {cfg.data.label}" if doc.get("data") != cfg.data.label else ""
-    where = (f"from {path} ({m['name']} {m.get('parametrization', '')} width {m.get('width')} on {doc.get('data')}, "
+    where = (f"from {path} ({m['name']} {m.get('parametrization', '')} width {m.get('width')}{with_variants(m)} on "
+             f"{doc.get('data')}, "
              f"budgets {lo:,.0f}-{hi:,.0f} steps{corpus}{_shape_note(cfg, doc)}; {ESTIMATES[str(hz.estimate)][1]})")
     return float(fit[ESTIMATES[str(hz.estimate)][0]]), where, fit
 
@@ -133,14 +135,16 @@ def model_fit(cfg: RunConfig, path: Path, estimate: str = "grid") -> tuple[dict,
                          f"horizon.json of a finished `make lr-horizon`") from None
     if not isinstance(doc, dict) or doc.get("sweep") != "lr-horizon" or not isinstance(doc.get("fits"), dict):
         raise SweepError(f"sweep.horizon.results: {path} is not an lr-horizon study's horizon.json")
-    name, par = cfg.model.name, getattr(cfg.model, "parametrization", "")
+    here = model_identity(cfg.model)
+    name, par = here["name"], here["parametrization"]
     fits = [f for f in doc["fits"].values() if f.get("model", {}).get("name") == name
-            and f["model"].get("parametrization") == par]
+            and f["model"].get("parametrization") == par
+            and f["model"].get("variants", []) == here.get("variants", [])]
     if not fits:
-        held = ", ".join(f"{f['model'].get('name')} ({f['model'].get('parametrization')})"
+        held = ", ".join(f"{f['model'].get('name')} ({f['model'].get('parametrization')}{with_variants(f['model'])})"
                          for f in doc["fits"].values() if "model" in f) or "no model"
-        raise SweepError(f"sweep.horizon.results: {path} holds the fit of {held}, not of this run's {name} ({par}): "
-                         f"a results file of another model")
+        raise SweepError(f"sweep.horizon.results: {path} holds the fit of {held}, not of this run's {name} "
+                         f"({par}{with_variants(here)}): a results file of another model")
     beta = fits[0].get(ESTIMATES[estimate][0])
     if not isinstance(beta, (int, float)) or not math.isfinite(beta):
         why = (fits[0].get("note") or "too few budgets with an optimum" if estimate == "grid" else

@@ -105,8 +105,8 @@ def beta_of(cfg: RunConfig, tuned: float, target: float) -> tuple[float, str, di
     m = fit["model"]
     corpus = f"; this run trains on {cfg.data.label}" if doc.get("data") != cfg.data.label else ""
     where = (f"from {path} ({m['name']} {m.get('parametrization', '')} width {m.get('width')}{with_variants(m)} on "
-             f"{doc.get('data')}, "
-             f"budgets {lo:,.0f}-{hi:,.0f} steps{corpus}{_shape_note(cfg, doc)}; {ESTIMATES[str(hz.estimate)][1]})")
+             f"{doc.get('data')}, budgets {lo:,.0f}-{hi:,.0f} steps{corpus}{_shape_note(cfg, doc)}; "
+             f"{ESTIMATES[str(hz.estimate)][1]})")
     return float(fit[ESTIMATES[str(hz.estimate)][0]]), where, fit
 
 

@@ -199,3 +199,18 @@ def test_the_committed_shakespeare_study_drives_the_rule(tmp_path, capsys):
         assert values["optim.lr"] == pytest.approx(0.02 * 16 ** -beta) and prov["mismatch"] == {}
         assert "on shakespeare, budgets 1,200-19,200 steps" in capsys.readouterr().out
     assert 0.2 < fit["beta_seeds"] < 0.4  # the README's +0.29 [+0.24, +0.35]
+
+
+def test_the_committed_cap_study_drives_no_run():
+    """The committed cap study's fit (pt with attn_row_rms, seeds' beta below 0): refused for the uncapped model as
+    another model's, and for the capped one as negative, each naming the model (what its README tells a user)."""
+    from ptsweep.sweeps.horizon_rule import model_fit
+
+    res = Path(__file__).resolve().parents[1] / "experiments/lr-horizon/results/lr-horizon-cap/horizon.json"
+    capped = ["preset=smoke", "model.variants=[{name:attn_row_rms}]", "model.w_attn=6"]
+    for over, match in ((["preset=smoke"], "not of this run's pt (mup_sp): a results file of another model"),
+                        (capped, "< 0 for pt (mup_sp with attn_row_rms): its optima rise with the budget")):
+        with pytest.raises(SweepError) as e:
+            model_fit(cli.compose(over), res, "seeds")
+        assert match in str(e.value)
+    assert json.loads(res.read_text())["fits"]["pt"]["beta_seeds"] < 0  # the README's -0.10 [-0.35, +0.15]

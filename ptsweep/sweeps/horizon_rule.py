@@ -137,27 +137,28 @@ def model_fit(cfg: RunConfig, path: Path, estimate: str = "grid") -> tuple[dict,
         raise SweepError(f"sweep.horizon.results: {path} is not an lr-horizon study's horizon.json")
     here = model_identity(cfg.model)
     name, par = here["name"], here["parametrization"]
+    who = f"{name} ({par}{with_variants(here)})"
     fits = [f for f in doc["fits"].values() if f.get("model", {}).get("name") == name
             and f["model"].get("parametrization") == par
             and f["model"].get("variants", []) == here.get("variants", [])]
     if not fits:
         held = ", ".join(f"{f['model'].get('name')} ({f['model'].get('parametrization')}{with_variants(f['model'])})"
                          for f in doc["fits"].values() if "model" in f) or "no model"
-        raise SweepError(f"sweep.horizon.results: {path} holds the fit of {held}, not of this run's {name} "
-                         f"({par}{with_variants(here)}): a results file of another model")
+        raise SweepError(f"sweep.horizon.results: {path} holds the fit of {held}, not of this run's {who}: a results "
+                         f"file of another model")
     beta = fits[0].get(ESTIMATES[estimate][0])
     if not isinstance(beta, (int, float)) or not math.isfinite(beta):
         why = (fits[0].get("note") or "too few budgets with an optimum" if estimate == "grid" else
                f"{fits[0].get('n_seed_optima', 0)} seed optima between grid points; sweep.horizon.estimate=grid "
                f"reads the grid optima")
         raise SweepError(f"sweep.horizon.results: {path} has no finite beta (sweep.horizon.estimate={estimate}) for "
-                         f"{name} ({par}): {why}")
+                         f"{who}: {why}")
     if beta < 0:
-        raise SweepError(f"sweep.horizon.results: {path} fits beta {beta:.3g} < 0 for {name} ({par}): "
+        raise SweepError(f"sweep.horizon.results: {path} fits beta {beta:.3g} < 0 for {who}: "
                          f"its optima rise with the budget, and the rule never raises an LR for a longer run; read "
                          f"its report, or set sweep.horizon.beta by hand")
     if "beta_range" in fits[0] and not fits[0]["beta_range"]:
         raise SweepError(f"sweep.horizon.results: {path}: no power law passes through every budget's bracket for "
-                         f"{name} ({par}), so its beta {beta:.3g} describes no measured optimum; read its "
+                         f"{who}, so its beta {beta:.3g} describes no measured optimum; read its "
                          f"report, or set sweep.horizon.beta by hand")
     return fits[0], doc

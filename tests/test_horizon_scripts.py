@@ -64,9 +64,21 @@ THIN = _doc("thin", 128, [1200, 4800], [[0.02], [0.01]])
     (A, _doc("one", 128, [300, 1200], [[0.03], [0.02]]), None, r"both studies fitted the budgets \[1200\]"),
     (A, B, [300, 1200], "compare at >= 2 of them"),
     (A, {"study": "old", "fits": {"pt": {"steps": [1200]}}}, None, "old has no seed optima and losses of pt"),
-    (THIN, THIN, None, "compare_horizons: horizon fit: comparing two slopes needs >= 5 points"),
 ])
 def test_compare_horizons_refuses_in_one_line(a, b, steps, match):
     with pytest.raises(SystemExit, match=match) as e:
         compare_horizons.compare(a, b, steps=steps)
     assert "\n" not in str(e.value)
+
+
+def test_compare_horizons_without_enough_seed_optima_says_why_and_still_prices_each_budget():
+    edge = _doc("edge", 128, [1200, 4800], [[0.02, 0.021], [None, None]])  # both seeds against a collapse at 4,800
+    lines = compare_horizons.compare(THIN, THIN)
+    assert lines[0] == ("pt, seed optima over 1,200, 4,800 steps: no beta to compare (horizon fit: comparing two slopes "
+                        "needs >= 5 points in all; seed optima per budget: A 1,200: 1 of 1, 4,800: 1 of 1; B 1,200: 1 of 1, "
+                        "4,800: 1 of 1; a seed whose best LR sits on a grid edge or just under a collapse has none)")
+    lines = compare_horizons.compare(A, edge)
+    assert lines[0].startswith("pt, seed optima over 1,200, 4,800 steps: no beta to compare (horizon fit: need >= 2 "
+                               "distinct budgets; seed optima per budget: A 1,200: 2 of 2, 4,800: 1 of 2; B 1,200: 2 "
+                               "of 2, 4,800: 0 of 2;")
+    assert lines[1].startswith("pt, validation loss at each study's eta*") and len(lines) == 4

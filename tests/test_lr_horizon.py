@@ -257,6 +257,30 @@ def test_the_fit_over_seed_optima_recovers_each_seeds_vertex():
         assert f"{a:,}-{b:,} steps {-r.slope:+.3g} [" in line
 
 
+def test_a_seed_optimum_just_under_a_collapse_is_left_out_and_counted():
+    lrs = [0.005, 0.01, 0.02, 0.04]
+    above = {0: (5.9, 0.4, "ok"), 1: (5.1, 1.35, "ok"), 2: (math.inf, math.nan, "diverged"), 3: (6.4, 1.0, "ok")}
+    rows = [{"optim.lr": x, "seed": s, "val_loss": v, "context_gain": c, "context_gain_se": 0.03, "status": st}
+            for s, top in above.items()
+            for x, (v, c, st) in zip(lrs, [(5.2, 1.2, "ok"), (5.05, 1.3, "ok"), (5.0, 1.4, "ok"), top])]
+    optima, bounded = lr_horizon_report.seed_optima(pd.DataFrame(rows), 6.3, 0.5)
+    # above the best: lost its context gain, trained, diverged, above the unigram loss
+    assert bounded == [True, False, True, True] and optima[0] is optima[2] is optima[3] is None
+    assert optima[1] == pytest.approx(horizon.vertex_lr(lrs, [5.2, 5.05, 5.0, 5.1]))
+    assert lr_horizon_report.seed_optima(pd.DataFrame(rows), math.nan, 0.5)[1][2]  # diverged: without a unigram too
+    # why: a cliff drags the vertex to the geometric mean of the best LR and the one below, wherever the optimum is
+    assert horizon.vertex_lr(lrs, [5.2, 5.05, 5.0, 50.0]) == pytest.approx(math.sqrt(0.01 * 0.02), rel=1e-2)
+    budgets = _seed_optima_budgets()
+    budgets[4800] = {**budgets[4800], "seed_opt": [None, 8e-3], "seed_bounded": [True, False]}
+    fit = lr_horizon_report.model_fit(budgets)
+    kept = {k: v for k, v in SEED_OPTIMA.items() if k != (4800, 0)}
+    ref = stats.linregress(np.log([t for t, _ in kept]), np.log(list(kept.values())))
+    assert fit["beta_seeds"] == pytest.approx(-ref.slope)
+    assert (fit["n_seed_optima"], fit["n_seed_bounded"], fit["n_seed_edges"], fit["df"]) == (5, 1, 0, 3)
+    assert "over the 5 seed optima between grid points (1 against a collapse above them left out)" in \
+        lr_horizon_report._fit_line("pt", fit)
+
+
 def test_a_budget_where_the_model_learned_no_context_is_left_out_of_the_fit():
     """A plateau's optimum (eta*'s context gain not above zero) says nothing about how eta* moves with the budget:
     the fit runs over the other budgets, says which it left out, and with fewer than two left gives no beta."""

@@ -108,3 +108,22 @@ def test_a_folder_takes_its_prediction_once_after_it_was_written(tmp_path):
         results.check_study(tmp_path, "s", "lr-horizon", with_overrides(cfg, {"sweep.lr_horizon.predict": [0.01]}))
     with pytest.raises(results.ResultsError, match=r"predict=\[0.005\], this command has \[\]"):
         results.check_study(tmp_path, "s", "lr-horizon", cfg)
+
+
+def test_a_folder_grows_by_budgets_and_lrs_in_place_but_never_loses_one(tmp_path):
+    cfg = cli.compose(["preset=smoke"])
+    lh = cfg.sweep.lr_horizon
+    results.write_study(tmp_path, cfg, "s", "lr-horizon", 100)
+    grown = with_overrides(cfg, {"sweep.lr_horizon.steps": [*lh.steps, 16 * max(lh.steps)],
+                                 "sweep.lr_horizon.grid": sorted([*lh.grid, lh.grid[0] * 2 ** 0.5])})
+    results.check_study(tmp_path, "s", "lr-horizon", grown)  # every record of the smaller plan is one of this
+    results.write_study(tmp_path, grown, "s", "lr-horizon", 100)
+    with pytest.raises(results.ResultsError, match=r"written with sweep.lr_horizon.grid=\[.*\], this command has"):
+        results.check_study(tmp_path, "s", "lr-horizon",  # back to the smaller grid: the folder has more
+                            with_overrides(grown, {"sweep.lr_horizon.grid": list(lh.grid)}))
+    fewer = with_overrides(grown, {"sweep.lr_horizon.steps": list(lh.steps)[1:] + [16 * max(lh.steps)]})
+    with pytest.raises(results.ResultsError, match=r"written with sweep.lr_horizon.steps=\[.*another plan"):
+        results.check_study(tmp_path, "s", "lr-horizon", fewer)
+    width = with_overrides(grown, {"sweep.lr_horizon.width": 2 * cfg.model.width})
+    with pytest.raises(results.ResultsError, match=r"sweep.lr_horizon.width=.*another plan"):
+        results.check_study(tmp_path, "s", "lr-horizon", width)  # only the lists in GROWS grow

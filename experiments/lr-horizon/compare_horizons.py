@@ -25,7 +25,7 @@ NEEDS = ("seed_optima", "seed_loss_at_opt")
 
 
 def seed_points(doc: dict, model: str, steps: list[int] | None) -> tuple[list[float], list[float]]:
-    """(budgets, optima) of every seed optimum (not on a grid edge) of ``model``'s fit, at ``steps`` (all when
+    """(budgets, optima) of every seed optimum (not on a grid edge nor against a collapse) of ``model``'s fit, at ``steps`` (all when
     None)."""
     fit = doc["fits"][model]
     pts = [(t, e) for t, opt in zip(fit["steps"], fit["seed_optima"]) if steps is None or t in steps
@@ -56,19 +56,29 @@ def common_steps(a: dict, b: dict, model: str, steps: list[int] | None) -> list[
 
 
 def beta_lines(a: dict, b: dict, model: str, steps: list[int]) -> list[str]:
-    """beta of each study's seed optima over ``steps`` and B - A with its 95 % t interval."""
+    """beta of each study's seed optima over ``steps`` and B - A with its 95 % t interval, or why there is none (too
+    few seed optima: those on a grid edge or against a collapse are left out of horizon.json)."""
+    over = ", ".join(f"{t:,}" for t in steps)
     try:
         d = horizon.slope_difference(seed_points(a, model, steps), seed_points(b, model, steps))
     except ValueError as e:
-        raise SystemExit(f"compare_horizons: {e}") from None
+        counts = "; ".join(f"{k} {_per_budget(doc, model, steps)}" for k, doc in (("A", a), ("B", b)))
+        return [f"{model}, seed optima over {over} steps: no beta to compare ({e}; seed optima per budget: {counts};"
+                f" a seed whose best LR sits on a grid edge or just under a collapse has none)"]
     lo, hi = d["ci"]
     verdict = ("the exponents differ" if lo > 0 or hi < 0 else
                "no difference seen; the interval bounds what these seeds can exclude")
-    over = ", ".join(f"{t:,}" for t in steps)
     return [f"{model}, seed optima over {over} steps:",
             f"  A {setting(a, model)}: beta {d['beta_a']:+.3f}",
             f"  B {setting(b, model)}: beta {d['beta_b']:+.3f}",
             f"  B - A: {d['diff']:+.3f}, 95 % interval [{lo:+.3f}, {hi:+.3f}] (t, {d['df']} df): {verdict}"]
+
+
+def _per_budget(doc: dict, model: str, steps: list[int]) -> str:
+    """'1,200: 2 of 2, 4,800: 0 of 2': the seed optima a study has at each of ``steps``."""
+    fit = doc["fits"][model]
+    return ", ".join(f"{t:,}: {sum(e is not None for e in opt)} of {len(opt)}"
+                     for t, opt in zip(fit["steps"], fit["seed_optima"]) if t in steps)
 
 
 def _at_opt(doc: dict, model: str, t: int) -> tuple[float, dict[int, dict]]:

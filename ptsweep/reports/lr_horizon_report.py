@@ -3,7 +3,8 @@ optimum eta* with its plausible set and bracket (the LRs run just outside it; op
 collapses (diverged, or past eta* above the unigram loss or with less than ``collapse_frac`` of eta*'s context gain;
 below eta* the same is marked too slow, and a run not yet in the results folder missing; a budget with a run
 missing has no eta*, only its finished points). Per model: the fit eta*(T) = eta0 (T / T0)^-beta, the range of
-beta through every bracket and the t interval of beta over the seeds' interpolated optima (``analysis.horizon``),
+beta through every bracket and the t interval of beta over the seeds' interpolated optima (``analysis.horizon``;
+not where the run just above a seed's best collapsed: a cliff places no vertex),
 over the budgets where the model learned context at eta* (a plateau's optimum is left out, and said so).
 """
 
@@ -45,16 +46,25 @@ def _points(g: pd.DataFrame, unigram: float, collapse_frac: float) -> list[dict]
         what = None if best is None else "collapsed" if r["lr"] > best["lr"] else "too slow"
         if not math.isfinite(r["loss"]):
             r["mark"] = next((m for m in ("diverged", "missing") if m in r["status"]), "failed")
-        elif math.isfinite(unigram) and r["loss"] >= unigram:
-            r["mark"] = f"{what} (above the unigram loss)" if what else "above the unigram loss"
-        elif best and best["context_gain"] > 0 and r["context_gain"] < collapse_frac * best["context_gain"]:
-            r["mark"] = f"{what} (context gain {r['context_gain']:+.2f} against {best['context_gain']:+.2f})"
+        elif why := lost_context(r["loss"], r["context_gain"], best["context_gain"] if best else math.nan, unigram,
+                                 collapse_frac):
+            r["mark"] = f"{what} ({why})" if what else why
     return rows
+
+
+def lost_context(loss: float, gain: float, best_gain: float, unigram: float, collapse_frac: float) -> str:
+    """Why a finished run lost what the best run learned, '' when it did not: at or above the unigram loss, or with
+    less than ``collapse_frac`` of the best run's context gain (when that gain is positive)."""
+    if math.isfinite(unigram) and loss >= unigram:
+        return "above the unigram loss"
+    if best_gain > 0 and gain < collapse_frac * best_gain:
+        return f"context gain {gain:+.2f} against {best_gain:+.2f}"
+    return ""
 
 
 def budget_result(g: pd.DataFrame, unigram: float, collapse_frac: float) -> dict:
     """eta*, plausible set, bracket, basin, learned context, the points, each seed's interpolated optimum
-    (``seed_opt``, :func:`seed_optima`) and each seed's loss at eta* (``seed_loss``) of one (model, budget); no eta*
+    (``seed_opt``, :func:`seed_optima`; ``seed_bounded``: a collapse just above its best run) and each seed's loss at eta* (``seed_loss``) of one (model, budget); no eta*
     while runs of its grid are missing from the results folder (``runs_in`` of ``runs``)."""
     points = _points(g, unigram, collapse_frac)
     runs_in, runs = sum(p["seeds_in"] for p in points), sum(p["seeds"] for p in points)
@@ -68,7 +78,9 @@ def budget_result(g: pd.DataFrame, unigram: float, collapse_frac: float) -> dict
     above = [x for x in xs if x > o["plausible"][-1]]
     at = next(p for p in points if math.isclose(p["lr"], o["x_opt"]))
     win = basin.window([p["lr"] for p in points], [p["loss"] for p in points])
-    return {"x_opt": o["x_opt"], "seed_opt": seed_optima(g), "seed_loss": _seed_losses(_runs_at(g, o["x_opt"])),
+    seed_opt, seed_bounded = seed_optima(g, unigram, collapse_frac)
+    return {"x_opt": o["x_opt"], "seed_opt": seed_opt, "seed_bounded": seed_bounded,
+            "seed_loss": _seed_losses(_runs_at(g, o["x_opt"])),
             "plausible": o["plausible"],
             "bracket": [below[-1] if below else None, above[0] if above else None],
             "loss": at["loss"], "context_gain": at["context_gain"], "context_gain_se": at["context_gain_se"],
@@ -76,15 +88,23 @@ def budget_result(g: pd.DataFrame, unigram: float, collapse_frac: float) -> dict
             "rise_double": win.get("rise_hi", math.nan), "points": points}
 
 
-def seed_optima(g: pd.DataFrame) -> list[float | None]:
+def seed_optima(g: pd.DataFrame, unigram: float, collapse_frac: float) -> tuple[list[float | None], list[bool]]:
     """Per seed (ascending) of one (model, budget): ``horizon.vertex_lr`` of its losses over the LRs it ran (a
-    diverged or failed run counts as an infinite loss); None where its lowest loss is on a grid edge."""
-    out = []
+    diverged or failed run counts as an infinite loss), None where its lowest loss is on a grid edge; and whether the
+    run just above its lowest loss collapsed (diverged, or :func:`lost_context`), where the optimum is None too: a
+    parabola through a cliff puts its vertex near the geometric mean of the best LR and the one below it, wherever the
+    optimum lies, so it places nothing."""
+    optima, bounded = [], []
     for _, gs in g.groupby("seed", sort=True):
         gs = gs.sort_values("optim.lr")
         loss = np.where(gs["status"] == "ok", gs["val_loss"].astype(float), math.inf)
-        out.append(horizon.vertex_lr(gs["optim.lr"].astype(float).tolist(), loss.tolist()))
-    return out
+        gain = gs["context_gain"].astype(float).to_numpy()
+        i = int(np.argmin(loss))
+        cliff = bool(np.isfinite(loss[i]) and i + 1 < len(loss) and (
+            not np.isfinite(loss[i + 1]) or lost_context(loss[i + 1], gain[i + 1], gain[i], unigram, collapse_frac)))
+        bounded.append(cliff)
+        optima.append(None if cliff else horizon.vertex_lr(gs["optim.lr"].astype(float).tolist(), loss.tolist()))
+    return optima, bounded
 
 
 def _slope(pts: list[tuple[int, float]]) -> dict:
@@ -94,12 +114,13 @@ def _slope(pts: list[tuple[int, float]]) -> dict:
 
 def _seed_interval(budgets: dict[int, dict], have: list[int]) -> dict:
     """``horizon.slope_interval`` over the seed optima of the budgets ``have`` (keys beta_seeds, beta_ci, df,
-    n_seed_optima, n_seed_edges); no beta_ci with fewer than 3 optima at 2 budgets. With more than 2 budgets also
+    n_seed_optima, n_seed_edges, n_seed_bounded: left out on a grid edge, against a collapse); no beta_ci with fewer than 3 optima at 2 budgets. With more than 2 budgets also
     "beta_local": [T_i, T_i+1, beta, lo, hi] of each adjacent pair, where it has an interval (does beta hold over the
     horizon?)."""
     pts = [(t, e) for t in have for e in budgets[t].get("seed_opt", []) if e is not None]
-    edges = sum(e is None for t in have for e in budgets[t].get("seed_opt", []))
-    out = {"n_seed_optima": len(pts), "n_seed_edges": edges}
+    bounded = sum(sum(budgets[t].get("seed_bounded", [])) for t in have)
+    edges = sum(e is None for t in have for e in budgets[t].get("seed_opt", [])) - bounded
+    out = {"n_seed_optima": len(pts), "n_seed_edges": edges, "n_seed_bounded": bounded}
     if len(pts) >= 3 and len({t for t, _ in pts}) >= 2:
         si = _slope(pts)
         out.update(beta_seeds=si["beta"], beta_ci=si["beta_ci"], df=si["df"])
@@ -221,7 +242,7 @@ def prediction(g: pd.DataFrame, budgets: dict[int, dict], predict: list[float]) 
 
 def horizon_doc(result: dict, cfg: RunConfig, study: str) -> dict:
     """horizon.json: per model its identity, budgets, optima, brackets, each seed's optimum per budget (None on a grid
-    edge), each seed's loss at eta* per budget and fit (what ``sweep.horizon.results`` reads)."""
+    edge or against a collapse), each seed's loss at eta* per budget and fit (what ``sweep.horizon.results`` reads)."""
     fits = {}
     for model, r in result["models"].items():
         have = fitted_budgets(r["budgets"])
@@ -231,7 +252,8 @@ def horizon_doc(result: dict, cfg: RunConfig, study: str) -> dict:
                        "seed_loss_at_opt": [{str(s): v["val_loss"] for s, v in r["budgets"][t]["seed_loss"].items()}
                                             for t in have],
                        **{k: r["fit"].get(k) for k in ("beta", "eta0", "T0", "rms_log", "beta_range", "beta_seeds",
-                                                       "beta_ci", "df", "n_seed_optima", "note")}}
+                                                       "beta_ci", "df", "n_seed_optima", "n_seed_bounded",
+                                                       "note")}}
     return {"sweep": "lr-horizon", "study": study, "data": cfg.data.label, "batch_size": cfg.train.batch_size,
             "seq_len": cfg.data.seq_len, "steps": sorted(cfg.sweep.lr_horizon.steps), "fits": fits}
 
@@ -279,7 +301,9 @@ def _fit_line(model: str, f: dict) -> str:
 
 def _seed_text(f: dict) -> str:
     """The fit over the seeds' interpolated optima in words."""
-    edges = f" ({f['n_seed_edges']} on a grid edge left out)" if f.get("n_seed_edges") else ""
+    out = [f"{f[k]} {why}" for k, why in (("n_seed_edges", "on a grid edge"),
+                                          ("n_seed_bounded", "against a collapse above them")) if f.get(k)]
+    edges = f" ({', '.join(out)} left out)" if out else ""
     if f.get("beta_ci") is None:
         return f"{f.get('n_seed_optima', 0)} seed optima between grid points{edges}: too few for an interval"
     lo, hi = f["beta_ci"]

@@ -83,14 +83,18 @@ PLAN_KEYS = {"lr-horizon": ("sweep.lr_horizon.steps", "sweep.lr_horizon.grid", "
                             "sweep.lr_horizon.predict"),
              "scaling-curves": ("sweep.scales", "sweep.scaling", "sweep.match", "sweep.baseline.grid")}
 """Per sweep, the keys whose change makes another plan: a folder's report renders the plan that last wrote it, so a
-command that changes one of them needs a folder of its own (seeds and models may grow in place)."""
+command that changes one of them needs a folder of its own (seeds and models may grow in place, and :data:`GROWS`)."""
 SET_LATER = ("sweep.lr_horizon.predict",)
 """Plan keys a folder may get once after it was written: a prediction is written down when the shorter budgets ran."""
+GROWS = ("sweep.lr_horizon.steps", "sweep.lr_horizon.grid")
+"""Plan keys whose list may gain values in place (a budget, an LR between or beyond the grid's): every record of the
+smaller plan is a trial of the larger one, so the folder keeps them and its report renders the larger plan."""
 
 
 def check_study(results_dir: Path, study: str, sweep: str, cfg) -> None:
     """Refuse a results folder that another study or sweep wrote, or one written under a plan other than ``cfg``'s
-    (:data:`PLAN_KEYS`); none yet: fine."""
+    (:data:`PLAN_KEYS`; a prediction set later, :data:`SET_LATER`, and lists that only grow, :data:`GROWS`, are the
+    same plan); none yet: fine."""
     if not (Path(results_dir) / "study.json").exists():
         return
     got = read_study(results_dir)
@@ -102,7 +106,8 @@ def check_study(results_dir: Path, study: str, sweep: str, cfg) -> None:
     now = json.loads(dumps(flatten(to_dict(cfg))))  # as study.json writes it
     for key in PLAN_KEYS.get(sweep, ()):
         was = got.get("config", {}).get(key)
-        if key in got.get("config", {}) and was != now.get(key) and not (key in SET_LATER and not was):
+        if key in got.get("config", {}) and was != now.get(key) and not (key in SET_LATER and not was) \
+                and not (key in GROWS and set(was) <= set(now.get(key) or ())):
             raise ResultsError(f"{results_dir}: written with {key}={got['config'][key]}, this command has "
                                f"{now.get(key)}: another plan needs its own folder (sweep.results, sweep.study)")
 

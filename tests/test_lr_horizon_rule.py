@@ -175,11 +175,13 @@ def test_the_default_estimate_reads_the_seed_optima_beta_and_says_so(tmp_path, t
     assert "beta 0.25 from" in out and "sweep.horizon.estimate=seeds" in prov["horizon"]["source"]
     values, prov, _ = read_transfer(cli.compose([*over, "sweep.horizon.estimate=grid"]))
     assert values["optim.lr"] == pytest.approx(0.01) and "sweep.horizon.estimate=grid" in prov["horizon"]["source"]
-    doc["fits"]["pt"].update(beta_seeds=None, n_seed_optima=1)
+    doc["fits"]["pt"].update(beta_seeds=None, n_seed_optima=1, n_seed_bounded=4)
     res.write_text(json.dumps(doc))
     with pytest.raises(SweepError) as e:
         read_transfer(cli.compose(over))
-    assert "has no finite beta (sweep.horizon.estimate=seeds)" in str(e.value) and "1 seed optima" in str(e.value)
+    assert "has no finite beta (sweep.horizon.estimate=seeds)" in str(e.value)
+    assert "1 seed optima between grid points (4 just under a collapse, where a parabola places no optimum)" in \
+        str(e.value)
 
 
 def test_the_committed_shakespeare_study_drives_the_rule(tmp_path, capsys):

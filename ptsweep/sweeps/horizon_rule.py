@@ -82,6 +82,12 @@ def _range_text(rng: list[float] | None, lr: float, tuned: float, target: float)
             f"{open_side}")
 
 
+def _bounded(fit: Mapping[str, Any]) -> str:
+    """' (N just under a collapse, where a parabola places no optimum)' when the fit left such seeds out."""
+    n = fit.get("n_seed_bounded")
+    return f" ({n} just under a collapse, where a parabola places no optimum)" if n else ""
+
+
 def _ci_text(fit: Mapping[str, Any]) -> str:
     """'; over its N seed optima beta b [lo, hi]' when the fit has the seeds' t interval ('' otherwise)."""
     ci = fit.get("beta_ci")
@@ -149,8 +155,8 @@ def model_fit(cfg: RunConfig, path: Path, estimate: str = "grid") -> tuple[dict,
     beta = fits[0].get(ESTIMATES[estimate][0])
     if not isinstance(beta, (int, float)) or not math.isfinite(beta):
         why = (fits[0].get("note") or "too few budgets with an optimum" if estimate == "grid" else
-               f"{fits[0].get('n_seed_optima', 0)} seed optima between grid points; sweep.horizon.estimate=grid "
-               f"reads the grid optima")
+               f"{fits[0].get('n_seed_optima', 0)} seed optima between grid points{_bounded(fits[0])}; "
+               f"sweep.horizon.estimate=grid reads the grid optima")
         raise SweepError(f"sweep.horizon.results: {path} has no finite beta (sweep.horizon.estimate={estimate}) for "
                          f"{who}: {why}")
     if beta < 0:

@@ -74,9 +74,10 @@ def test_compare_horizons_refuses_in_one_line(a, b, steps, match):
 def test_compare_horizons_without_enough_seed_optima_says_why_and_still_prices_each_budget():
     edge = _doc("edge", 128, [1200, 4800], [[0.02, 0.021], [None, None]])  # both seeds against a collapse at 4,800
     lines = compare_horizons.compare(THIN, THIN)
-    assert lines[0] == ("pt, seed optima over 1,200, 4,800 steps: no beta to compare (horizon fit: comparing two slopes "
-                        "needs >= 5 points in all; seed optima per budget: A 1,200: 1 of 1, 4,800: 1 of 1; B 1,200: 1 of 1, "
-                        "4,800: 1 of 1; a seed whose best LR sits on a grid edge or just under a collapse has none)")
+    assert lines[0] == ("pt, seed optima over 1,200, 4,800 steps: no beta to compare (horizon fit: comparing two "
+                        "slopes needs >= 5 points in all; seed optima per budget: A 1,200: 1 of 1, 4,800: 1 of 1; "
+                        "B 1,200: 1 of 1, 4,800: 1 of 1; a seed whose best LR sits on a grid edge or just under a "
+                        "collapse has none)")
     lines = compare_horizons.compare(A, edge)
     assert lines[0].startswith("pt, seed optima over 1,200, 4,800 steps: no beta to compare (horizon fit: need >= 2 "
                                "distinct budgets; seed optima per budget: A 1,200: 2 of 2, 4,800: 1 of 2; B 1,200: 2 "

@@ -200,7 +200,7 @@ def test_the_committed_shakespeare_study_drives_the_rule(tmp_path, capsys):
         values, prov, _ = read_transfer(cli.compose([*over, *extra]))
         assert values["optim.lr"] == pytest.approx(0.02 * 16 ** -beta) and prov["mismatch"] == {}
         assert "on shakespeare, budgets 1,200-19,200 steps" in capsys.readouterr().out
-    assert 0.2 < fit["beta_seeds"] < 0.4  # the README's +0.29 [+0.24, +0.35]
+    assert 0.2 < fit["beta_seeds"] < 0.4  # the README's +0.29 [+0.22, +0.37]
 
 
 def test_the_committed_cap_study_drives_no_run():

@@ -25,8 +25,8 @@ NEEDS = ("seed_optima", "seed_loss_at_opt")
 
 
 def seed_points(doc: dict, model: str, steps: list[int] | None) -> tuple[list[float], list[float]]:
-    """(budgets, optima) of every seed optimum (not on a grid edge nor against a collapse) of ``model``'s fit, at ``steps`` (all when
-    None)."""
+    """(budgets, optima) of every seed optimum (not on a grid edge nor against a collapse) of ``model``'s fit, at
+    ``steps`` (all when None)."""
     fit = doc["fits"][model]
     pts = [(t, e) for t, opt in zip(fit["steps"], fit["seed_optima"]) if steps is None or t in steps
            for e in opt if e is not None]

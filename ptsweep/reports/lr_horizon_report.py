@@ -64,8 +64,9 @@ def lost_context(loss: float, gain: float, best_gain: float, unigram: float, col
 
 def budget_result(g: pd.DataFrame, unigram: float, collapse_frac: float) -> dict:
     """eta*, plausible set, bracket, basin, learned context, the points, each seed's interpolated optimum
-    (``seed_opt``, :func:`seed_optima`; ``seed_bounded``: a collapse just above its best run) and each seed's loss at eta* (``seed_loss``) of one (model, budget); no eta*
-    while runs of its grid are missing from the results folder (``runs_in`` of ``runs``)."""
+    (``seed_opt``, :func:`seed_optima`; ``seed_bounded``: a collapse just above its best run) and each seed's loss at
+    eta* (``seed_loss``) of one (model, budget); no eta* while runs of its grid are missing from the results folder
+    (``runs_in`` of ``runs``)."""
     points = _points(g, unigram, collapse_frac)
     runs_in, runs = sum(p["seeds_in"] for p in points), sum(p["seeds"] for p in points)
     if runs_in < runs:
@@ -114,9 +115,9 @@ def _slope(pts: list[tuple[int, float]]) -> dict:
 
 def _seed_interval(budgets: dict[int, dict], have: list[int]) -> dict:
     """``horizon.slope_interval`` over the seed optima of the budgets ``have`` (keys beta_seeds, beta_ci, df,
-    n_seed_optima, n_seed_edges, n_seed_bounded: left out on a grid edge, against a collapse); no beta_ci with fewer than 3 optima at 2 budgets. With more than 2 budgets also
-    "beta_local": [T_i, T_i+1, beta, lo, hi] of each adjacent pair, where it has an interval (does beta hold over the
-    horizon?)."""
+    n_seed_optima, n_seed_edges, n_seed_bounded: left out on a grid edge, against a collapse); no beta_ci with
+    fewer than 3 optima at 2 budgets. With more than 2 budgets also "beta_local": [T_i, T_i+1, beta, lo, hi] of each
+    adjacent pair, where it has an interval (does beta hold over the horizon?)."""
     pts = [(t, e) for t in have for e in budgets[t].get("seed_opt", []) if e is not None]
     bounded = sum(sum(budgets[t].get("seed_bounded", [])) for t in have)
     edges = sum(e is None for t in have for e in budgets[t].get("seed_opt", [])) - bounded
